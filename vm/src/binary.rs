@@ -1,0 +1,604 @@
+//! The `.rxb` binary module format (see `docs/bytecode.md`).
+//!
+//! Layout: an 8-byte header (`\0RXB`, version u16, reserved u16) and then sections, each
+//! `[id u8][length u32][payload]`, in increasing id order, each at most once. All integers
+//! are little endian. The reader treats its input as untrusted: every count is checked
+//! against the bytes that remain before anything is allocated, and every failure is an
+//! error carrying the byte offset, never a panic.
+
+use crate::bytecode::{Arg, Instr, Word, WORD_SIZE};
+use crate::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, SourceLoc};
+use crate::types::{DType, Dim, Type};
+use std::fmt;
+
+pub const MAGIC: [u8; 4] = *b"\0RXB";
+pub const VERSION: u16 = 1;
+
+/// Section ids, in the order they must appear.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum SectionId {
+    Strings = 1,
+    Meta = 2,
+    Literals = 3,
+    Constants = 4,
+    Functions = 5,
+    Code = 6,
+    Names = 7,
+    Spans = 8,
+}
+
+impl SectionId {
+    fn from_u8(v: u8) -> Option<SectionId> {
+        use SectionId::*;
+        [Strings, Meta, Literals, Constants, Functions, Code, Names, Spans]
+            .into_iter()
+            .find(|s| *s as u8 == v)
+    }
+}
+
+/// A malformed `.rxb`: where and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadError {
+    pub offset: usize,
+    pub message: String,
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "malformed bytecode at byte {}: {}", self.offset, self.message)
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+// ---------------------------------------------------------------- writing
+
+/// Interns strings for the string section.
+#[derive(Default)]
+struct Strings {
+    list: Vec<String>,
+    index: std::collections::HashMap<String, u32>,
+}
+
+impl Strings {
+    fn id(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.index.get(s) {
+            return i;
+        }
+        let i = self.list.len() as u32;
+        self.list.push(s.to_string());
+        self.index.insert(s.to_string(), i);
+        i
+    }
+}
+
+fn put_u8(o: &mut Vec<u8>, v: u8) {
+    o.push(v)
+}
+fn put_u16(o: &mut Vec<u8>, v: u16) {
+    o.extend_from_slice(&v.to_le_bytes())
+}
+fn put_u32(o: &mut Vec<u8>, v: u32) {
+    o.extend_from_slice(&v.to_le_bytes())
+}
+fn put_u64(o: &mut Vec<u8>, v: u64) {
+    o.extend_from_slice(&v.to_le_bytes())
+}
+fn put_len(o: &mut Vec<u8>, n: usize) {
+    put_u32(o, n as u32)
+}
+
+const DIM_ANY: i64 = -1;
+
+fn put_type(o: &mut Vec<u8>, t: &Type) {
+    match t {
+        Type::Int => put_u8(o, 0),
+        Type::Float => put_u8(o, 1),
+        Type::Shape => put_u8(o, 2),
+        Type::Storage => put_u8(o, 3),
+        Type::AnyTensor => put_u8(o, 4),
+        Type::Tensor { dtype, dims } => {
+            put_u8(o, 5);
+            put_u8(o, *dtype as u8);
+            put_u8(o, dims.len() as u8);
+            for d in dims {
+                put_u64(
+                    o,
+                    match d {
+                        Dim::Known(v) => *v as u64,
+                        Dim::Any => DIM_ANY as u64,
+                    },
+                );
+            }
+        }
+    }
+}
+
+fn section(out: &mut Vec<u8>, id: SectionId, payload: Vec<u8>) {
+    put_u8(out, id as u8);
+    put_len(out, payload.len());
+    out.extend_from_slice(&payload);
+}
+
+/// Encodes a module. Modules with no debug info omit the `Names` and `Spans` sections.
+pub fn write_module(m: &Module) -> Vec<u8> {
+    let mut strings = Strings::default();
+    let mut meta = Vec::new();
+    put_u32(&mut meta, strings.id(&m.name));
+
+    let mut lits = Vec::new();
+    put_len(&mut lits, m.literals.len());
+    for l in &m.literals {
+        match l {
+            Literal::Int(v) => {
+                put_u8(&mut lits, 0);
+                put_u64(&mut lits, *v as u64);
+            }
+            Literal::Float(v) => {
+                put_u8(&mut lits, 1);
+                put_u64(&mut lits, v.to_bits());
+            }
+        }
+    }
+
+    let mut consts = Vec::new();
+    put_len(&mut consts, m.consts.len());
+    for c in &m.consts {
+        put_u32(&mut consts, strings.id(&c.name));
+        put_u8(&mut consts, c.dtype as u8);
+        put_u8(&mut consts, c.shape.len() as u8);
+        for d in &c.shape {
+            put_u64(&mut consts, *d as u64);
+        }
+        match &c.data {
+            ConstData::Bytes(b) => {
+                put_u8(&mut consts, 0);
+                put_u64(&mut consts, b.len() as u64);
+                consts.extend_from_slice(b);
+            }
+            ConstData::Fill(v) => {
+                put_u8(&mut consts, 1);
+                put_u64(&mut consts, v.to_bits());
+            }
+        }
+    }
+
+    let mut funcs = Vec::new();
+    let mut code = Vec::new();
+    put_len(&mut funcs, m.funcs.len());
+    for f in &m.funcs {
+        put_u32(&mut funcs, strings.id(&f.name));
+        put_len(&mut funcs, f.params.len());
+        for t in &f.params {
+            put_type(&mut funcs, t);
+        }
+        put_len(&mut funcs, f.results.len());
+        for t in &f.results {
+            put_type(&mut funcs, t);
+        }
+        put_u32(&mut funcs, f.num_regs);
+        put_len(&mut funcs, f.code.len());
+        put_len(&mut funcs, f.args.len());
+        for ins in &f.code {
+            code.extend_from_slice(&ins.encode().to_bytes());
+        }
+        for a in &f.args {
+            put_u32(&mut code, a.0);
+        }
+    }
+
+    let has_debug = m.source_file.is_some()
+        || m.funcs.iter().any(|f| f.debug != FuncDebug::default());
+    let mut names = Vec::new();
+    let mut spans = Vec::new();
+    if has_debug {
+        for f in &m.funcs {
+            put_len(&mut names, f.debug.reg_names.len());
+            for n in &f.debug.reg_names {
+                put_u32(&mut names, strings.id(n));
+            }
+            put_len(&mut names, f.debug.labels.len());
+            for (pc, n) in &f.debug.labels {
+                put_u32(&mut names, *pc);
+                put_u32(&mut names, strings.id(n));
+            }
+        }
+        match &m.source_file {
+            Some(s) => {
+                put_u8(&mut spans, 1);
+                put_u32(&mut spans, strings.id(s));
+            }
+            None => put_u8(&mut spans, 0),
+        }
+        for f in &m.funcs {
+            put_len(&mut spans, f.debug.locs.len());
+            for l in &f.debug.locs {
+                put_u32(&mut spans, l.line);
+                put_u32(&mut spans, l.col);
+            }
+        }
+    }
+
+    let mut strs = Vec::new();
+    put_len(&mut strs, strings.list.len());
+    for s in &strings.list {
+        put_len(&mut strs, s.len());
+        strs.extend_from_slice(s.as_bytes());
+    }
+
+    let mut out = Vec::with_capacity(64 + code.len() + consts.len());
+    out.extend_from_slice(&MAGIC);
+    put_u16(&mut out, VERSION);
+    put_u16(&mut out, 0);
+    section(&mut out, SectionId::Strings, strs);
+    section(&mut out, SectionId::Meta, meta);
+    section(&mut out, SectionId::Literals, lits);
+    section(&mut out, SectionId::Constants, consts);
+    section(&mut out, SectionId::Functions, funcs);
+    section(&mut out, SectionId::Code, code);
+    if has_debug {
+        section(&mut out, SectionId::Names, names);
+        section(&mut out, SectionId::Spans, spans);
+    }
+    out
+}
+
+// ---------------------------------------------------------------- reading
+
+/// A bounds-checked little-endian reader over a byte slice.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    /// Offset of `bytes[0]` in the whole file, for error positions.
+    base: usize,
+}
+
+type R<T> = Result<T, LoadError>;
+
+impl<'a> Reader<'a> {
+    fn err<T>(&self, message: impl Into<String>) -> R<T> {
+        Err(LoadError { offset: self.base + self.pos, message: message.into() })
+    }
+    fn remaining(&self) -> usize {
+        self.bytes.len() - self.pos
+    }
+    fn take(&mut self, n: usize, what: &str) -> R<&'a [u8]> {
+        if self.remaining() < n {
+            return self.err(format!(
+                "truncated: expected {n} bytes of {what}, found {}",
+                self.remaining()
+            ));
+        }
+        let s = &self.bytes[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    fn u8(&mut self, what: &str) -> R<u8> {
+        Ok(self.take(1, what)?[0])
+    }
+    fn u16(&mut self, what: &str) -> R<u16> {
+        let b = self.take(2, what)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self, what: &str) -> R<u32> {
+        let b = self.take(4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self, what: &str) -> R<u64> {
+        let b = self.take(8, what)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+    /// A count of items that take at least `min_item_bytes` each; refuses counts that
+    /// could not fit in what remains, so a corrupt count never drives a huge allocation.
+    fn count(&mut self, what: &str, min_item_bytes: usize) -> R<usize> {
+        let n = self.u32(what)? as usize;
+        if n.saturating_mul(min_item_bytes.max(1)) > self.remaining() {
+            return self.err(format!(
+                "{what} is {n} but only {} bytes remain",
+                self.remaining()
+            ));
+        }
+        Ok(n)
+    }
+    fn string<'s>(&mut self, strings: &'s [String], what: &str) -> R<&'s str> {
+        let i = self.u32(what)?;
+        match strings.get(i as usize) {
+            Some(s) => Ok(s),
+            None => self.err(format!(
+                "{what} refers to string {i}, but the module has {} strings",
+                strings.len()
+            )),
+        }
+    }
+    fn dtype(&mut self) -> R<DType> {
+        let d = self.u8("dtype")?;
+        match DType::from_u8(d) {
+            Some(d) => Ok(d),
+            None => {
+                self.pos -= 1;
+                self.err(format!("invalid dtype code {d}"))
+            }
+        }
+    }
+    fn ty(&mut self) -> R<Type> {
+        let tag = self.u8("type tag")?;
+        Ok(match tag {
+            0 => Type::Int,
+            1 => Type::Float,
+            2 => Type::Shape,
+            3 => Type::Storage,
+            4 => Type::AnyTensor,
+            5 => {
+                let dtype = self.dtype()?;
+                let n = self.u8("rank")? as usize;
+                let mut dims = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let v = self.u64("dimension")? as i64;
+                    dims.push(match v {
+                        DIM_ANY => Dim::Any,
+                        v if v >= 0 => Dim::Known(v),
+                        v => {
+                            self.pos -= 8;
+                            return self.err(format!("negative dimension {v}"));
+                        }
+                    });
+                }
+                Type::Tensor { dtype, dims }
+            }
+            t => {
+                self.pos -= 1;
+                return self.err(format!("invalid type tag {t}"));
+            }
+        })
+    }
+    fn finish(&self, what: &str) -> R<()> {
+        if self.remaining() != 0 {
+            return self.err(format!("{} unexpected bytes at the end of the {what} section", self.remaining()));
+        }
+        Ok(())
+    }
+}
+
+struct FuncHeader {
+    ninstr: usize,
+    nargs: usize,
+}
+
+/// Decodes a `.rxb`. The result is well formed but not yet verified: run
+/// [`crate::verify::verify_module`] (or use [`crate::load_module`], which does both).
+pub fn read_module(bytes: &[u8]) -> R<Module> {
+    let mut hdr = Reader { bytes, pos: 0, base: 0 };
+    let magic = hdr.take(4, "magic").map_err(|_| LoadError {
+        offset: 0,
+        message: format!("not an rxvm module: {} bytes is shorter than the header", bytes.len()),
+    })?;
+    if magic != MAGIC {
+        return Err(LoadError {
+            offset: 0,
+            message: format!("not an rxvm module: expected magic 00 52 58 42 (\"\\0RXB\"), found {magic:02x?}"),
+        });
+    }
+    let version = hdr.u16("version")?;
+    if version != VERSION {
+        return Err(LoadError { offset: 4, message: format!("unsupported version {version}, expected {VERSION}") });
+    }
+    if hdr.u16("reserved")? != 0 {
+        return Err(LoadError { offset: 6, message: "reserved header bytes must be zero".into() });
+    }
+
+    let mut m = Module::default();
+    let mut strings: Vec<String> = Vec::new();
+    let mut headers: Vec<FuncHeader> = Vec::new();
+    let mut last: Option<SectionId> = None;
+    let mut seen_code = false;
+    while hdr.remaining() > 0 {
+        let id_at = hdr.pos;
+        let id = hdr.u8("section id")?;
+        let Some(id) = SectionId::from_u8(id) else {
+            return Err(LoadError { offset: id_at, message: format!("unknown section id {id}") });
+        };
+        if let Some(l) = last {
+            if id <= l {
+                return Err(LoadError {
+                    offset: id_at,
+                    message: format!("section {id:?} after {l:?}: sections must appear once each, in increasing id order"),
+                });
+            }
+        }
+        last = Some(id);
+        let len = hdr.u32("section length")? as usize;
+        let base = hdr.pos;
+        let payload = hdr.take(len, "section payload")?;
+        let mut r = Reader { bytes: payload, pos: 0, base };
+        match id {
+            SectionId::Strings => {
+                let n = r.count("string count", 4)?;
+                strings.reserve(n);
+                for _ in 0..n {
+                    let len = r.count("string length", 1)?;
+                    let at = r.pos;
+                    let b = r.take(len, "string")?;
+                    match std::str::from_utf8(b) {
+                        Ok(s) => strings.push(s.to_string()),
+                        Err(e) => {
+                            r.pos = at;
+                            return r.err(format!("string is not UTF-8: {e}"));
+                        }
+                    }
+                }
+            }
+            SectionId::Meta => {
+                m.name = r.string(&strings, "module name")?.to_string();
+            }
+            SectionId::Literals => {
+                let n = r.count("literal count", 9)?;
+                for _ in 0..n {
+                    let tag = r.u8("literal tag")?;
+                    let v = r.u64("literal value")?;
+                    m.literals.push(match tag {
+                        0 => Literal::Int(v as i64),
+                        1 => Literal::Float(f64::from_bits(v)),
+                        t => {
+                            r.pos -= 9;
+                            return r.err(format!("invalid literal tag {t}, expected 0 (int) or 1 (float)"));
+                        }
+                    });
+                }
+            }
+            SectionId::Constants => {
+                let n = r.count("constant count", 7)?;
+                for _ in 0..n {
+                    let name = r.string(&strings, "constant name")?.to_string();
+                    let dtype = r.dtype()?;
+                    let rank = r.u8("rank")? as usize;
+                    let mut shape = Vec::with_capacity(rank);
+                    for _ in 0..rank {
+                        let d = r.u64("dimension")? as i64;
+                        if d < 0 {
+                            r.pos -= 8;
+                            return r.err(format!("constant @{name} has negative dimension {d}"));
+                        }
+                        shape.push(d);
+                    }
+                    let tag = r.u8("constant data tag")?;
+                    let data = match tag {
+                        0 => {
+                            let at = r.pos;
+                            let len = r.u64("constant byte length")?;
+                            if len > r.remaining() as u64 {
+                                r.pos = at;
+                                return r.err(format!(
+                                    "constant @{name} claims {len} data bytes but only {} remain",
+                                    r.remaining()
+                                ));
+                            }
+                            ConstData::Bytes(r.take(len as usize, "constant data")?.to_vec())
+                        }
+                        1 => ConstData::Fill(f64::from_bits(r.u64("fill value")?)),
+                        t => {
+                            r.pos -= 1;
+                            return r.err(format!("invalid constant data tag {t}, expected 0 (bytes) or 1 (fill)"));
+                        }
+                    };
+                    let c = Constant { name, dtype, shape, data };
+                    let expected = c.numel().and_then(|n| n.checked_mul(dtype.size() as u64));
+                    if let ConstData::Bytes(b) = &c.data {
+                        if expected != Some(b.len() as u64) {
+                            return r.err(format!(
+                                "constant @{} is {}{:?} and needs {} bytes, but has {}",
+                                c.name,
+                                dtype,
+                                c.shape,
+                                expected.map_or("too many".to_string(), |e| e.to_string()),
+                                b.len()
+                            ));
+                        }
+                    }
+                    m.consts.push(c);
+                }
+            }
+            SectionId::Functions => {
+                let n = r.count("function count", 21)?;
+                for _ in 0..n {
+                    let name = r.string(&strings, "function name")?.to_string();
+                    let np = r.count("parameter count", 1)?;
+                    let mut params = Vec::with_capacity(np);
+                    for _ in 0..np {
+                        params.push(r.ty()?);
+                    }
+                    let nr = r.count("result count", 1)?;
+                    let mut results = Vec::with_capacity(nr);
+                    for _ in 0..nr {
+                        results.push(r.ty()?);
+                    }
+                    let num_regs = r.u32("register count")?;
+                    let ninstr = r.u32("instruction count")? as usize;
+                    let nargs = r.u32("argument count")? as usize;
+                    headers.push(FuncHeader { ninstr, nargs });
+                    m.funcs.push(Function {
+                        name,
+                        params,
+                        results,
+                        num_regs,
+                        code: Vec::new(),
+                        args: Vec::new(),
+                        debug: FuncDebug::default(),
+                    });
+                }
+            }
+            SectionId::Code => {
+                seen_code = true;
+                for (f, h) in m.funcs.iter_mut().zip(&headers) {
+                    let need = h.ninstr.checked_mul(WORD_SIZE).and_then(|c| c.checked_add(h.nargs.checked_mul(4)?));
+                    match need {
+                        Some(need) if need <= r.remaining() => {}
+                        _ => {
+                            return r.err(format!(
+                                "function @{} declares {} instructions and {} arguments, more than the {} code bytes that remain",
+                                f.name,
+                                h.ninstr,
+                                h.nargs,
+                                r.remaining()
+                            ))
+                        }
+                    }
+                    f.code.reserve(h.ninstr);
+                    for pc in 0..h.ninstr {
+                        let at = r.pos;
+                        let mut w = [0u8; WORD_SIZE];
+                        w.copy_from_slice(r.take(WORD_SIZE, "instruction")?);
+                        match Instr::decode(Word::from_bytes(&w)) {
+                            Ok(i) => f.code.push(i),
+                            Err(e) => {
+                                r.pos = at;
+                                return r.err(format!("@{} instruction {pc}: {e}", f.name));
+                            }
+                        }
+                    }
+                    f.args.reserve(h.nargs);
+                    for _ in 0..h.nargs {
+                        f.args.push(Arg(r.u32("argument")?));
+                    }
+                }
+            }
+            SectionId::Names => {
+                for f in &mut m.funcs {
+                    let n = r.count("register name count", 4)?;
+                    for _ in 0..n {
+                        f.debug.reg_names.push(r.string(&strings, "register name")?.to_string());
+                    }
+                    let n = r.count("label count", 8)?;
+                    for _ in 0..n {
+                        let pc = r.u32("label position")?;
+                        let name = r.string(&strings, "label name")?.to_string();
+                        f.debug.labels.push((pc, name));
+                    }
+                    if !f.debug.labels.windows(2).all(|w| w[0].0 < w[1].0) {
+                        return r.err(format!("labels of @{} are not sorted by position", f.name));
+                    }
+                }
+            }
+            SectionId::Spans => {
+                if r.u8("source file flag")? == 1 {
+                    m.source_file = Some(r.string(&strings, "source file")?.to_string());
+                }
+                for f in &mut m.funcs {
+                    let n = r.count("span count", 8)?;
+                    for _ in 0..n {
+                        let line = r.u32("line")?;
+                        let col = r.u32("column")?;
+                        f.debug.locs.push(SourceLoc { line, col });
+                    }
+                }
+            }
+        }
+        r.finish(&format!("{id:?}"))?;
+    }
+    if !m.funcs.is_empty() && !seen_code {
+        return Err(LoadError { offset: bytes.len(), message: "module has functions but no code section".into() });
+    }
+    Ok(m)
+}

@@ -1,0 +1,153 @@
+//! The in-memory module: literals, constants, functions with their code and debug info.
+//! `binary.rs` reads and writes it as `.rxb`.
+
+use crate::bytecode::{Arg, ArgKind, ConstId, FuncId, Instr, Reg};
+use crate::types::{DType, Type};
+
+/// A scalar in the literal pool: integers too large for an immediate, and every float.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Literal {
+    Int(i64),
+    Float(f64),
+}
+
+impl Literal {
+    /// Bitwise identity, so that literal interning treats `-0.0` and `0.0`, and NaNs, apart.
+    pub fn same(&self, other: &Literal) -> bool {
+        match (self, other) {
+            (Literal::Int(a), Literal::Int(b)) => a == b,
+            (Literal::Float(a), Literal::Float(b)) => a.to_bits() == b.to_bits(),
+            _ => false,
+        }
+    }
+}
+
+/// How a constant's elements are given.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConstData {
+    /// Little-endian element bytes, `numel * dtype.size()` of them.
+    Bytes(Vec<u8>),
+    /// Every element is this value (converted to the dtype); stored compactly.
+    Fill(f64),
+}
+
+/// A named constant tensor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Constant {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+    pub data: ConstData,
+}
+
+impl Constant {
+    pub fn numel(&self) -> Option<u64> {
+        self.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(u64::try_from(d).ok()?))
+    }
+}
+
+/// A source position, 1-based; `line == 0` means unknown.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SourceLoc {
+    pub line: u32,
+    pub col: u32,
+}
+
+/// Names and source positions of one function, for diagnostics and disassembly.
+/// Optional: a stripped module has none and prints registers as `%r0`, `%r1`, ...
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FuncDebug {
+    /// One name per register (empty when unknown).
+    pub reg_names: Vec<String>,
+    /// Label names by instruction index, sorted by index.
+    pub labels: Vec<(u32, String)>,
+    /// One position per instruction (empty when unknown).
+    pub locs: Vec<SourceLoc>,
+}
+
+/// A function: parameters occupy registers `0..params.len()`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Function {
+    pub name: String,
+    pub params: Vec<Type>,
+    pub results: Vec<Type>,
+    pub num_regs: u32,
+    pub code: Vec<Instr>,
+    /// Operand lists referenced by instructions (see [`crate::bytecode::ArgList`]).
+    pub args: Vec<Arg>,
+    pub debug: FuncDebug,
+}
+
+impl Function {
+    /// The register's source name, or `r<N>` when the module carries no names.
+    pub fn reg_name(&self, r: Reg) -> String {
+        match self.debug.reg_names.get(r.0 as usize) {
+            Some(n) if !n.is_empty() => n.clone(),
+            _ => format!("r{}", r.0),
+        }
+    }
+
+    pub fn loc(&self, pc: usize) -> SourceLoc {
+        self.debug.locs.get(pc).copied().unwrap_or_default()
+    }
+
+    /// `args[start .. start + len]`, or `None` when out of range.
+    pub fn arg_slice(&self, start: u32, len: usize) -> Option<&[Arg]> {
+        let s = start as usize;
+        self.args.get(s..s.checked_add(len)?)
+    }
+
+    pub fn label_at(&self, pc: u32) -> Option<&str> {
+        self.debug
+            .labels
+            .binary_search_by_key(&pc, |(p, _)| *p)
+            .ok()
+            .map(|i| self.debug.labels[i].1.as_str())
+    }
+}
+
+/// A loaded or assembled module.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Module {
+    pub name: String,
+    pub literals: Vec<Literal>,
+    pub consts: Vec<Constant>,
+    pub funcs: Vec<Function>,
+    /// The source file the module was assembled from, for diagnostics.
+    pub source_file: Option<String>,
+}
+
+impl Module {
+    pub fn func_by_name(&self, name: &str) -> Option<FuncId> {
+        let name = name.strip_prefix('@').unwrap_or(name);
+        self.funcs.iter().position(|f| f.name == name).map(|i| FuncId(i as u32))
+    }
+
+    pub fn func(&self, id: FuncId) -> Option<&Function> {
+        self.funcs.get(id.0 as usize)
+    }
+
+    pub fn const_by_name(&self, name: &str) -> Option<ConstId> {
+        self.consts.iter().position(|c| c.name == name).map(|i| ConstId(i as u32))
+    }
+
+    /// Removes names and source positions (what `asm --strip` emits).
+    pub fn strip_debug(&mut self) {
+        self.source_file = None;
+        for f in &mut self.funcs {
+            f.debug = FuncDebug::default();
+        }
+    }
+
+    /// The integer value of an `Arg` that is an immediate or an integer literal.
+    pub fn const_int(&self, a: Arg) -> Option<i64> {
+        match a.kind() {
+            ArgKind::Imm(v) => Some(v as i64),
+            ArgKind::Lit(i) => match self.literals.get(i as usize)? {
+                Literal::Int(v) => Some(*v),
+                Literal::Float(_) => None,
+            },
+            _ => None,
+        }
+    }
+}
