@@ -1,13 +1,70 @@
 //! rxvm-vm: the bytecode, the `.rxb` module format, the verifier and the interpreter with
 //! its devices and builtins.
+//!
+//! ```
+//! use rxvm_vm::{builder::{ModuleBuilder, Operand}, types::{DType, Scope, Type, Dim}, HostValue, Vm};
+//! use std::sync::Arc;
+//!
+//! let mut mb = ModuleBuilder::new("demo");
+//! let t = Type::Tensor { dtype: DType::F32, dims: vec![Dim::Known(4)] };
+//! let mut f = mb.function("main", vec![], vec![t]);
+//! let s = f.alloc_storage(Operand::Int(64), None, 0, Scope::Global);
+//! let y = f.alloc_tensor(s, Operand::Int(0), DType::F32, &[Operand::Int(4)], Scope::Global);
+//! f.call_builtin("fill", &[Operand::Reg(y), Operand::Float(2.5)]).unwrap();
+//! f.ret(&[Operand::Reg(y)]);
+//! mb.add_function(f);
+//! let module = mb.build().unwrap();
+//! let mut vm = Vm::host(Arc::new(module)).unwrap();
+//! let out = vm.invoke("main", &[]).unwrap();
+//! let HostValue::Tensor(t) = &out[0] else { panic!() };
+//! assert_eq!(t.to_f64(), vec![2.5; 4]);
+//! ```
 
 pub mod binary;
+pub mod builder;
 pub mod builtins;
 pub mod bytecode;
+pub mod device;
+pub mod error;
+pub mod exec;
+pub mod host_tensor;
+pub mod interp;
+pub mod memory;
 pub mod module;
 pub mod types;
+pub mod value;
 pub mod verify;
 
 pub use binary::{read_module, write_module, LoadError};
+pub use device::DeviceCaps;
+pub use error::VmError;
+pub use host_tensor::{HostTensor, HostValue};
+pub use interp::{Limits, Vm};
+pub use memory::Stats;
 pub use module::Module;
 pub use verify::{verify_module, VerifyError};
+
+/// Why bytes could not become a runnable module.
+#[derive(Debug)]
+pub enum ModuleError {
+    Load(LoadError),
+    Verify(VerifyError),
+}
+
+impl std::fmt::Display for ModuleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModuleError::Load(e) => e.fmt(f),
+            ModuleError::Verify(e) => write!(f, "invalid module: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ModuleError {}
+
+/// Decodes and verifies an untrusted `.rxb`.
+pub fn load_module(bytes: &[u8]) -> Result<Module, ModuleError> {
+    let m = read_module(bytes).map_err(ModuleError::Load)?;
+    verify_module(&m).map_err(ModuleError::Verify)?;
+    Ok(m)
+}

@@ -1,0 +1,242 @@
+//! Devices: their capabilities and memory. The host device keeps storages in aligned host
+//! memory and emulates image views with the same pitch rules an OpenCL device uses, so a
+//! plan made for any target can be executed and checked on the host.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::collections::HashMap;
+use std::fmt;
+use std::ptr::NonNull;
+
+/// What the planner and the VM need to know about a device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceCaps {
+    pub name: String,
+    /// Default storage alignment in bytes (`alloc_storage` without `align`).
+    pub base_align: u64,
+    /// `CL_DEVICE_MEM_BASE_ADDR_ALIGN` in bytes: sub-buffer offsets must be multiples.
+    pub mem_base_addr_align: u64,
+    /// Image rows are padded to a multiple of this many texels.
+    pub image_pitch_align_px: u64,
+    /// Image views must start at a multiple of this many bytes.
+    pub image_base_align: u64,
+    pub max_image2d_width: u64,
+    pub max_image2d_height: u64,
+    /// Largest single storage in bytes.
+    pub max_alloc: u64,
+    /// Device memory: live storage bytes may not exceed it.
+    pub global_mem: u64,
+    pub image_support: bool,
+    pub image_from_buffer: bool,
+}
+
+impl DeviceCaps {
+    /// The embedded host device. Its image rules default to those of the Intel CPU OpenCL
+    /// runtime (64-texel pitch, 64-byte image base), so host runs check the same plans.
+    pub fn host() -> DeviceCaps {
+        DeviceCaps {
+            name: "host".into(),
+            base_align: 64,
+            mem_base_addr_align: 128,
+            image_pitch_align_px: 64,
+            image_base_align: 64,
+            max_image2d_width: 16384,
+            max_image2d_height: 16384,
+            max_alloc: 4 << 30,
+            global_mem: 8 << 30,
+            image_support: true,
+            image_from_buffer: true,
+        }
+    }
+
+    /// Applies `key=value` overrides, comma separated, e.g. `pitch=32,image-base=256`.
+    /// Keys: `base-align`, `mem-base-align`, `pitch`, `image-base`, `max-width`, `max-height`,
+    /// `max-alloc`, `mem`.
+    pub fn with_overrides(mut self, spec: &str) -> Result<DeviceCaps, String> {
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = item
+                .split_once('=')
+                .ok_or_else(|| format!("expected KEY=VALUE in device caps, found `{item}`"))?;
+            let v: u64 = parse_size(v).ok_or_else(|| format!("`{v}` is not a size (e.g. 64, 4k, 2M, 1G)"))?;
+            let pow2 = |name: &str, v: u64| {
+                if v.is_power_of_two() {
+                    Ok(v)
+                } else {
+                    Err(format!("{name} must be a power of two, found {v}"))
+                }
+            };
+            match k {
+                "base-align" => self.base_align = pow2(k, v)?,
+                "mem-base-align" => self.mem_base_addr_align = pow2(k, v)?,
+                "pitch" => self.image_pitch_align_px = v.max(1),
+                "image-base" => self.image_base_align = pow2(k, v)?,
+                "max-width" => self.max_image2d_width = v,
+                "max-height" => self.max_image2d_height = v,
+                "max-alloc" => self.max_alloc = v,
+                "mem" => self.global_mem = v,
+                _ => {
+                    return Err(format!(
+                        "unknown device cap `{k}`; expected one of: base-align, mem-base-align, pitch, image-base, max-width, max-height, max-alloc, mem"
+                    ))
+                }
+            }
+        }
+        Ok(self)
+    }
+}
+
+/// Parses `123`, `4k`, `2M`, `1G` (binary multiples).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last()? {
+        'k' | 'K' => (&s[..s.len() - 1], 1u64 << 10),
+        'm' | 'M' => (&s[..s.len() - 1], 1 << 20),
+        'g' | 'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok()?.checked_mul(mul)
+}
+
+impl fmt::Display for DeviceCaps {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: base align {} B, sub-buffer align {} B, image pitch {} px, image base {} B, max image {}x{}, max alloc {} B, memory {} B",
+            self.name,
+            self.base_align,
+            self.mem_base_addr_align,
+            self.image_pitch_align_px,
+            self.image_base_align,
+            self.max_image2d_width,
+            self.max_image2d_height,
+            self.max_alloc,
+            self.global_mem
+        )
+    }
+}
+
+/// An aligned, zero-initialised block of host memory. Every byte is initialised when it is
+/// first allocated, so reading a reused block is defined (it holds earlier data).
+pub struct HostBlock {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+impl HostBlock {
+    /// A zeroed block of `capacity` bytes; `None` if the system refuses.
+    pub fn new(capacity: u64, align: u64) -> Option<HostBlock> {
+        let layout = Layout::from_size_align(usize::try_from(capacity.max(1)).ok()?, align as usize).ok()?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = NonNull::new(unsafe { alloc_zeroed(layout) })?;
+        Some(HostBlock { ptr, layout })
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.layout.size() as u64
+    }
+
+    pub fn align(&self) -> u64 {
+        self.layout.align() as u64
+    }
+}
+
+impl Drop for HostBlock {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+/// Rounds a request up to its size class: multiples of 64 bytes up to 1 KiB, then four
+/// classes per power of two, so a reused block wastes at most a quarter of its size.
+pub fn size_class(size: u64) -> u64 {
+    if size <= 1024 {
+        return size.max(1).div_ceil(64) * 64;
+    }
+    let top = 63 - size.leading_zeros() as u64; // floor(log2(size))
+    let step = 1u64 << (top - 2);
+    size.div_ceil(step).saturating_mul(step)
+}
+
+/// Free host blocks by (size class, alignment). Blocks come back when their storage's last
+/// reference dies and are handed out again for any request of the same class.
+#[derive(Default)]
+pub struct HostPool {
+    free: HashMap<(u64, u64), Vec<HostBlock>>,
+    pub free_bytes: u64,
+}
+
+/// Where an allocation's block came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocSource {
+    Fresh,
+    PoolHit,
+}
+
+impl HostPool {
+    /// A block of at least `size` bytes aligned to `align`.
+    pub fn alloc(&mut self, size: u64, align: u64) -> Option<(HostBlock, AllocSource)> {
+        let class = size_class(size);
+        if let Some(list) = self.free.get_mut(&(class, align)) {
+            if let Some(b) = list.pop() {
+                self.free_bytes -= b.capacity();
+                return Some((b, AllocSource::PoolHit));
+            }
+        }
+        HostBlock::new(class, align).map(|b| (b, AllocSource::Fresh))
+    }
+
+    pub fn release(&mut self, b: HostBlock) {
+        self.free_bytes += b.capacity();
+        self.free.entry((b.capacity(), b.align())).or_default().push(b);
+    }
+
+    /// Returns every cached block to the system.
+    pub fn clear(&mut self) {
+        self.free.clear();
+        self.free_bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_classes_bound_waste() {
+        assert_eq!(size_class(0), 64);
+        assert_eq!(size_class(1), 64);
+        assert_eq!(size_class(1024), 1024);
+        assert_eq!(size_class(1025), 1280);
+        for s in [1500u64, 4097, 1 << 20, (1 << 20) + 1, 123_456_789] {
+            let c = size_class(s);
+            assert!(c >= s && c - s <= s / 4, "{s} -> {c}");
+        }
+    }
+
+    #[test]
+    fn pool_reuses_released_blocks() {
+        let mut p = HostPool::default();
+        let (b, src) = p.alloc(1000, 64).unwrap();
+        assert_eq!(src, AllocSource::Fresh);
+        assert_eq!(b.as_ptr() as usize % 64, 0);
+        let addr = b.as_ptr();
+        p.release(b);
+        let (b, src) = p.alloc(990, 64).unwrap();
+        assert_eq!((src, b.as_ptr()), (AllocSource::PoolHit, addr));
+        let (_, src) = p.alloc(990, 128).unwrap();
+        assert_eq!(src, AllocSource::Fresh);
+    }
+
+    #[test]
+    fn caps_overrides_parse_and_reject() {
+        let c = DeviceCaps::host().with_overrides("pitch=32, image-base=256, mem=1G").unwrap();
+        assert_eq!((c.image_pitch_align_px, c.image_base_align, c.global_mem), (32, 256, 1 << 30));
+        assert!(DeviceCaps::host().with_overrides("image-base=100").is_err());
+        assert!(DeviceCaps::host().with_overrides("bogus=1").is_err());
+        assert!(DeviceCaps::host().with_overrides("pitch").is_err());
+    }
+}

@@ -1,0 +1,63 @@
+//! Run-time errors: what went wrong, where (function, instruction, source line) and the
+//! values involved.
+
+use crate::module::SourceLoc;
+use std::fmt;
+
+/// One frame of the call stack at the time of an error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameLoc {
+    pub func: String,
+    pub pc: usize,
+    pub loc: SourceLoc,
+}
+
+/// An error raised while running a program, or when invoking it through the API.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VmError {
+    pub message: String,
+    pub notes: Vec<String>,
+    /// Innermost frame first; empty for errors outside any function (bad API arguments).
+    pub stack: Vec<FrameLoc>,
+    pub source_file: Option<String>,
+}
+
+impl VmError {
+    #[cold]
+    pub fn api(message: impl Into<String>) -> VmError {
+        VmError { message: message.into(), notes: vec![], stack: vec![], source_file: None }
+    }
+
+    /// Where the error happened: `file:line:col` or `@func instruction N`.
+    pub fn location(&self) -> Option<String> {
+        let top = self.stack.first()?;
+        let file = self.source_file.as_deref().unwrap_or("<module>");
+        Some(if top.loc.line > 0 {
+            format!("{file}:{}:{} (in @{}, instruction {})", top.loc.line, top.loc.col, top.func, top.pc)
+        } else {
+            format!("@{} instruction {}", top.func, top.pc)
+        })
+    }
+}
+
+impl fmt::Display for VmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "error: {}", self.message)?;
+        if let Some(l) = self.location() {
+            write!(f, "\n  --> {l}")?;
+        }
+        for n in &self.notes {
+            write!(f, "\n  = note: {n}")?;
+        }
+        for fr in self.stack.iter().skip(1) {
+            if fr.loc.line > 0 {
+                write!(f, "\n  called from @{} at line {}", fr.func, fr.loc.line)?;
+            } else {
+                write!(f, "\n  called from @{} instruction {}", fr.func, fr.pc)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for VmError {}

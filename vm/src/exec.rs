@@ -1,0 +1,324 @@
+//! Builtin implementations on the host device, and moving tensor bytes between views and
+//! host memory (honouring image row pitch).
+
+use crate::builtins::Builtin;
+use crate::host_tensor::{format_nested, load_f64, load_i64, store_f64, store_i64, HostTensor};
+use crate::memory::View;
+use crate::types::DType;
+use crate::value::Value;
+use std::io::Write;
+use std::rc::Rc;
+
+/// A builtin's failure: the message (the interpreter adds where).
+pub type Fail = Box<String>;
+
+#[cold]
+fn fail<T>(msg: String) -> Result<T, Fail> {
+    Err(Box::new(msg))
+}
+
+/// Copies a view's elements, row-major and without padding, into a new host tensor.
+pub fn read_view(v: &View) -> HostTensor {
+    let es = v.dtype.size();
+    let (run, stride) = v.runs();
+    let n = v.numel();
+    let mut data = vec![0u8; n as usize * es];
+    if run > 0 {
+        let run_bytes = run as usize * es;
+        for (r, chunk) in data.chunks_mut(run_bytes).enumerate() {
+            let src = v.offset as usize + r * stride as usize;
+            // SAFETY: view creation checked that every run lies inside the storage.
+            unsafe { std::ptr::copy_nonoverlapping(v.storage.host_ptr().add(src), chunk.as_mut_ptr(), chunk.len()) }
+        }
+    }
+    HostTensor { dtype: v.dtype, shape: v.shape.to_vec(), data }
+}
+
+/// Writes row-major element bytes into a view (same element count and dtype, checked).
+pub fn write_view(v: &View, data: &[u8]) -> Result<(), Fail> {
+    let es = v.dtype.size();
+    if data.len() as u64 != v.numel() * es as u64 {
+        return fail(format!("expected {} bytes for the view, found {}", v.numel() * es as u64, data.len()));
+    }
+    if v.storage.is_constant() {
+        return fail("cannot write to a constant".into());
+    }
+    let (run, stride) = v.runs();
+    if run > 0 {
+        for (r, chunk) in data.chunks(run as usize * es).enumerate() {
+            let dst = v.offset as usize + r * stride as usize;
+            // SAFETY: as in `read_view`; `data` is host memory apart from any storage.
+            unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), v.storage.host_ptr().add(dst), chunk.len()) }
+        }
+    }
+    Ok(())
+}
+
+#[inline]
+fn get(v: &View, i: u64) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    // SAFETY: `i < numel`, and the element lies inside the storage.
+    unsafe { std::ptr::copy_nonoverlapping(v.elem_ptr(i), b.as_mut_ptr(), v.dtype.size()) };
+    b
+}
+
+#[inline]
+fn put(v: &View, i: u64, b: &[u8; 8]) {
+    // SAFETY: as in `get`; raw copies stay sound when views alias.
+    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), v.elem_ptr(i), v.dtype.size()) };
+}
+
+fn writable<'a>(name: &str, v: &'a Rc<View>) -> Result<&'a Rc<View>, Fail> {
+    if v.storage.is_constant() {
+        return fail(format!("@vm.{name} cannot write to a constant tensor"));
+    }
+    Ok(v)
+}
+
+fn same_dtype(name: &str, views: &[&View]) -> Result<DType, Fail> {
+    let d = views[0].dtype;
+    if let Some(o) = views.iter().find(|v| v.dtype != d) {
+        return fail(format!("@vm.{name}: dtypes differ: {d} and {}", o.dtype));
+    }
+    Ok(d)
+}
+
+fn shape_str(v: &View) -> String {
+    format!("{}{:?}", v.dtype, &v.shape[..])
+}
+
+fn as_int(v: &Value) -> i64 {
+    match v {
+        Value::Int(i) => *i,
+        _ => 0,
+    }
+}
+
+fn as_float(v: &Value) -> f64 {
+    match v {
+        Value::Float(f) => *f,
+        Value::Int(i) => *i as f64,
+        _ => 0.0,
+    }
+}
+
+fn as_tensor(v: &Value) -> Result<&Rc<View>, Fail> {
+    match v {
+        Value::Tensor(t) => Ok(t),
+        other => fail(format!("expected a tensor, found {}", other.describe())),
+    }
+}
+
+fn int_op(name: &str, a: i64, b: i64, r: Option<i64>) -> Result<Option<Value>, Fail> {
+    match r {
+        Some(v) => Ok(Some(Value::Int(v))),
+        None if b == 0 && matches!(name, "idiv" | "irem") => fail(format!("@vm.{name}: division by zero ({a} / 0)")),
+        None => fail(format!("@vm.{name}: integer overflow with {a} and {b}")),
+    }
+}
+
+/// Runs a builtin. The verifier has checked arity and argument kinds.
+pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<Option<Value>, Fail> {
+    let i = |k: usize| as_int(&args[k]);
+    let f = |k: usize| as_float(&args[k]);
+    let cmp = |c: bool| Ok(Some(Value::Int(c as i64)));
+    match b {
+        Builtin::Nop => Ok(None),
+        Builtin::IAdd => int_op("iadd", i(0), i(1), i(0).checked_add(i(1))),
+        Builtin::ISub => int_op("isub", i(0), i(1), i(0).checked_sub(i(1))),
+        Builtin::IMul => int_op("imul", i(0), i(1), i(0).checked_mul(i(1))),
+        Builtin::IDiv => int_op("idiv", i(0), i(1), i(0).checked_div(i(1))),
+        Builtin::IRem => int_op("irem", i(0), i(1), i(0).checked_rem(i(1))),
+        Builtin::IMin => Ok(Some(Value::Int(i(0).min(i(1))))),
+        Builtin::IMax => Ok(Some(Value::Int(i(0).max(i(1))))),
+        Builtin::IEq => cmp(i(0) == i(1)),
+        Builtin::INe => cmp(i(0) != i(1)),
+        Builtin::ILt => cmp(i(0) < i(1)),
+        Builtin::ILe => cmp(i(0) <= i(1)),
+        Builtin::IGt => cmp(i(0) > i(1)),
+        Builtin::IGe => cmp(i(0) >= i(1)),
+        Builtin::FAdd => Ok(Some(Value::Float(f(0) + f(1)))),
+        Builtin::FSub => Ok(Some(Value::Float(f(0) - f(1)))),
+        Builtin::FMul => Ok(Some(Value::Float(f(0) * f(1)))),
+        Builtin::FDiv => Ok(Some(Value::Float(f(0) / f(1)))),
+        Builtin::IToF => Ok(Some(Value::Float(i(0) as f64))),
+        Builtin::FToI => {
+            let v = f(0);
+            if v.is_nan() || v < i64::MIN as f64 || v >= i64::MAX as f64 {
+                return fail(format!("@vm.ftoi: {v:?} has no integer value"));
+            }
+            Ok(Some(Value::Int(v as i64)))
+        }
+        Builtin::ShapeOf => {
+            let t = as_tensor(&args[0])?;
+            Ok(Some(Value::Shape(t.shape.iter().copied().collect())))
+        }
+        Builtin::Dim => {
+            let Value::Shape(s) = &args[0] else { return fail("@vm.dim expects a shape".into()) };
+            let k = i(1);
+            let idx = if k < 0 { k + s.len() as i64 } else { k };
+            match usize::try_from(idx).ok().and_then(|x| s.get(x)) {
+                Some(d) => Ok(Some(Value::Int(*d))),
+                None => fail(format!("@vm.dim: index {k} is out of range for a shape of rank {}", s.len())),
+            }
+        }
+        Builtin::Rank => match &args[0] {
+            Value::Shape(s) => Ok(Some(Value::Int(s.len() as i64))),
+            _ => fail("@vm.rank expects a shape".into()),
+        },
+        Builtin::Numel => Ok(Some(Value::Int(as_tensor(&args[0])?.numel() as i64))),
+        Builtin::NBytes => {
+            let t = as_tensor(&args[0])?;
+            Ok(Some(Value::Int((t.numel() * t.dtype.size() as u64) as i64)))
+        }
+        Builtin::Fill => {
+            let t = writable("fill", as_tensor(&args[0])?)?;
+            let mut b = [0u8; 8];
+            store_f64(t.dtype, f(1), &mut b);
+            for k in 0..t.numel() {
+                put(t, k, &b);
+            }
+            Ok(None)
+        }
+        Builtin::Iota => {
+            let t = writable("iota", as_tensor(&args[0])?)?;
+            let (start, step) = (f(1), f(2));
+            for k in 0..t.numel() {
+                let mut b = [0u8; 8];
+                store_f64(t.dtype, start + k as f64 * step, &mut b);
+                put(t, k, &b);
+            }
+            Ok(None)
+        }
+        Builtin::Copy => {
+            let (src, dst) = (as_tensor(&args[0])?, writable("copy", as_tensor(&args[1])?)?);
+            same_dtype("copy", &[src, dst])?;
+            if src.numel() != dst.numel() {
+                return fail(format!(
+                    "@vm.copy: source {} and destination {} have different element counts",
+                    shape_str(src),
+                    shape_str(dst)
+                ));
+            }
+            // Through a temporary, so overlapping views copy as if simultaneously.
+            let tmp = read_view(src);
+            write_view(dst, &tmp.data)?;
+            Ok(None)
+        }
+        Builtin::Add | Builtin::Sub | Builtin::Mul => {
+            let name = b.sig().name;
+            let (a, bb, o) = (as_tensor(&args[0])?, as_tensor(&args[1])?, writable(name, as_tensor(&args[2])?)?);
+            let dtype = same_dtype(name, &[a, bb, o])?;
+            let n = a.numel();
+            if o.numel() != n || (bb.numel() != n && bb.numel() != 1) {
+                return fail(format!(
+                    "@vm.{name}: shapes do not match: a is {}, b is {}, out is {} (b may also have one element)",
+                    shape_str(a),
+                    shape_str(bb),
+                    shape_str(o)
+                ));
+            }
+            let bstep = (bb.numel() != 1) as u64;
+            for k in 0..n {
+                let (x, y) = (get(a, k), get(bb, k * bstep));
+                let mut r = [0u8; 8];
+                if dtype.is_float() {
+                    let (x, y) = (load_f64(dtype, &x), load_f64(dtype, &y));
+                    let v = match b {
+                        Builtin::Add => x + y,
+                        Builtin::Sub => x - y,
+                        _ => x * y,
+                    };
+                    store_f64(dtype, v, &mut r);
+                } else {
+                    let (x, y) = (load_i64(dtype, &x), load_i64(dtype, &y));
+                    let v = match b {
+                        Builtin::Add => x.wrapping_add(y),
+                        Builtin::Sub => x.wrapping_sub(y),
+                        _ => x.wrapping_mul(y),
+                    };
+                    store_i64(dtype, v, &mut r);
+                }
+                put(o, k, &r);
+            }
+            Ok(None)
+        }
+        Builtin::Relu => {
+            let (x, o) = (as_tensor(&args[0])?, writable("relu", as_tensor(&args[1])?)?);
+            let dtype = same_dtype("relu", &[x, o])?;
+            if x.numel() != o.numel() {
+                return fail(format!("@vm.relu: x is {} but out is {}", shape_str(x), shape_str(o)));
+            }
+            for k in 0..x.numel() {
+                let mut r = [0u8; 8];
+                store_f64(dtype, load_f64(dtype, &get(x, k)).max(0.0), &mut r);
+                put(o, k, &r);
+            }
+            Ok(None)
+        }
+        Builtin::MatMul => {
+            let (a, bb, o) = (as_tensor(&args[0])?, as_tensor(&args[1])?, writable("matmul", as_tensor(&args[2])?)?);
+            let dtype = same_dtype("matmul", &[a, bb, o])?;
+            let ok = a.shape.len() == 2 && bb.shape.len() == 2 && o.shape.len() == 2;
+            if !ok || a.shape[1] != bb.shape[0] || o.shape[0] != a.shape[0] || o.shape[1] != bb.shape[1] {
+                return fail(format!(
+                    "@vm.matmul: expected a[M, K], b[K, N], out[M, N]; found a {}, b {}, out {}",
+                    shape_str(a),
+                    shape_str(bb),
+                    shape_str(o)
+                ));
+            }
+            let (m, k, n) = (a.shape[0] as u64, a.shape[1] as u64, bb.shape[1] as u64);
+            let av: Vec<f64> = (0..m * k).map(|e| load_f64(dtype, &get(a, e))).collect();
+            let bv: Vec<f64> = (0..k * n).map(|e| load_f64(dtype, &get(bb, e))).collect();
+            let mut acc = vec![0f64; (m * n) as usize];
+            for r in 0..m as usize {
+                for kk in 0..k as usize {
+                    let x = av[r * k as usize + kk];
+                    let brow = &bv[kk * n as usize..][..n as usize];
+                    for (c, y) in acc[r * n as usize..][..n as usize].iter_mut().zip(brow) {
+                        *c += x * y;
+                    }
+                }
+            }
+            for (e, v) in acc.iter().enumerate() {
+                let mut r = [0u8; 8];
+                store_f64(dtype, *v, &mut r);
+                put(o, e as u64, &r);
+            }
+            Ok(None)
+        }
+        Builtin::Sum => {
+            let t = as_tensor(&args[0])?;
+            Ok(Some(Value::Float((0..t.numel()).map(|k| load_f64(t.dtype, &get(t, k))).sum())))
+        }
+        Builtin::Print => {
+            let mut line = String::new();
+            for (k, a) in args.iter().enumerate() {
+                if k > 0 {
+                    line.push(' ');
+                }
+                format_value(a, &mut line);
+            }
+            line.push('\n');
+            if let Err(e) = out.write_all(line.as_bytes()) {
+                return fail(format!("@vm.print: cannot write output: {e}"));
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// Appends the printed form of a value.
+pub fn format_value(v: &Value, s: &mut String) {
+    match v {
+        Value::Int(i) => s.push_str(&i.to_string()),
+        Value::Float(f) => s.push_str(&format!("{f:?}")),
+        Value::Shape(sh) => s.push_str(&format!("{:?}", &sh[..])),
+        Value::Tensor(t) => {
+            let h = read_view(t);
+            format_nested(h.dtype, &h.shape, &h.data, s);
+        }
+        other => s.push_str(&other.describe()),
+    }
+}

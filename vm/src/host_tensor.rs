@@ -1,0 +1,239 @@
+//! Tensors and values in host memory, as the embedding API passes them in and out.
+
+use crate::types::DType;
+use std::fmt;
+
+/// A dense row-major tensor in host memory (little-endian elements).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostTensor {
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+    pub data: Vec<u8>,
+}
+
+/// A value passed to or returned from [`crate::Vm::invoke`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostValue {
+    Int(i64),
+    Float(f64),
+    Shape(Vec<i64>),
+    Tensor(HostTensor),
+    /// A storage returned by a function: its id and size (its bytes stay on the device).
+    Storage { id: u64, size: u64 },
+}
+
+impl HostValue {
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            HostValue::Int(_) => "int",
+            HostValue::Float(_) => "float",
+            HostValue::Shape(_) => "shape",
+            HostValue::Tensor(_) => "tensor",
+            HostValue::Storage { .. } => "storage",
+        }
+    }
+}
+
+/// Reads element `i`'s bytes as f64.
+pub fn load_f64(dtype: DType, b: &[u8]) -> f64 {
+    match dtype {
+        DType::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+        DType::F16 => half::f16::from_le_bytes([b[0], b[1]]).to_f64(),
+        DType::F64 => f64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8])),
+        _ => load_i64(dtype, b) as f64,
+    }
+}
+
+/// Reads element bytes as i64 (floats truncate toward zero).
+pub fn load_i64(dtype: DType, b: &[u8]) -> i64 {
+    match dtype {
+        DType::I8 => b[0] as i8 as i64,
+        DType::U8 | DType::Bool => b[0] as i64,
+        DType::I16 => i16::from_le_bytes([b[0], b[1]]) as i64,
+        DType::U16 => u16::from_le_bytes([b[0], b[1]]) as i64,
+        DType::I32 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
+        DType::U32 => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
+        DType::I64 | DType::U64 => i64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8])),
+        DType::F32 | DType::F16 | DType::F64 => load_f64(dtype, b) as i64,
+    }
+}
+
+/// Writes `v` converted to `dtype` (floats round to nearest, ints truncate, bool is v != 0).
+pub fn store_f64(dtype: DType, v: f64, out: &mut [u8]) {
+    match dtype {
+        DType::F32 => out[..4].copy_from_slice(&(v as f32).to_le_bytes()),
+        DType::F16 => out[..2].copy_from_slice(&half::f16::from_f64(v).to_le_bytes()),
+        DType::F64 => out[..8].copy_from_slice(&v.to_le_bytes()),
+        DType::Bool => out[0] = (v != 0.0) as u8,
+        _ => store_i64(dtype, v as i64, out),
+    }
+}
+
+/// Writes `v` converted to `dtype` (wrapping to the width of integer types).
+pub fn store_i64(dtype: DType, v: i64, out: &mut [u8]) {
+    match dtype {
+        DType::I8 | DType::U8 => out[0] = v as u8,
+        DType::Bool => out[0] = (v != 0) as u8,
+        DType::I16 | DType::U16 => out[..2].copy_from_slice(&(v as u16).to_le_bytes()),
+        DType::I32 | DType::U32 => out[..4].copy_from_slice(&(v as u32).to_le_bytes()),
+        DType::I64 | DType::U64 => out[..8].copy_from_slice(&v.to_le_bytes()),
+        DType::F32 | DType::F16 | DType::F64 => store_f64(dtype, v as f64, out),
+    }
+}
+
+impl HostTensor {
+    /// Checks that `data` holds exactly the shape's elements.
+    pub fn new(dtype: DType, shape: Vec<i64>, data: Vec<u8>) -> Result<HostTensor, String> {
+        let n = numel(&shape).ok_or_else(|| format!("invalid shape {shape:?}"))?;
+        let need = n.checked_mul(dtype.size() as u64).ok_or("tensor too large")?;
+        if data.len() as u64 != need {
+            return Err(format!("{dtype}{shape:?} needs {need} bytes, found {}", data.len()));
+        }
+        Ok(HostTensor { dtype, shape, data })
+    }
+
+    pub fn zeros(dtype: DType, shape: &[i64]) -> Result<HostTensor, String> {
+        let n = numel(shape).ok_or_else(|| format!("invalid shape {shape:?}"))?;
+        let bytes = usize::try_from(n * dtype.size() as u64).map_err(|_| "tensor too large".to_string())?;
+        HostTensor::new(dtype, shape.to_vec(), vec![0; bytes])
+    }
+
+    /// Uniform values in [-1, 1) (floats) or [0, 100) (integers) from a fixed generator, so
+    /// the same seed gives the same tensor everywhere.
+    pub fn random(dtype: DType, shape: &[i64], seed: u64) -> Result<HostTensor, String> {
+        let mut t = HostTensor::zeros(dtype, shape)?;
+        let mut state = seed ^ 0x9E37_79B9_7F4A_7C15;
+        let es = dtype.size();
+        for chunk in t.data.chunks_mut(es) {
+            // splitmix64
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            if dtype.is_float() {
+                let u = (z >> 11) as f64 / (1u64 << 53) as f64;
+                store_f64(dtype, u * 2.0 - 1.0, chunk);
+            } else {
+                store_i64(dtype, (z % 100) as i64, chunk);
+            }
+        }
+        Ok(t)
+    }
+
+    pub fn from_f32(shape: &[i64], values: &[f32]) -> Result<HostTensor, String> {
+        let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        HostTensor::new(DType::F32, shape.to_vec(), data)
+    }
+
+    pub fn numel(&self) -> u64 {
+        numel(&self.shape).unwrap_or(0)
+    }
+
+    /// Every element converted to f64.
+    pub fn to_f64(&self) -> Vec<f64> {
+        self.data.chunks(self.dtype.size()).map(|c| load_f64(self.dtype, c)).collect()
+    }
+
+    /// Every element converted to i64.
+    pub fn to_i64(&self) -> Vec<i64> {
+        self.data.chunks(self.dtype.size()).map(|c| load_i64(self.dtype, c)).collect()
+    }
+}
+
+pub fn numel(shape: &[i64]) -> Option<u64> {
+    shape.iter().try_fold(1u64, |a, &d| a.checked_mul(u64::try_from(d).ok()?))
+}
+
+/// Formats one element for printing: floats with their shortest round-trip form.
+pub fn format_elem(dtype: DType, b: &[u8], out: &mut String) {
+    use std::fmt::Write;
+    if dtype.is_float() {
+        let v = load_f64(dtype, b);
+        if dtype == DType::F32 {
+            let _ = write!(out, "{:?}", v as f32);
+        } else {
+            let _ = write!(out, "{v:?}");
+        }
+    } else if dtype == DType::U64 {
+        let _ = write!(out, "{}", load_i64(dtype, b) as u64);
+    } else {
+        let _ = write!(out, "{}", load_i64(dtype, b));
+    }
+}
+
+impl fmt::Display for HostTensor {
+    /// `f32[2, 2] [[1.0, 2.0], [3.0, 4.0]]`, nested by dimension.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = String::new();
+        s.push_str(self.dtype.name());
+        s.push('[');
+        for (i, d) in self.shape.iter().enumerate() {
+            if i > 0 {
+                s.push_str(", ");
+            }
+            s.push_str(&d.to_string());
+        }
+        s.push_str("] ");
+        format_nested(self.dtype, &self.shape, &self.data, &mut s);
+        f.write_str(&s)
+    }
+}
+
+/// Appends `[[..], [..]]` for row-major `data` of `shape`.
+pub fn format_nested(dtype: DType, shape: &[i64], data: &[u8], out: &mut String) {
+    let es = dtype.size();
+    if shape.is_empty() {
+        if data.len() >= es {
+            format_elem(dtype, &data[..es], out);
+        }
+        return;
+    }
+    let inner: usize = shape[1..].iter().map(|&d| d.max(0) as usize).product::<usize>() * es;
+    out.push('[');
+    for i in 0..shape[0].max(0) as usize {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let start = i * inner;
+        if shape.len() == 1 {
+            format_elem(dtype, &data[start..start + es], out);
+        } else {
+            format_nested(dtype, &shape[1..], &data[start..start + inner], out);
+        }
+    }
+    out.push(']');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_nests_by_dimension() {
+        let t = HostTensor::from_f32(&[2, 2], &[1.0, 2.5, -3.0, 4.0]).unwrap();
+        assert_eq!(t.to_string(), "f32[2, 2] [[1.0, 2.5], [-3.0, 4.0]]");
+        let s = HostTensor::new(DType::I32, vec![], 7i32.to_le_bytes().to_vec()).unwrap();
+        assert_eq!(s.to_string(), "i32[] 7");
+    }
+
+    #[test]
+    fn conversions_round_trip_per_dtype() {
+        for d in DType::ALL {
+            let mut b = [0u8; 8];
+            store_f64(d, 3.0, &mut b);
+            assert_eq!(load_f64(d, &b), if d == DType::Bool { 1.0 } else { 3.0 }, "{d}");
+        }
+        let mut b = [0u8; 1];
+        store_i64(DType::I8, -2, &mut b);
+        assert_eq!(load_i64(DType::I8, &b), -2);
+    }
+
+    #[test]
+    fn random_is_deterministic_and_in_range() {
+        let a = HostTensor::random(DType::F32, &[64], 7).unwrap();
+        assert_eq!(a, HostTensor::random(DType::F32, &[64], 7).unwrap());
+        assert_ne!(a, HostTensor::random(DType::F32, &[64], 8).unwrap());
+        assert!(a.to_f64().iter().all(|v| (-1.0..1.0).contains(v)));
+    }
+}

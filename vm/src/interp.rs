@@ -1,0 +1,609 @@
+//! The interpreter: register frames on one value stack, a tight `match` dispatch loop, and
+//! run-time checks for everything the verifier cannot prove.
+
+use crate::builtins::Builtin;
+use crate::bytecode::{Arg, ArgKind, FuncId, Instr, Reg};
+use crate::device::DeviceCaps;
+use crate::error::{FrameLoc, VmError};
+use crate::exec::{call_builtin, read_view, write_view};
+use crate::host_tensor::{store_f64, HostTensor, HostValue};
+use crate::memory::{Ledger, Runtime, Site, Stats, Storage, View};
+use crate::module::{ConstData, Function, Literal, Module};
+use crate::types::{ImageLayout, Scope, Type};
+use crate::value::Value;
+use smallvec::SmallVec;
+use std::cell::Ref;
+use std::io::Write;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// Limits that stop a runaway program with an error instead of hanging or eating memory.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub max_call_depth: usize,
+    /// Instructions per invocation; `None` for no limit.
+    pub max_instructions: Option<u64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_call_depth: 10_000, max_instructions: None }
+    }
+}
+
+/// Where `@vm.print` writes.
+pub enum Output {
+    Stdout,
+    Buffer(Vec<u8>),
+}
+
+struct Frame {
+    func: u32,
+    /// Where to resume (set when this frame calls another).
+    pc: usize,
+    base: usize,
+    /// The caller's destination list for this frame's results.
+    ret_list: u32,
+    ret_ndst: u8,
+}
+
+/// An error on the way out of a handler: the message and notes; the loop adds where.
+struct Fault {
+    message: String,
+    notes: Vec<String>,
+}
+
+type Step<T> = Result<T, Box<Fault>>;
+
+#[cold]
+fn fault<T>(message: String) -> Step<T> {
+    Err(Box::new(Fault { message, notes: Vec::new() }))
+}
+
+/// A virtual machine: a module, its devices, its constants and a register stack.
+pub struct Vm {
+    module: Arc<Module>,
+    rt: Rc<Runtime>,
+    consts: Vec<Rc<View>>,
+    regs: Vec<Value>,
+    frames: Vec<Frame>,
+    pub limits: Limits,
+    output: Output,
+}
+
+impl Vm {
+    /// A VM on the given devices (device 0 holds the constants). The module must be
+    /// verified (see [`crate::load_module`]).
+    pub fn new(module: Arc<Module>, devices: Vec<DeviceCaps>) -> Result<Vm, VmError> {
+        if devices.is_empty() {
+            return Err(VmError::api("a VM needs at least one device"));
+        }
+        let rt = Runtime::new(devices);
+        let mut consts = Vec::with_capacity(module.consts.len());
+        for c in &module.consts {
+            let numel = c.numel().unwrap_or(0);
+            let bytes = numel * c.dtype.size() as u64;
+            let st = Storage::alloc(&rt, 0, bytes, 0, Scope::Global, Site::API, true)
+                .map_err(|e| VmError::api(format!("cannot load constant @{}: {e}", c.name)))?;
+            match &c.data {
+                ConstData::Bytes(b) => {
+                    // SAFETY: the storage holds `bytes` == b.len() bytes (checked by the verifier).
+                    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), st.host_ptr(), b.len()) }
+                }
+                ConstData::Fill(v) => {
+                    let es = c.dtype.size();
+                    let mut e = [0u8; 8];
+                    store_f64(c.dtype, *v, &mut e);
+                    for i in 0..numel as usize {
+                        // SAFETY: i * es + es <= bytes.
+                        unsafe { std::ptr::copy_nonoverlapping(e.as_ptr(), st.host_ptr().add(i * es), es) }
+                    }
+                }
+            }
+            consts.push(View::new(st, 0, c.dtype, &c.shape, Scope::Global, None, bytes, Site::API));
+        }
+        Ok(Vm { module, rt, consts, regs: Vec::new(), frames: Vec::new(), limits: Limits::default(), output: Output::Stdout })
+    }
+
+    /// A VM on the host device with default capabilities.
+    pub fn host(module: Arc<Module>) -> Result<Vm, VmError> {
+        Vm::new(module, vec![DeviceCaps::host()])
+    }
+
+    pub fn module(&self) -> &Arc<Module> {
+        &self.module
+    }
+
+    pub fn devices(&self) -> impl Iterator<Item = &DeviceCaps> {
+        self.rt.devices.iter().map(|d| &d.caps)
+    }
+
+    /// Sends `@vm.print` output to a buffer (read it with [`Vm::take_output`]).
+    pub fn capture_output(&mut self) {
+        self.output = Output::Buffer(Vec::new());
+    }
+
+    pub fn take_output(&mut self) -> String {
+        match &mut self.output {
+            Output::Buffer(b) => String::from_utf8_lossy(&std::mem::take(b)).into_owned(),
+            Output::Stdout => String::new(),
+        }
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.rt.ledger.borrow().stats
+    }
+
+    pub fn ledger(&self) -> Ref<'_, Ledger> {
+        self.rt.ledger.borrow()
+    }
+
+    /// Live and peak bytes of device `d`.
+    pub fn device_bytes(&self, d: usize) -> Option<(u64, u64)> {
+        self.rt.devices.get(d).map(|s| (s.live_bytes.get(), s.peak_bytes.get()))
+    }
+
+    /// Bytes cached in the pools, not in use.
+    pub fn pool_free_bytes(&self) -> u64 {
+        self.rt.devices.iter().map(|d| d.pool.borrow().free_bytes).sum()
+    }
+
+    /// Returns every pooled block to the system.
+    pub fn release_pool(&mut self) {
+        for d in &self.rt.devices {
+            d.pool.borrow_mut().clear();
+        }
+    }
+
+    /// Invokes `func` with host values; tensors are copied into storages on device 0 and
+    /// results are copied back.
+    pub fn invoke(&mut self, func: &str, args: &[HostValue]) -> Result<Vec<HostValue>, VmError> {
+        let id = self.module.func_by_name(func).ok_or_else(|| {
+            let names: Vec<String> = self.module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
+            VmError::api(format!("no function @{} in module `{}`; it has: {}", func.trim_start_matches('@'), self.module.name, names.join(", ")))
+        })?;
+        let mut vals = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            vals.push(self.to_value(a).map_err(|e| VmError::api(format!("argument {}: {e}", i + 1)))?);
+        }
+        let out = self.invoke_values(id, vals)?;
+        Ok(out.iter().map(to_host).collect())
+    }
+
+    /// Copies a host value into the VM (tensors into a fresh storage on device 0).
+    pub fn to_value(&self, v: &HostValue) -> Result<Value, String> {
+        Ok(match v {
+            HostValue::Int(i) => Value::Int(*i),
+            HostValue::Float(f) => Value::Float(*f),
+            HostValue::Shape(s) => Value::Shape(s.iter().copied().collect()),
+            HostValue::Storage { .. } => return Err("a storage cannot be passed from the host".into()),
+            HostValue::Tensor(t) => {
+                let bytes = t.data.len() as u64;
+                let st = Storage::alloc(&self.rt, 0, bytes, 0, Scope::Global, Site::API, false).map_err(|e| e.to_string())?;
+                let view = View::new(st, 0, t.dtype, &t.shape, Scope::Global, None, bytes, Site::API);
+                write_view(&view, &t.data).map_err(|e| *e)?;
+                Value::Tensor(view)
+            }
+        })
+    }
+
+    /// Invokes a function with VM values: checks arity and declared types, then runs.
+    pub fn invoke_values(&mut self, id: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
+        let module = self.module.clone();
+        let f = module.func(id).ok_or_else(|| VmError::api(format!("no function with index {}", id.0)))?;
+        if args.len() != f.params.len() {
+            return Err(VmError::api(format!("@{} takes {} arguments, found {}", f.name, f.params.len(), args.len())));
+        }
+        for (i, (v, t)) in args.iter().zip(&f.params).enumerate() {
+            if let Err(m) = check_type(v, t) {
+                return Err(VmError::api(format!("argument {} of @{}: {m}", i + 1, f.name)));
+            }
+        }
+        let base = self.regs.len();
+        let depth = self.frames.len();
+        let r = self.run(&module, id, args);
+        self.regs.truncate(base);
+        self.frames.truncate(depth);
+        r
+    }
+
+    #[cold]
+    fn error_at(&self, m: &Module, fid: usize, pc: usize, f: Box<Fault>) -> VmError {
+        let mut stack = Vec::new();
+        let at = |func: usize, pc: usize| {
+            let func_ref = &m.funcs[func];
+            FrameLoc { func: func_ref.name.clone(), pc, loc: func_ref.loc(pc) }
+        };
+        stack.push(at(fid, pc));
+        // Callers resume after their call instruction.
+        for fr in self.frames.iter().rev().skip(1) {
+            stack.push(at(fr.func as usize, fr.pc.saturating_sub(1)));
+        }
+        VmError { message: f.message, notes: f.notes, stack, source_file: m.source_file.clone() }
+    }
+
+    fn run(&mut self, m: &Module, entry: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
+        let depth0 = self.frames.len();
+        let mut fid = entry.0 as usize;
+        let mut f = &m.funcs[fid];
+        let mut base = self.regs.len();
+        self.regs.resize(base + f.num_regs as usize, Value::Null);
+        for (i, v) in args.into_iter().enumerate() {
+            self.regs[base + i] = v;
+        }
+        self.frames.push(Frame { func: fid as u32, pc: 0, base, ret_list: 0, ret_ndst: 0 });
+        let mut pc = 0usize;
+        let mut count: u64 = 0;
+        let limit = self.limits.max_instructions.unwrap_or(u64::MAX);
+        let result: Result<Vec<Value>, (usize, Box<Fault>)> = loop {
+            count += 1;
+            if count > limit {
+                break Err((pc, Box::new(Fault {
+                    message: format!("instruction limit of {limit} reached"),
+                    notes: vec!["raise it with --max-instructions or Limits::max_instructions".into()],
+                })));
+            }
+            let at = pc;
+            let ins = f.code[pc];
+            pc += 1;
+            let step: Step<()> = match ins {
+                Instr::Nop {} => Ok(()),
+                Instr::Mov { dst, src } => self.read_reg(f, base, src).map(|v| self.set(base, dst, v)),
+                Instr::LoadInt { dst, value } => {
+                    self.set(base, dst, Value::Int(value));
+                    Ok(())
+                }
+                Instr::LoadFloat { dst, value } => {
+                    self.set(base, dst, Value::Float(value));
+                    Ok(())
+                }
+                Instr::LoadConst { dst, konst } => {
+                    let v = Value::Tensor(self.consts[konst.0 as usize].clone());
+                    self.set(base, dst, v);
+                    Ok(())
+                }
+                Instr::MakeShape { dst, dims, ndim } => self.make_shape(m, f, base, dims, ndim).map(|v| self.set(base, dst, v)),
+                Instr::AllocStorage { dst, size, align, device, scope } => self
+                    .alloc_storage(m, f, base, size, align, device, scope, Site { func: fid as u32, pc: at as u32 })
+                    .map(|v| self.set(base, dst, v)),
+                Instr::AllocTensor { dst, storage, args, dtype, scope, ndim } => self
+                    .alloc_tensor(m, f, base, storage, args, dtype, scope, ndim, Site { func: fid as u32, pc: at as u32 })
+                    .map(|v| self.set(base, dst, v)),
+                Instr::Kill { reg } => match &self.regs[base + reg.0 as usize] {
+                    Value::Null | Value::Killed(_) => self.read_reg(f, base, reg).map(|_| ()),
+                    _ => {
+                        self.regs[base + reg.0 as usize] = Value::Killed(at as u32);
+                        Ok(())
+                    }
+                },
+                Instr::CallBuiltin { builtin, list, ndst, nargs } => self.builtin(m, f, base, builtin.0, list, ndst, nargs),
+                Instr::Call { func, list, ndst, nargs } => {
+                    let callee = &m.funcs[func.0 as usize];
+                    match self.enter(m, f, base, callee, list, ndst, nargs) {
+                        Ok(new_base) => {
+                            if let Some(top) = self.frames.last_mut() {
+                                top.pc = pc;
+                            }
+                            self.frames.push(Frame { func: func.0, pc: 0, base: new_base, ret_list: list, ret_ndst: ndst });
+                            fid = func.0 as usize;
+                            f = callee;
+                            base = new_base;
+                            pc = 0;
+                            Ok(())
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+                Instr::Ret { list, nvals } => match self.collect_results(m, f, base, list, nvals) {
+                    Err(e) => Err(e),
+                    Ok(vals) => {
+                        self.regs.truncate(base);
+                        let Some(done) = self.frames.pop() else { break Ok(vals.into_vec()) };
+                        if self.frames.len() == depth0 {
+                            break Ok(vals.into_vec());
+                        }
+                        let Some(top) = self.frames.last() else { break Ok(vals.into_vec()) };
+                        fid = top.func as usize;
+                        f = &m.funcs[fid];
+                        base = top.base;
+                        pc = top.pc;
+                        let dsts = &f.args[done.ret_list as usize..][..done.ret_ndst as usize];
+                        for (d, v) in dsts.iter().zip(vals) {
+                            if let ArgKind::Reg(r) = d.kind() {
+                                self.set(base, r, v);
+                            }
+                        }
+                        Ok(())
+                    }
+                },
+                Instr::Br { target } => {
+                    pc = target.0 as usize;
+                    Ok(())
+                }
+                Instr::BrIf { cond, then_, else_ } => match &self.regs[base + cond.0 as usize] {
+                    Value::Int(c) => {
+                        pc = if *c != 0 { then_.0 as usize } else { else_.0 as usize };
+                        Ok(())
+                    }
+                    _ => self.read_reg(f, base, cond).map(|_| ()),
+                },
+            };
+            if let Err(e) = step {
+                break Err((at, e));
+            }
+        };
+        self.rt.ledger.borrow_mut().stats.instructions += count;
+        result.map_err(|(pc, e)| self.error_at(m, fid, pc, e))
+    }
+
+    #[inline]
+    fn set(&mut self, base: usize, r: Reg, v: Value) {
+        self.regs[base + r.0 as usize] = v;
+    }
+
+    #[inline]
+    fn read_reg(&self, f: &Function, base: usize, r: Reg) -> Step<Value> {
+        match &self.regs[base + r.0 as usize] {
+            Value::Null => fault(format!("%{} is used before it is defined", f.reg_name(r))),
+            Value::Killed(at) => {
+                let l = f.loc(*at as usize);
+                Err(Box::new(Fault {
+                    message: format!("use of %{} after `kill`", f.reg_name(r)),
+                    notes: vec![if l.line > 0 {
+                        format!("%{} was killed at line {}", f.reg_name(r), l.line)
+                    } else {
+                        format!("%{} was killed at instruction {at}", f.reg_name(r))
+                    }],
+                }))
+            }
+            v => Ok(v.clone()),
+        }
+    }
+
+    #[inline]
+    fn read(&self, m: &Module, f: &Function, base: usize, a: Arg) -> Step<Value> {
+        match a.kind() {
+            ArgKind::Reg(r) => self.read_reg(f, base, r),
+            ArgKind::Imm(v) => Ok(Value::Int(v as i64)),
+            ArgKind::Lit(i) => Ok(match m.literals[i as usize] {
+                Literal::Int(v) => Value::Int(v),
+                Literal::Float(v) => Value::Float(v),
+            }),
+            ArgKind::Const(c) => Ok(Value::Tensor(self.consts[c.0 as usize].clone())),
+        }
+    }
+
+    #[inline]
+    fn read_int(&self, m: &Module, f: &Function, base: usize, a: Arg) -> Step<i64> {
+        match a.kind() {
+            ArgKind::Imm(v) => Ok(v as i64),
+            ArgKind::Reg(r) => match &self.regs[base + r.0 as usize] {
+                Value::Int(v) => Ok(*v),
+                _ => self.read_reg(f, base, r).and_then(|v| fault(format!("expected an int, found {}", v.describe()))),
+            },
+            _ => match self.read(m, f, base, a)? {
+                Value::Int(v) => Ok(v),
+                v => fault(format!("expected an int, found {}", v.describe())),
+            },
+        }
+    }
+
+    fn arg_name(&self, f: &Function, a: Arg, v: i64) -> String {
+        match a.kind() {
+            ArgKind::Reg(r) => format!("%{} = {v}", f.reg_name(r)),
+            _ => v.to_string(),
+        }
+    }
+
+    fn make_shape(&self, m: &Module, f: &Function, base: usize, dims: u32, ndim: u8) -> Step<Value> {
+        let mut out: SmallVec<[i64; 4]> = SmallVec::new();
+        for a in &f.args[dims as usize..][..ndim as usize] {
+            let v = self.read_int(m, f, base, *a)?;
+            if v < 0 {
+                return fault(format!("a shape dimension must be >= 0, found {}", self.arg_name(f, *a, v)));
+            }
+            out.push(v);
+        }
+        Ok(Value::Shape(out.into_iter().collect()))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn alloc_storage(&self, m: &Module, f: &Function, base: usize, size: Arg, align: Arg, device: u8, scope: Scope, site: Site) -> Step<Value> {
+        let sz = self.read_int(m, f, base, size)?;
+        if sz < 0 {
+            return fault(format!("storage size must be >= 0, found {}", self.arg_name(f, size, sz)));
+        }
+        let al = self.read_int(m, f, base, align)?;
+        if al < 0 || (al != 0 && !(al as u64).is_power_of_two()) {
+            return fault(format!("alignment must be a power of two, found {}", self.arg_name(f, align, al)));
+        }
+        match Storage::alloc(&self.rt, device, sz as u64, al as u64, scope, site, false) {
+            Ok(s) => Ok(Value::Storage(s)),
+            Err(e) => fault(e.to_string()),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn alloc_tensor(
+        &self,
+        m: &Module,
+        f: &Function,
+        base: usize,
+        storage: Reg,
+        args: u32,
+        dtype: crate::types::DType,
+        scope: Scope,
+        ndim: u8,
+        site: Site,
+    ) -> Step<Value> {
+        let st = match &self.regs[base + storage.0 as usize] {
+            Value::Storage(s) => s.clone(),
+            _ => {
+                let v = self.read_reg(f, base, storage)?;
+                return fault(format!("alloc_tensor needs a storage, found {}", v.describe()));
+            }
+        };
+        let list = &f.args[args as usize..][..ndim as usize + 1];
+        let offset = self.read_int(m, f, base, list[0])?;
+        if offset < 0 {
+            return fault(format!("view offset must be >= 0, found {}", self.arg_name(f, list[0], offset)));
+        }
+        let mut dims: SmallVec<[i64; 4]> = SmallVec::new();
+        for a in &list[1..] {
+            let d = self.read_int(m, f, base, *a)?;
+            if d < 0 {
+                return fault(format!("a view dimension must be >= 0, found {}", self.arg_name(f, *a, d)));
+            }
+            dims.push(d);
+        }
+        let caps = st.caps();
+        let offset = offset as u64;
+        let shape_txt = || format!("{dtype}{:?}", &dims[..]);
+        let (image, bytes) = if scope.is_texture() {
+            let layout = ImageLayout::new(scope, dtype, &dims, caps.image_pitch_align_px).or_else(fault)?;
+            if layout.width > caps.max_image2d_width || layout.height > caps.max_image2d_height {
+                return fault(format!(
+                    "image of {}x{} texels for {} is larger than device `{}` allows ({}x{})",
+                    layout.width,
+                    layout.height,
+                    shape_txt(),
+                    caps.name,
+                    caps.max_image2d_width,
+                    caps.max_image2d_height
+                ));
+            }
+            if offset % caps.image_base_align != 0 {
+                return fault(format!(
+                    "image view offset {offset} is not a multiple of the image base-address alignment of device `{}` ({} bytes)",
+                    caps.name, caps.image_base_align
+                ));
+            }
+            match layout.byte_size() {
+                Some(b) => (Some(layout), b),
+                None => return fault(format!("image for {} is too large", shape_txt())),
+            }
+        } else {
+            if offset % dtype.size() as u64 != 0 {
+                return fault(format!("view offset {offset} is not a multiple of the {dtype} element size ({})", dtype.size()));
+            }
+            match dims.iter().try_fold(dtype.size() as u64, |a, &d| a.checked_mul(d as u64)) {
+                Some(b) => (None, b),
+                None => return fault(format!("view {} is too large", shape_txt())),
+            }
+        };
+        let end = offset.checked_add(bytes);
+        if end.is_none_or(|e| e > st.size) {
+            let mut notes = vec![format!("storage #{} was allocated with {} bytes", st.id, st.size)];
+            if let Some(l) = image {
+                notes.push(format!(
+                    "a {}x{} image with rows padded to {} texels of {} bytes takes {bytes} bytes",
+                    l.width,
+                    l.height,
+                    l.pitch_px,
+                    l.bytes_per_texel
+                ));
+            }
+            return Err(Box::new(Fault {
+                message: format!(
+                    "view {} ({bytes} bytes at offset {offset}) ends past the end of %{} ({} bytes)",
+                    shape_txt(),
+                    f.reg_name(storage),
+                    st.size
+                ),
+                notes,
+            }));
+        }
+        Ok(Value::Tensor(View::new(st, offset, dtype, &dims, scope, image, bytes, site)))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn builtin(&mut self, m: &Module, f: &Function, base: usize, id: u32, list: u32, ndst: u8, nargs: u16) -> Step<()> {
+        let b = Builtin::ALL[id as usize];
+        let items = &f.args[list as usize..][..ndst as usize + nargs as usize];
+        let mut args: SmallVec<[Value; 4]> = SmallVec::new();
+        for a in &items[ndst as usize..] {
+            args.push(self.read(m, f, base, *a)?);
+        }
+        let out: &mut dyn Write = match &mut self.output {
+            Output::Stdout => &mut std::io::stdout(),
+            Output::Buffer(b) => b,
+        };
+        let r = call_builtin(b, &args, out).map_err(|e| Box::new(Fault { message: *e, notes: vec![] }))?;
+        if let (Some(v), Some(d)) = (r, items.first()) {
+            if let ArgKind::Reg(d) = d.kind() {
+                self.set(base, d, v);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets up a callee frame; returns its base.
+    #[allow(clippy::too_many_arguments)]
+    fn enter(&mut self, m: &Module, f: &Function, base: usize, callee: &Function, list: u32, ndst: u8, nargs: u16) -> Step<usize> {
+        if self.frames.len() >= self.limits.max_call_depth {
+            return fault(format!("call depth limit of {} reached calling @{}", self.limits.max_call_depth, callee.name));
+        }
+        let new_base = self.regs.len();
+        let args = &f.args[list as usize + ndst as usize..][..nargs as usize];
+        self.regs.resize(new_base + callee.num_regs as usize, Value::Null);
+        for (i, a) in args.iter().enumerate() {
+            let v = match self.read(m, f, base, *a) {
+                Ok(v) => v,
+                Err(e) => {
+                    self.regs.truncate(new_base);
+                    return Err(e);
+                }
+            };
+            if let Err(msg) = check_type(&v, &callee.params[i]) {
+                self.regs.truncate(new_base);
+                return fault(format!("argument {} of @{}: {msg}", i + 1, callee.name));
+            }
+            self.regs[new_base + i] = v;
+        }
+        Ok(new_base)
+    }
+
+    fn collect_results(&self, m: &Module, f: &Function, base: usize, list: u32, n: u16) -> Step<SmallVec<[Value; 2]>> {
+        let mut vals = SmallVec::new();
+        for (i, a) in f.args[list as usize..][..n as usize].iter().enumerate() {
+            let v = self.read(m, f, base, *a)?;
+            if let Err(msg) = check_type(&v, &f.results[i]) {
+                return fault(format!("result {} of @{}: {msg}", i + 1, f.name));
+            }
+            vals.push(v);
+        }
+        Ok(vals)
+    }
+}
+
+/// Checks a value against a declared type (kinds, and dtype/shape for typed tensors).
+fn check_type(v: &Value, t: &Type) -> Result<(), String> {
+    match (v, t) {
+        (Value::Tensor(view), Type::Tensor { .. }) => {
+            if crate::verify::type_admits(t, view.dtype, &view.shape) {
+                Ok(())
+            } else {
+                Err(format!("expected {t}, found {}{:?}", view.dtype, &view.shape[..]))
+            }
+        }
+        (v, t) if v.kind() == Some(t.kind()) => Ok(()),
+        (v, t) => Err(format!("expected {t}, found {}", v.describe())),
+    }
+}
+
+/// Copies a VM value out to the host.
+pub fn to_host(v: &Value) -> HostValue {
+    match v {
+        Value::Int(i) => HostValue::Int(*i),
+        Value::Float(f) => HostValue::Float(*f),
+        Value::Shape(s) => HostValue::Shape(s.to_vec()),
+        Value::Tensor(t) => HostValue::Tensor(read_view(t)),
+        Value::Storage(s) => HostValue::Storage { id: s.id, size: s.size },
+        Value::Null | Value::Killed(_) => HostValue::Int(0),
+    }
+}
+
+/// Reads a tensor value to the host (for callers that hold [`Value`]s).
+pub fn tensor_to_host(v: &View) -> HostTensor {
+    read_view(v)
+}

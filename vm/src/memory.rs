@@ -1,0 +1,418 @@
+//! Storages, views and the allocation ledger.
+//!
+//! A [`Storage`] owns device memory and is reference counted (`Rc`); a [`View`] holds its
+//! storage, so a storage lives while any register or view refers to it. When the last
+//! reference dies the memory goes back to its device's pool and the ledger forgets it.
+
+use crate::device::{AllocSource, DeviceCaps, HostBlock, HostPool};
+use crate::types::{DType, ImageLayout, Scope};
+use smallvec::SmallVec;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+/// The instruction that created an object: function index and instruction index.
+/// `func == u32::MAX` marks objects made by the embedding API (inputs, constants).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Site {
+    pub func: u32,
+    pub pc: u32,
+}
+
+impl Site {
+    pub const API: Site = Site { func: u32::MAX, pc: 0 };
+}
+
+/// One device's memory state.
+pub struct DeviceState {
+    pub caps: DeviceCaps,
+    pub pool: RefCell<HostPool>,
+    pub live_bytes: Cell<u64>,
+    pub peak_bytes: Cell<u64>,
+}
+
+/// State shared by a VM and every storage it created.
+pub struct Runtime {
+    pub devices: Vec<DeviceState>,
+    pub ledger: RefCell<Ledger>,
+}
+
+impl Runtime {
+    pub fn new(caps: Vec<DeviceCaps>) -> Rc<Runtime> {
+        Rc::new(Runtime {
+            devices: caps
+                .into_iter()
+                .map(|caps| DeviceState {
+                    caps,
+                    pool: RefCell::default(),
+                    live_bytes: Cell::new(0),
+                    peak_bytes: Cell::new(0),
+                })
+                .collect(),
+            ledger: RefCell::default(),
+        })
+    }
+}
+
+/// Counters kept for every VM.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Storages whose memory came fresh from the system.
+    pub fresh_allocations: u64,
+    /// Storages whose memory came from the pool.
+    pub pool_hits: u64,
+    /// Bytes of live storages (requested sizes), all devices.
+    pub live_bytes: u64,
+    pub peak_bytes: u64,
+    pub instructions: u64,
+    pub storages_created: u64,
+    pub views_created: u64,
+    pub live_storages: u64,
+    pub live_views: u64,
+    /// Bytes held by constants (outside the pool and the counters above).
+    pub constant_bytes: u64,
+}
+
+impl Stats {
+    /// The counters as `(key, value)` pairs, in a stable order (the JSON keys).
+    pub fn fields(&self) -> [(&'static str, u64); 10] {
+        [
+            ("fresh_allocations", self.fresh_allocations),
+            ("pool_hits", self.pool_hits),
+            ("live_bytes", self.live_bytes),
+            ("peak_bytes", self.peak_bytes),
+            ("instructions", self.instructions),
+            ("storages_created", self.storages_created),
+            ("views_created", self.views_created),
+            ("live_storages", self.live_storages),
+            ("live_views", self.live_views),
+            ("constant_bytes", self.constant_bytes),
+        ]
+    }
+}
+
+/// A live storage as the ledger records it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StorageInfo {
+    pub id: u64,
+    pub device: u8,
+    pub size: u64,
+    pub capacity: u64,
+    pub align: u64,
+    pub scope: Scope,
+    pub site: Site,
+    pub constant: bool,
+}
+
+/// A live view as the ledger records it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ViewInfo {
+    pub id: u64,
+    pub storage: u64,
+    pub offset: u64,
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+    pub scope: Scope,
+    pub image: Option<ImageLayout>,
+    pub bytes: u64,
+    pub site: Site,
+}
+
+/// A vector with O(1) insert and remove by slot, for the live tables.
+#[derive(Debug)]
+struct Slab<T> {
+    items: Vec<Option<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Slab { items: Vec::new(), free: Vec::new() }
+    }
+}
+
+impl<T> Slab<T> {
+    fn insert(&mut self, v: T) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.items[i as usize] = Some(v);
+                i
+            }
+            None => {
+                self.items.push(Some(v));
+                (self.items.len() - 1) as u32
+            }
+        }
+    }
+    fn remove(&mut self, i: u32) {
+        if let Some(slot) = self.items.get_mut(i as usize) {
+            if slot.take().is_some() {
+                self.free.push(i);
+            }
+        }
+    }
+    fn iter(&self) -> impl Iterator<Item = &T> {
+        self.items.iter().flatten()
+    }
+}
+
+/// Live storages and views with ids, sizes, offsets, scopes and creating instruction.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    pub stats: Stats,
+    storages: Slab<StorageInfo>,
+    views: Slab<ViewInfo>,
+    next_storage: u64,
+    next_view: u64,
+}
+
+impl Ledger {
+    /// Live storages, oldest first.
+    pub fn storages(&self) -> Vec<StorageInfo> {
+        let mut v: Vec<_> = self.storages.iter().cloned().collect();
+        v.sort_by_key(|s| s.id);
+        v
+    }
+
+    /// Live views, oldest first.
+    pub fn views(&self) -> Vec<ViewInfo> {
+        let mut v: Vec<_> = self.views.iter().cloned().collect();
+        v.sort_by_key(|s| s.id);
+        v
+    }
+}
+
+/// Device memory owned by a storage.
+pub enum DeviceMem {
+    Host(HostBlock),
+}
+
+/// A global buffer on a device.
+pub struct Storage {
+    pub id: u64,
+    pub device: u8,
+    pub size: u64,
+    pub align: u64,
+    pub scope: Scope,
+    slot: u32,
+    constant: bool,
+    mem: Option<DeviceMem>,
+    rt: Rc<Runtime>,
+}
+
+/// Why an allocation failed.
+#[derive(Debug)]
+pub enum AllocError {
+    NoDevice { device: u8, count: usize },
+    TooLarge { size: u64, max_alloc: u64, device: String },
+    OutOfMemory { size: u64, live: u64, limit: u64, device: String },
+    BadAlign(u64),
+}
+
+impl std::fmt::Display for AllocError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AllocError::NoDevice { device, count } => {
+                write!(f, "device {device} does not exist: this VM has {count} device(s), numbered from 0")
+            }
+            AllocError::TooLarge { size, max_alloc, device } => write!(
+                f,
+                "storage of {size} bytes exceeds the largest allocation of device `{device}` ({max_alloc} bytes)"
+            ),
+            AllocError::OutOfMemory { size, live, limit, device } => write!(
+                f,
+                "out of device memory on `{device}`: {size} more bytes with {live} live would exceed its {limit} bytes"
+            ),
+            AllocError::BadAlign(a) => write!(f, "alignment must be a power of two, found {a}"),
+        }
+    }
+}
+
+impl Storage {
+    /// Allocates `size` bytes on `device` aligned to `align` (0: the device's base alignment).
+    /// Constants bypass the pool and the allocation counters.
+    pub fn alloc(
+        rt: &Rc<Runtime>,
+        device: u8,
+        size: u64,
+        align: u64,
+        scope: Scope,
+        site: Site,
+        constant: bool,
+    ) -> Result<Rc<Storage>, AllocError> {
+        let Some(dev) = rt.devices.get(device as usize) else {
+            return Err(AllocError::NoDevice { device, count: rt.devices.len() });
+        };
+        let caps = &dev.caps;
+        let align = if align == 0 { caps.base_align } else { align };
+        if !align.is_power_of_two() {
+            return Err(AllocError::BadAlign(align));
+        }
+        if size > caps.max_alloc {
+            return Err(AllocError::TooLarge { size, max_alloc: caps.max_alloc, device: caps.name.clone() });
+        }
+        let live = dev.live_bytes.get();
+        if live.saturating_add(size) > caps.global_mem {
+            return Err(AllocError::OutOfMemory { size, live, limit: caps.global_mem, device: caps.name.clone() });
+        }
+        let (block, source) = if constant {
+            (HostBlock::new(size, align), AllocSource::Fresh)
+        } else {
+            match dev.pool.borrow_mut().alloc(size, align) {
+                Some((b, s)) => (Some(b), s),
+                None => (None, AllocSource::Fresh),
+            }
+        };
+        let Some(block) = block else {
+            return Err(AllocError::OutOfMemory { size, live, limit: caps.global_mem, device: caps.name.clone() });
+        };
+        dev.live_bytes.set(live + size);
+        dev.peak_bytes.set(dev.peak_bytes.get().max(live + size));
+        let mut l = rt.ledger.borrow_mut();
+        let id = l.next_storage;
+        l.next_storage += 1;
+        let capacity = block.capacity();
+        let slot = l.storages.insert(StorageInfo { id, device, size, capacity, align, scope, site, constant });
+        let s = &mut l.stats;
+        if constant {
+            s.constant_bytes += size;
+        } else {
+            match source {
+                AllocSource::Fresh => s.fresh_allocations += 1,
+                AllocSource::PoolHit => s.pool_hits += 1,
+            }
+            s.storages_created += 1;
+            s.live_bytes += size;
+            s.peak_bytes = s.peak_bytes.max(s.live_bytes);
+        }
+        s.live_storages += 1;
+        drop(l);
+        Ok(Rc::new(Storage { id, device, size, align, scope, slot, constant, mem: Some(DeviceMem::Host(block)), rt: rt.clone() }))
+    }
+
+    /// Base address of host memory.
+    pub fn host_ptr(&self) -> *mut u8 {
+        match &self.mem {
+            Some(DeviceMem::Host(b)) => b.as_ptr(),
+            None => std::ptr::null_mut(),
+        }
+    }
+
+    /// True for storages that hold module constants (read-only).
+    pub fn is_constant(&self) -> bool {
+        self.constant
+    }
+
+    pub fn caps(&self) -> &DeviceCaps {
+        &self.rt.devices[self.device as usize].caps
+    }
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        let dev = &self.rt.devices[self.device as usize];
+        dev.live_bytes.set(dev.live_bytes.get() - self.size);
+        if let Some(DeviceMem::Host(b)) = self.mem.take() {
+            if !self.constant {
+                dev.pool.borrow_mut().release(b);
+            }
+        }
+        let mut l = self.rt.ledger.borrow_mut();
+        l.storages.remove(self.slot);
+        l.stats.live_storages -= 1;
+        if !self.constant {
+            l.stats.live_bytes -= self.size;
+        } else {
+            l.stats.constant_bytes -= self.size;
+        }
+    }
+}
+
+/// A typed, shaped view of a storage at a byte offset: a buffer view (`global`) or a 2-D
+/// image view (texture scopes) whose rows are `image.row_pitch_bytes()` apart.
+pub struct View {
+    pub id: u64,
+    pub storage: Rc<Storage>,
+    pub offset: u64,
+    pub dtype: DType,
+    pub shape: SmallVec<[i64; 4]>,
+    pub scope: Scope,
+    pub image: Option<ImageLayout>,
+    slot: u32,
+}
+
+impl View {
+    /// Registers a view whose geometry the caller has already checked.
+    pub fn new(
+        storage: Rc<Storage>,
+        offset: u64,
+        dtype: DType,
+        shape: &[i64],
+        scope: Scope,
+        image: Option<ImageLayout>,
+        bytes: u64,
+        site: Site,
+    ) -> Rc<View> {
+        let mut l = storage.rt.ledger.borrow_mut();
+        let id = l.next_view;
+        l.next_view += 1;
+        let slot = l.views.insert(ViewInfo {
+            id,
+            storage: storage.id,
+            offset,
+            dtype,
+            shape: shape.to_vec(),
+            scope,
+            image,
+            bytes,
+            site,
+        });
+        l.stats.views_created += 1;
+        l.stats.live_views += 1;
+        drop(l);
+        Rc::new(View { id, storage, offset, dtype, shape: SmallVec::from_slice(shape), scope, image, slot })
+    }
+
+    pub fn numel(&self) -> u64 {
+        self.shape.iter().map(|&d| d as u64).product()
+    }
+
+    /// Elements per contiguous run and the byte distance between runs: the whole tensor
+    /// for a buffer view, one image row for an image view.
+    pub fn runs(&self) -> (u64, u64) {
+        match self.image {
+            Some(l) => (l.width * l.channels, l.row_pitch_bytes()),
+            None => {
+                let n = self.numel();
+                (n, n * self.dtype.size() as u64)
+            }
+        }
+    }
+
+    /// Byte address (from the storage base) of row-major element `i`.
+    #[inline]
+    pub fn elem_offset(&self, i: u64) -> u64 {
+        let es = self.dtype.size() as u64;
+        match self.image {
+            None => self.offset + i * es,
+            Some(l) => {
+                let run = l.width * l.channels;
+                self.offset + (i / run) * l.row_pitch_bytes() + (i % run) * es
+            }
+        }
+    }
+
+    /// Pointer to element `i` in host memory.
+    #[inline]
+    pub fn elem_ptr(&self, i: u64) -> *mut u8 {
+        // SAFETY: views are checked to lie inside their storage when created.
+        unsafe { self.storage.host_ptr().add(self.elem_offset(i) as usize) }
+    }
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        let mut l = self.storage.rt.ledger.borrow_mut();
+        l.views.remove(self.slot);
+        l.stats.live_views -= 1;
+    }
+}
