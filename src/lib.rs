@@ -1,1 +1,10 @@
-pub fn x(){}
+//! rxvm: the command line, and (in later stages) the compiler and REPL.
+//! The VM itself is the `rxvm-vm` crate, the assembler the `rxvm-asm` crate.
+
+pub mod cli;
+pub mod inputs;
+pub mod npy;
+pub mod stats;
+
+pub use rxvm_asm as asm;
+pub use rxvm_vm as vm;

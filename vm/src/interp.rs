@@ -72,9 +72,10 @@ pub struct Vm {
 }
 
 impl Vm {
-    /// A VM on the given devices (device 0 holds the constants). The module must be
-    /// verified (see [`crate::load_module`]).
+    /// A VM on the given devices (device 0 holds the constants). The module is verified
+    /// here, so the interpreter only ever runs verified code.
     pub fn new(module: Arc<Module>, devices: Vec<DeviceCaps>) -> Result<Vm, VmError> {
+        crate::verify::verify_module(&module).map_err(|e| VmError::api(format!("invalid module: {e}")))?;
         if devices.is_empty() {
             return Err(VmError::api("a VM needs at least one device"));
         }

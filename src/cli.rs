@@ -1,0 +1,355 @@
+//! The `rxvm` command line: assemble, disassemble, check and run programs.
+
+use crate::inputs::{parse_input_spec, InputSpec};
+use crate::npy::{read_npy, write_npy};
+use crate::stats::{print_stats, StatsFormat};
+use clap::{Args, Parser, Subcommand};
+use rxvm_vm::host_tensor::{HostTensor, HostValue};
+use rxvm_vm::module::Module;
+use rxvm_vm::types::{Dim, Type};
+use rxvm_vm::{load_module, DeviceCaps, ModuleError, Vm, VmError};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Parser, Debug)]
+#[command(name = "rxvm", version, about = "A Relax-style bytecode VM for neural-network programs")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Assemble a `.rxa` program into `.rxb` bytecode.
+    Asm {
+        file: PathBuf,
+        /// Output file (default: FILE with the extension `.rxb`).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Leave out names and source positions.
+        #[arg(long)]
+        strip: bool,
+    },
+    /// Print `.rxb` bytecode (or a `.rxa` program, normalised) as assembly text.
+    Disasm {
+        file: PathBuf,
+        /// Write the text here instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Assemble or load a program and verify it, without running.
+    Check { file: PathBuf },
+    /// Run a function of a `.rxa` or `.rxb` program.
+    Run(RunArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    pub file: PathBuf,
+    /// Function to run.
+    #[arg(long, default_value = "main")]
+    pub func: String,
+    /// An input: NAME=PATH.npy, NAME=zeros, NAME=random:SEED, or NAME=VALUE for int/float
+    /// parameters and NAME=[d0,d1,...] for shapes. Repeatable.
+    #[arg(short, long = "input", value_name = "NAME=SPEC")]
+    pub inputs: Vec<String>,
+    /// Write tensor result i to the i-th `--output` path (`.npy`). Repeatable.
+    #[arg(short, long = "output", value_name = "PATH.npy")]
+    pub outputs: Vec<PathBuf>,
+    /// Print allocation counters after the run: `--stats` (a table) or `--stats=json`.
+    #[arg(long, num_args = 0..=1, default_missing_value = "table", value_name = "table|json")]
+    pub stats: Option<StatsFormat>,
+    /// Do not print the results.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Host device capabilities, e.g. `pitch=32,image-base=256,mem=1G`
+    /// (keys: base-align, mem-base-align, pitch, image-base, max-width, max-height, max-alloc, mem).
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    pub host_caps: Option<String>,
+    /// Stop with an error after this many instructions.
+    #[arg(long, value_name = "N")]
+    pub max_instructions: Option<u64>,
+    /// Stop with an error beyond this call depth.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub max_call_depth: usize,
+}
+
+/// A failure already reported to the user, or one to report.
+pub enum Failure {
+    /// Message to print as `error: ...`.
+    Message(String),
+    /// Fully rendered text (diagnostics), printed as is.
+    Rendered(String),
+}
+
+impl From<String> for Failure {
+    fn from(s: String) -> Self {
+        Failure::Message(s)
+    }
+}
+
+/// A program read from disk, with its source text when it came from `.rxa`.
+pub struct Program {
+    pub module: Module,
+    pub source: Option<(String, String)>,
+}
+
+fn is_bytecode(path: &Path, bytes: &[u8]) -> bool {
+    path.extension().is_some_and(|e| e == "rxb") || bytes.starts_with(&rxvm_vm::binary::MAGIC)
+}
+
+/// Loads `.rxa` (assemble + verify) or `.rxb` (decode + verify).
+pub fn load_program(path: &Path) -> Result<Program, Failure> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let name = path.display().to_string();
+    if is_bytecode(path, &bytes) {
+        return match load_module(&bytes) {
+            Ok(module) => Ok(Program { module, source: None }),
+            Err(ModuleError::Load(e)) => Err(Failure::Message(format!("{name}: {e}"))),
+            Err(ModuleError::Verify(e)) => Err(Failure::Message(format!("{name}: {}", describe_verify(&bytes, &e)))),
+        };
+    }
+    let text = String::from_utf8(bytes).map_err(|e| format!("{name} is not UTF-8 text: {e}"))?;
+    match rxvm_asm::assemble_file(path) {
+        Ok(module) => Ok(Program { module, source: Some((name, text)) }),
+        Err(d) => Err(Failure::Rendered(d.render())),
+    }
+}
+
+/// A verifier error in bytecode, located by function, instruction and (if present) line.
+fn describe_verify(bytes: &[u8], e: &rxvm_vm::VerifyError) -> String {
+    let m = rxvm_vm::read_module(bytes).ok();
+    let mut out = format!("invalid module: {}", e.message);
+    if let (Some(m), Some(fid)) = (&m, e.func) {
+        if let Some(f) = m.func(fid) {
+            out.push_str(&format!("\n  --> in @{}", f.name));
+            if let Some(pc) = e.pc {
+                out.push_str(&format!(", instruction {pc}"));
+                let l = f.loc(pc);
+                if l.line > 0 {
+                    out.push_str(&format!(
+                        " ({}:{}:{})",
+                        m.source_file.as_deref().unwrap_or("<source>"),
+                        l.line,
+                        l.col
+                    ));
+                }
+            }
+        }
+    }
+    for n in &e.notes {
+        out.push_str(&format!("\n  = note: {n}"));
+    }
+    out
+}
+
+/// Renders a run-time error, with the source line when the program's text is at hand.
+pub fn render_vm_error(e: &VmError, source: Option<&(String, String)>) -> String {
+    if let (Some((name, text)), Some(top)) = (source, e.stack.first()) {
+        if top.loc.line > 0 {
+            let mut notes = e.notes.clone();
+            notes.push(format!("in @{}, instruction {}", top.func, top.pc));
+            for fr in e.stack.iter().skip(1) {
+                notes.push(format!("called from @{} at {name}:{}:{}", fr.func, fr.loc.line, fr.loc.col));
+            }
+            return rxvm_asm::render_runtime_error(text, name, top.loc.line, top.loc.col, &e.message, &notes);
+        }
+    }
+    format!("{e}\n")
+}
+
+/// Runs the command line; returns the process exit code.
+pub fn main_with(cli: Cli) -> i32 {
+    let r = match cli.command {
+        Command::Asm { file, output, strip } => cmd_asm(&file, output, strip),
+        Command::Disasm { file, output } => cmd_disasm(&file, output),
+        Command::Check { file } => cmd_check(&file),
+        Command::Run(args) => cmd_run(args),
+    };
+    match r {
+        Ok(()) => 0,
+        Err(Failure::Message(m)) => {
+            eprintln!("error: {m}");
+            1
+        }
+        Err(Failure::Rendered(t)) => {
+            eprint!("{t}");
+            1
+        }
+    }
+}
+
+fn write_out(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    // Write beside the target and rename, so a failure never leaves a half-written file.
+    let tmp = path.with_extension("rxvm-tmp");
+    std::fs::write(&tmp, bytes).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Failure::Message(format!("cannot write {}: {e}", path.display()))
+    })
+}
+
+fn cmd_asm(file: &Path, output: Option<PathBuf>, strip: bool) -> Result<(), Failure> {
+    let mut p = load_program(file)?;
+    if strip {
+        p.module.strip_debug();
+    }
+    let out = output.unwrap_or_else(|| file.with_extension("rxb"));
+    write_out(&out, &rxvm_vm::write_module(&p.module))
+}
+
+fn cmd_disasm(file: &Path, output: Option<PathBuf>) -> Result<(), Failure> {
+    let p = load_program(file)?;
+    let text = rxvm_asm::disassemble(&p.module);
+    match output {
+        Some(o) => write_out(&o, text.as_bytes()),
+        None => std::io::stdout().write_all(text.as_bytes()).map_err(|e| Failure::Message(e.to_string())),
+    }
+}
+
+fn cmd_check(file: &Path) -> Result<(), Failure> {
+    let p = load_program(file)?;
+    let m = &p.module;
+    let ninstr: usize = m.funcs.iter().map(|f| f.code.len()).sum();
+    println!(
+        "ok: module `{}`: {} function(s), {} constant(s), {} instruction(s)",
+        m.name,
+        m.funcs.len(),
+        m.consts.len(),
+        ninstr
+    );
+    Ok(())
+}
+
+/// Builds the host value for one parameter from its `--input` spec.
+fn make_input(name: &str, ty: &Type, spec: &InputSpec) -> Result<HostValue, String> {
+    let known_shape = || match ty {
+        Type::Tensor { dims, .. } => dims
+            .iter()
+            .map(|d| match d {
+                Dim::Known(v) => Some(*v),
+                Dim::Any => None,
+            })
+            .collect::<Option<Vec<i64>>>(),
+        _ => None,
+    };
+    let need_shape = |what: &str| {
+        format!("input %{name}: `{what}` needs a tensor type with known dims, but %{name} is {ty}; pass a .npy file")
+    };
+    let v = match (spec, ty) {
+        (InputSpec::Npy(path), _) => HostValue::Tensor(read_npy(path)?),
+        (InputSpec::Zeros, Type::Tensor { dtype, .. }) => {
+            let shape = known_shape().ok_or_else(|| need_shape("zeros"))?;
+            HostValue::Tensor(HostTensor::zeros(*dtype, &shape)?)
+        }
+        (InputSpec::Random(seed), Type::Tensor { dtype, .. }) => {
+            let shape = known_shape().ok_or_else(|| need_shape("random"))?;
+            HostValue::Tensor(HostTensor::random(*dtype, &shape, *seed)?)
+        }
+        (InputSpec::Zeros | InputSpec::Random(_), _) => return Err(need_shape("zeros/random")),
+        (InputSpec::Int(v), Type::Int) => HostValue::Int(*v),
+        (InputSpec::Int(v), Type::Float) => HostValue::Float(*v as f64),
+        (InputSpec::Float(v), Type::Float) => HostValue::Float(*v),
+        (InputSpec::Shape(s), Type::Shape) => HostValue::Shape(s.clone()),
+        (spec, ty) => return Err(format!("input %{name}: {} does not fit its type {ty}", spec.describe())),
+    };
+    Ok(v)
+}
+
+fn cmd_run(a: RunArgs) -> Result<(), Failure> {
+    let p = load_program(&a.file)?;
+    let module = Arc::new(p.module);
+    let fid = module.func_by_name(&a.func).ok_or_else(|| {
+        let names: Vec<String> = module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
+        format!("no function @{} in {}; it has: {}", a.func.trim_start_matches('@'), a.file.display(), names.join(", "))
+    })?;
+    let f = &module.funcs[fid.0 as usize];
+    let param_names: Vec<String> = (0..f.params.len()).map(|i| f.reg_name(rxvm_vm::bytecode::Reg(i as u32))).collect();
+
+    let mut specs: Vec<Option<InputSpec>> = vec![None; f.params.len()];
+    for raw in &a.inputs {
+        let (name, spec) = parse_input_spec(raw)?;
+        let idx = param_names.iter().position(|n| *n == name).ok_or_else(|| {
+            format!(
+                "--input {raw}: @{} has no parameter %{name}; its parameters are: {}",
+                f.name,
+                param_names.iter().map(|n| format!("%{n}")).collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        specs[idx] = Some(spec);
+    }
+    let missing: Vec<String> = specs
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.is_none())
+        .map(|(i, _)| format!("%{}: {}", param_names[i], f.params[i]))
+        .collect();
+    if !missing.is_empty() {
+        return Err(Failure::Message(format!(
+            "missing input(s) for @{}: {}; pass --input NAME=PATH.npy|zeros|random:SEED|VALUE",
+            f.name,
+            missing.join(", ")
+        )));
+    }
+    let mut inputs = Vec::with_capacity(specs.len());
+    for (i, s) in specs.iter().enumerate() {
+        let s = s.as_ref().ok_or_else(|| "missing input".to_string())?;
+        inputs.push(make_input(&param_names[i], &f.params[i], s)?);
+    }
+
+    let mut caps = DeviceCaps::host();
+    if let Some(spec) = &a.host_caps {
+        caps = caps.with_overrides(spec).map_err(|e| format!("--host-caps: {e}"))?;
+    }
+    let mut vm = Vm::new(module.clone(), vec![caps]).map_err(|e| e.to_string())?;
+    vm.limits.max_instructions = a.max_instructions;
+    vm.limits.max_call_depth = a.max_call_depth;
+    let func_name = f.name.clone();
+    let results = vm.invoke(&func_name, &inputs).map_err(|e| Failure::Rendered(render_vm_error(&e, p.source.as_ref())));
+    // Print the stats even when the run failed: they show what was live at the error.
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let results = match results {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some(fmt) = a.stats {
+                let _ = print_stats(&mut out, fmt, &vm);
+            }
+            return Err(e);
+        }
+    };
+    if !a.quiet {
+        for (i, r) in results.iter().enumerate() {
+            let text = match r {
+                HostValue::Int(v) => v.to_string(),
+                HostValue::Float(v) => format!("{v:?}"),
+                HostValue::Shape(s) => format!("shape {s:?}"),
+                HostValue::Tensor(t) => t.to_string(),
+                HostValue::Storage { id, size } => format!("storage #{id} ({size} bytes)"),
+            };
+            let _ = writeln!(out, "result {i}: {text}");
+        }
+    }
+    let tensors: Vec<&HostTensor> = results
+        .iter()
+        .filter_map(|r| match r {
+            HostValue::Tensor(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    if a.outputs.len() > tensors.len() {
+        return Err(Failure::Message(format!(
+            "{} --output paths given but @{func_name} returned {} tensor(s)",
+            a.outputs.len(),
+            tensors.len()
+        )));
+    }
+    for (path, t) in a.outputs.iter().zip(&tensors) {
+        write_npy(path, t)?;
+    }
+    if let Some(fmt) = a.stats {
+        print_stats(&mut out, fmt, &vm).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}

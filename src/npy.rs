@@ -1,0 +1,147 @@
+//! `.npy` files for `--input` and `--output`, through the `npyz` crate.
+
+use rxvm_vm::host_tensor::HostTensor;
+use rxvm_vm::types::DType;
+use std::io::{BufReader, BufWriter};
+use std::path::Path;
+
+macro_rules! for_each_dtype {
+    ($d:expr, $T:ident => $body:expr) => {
+        match $d {
+            DType::F32 => { type $T = f32; $body }
+            DType::F16 => { type $T = half::f16; $body }
+            DType::F64 => { type $T = f64; $body }
+            DType::I8 => { type $T = i8; $body }
+            DType::I16 => { type $T = i16; $body }
+            DType::I32 => { type $T = i32; $body }
+            DType::I64 => { type $T = i64; $body }
+            DType::U8 => { type $T = u8; $body }
+            DType::U16 => { type $T = u16; $body }
+            DType::U32 => { type $T = u32; $body }
+            DType::U64 => { type $T = u64; $body }
+            DType::Bool => { type $T = bool; $body }
+        }
+    };
+}
+
+/// The dtype of a numpy type string such as `<f4` or `|b1`.
+fn dtype_of(descr: &str) -> Option<DType> {
+    let body = descr.trim_start_matches(['<', '|', '=']);
+    Some(match body {
+        "f4" => DType::F32,
+        "f2" => DType::F16,
+        "f8" => DType::F64,
+        "i1" => DType::I8,
+        "i2" => DType::I16,
+        "i4" => DType::I32,
+        "i8" => DType::I64,
+        "u1" => DType::U8,
+        "u2" => DType::U16,
+        "u4" => DType::U32,
+        "u8" => DType::U64,
+        "b1" => DType::Bool,
+        _ => return None,
+    })
+}
+
+/// Reads a C-order `.npy` file of one of the VM's dtypes.
+pub fn read_npy(path: &Path) -> Result<HostTensor, String> {
+    let show = path.display();
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot open {show}: {e}"))?;
+    let npy = npyz::NpyFile::new(BufReader::new(file)).map_err(|e| format!("{show} is not a valid .npy file: {e}"))?;
+    let descr = match npy.dtype() {
+        npyz::DType::Plain(ts) => ts.to_string(),
+        other => return Err(format!("{show}: structured dtype {other:?} is not supported")),
+    };
+    if descr.starts_with('>') && !descr.ends_with('1') {
+        return Err(format!("{show}: big-endian data ({descr}) is not supported"));
+    }
+    let dtype = dtype_of(&descr).ok_or_else(|| format!("{show}: dtype {descr} is not supported"))?;
+    if npy.order() == npyz::Order::Fortran && npy.shape().len() > 1 {
+        return Err(format!("{show}: Fortran-order arrays are not supported; save with C order"));
+    }
+    let shape: Vec<i64> = npy.shape().iter().map(|&d| d as i64).collect();
+    let mut data = Vec::new();
+    for_each_dtype!(dtype, T => {
+        let v: Vec<T> = npy.into_vec::<T>().map_err(|e| format!("{show}: {e}"))?;
+        for x in v {
+            data.extend_from_slice(&to_le(x));
+        }
+    });
+    HostTensor::new(dtype, shape, data).map_err(|e| format!("{show}: {e}"))
+}
+
+trait LeBytes {
+    fn le(self) -> Vec<u8>;
+}
+macro_rules! le_impl {
+    ($($t:ty),*) => {$(impl LeBytes for $t { fn le(self) -> Vec<u8> { self.to_le_bytes().to_vec() } })*};
+}
+le_impl!(f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, half::f16);
+impl LeBytes for bool {
+    fn le(self) -> Vec<u8> {
+        vec![self as u8]
+    }
+}
+fn to_le<T: LeBytes>(x: T) -> Vec<u8> {
+    x.le()
+}
+
+trait FromLe: Sized {
+    fn from_le(b: &[u8]) -> Self;
+}
+macro_rules! from_le_impl {
+    ($($t:ty),*) => {$(impl FromLe for $t {
+        fn from_le(b: &[u8]) -> Self {
+            let mut a = [0u8; std::mem::size_of::<$t>()];
+            a.copy_from_slice(b);
+            <$t>::from_le_bytes(a)
+        }
+    })*};
+}
+from_le_impl!(f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, half::f16);
+impl FromLe for bool {
+    fn from_le(b: &[u8]) -> Self {
+        b[0] != 0
+    }
+}
+
+/// Writes a tensor as a C-order `.npy` file.
+pub fn write_npy(path: &Path, t: &HostTensor) -> Result<(), String> {
+    use npyz::WriterBuilder;
+    let show = path.display();
+    let file = std::fs::File::create(path).map_err(|e| format!("cannot create {show}: {e}"))?;
+    let shape: Vec<u64> = t.shape.iter().map(|&d| d as u64).collect();
+    let es = t.dtype.size();
+    for_each_dtype!(t.dtype, T => {
+        let mut w = npyz::WriteOptions::<T>::new()
+            .default_dtype()
+            .shape(&shape)
+            .writer(BufWriter::new(file))
+            .begin_nd()
+            .map_err(|e| format!("cannot write {show}: {e}"))?;
+        w.extend(t.data.chunks(es).map(<T as FromLe>::from_le)).map_err(|e| format!("cannot write {show}: {e}"))?;
+        w.finish().map_err(|e| format!("cannot write {show}: {e}"))?;
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn npy_round_trips_every_dtype() {
+        let dir = std::env::temp_dir().join(format!("rxvm-npy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for d in DType::ALL {
+            let t = HostTensor::random(d, &[2, 3], 5).unwrap();
+            let p = dir.join(format!("{d}.npy"));
+            write_npy(&p, &t).unwrap();
+            assert_eq!(read_npy(&p).unwrap(), t, "{d}");
+        }
+        std::fs::write(dir.join("bad.npy"), b"not numpy").unwrap();
+        assert!(read_npy(&dir.join("bad.npy")).unwrap_err().contains("not a valid .npy"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
