@@ -13,7 +13,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 #[derive(Parser, Debug)]
-#[command(name = "rxvm", version, about = "A Relax-style bytecode VM for neural-network programs")]
+#[command(
+    name = "rxvm",
+    version,
+    about = "A Relax-style bytecode VM for neural-network programs"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -105,44 +109,33 @@ pub fn load_program(path: &Path) -> Result<Program, Failure> {
     let name = path.display().to_string();
     if is_bytecode(path, &bytes) {
         return match load_module(&bytes) {
-            Ok(module) => Ok(Program { module, source: None }),
+            Ok(module) => {
+                // Debug info names the source file; show its lines in run-time errors if it
+                // is still there.
+                let source = module
+                    .source_file
+                    .as_ref()
+                    .and_then(|f| std::fs::read_to_string(f).ok().map(|t| (f.clone(), t)));
+                Ok(Program { module, source })
+            }
             Err(ModuleError::Load(e)) => Err(Failure::Message(format!("{name}: {e}"))),
-            Err(ModuleError::Verify(e)) => Err(Failure::Message(format!("{name}: {}", describe_verify(&bytes, &e)))),
+            Err(ModuleError::Verify(e)) => {
+                Err(Failure::Message(format!("{name}: invalid module: {e}")))
+            }
         };
     }
     let text = String::from_utf8(bytes).map_err(|e| format!("{name} is not UTF-8 text: {e}"))?;
     match rxvm_asm::assemble_file(path) {
-        Ok(module) => Ok(Program { module, source: Some((name, text)) }),
+        Ok(module) => Ok(Program {
+            module,
+            source: Some((name, text)),
+        }),
         Err(d) => Err(Failure::Rendered(d.render())),
     }
 }
 
-/// A verifier error in bytecode, located by function, instruction and (if present) line.
-fn describe_verify(bytes: &[u8], e: &rxvm_vm::VerifyError) -> String {
-    let m = rxvm_vm::read_module(bytes).ok();
-    let mut out = format!("invalid module: {}", e.message);
-    if let (Some(m), Some(fid)) = (&m, e.func) {
-        if let Some(f) = m.func(fid) {
-            out.push_str(&format!("\n  --> in @{}", f.name));
-            if let Some(pc) = e.pc {
-                out.push_str(&format!(", instruction {pc}"));
-                let l = f.loc(pc);
-                if l.line > 0 {
-                    out.push_str(&format!(
-                        " ({}:{}:{})",
-                        m.source_file.as_deref().unwrap_or("<source>"),
-                        l.line,
-                        l.col
-                    ));
-                }
-            }
-        }
-    }
-    for n in &e.notes {
-        out.push_str(&format!("\n  = note: {n}"));
-    }
-    out
-}
+/// Callers listed under a run-time error; deeper stacks are summarised.
+const MAX_SHOWN_FRAMES: usize = 4;
 
 /// Renders a run-time error, with the source line when the program's text is at hand.
 pub fn render_vm_error(e: &VmError, source: Option<&(String, String)>) -> String {
@@ -150,10 +143,27 @@ pub fn render_vm_error(e: &VmError, source: Option<&(String, String)>) -> String
         if top.loc.line > 0 {
             let mut notes = e.notes.clone();
             notes.push(format!("in @{}, instruction {}", top.func, top.pc));
-            for fr in e.stack.iter().skip(1) {
-                notes.push(format!("called from @{} at {name}:{}:{}", fr.func, fr.loc.line, fr.loc.col));
+            let callers = &e.stack[1..];
+            for fr in callers.iter().take(MAX_SHOWN_FRAMES) {
+                notes.push(format!(
+                    "called from @{} at {name}:{}:{}",
+                    fr.func, fr.loc.line, fr.loc.col
+                ));
             }
-            return rxvm_asm::render_runtime_error(text, name, top.loc.line, top.loc.col, &e.message, &notes);
+            if callers.len() > MAX_SHOWN_FRAMES {
+                notes.push(format!(
+                    "... and {} more callers",
+                    callers.len() - MAX_SHOWN_FRAMES
+                ));
+            }
+            return rxvm_asm::render_runtime_error(
+                text,
+                name,
+                top.loc.line,
+                top.loc.col,
+                &e.message,
+                &notes,
+            );
         }
     }
     format!("{e}\n")
@@ -162,7 +172,11 @@ pub fn render_vm_error(e: &VmError, source: Option<&(String, String)>) -> String
 /// Runs the command line; returns the process exit code.
 pub fn main_with(cli: Cli) -> i32 {
     let r = match cli.command {
-        Command::Asm { file, output, strip } => cmd_asm(&file, output, strip),
+        Command::Asm {
+            file,
+            output,
+            strip,
+        } => cmd_asm(&file, output, strip),
         Command::Disasm { file, output } => cmd_disasm(&file, output),
         Command::Check { file } => cmd_check(&file),
         Command::Run(args) => cmd_run(args),
@@ -204,7 +218,9 @@ fn cmd_disasm(file: &Path, output: Option<PathBuf>) -> Result<(), Failure> {
     let text = rxvm_asm::disassemble(&p.module);
     match output {
         Some(o) => write_out(&o, text.as_bytes()),
-        None => std::io::stdout().write_all(text.as_bytes()).map_err(|e| Failure::Message(e.to_string())),
+        None => std::io::stdout()
+            .write_all(text.as_bytes())
+            .map_err(|e| Failure::Message(e.to_string())),
     }
 }
 
@@ -252,7 +268,12 @@ fn make_input(name: &str, ty: &Type, spec: &InputSpec) -> Result<HostValue, Stri
         (InputSpec::Int(v), Type::Float) => HostValue::Float(*v as f64),
         (InputSpec::Float(v), Type::Float) => HostValue::Float(*v),
         (InputSpec::Shape(s), Type::Shape) => HostValue::Shape(s.clone()),
-        (spec, ty) => return Err(format!("input %{name}: {} does not fit its type {ty}", spec.describe())),
+        (spec, ty) => {
+            return Err(format!(
+                "input %{name}: {} does not fit its type {ty}",
+                spec.describe()
+            ))
+        }
     };
     Ok(v)
 }
@@ -261,11 +282,22 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
     let p = load_program(&a.file)?;
     let module = Arc::new(p.module);
     let fid = module.func_by_name(&a.func).ok_or_else(|| {
-        let names: Vec<String> = module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
-        format!("no function @{} in {}; it has: {}", a.func.trim_start_matches('@'), a.file.display(), names.join(", "))
+        let names: Vec<String> = module
+            .funcs
+            .iter()
+            .map(|f| format!("@{}", f.name))
+            .collect();
+        format!(
+            "no function @{} in {}; it has: {}",
+            a.func.trim_start_matches('@'),
+            a.file.display(),
+            names.join(", ")
+        )
     })?;
     let f = &module.funcs[fid.0 as usize];
-    let param_names: Vec<String> = (0..f.params.len()).map(|i| f.reg_name(rxvm_vm::bytecode::Reg(i as u32))).collect();
+    let param_names: Vec<String> = (0..f.params.len())
+        .map(|i| f.reg_name(rxvm_vm::bytecode::Reg(i as u32)))
+        .collect();
 
     let mut specs: Vec<Option<InputSpec>> = vec![None; f.params.len()];
     for raw in &a.inputs {
@@ -274,7 +306,11 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
             format!(
                 "--input {raw}: @{} has no parameter %{name}; its parameters are: {}",
                 f.name,
-                param_names.iter().map(|n| format!("%{n}")).collect::<Vec<_>>().join(", ")
+                param_names
+                    .iter()
+                    .map(|n| format!("%{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         })?;
         specs[idx] = Some(spec);
@@ -300,14 +336,19 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
 
     let mut caps = DeviceCaps::host();
     if let Some(spec) = &a.host_caps {
-        caps = caps.with_overrides(spec).map_err(|e| format!("--host-caps: {e}"))?;
+        caps = caps
+            .with_overrides(spec)
+            .map_err(|e| format!("--host-caps: {e}"))?;
     }
     let mut vm = Vm::new(module.clone(), vec![caps]).map_err(|e| e.to_string())?;
     vm.limits.max_instructions = a.max_instructions;
     vm.limits.max_call_depth = a.max_call_depth;
     let func_name = f.name.clone();
-    let results = vm.invoke(&func_name, &inputs).map_err(|e| Failure::Rendered(render_vm_error(&e, p.source.as_ref())));
-    // Print the stats even when the run failed: they show what was live at the error.
+    let results = vm
+        .invoke(&func_name, &inputs)
+        .map_err(|e| Failure::Rendered(render_vm_error(&e, p.source.as_ref())));
+    // Print the stats even when the run failed: peak bytes and counters cover the failed
+    // run (live counts are taken after its registers were released).
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let results = match results {

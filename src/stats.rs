@@ -17,8 +17,10 @@ pub fn stats_fields(vm: &Vm) -> Vec<(&'static str, u64)> {
 }
 
 pub fn stats_json(vm: &Vm) -> String {
-    let map: serde_json::Map<String, serde_json::Value> =
-        stats_fields(vm).into_iter().map(|(k, v)| (k.to_string(), v.into())).collect();
+    let map: serde_json::Map<String, serde_json::Value> = stats_fields(vm)
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.into()))
+        .collect();
     serde_json::Value::Object(map).to_string()
 }
 

@@ -1,1 +1,98 @@
-pub fn x(){}
+//! rxvm-asm: the `.rxa` text assembler, its diagnostics, and the disassembler.
+//!
+//! ```
+//! let src = "func @main() -> int {\n  %x = int 42\n  ret %x\n}\n";
+//! let m = rxvm_asm::assemble(src, "answer.rxa").expect("assembles");
+//! let text = rxvm_asm::disassemble(&m);
+//! let again = rxvm_asm::assemble(&text, "answer.rxa").expect("re-assembles");
+//! assert_eq!(m.funcs[0].code, again.funcs[0].code);
+//! ```
+//!
+//! The language is described in `docs/assembly.md`.
+
+// `Diagnostic` is the error type of every fallible step; it is only built on the cold
+// path, so boxing it to shrink `Result`s would add noise and no speed.
+#![allow(clippy::result_large_err)]
+
+pub mod assemble;
+pub mod ast;
+pub mod diag;
+pub mod lexer;
+pub mod parser;
+pub mod printer;
+
+pub use diag::{
+    emit_runtime_error, render_runtime_error, runtime_diagnostic, Diagnostic, Diagnostics,
+};
+pub use rxvm_vm::Module;
+
+use assemble::SourceMap;
+use std::path::Path;
+
+/// Parses and assembles `source` without running the verifier; also returns where every
+/// function, instruction and operand came from. `base_dir` resolves `file("...")` paths
+/// (the current directory when `None`).
+pub fn assemble_with_map(
+    source: &str,
+    file_name: &str,
+    base_dir: Option<&Path>,
+) -> Result<(Module, SourceMap), Diagnostics> {
+    let arena = bumpalo::Bump::new();
+    let fail = |items: Vec<Diagnostic>| Diagnostics::new(file_name, source, items);
+    let ast = parser::parse(source, &arena).map_err(|d| fail(vec![d]))?;
+    assemble::assemble_ast(&ast, source, file_name, base_dir).map_err(fail)
+}
+
+fn assemble_in(
+    source: &str,
+    file_name: &str,
+    base_dir: Option<&Path>,
+) -> Result<Module, Diagnostics> {
+    let (module, map) = assemble_with_map(source, file_name, base_dir)?;
+    match rxvm_vm::verify_module(&module) {
+        Ok(()) => Ok(module),
+        Err(e) => Err(Diagnostics::new(
+            file_name,
+            source,
+            vec![map.verify_diagnostic(&e)],
+        )),
+    }
+}
+
+fn dir_of(file_name: &str) -> Option<&Path> {
+    Path::new(file_name)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+}
+
+/// Parses, assembles and verifies `source`. `file_name` is recorded in the module and
+/// shown in diagnostics; `file("...")` constants are resolved relative to its directory.
+pub fn assemble(source: &str, file_name: &str) -> Result<Module, Diagnostics> {
+    assemble_in(source, file_name, dir_of(file_name))
+}
+
+/// As [`assemble()`] but without the verifier (for testing the verifier, or tools that
+/// want to look at invalid programs).
+pub fn assemble_unverified(source: &str, file_name: &str) -> Result<Module, Diagnostics> {
+    assemble_with_map(source, file_name, dir_of(file_name)).map(|(m, _)| m)
+}
+
+/// Reads, assembles and verifies the file at `path`.
+pub fn assemble_file(path: &Path) -> Result<Module, Diagnostics> {
+    let file_name = path.display().to_string();
+    let source = std::fs::read_to_string(path).map_err(|e| {
+        Diagnostics::without_source(
+            file_name.as_str(),
+            vec![Diagnostic::new(
+                0..0,
+                format!("cannot read {file_name}: {e}"),
+            )],
+        )
+    })?;
+    assemble_in(&source, &file_name, dir_of(&file_name))
+}
+
+/// Prints a module as `.rxa` text that assembles back to the same module.
+pub fn disassemble(m: &Module) -> String {
+    printer::print_module(m)
+}

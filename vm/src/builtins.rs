@@ -1,6 +1,6 @@
 //! The builtin table: names, signatures and one-line docs of every `@vm.*` function.
 //! The assembler resolves names here, the verifier checks calls against the signatures and
-//! the interpreter dispatches on [`Builtin`]; the implementations live in `exec_builtin.rs`.
+//! the interpreter dispatches on [`Builtin`]; the implementations live in `exec.rs`.
 
 use crate::types::Kind;
 use Kind::{Float as F, Int as I, Shape as S, Tensor as T};
@@ -106,7 +106,10 @@ mod tests {
         assert_eq!(Builtin::ALL.len(), BUILTINS.len());
         for (i, b) in Builtin::ALL.iter().enumerate() {
             assert_eq!(*b as usize, i);
-            assert_eq!(Builtin::from_name(&format!("vm.{}", b.sig().name)), Some(*b));
+            assert_eq!(
+                Builtin::from_name(&format!("vm.{}", b.sig().name)),
+                Some(*b)
+            );
         }
     }
 }

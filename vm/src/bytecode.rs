@@ -59,7 +59,7 @@ impl Arg {
     pub fn imm(v: i64) -> Option<Arg> {
         (Self::IMM_MIN..=Self::IMM_MAX)
             .contains(&v)
-            .then(|| Arg((1 << Self::TAG_SHIFT) | (v as u32 & Self::PAYLOAD)))
+            .then_some(Arg((1 << Self::TAG_SHIFT) | (v as u32 & Self::PAYLOAD)))
     }
     pub fn lit(i: u32) -> Arg {
         debug_assert!(i <= Self::PAYLOAD);
@@ -112,7 +112,10 @@ pub enum DecodeError {
     BadDType(u8),
     BadScope(u8),
     /// A slot the opcode does not use holds a non-zero value.
-    NonZeroUnusedSlot { opcode: &'static str, slot: &'static str },
+    NonZeroUnusedSlot {
+        opcode: &'static str,
+        slot: &'static str,
+    },
 }
 
 impl std::fmt::Display for DecodeError {
@@ -155,7 +158,15 @@ impl Word {
 
     pub fn from_bytes(b: &[u8; WORD_SIZE]) -> Word {
         let u = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        Word { op: b[0], x: b[1], y: b[2], z: b[3], a: u(4), b: u(8), c: u(12) }
+        Word {
+            op: b[0],
+            x: b[1],
+            y: b[2],
+            z: b[3],
+            a: u(4),
+            b: u(8),
+            c: u(12),
+        }
     }
 }
 
@@ -235,30 +246,82 @@ impl Field for Scope {
 /// Reads or writes one slot of a [`Word`]. `yz` is the 16-bit pair `y | z << 8`,
 /// `bc` the 64-bit pair `b | c << 32`.
 macro_rules! slot {
-    (get $w:ident, a) => { $w.a as u64 };
-    (get $w:ident, b) => { $w.b as u64 };
-    (get $w:ident, c) => { $w.c as u64 };
-    (get $w:ident, x) => { $w.x as u64 };
-    (get $w:ident, y) => { $w.y as u64 };
-    (get $w:ident, z) => { $w.z as u64 };
-    (get $w:ident, yz) => { ($w.y as u64) | (($w.z as u64) << 8) };
-    (get $w:ident, bc) => { ($w.b as u64) | (($w.c as u64) << 32) };
-    (set $w:ident, a, $v:expr) => { $w.a = $v as u32 };
-    (set $w:ident, b, $v:expr) => { $w.b = $v as u32 };
-    (set $w:ident, c, $v:expr) => { $w.c = $v as u32 };
-    (set $w:ident, x, $v:expr) => { $w.x = $v as u8 };
-    (set $w:ident, y, $v:expr) => { $w.y = $v as u8 };
-    (set $w:ident, z, $v:expr) => { $w.z = $v as u8 };
-    (set $w:ident, yz, $v:expr) => {{ let v = $v; $w.y = v as u8; $w.z = (v >> 8) as u8 }};
-    (set $w:ident, bc, $v:expr) => {{ let v = $v; $w.b = v as u32; $w.c = (v >> 32) as u32 }};
-    (mask a) => { 1u8 << 0 };
-    (mask b) => { 1u8 << 1 };
-    (mask c) => { 1u8 << 2 };
-    (mask x) => { 1u8 << 3 };
-    (mask y) => { 1u8 << 4 };
-    (mask z) => { 1u8 << 5 };
-    (mask yz) => { (1u8 << 4) | (1u8 << 5) };
-    (mask bc) => { (1u8 << 1) | (1u8 << 2) };
+    (get $w:ident, a) => {
+        $w.a as u64
+    };
+    (get $w:ident, b) => {
+        $w.b as u64
+    };
+    (get $w:ident, c) => {
+        $w.c as u64
+    };
+    (get $w:ident, x) => {
+        $w.x as u64
+    };
+    (get $w:ident, y) => {
+        $w.y as u64
+    };
+    (get $w:ident, z) => {
+        $w.z as u64
+    };
+    (get $w:ident, yz) => {
+        ($w.y as u64) | (($w.z as u64) << 8)
+    };
+    (get $w:ident, bc) => {
+        ($w.b as u64) | (($w.c as u64) << 32)
+    };
+    (set $w:ident, a, $v:expr) => {
+        $w.a = $v as u32
+    };
+    (set $w:ident, b, $v:expr) => {
+        $w.b = $v as u32
+    };
+    (set $w:ident, c, $v:expr) => {
+        $w.c = $v as u32
+    };
+    (set $w:ident, x, $v:expr) => {
+        $w.x = $v as u8
+    };
+    (set $w:ident, y, $v:expr) => {
+        $w.y = $v as u8
+    };
+    (set $w:ident, z, $v:expr) => {
+        $w.z = $v as u8
+    };
+    (set $w:ident, yz, $v:expr) => {{
+        let v = $v;
+        $w.y = v as u8;
+        $w.z = (v >> 8) as u8
+    }};
+    (set $w:ident, bc, $v:expr) => {{
+        let v = $v;
+        $w.b = v as u32;
+        $w.c = (v >> 32) as u32
+    }};
+    (mask a) => {
+        1u8 << 0
+    };
+    (mask b) => {
+        1u8 << 1
+    };
+    (mask c) => {
+        1u8 << 2
+    };
+    (mask x) => {
+        1u8 << 3
+    };
+    (mask y) => {
+        1u8 << 4
+    };
+    (mask z) => {
+        1u8 << 5
+    };
+    (mask yz) => {
+        (1u8 << 4) | (1u8 << 5)
+    };
+    (mask bc) => {
+        (1u8 << 1) | (1u8 << 2)
+    };
 }
 
 macro_rules! define_opcodes {
@@ -374,7 +437,10 @@ define_opcodes! {
 impl Instr {
     /// True when control never falls through to the next instruction.
     pub fn is_terminator(&self) -> bool {
-        matches!(self, Instr::Ret { .. } | Instr::Br { .. } | Instr::BrIf { .. })
+        matches!(
+            self,
+            Instr::Ret { .. } | Instr::Br { .. } | Instr::BrIf { .. }
+        )
     }
 }
 
@@ -393,11 +459,27 @@ mod tests {
     fn every_opcode_round_trips() {
         let samples = [
             Instr::Nop {},
-            Instr::Mov { dst: Reg(1), src: Reg(2) },
-            Instr::LoadInt { dst: Reg(3), value: -5_000_000_000 },
-            Instr::LoadFloat { dst: Reg(3), value: -1.25 },
-            Instr::LoadConst { dst: Reg(0), konst: ConstId(7) },
-            Instr::MakeShape { dst: Reg(1), dims: 4, ndim: 3 },
+            Instr::Mov {
+                dst: Reg(1),
+                src: Reg(2),
+            },
+            Instr::LoadInt {
+                dst: Reg(3),
+                value: -5_000_000_000,
+            },
+            Instr::LoadFloat {
+                dst: Reg(3),
+                value: -1.25,
+            },
+            Instr::LoadConst {
+                dst: Reg(0),
+                konst: ConstId(7),
+            },
+            Instr::MakeShape {
+                dst: Reg(1),
+                dims: 4,
+                ndim: 3,
+            },
             Instr::AllocStorage {
                 dst: Reg(9),
                 size: Arg::imm(4096).unwrap(),
@@ -414,11 +496,25 @@ mod tests {
                 ndim: 4,
             },
             Instr::Kill { reg: Reg(4) },
-            Instr::Call { func: FuncId(2), list: 5, ndst: 1, nargs: 300 },
-            Instr::CallBuiltin { builtin: BuiltinId(3), list: 0, ndst: 0, nargs: 2 },
+            Instr::Call {
+                func: FuncId(2),
+                list: 5,
+                ndst: 1,
+                nargs: 300,
+            },
+            Instr::CallBuiltin {
+                builtin: BuiltinId(3),
+                list: 0,
+                ndst: 0,
+                nargs: 2,
+            },
             Instr::Ret { list: 3, nvals: 2 },
             Instr::Br { target: Label(17) },
-            Instr::BrIf { cond: Reg(1), then_: Label(2), else_: Label(9) },
+            Instr::BrIf {
+                cond: Reg(1),
+                then_: Label(2),
+                else_: Label(9),
+            },
         ];
         assert_eq!(samples.len(), Opcode::ALL.len());
         for ins in samples {
@@ -430,11 +526,25 @@ mod tests {
 
     #[test]
     fn decoder_refuses_garbage() {
-        let w = Word { op: 0x7f, ..Word::default() };
+        let w = Word {
+            op: 0x7f,
+            ..Word::default()
+        };
         assert_eq!(Instr::decode(w), Err(DecodeError::UnknownOpcode(0x7f)));
-        let w = Word { op: Opcode::Kill as u8, c: 1, ..Word::default() };
-        assert!(matches!(Instr::decode(w), Err(DecodeError::NonZeroUnusedSlot { slot: "c", .. })));
-        let w = Word { op: Opcode::AllocTensor as u8, x: 200, ..Word::default() };
+        let w = Word {
+            op: Opcode::Kill as u8,
+            c: 1,
+            ..Word::default()
+        };
+        assert!(matches!(
+            Instr::decode(w),
+            Err(DecodeError::NonZeroUnusedSlot { slot: "c", .. })
+        ));
+        let w = Word {
+            op: Opcode::AllocTensor as u8,
+            x: 200,
+            ..Word::default()
+        };
         assert_eq!(Instr::decode(w), Err(DecodeError::BadDType(200)));
     }
 

@@ -25,7 +25,12 @@ pub struct VmError {
 impl VmError {
     #[cold]
     pub fn api(message: impl Into<String>) -> VmError {
-        VmError { message: message.into(), notes: vec![], stack: vec![], source_file: None }
+        VmError {
+            message: message.into(),
+            notes: vec![],
+            stack: vec![],
+            source_file: None,
+        }
     }
 
     /// Where the error happened: `file:line:col` or `@func instruction N`.
@@ -33,7 +38,10 @@ impl VmError {
         let top = self.stack.first()?;
         let file = self.source_file.as_deref().unwrap_or("<module>");
         Some(if top.loc.line > 0 {
-            format!("{file}:{}:{} (in @{}, instruction {})", top.loc.line, top.loc.col, top.func, top.pc)
+            format!(
+                "{file}:{}:{} (in @{}, instruction {})",
+                top.loc.line, top.loc.col, top.func, top.pc
+            )
         } else {
             format!("@{} instruction {}", top.func, top.pc)
         })
@@ -49,12 +57,17 @@ impl fmt::Display for VmError {
         for n in &self.notes {
             write!(f, "\n  = note: {n}")?;
         }
-        for fr in self.stack.iter().skip(1) {
+        const SHOWN: usize = 4;
+        let callers = self.stack.len().saturating_sub(1);
+        for fr in self.stack.iter().skip(1).take(SHOWN) {
             if fr.loc.line > 0 {
                 write!(f, "\n  called from @{} at line {}", fr.func, fr.loc.line)?;
             } else {
                 write!(f, "\n  called from @{} instruction {}", fr.func, fr.pc)?;
             }
+        }
+        if callers > SHOWN {
+            write!(f, "\n  ... and {} more callers", callers - SHOWN)?;
         }
         Ok(())
     }

@@ -28,17 +28,31 @@ pub fn read_view(v: &View) -> HostTensor {
         for (r, chunk) in data.chunks_mut(run_bytes).enumerate() {
             let src = v.offset as usize + r * stride as usize;
             // SAFETY: view creation checked that every run lies inside the storage.
-            unsafe { std::ptr::copy_nonoverlapping(v.storage.host_ptr().add(src), chunk.as_mut_ptr(), chunk.len()) }
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    v.storage.host_ptr().add(src),
+                    chunk.as_mut_ptr(),
+                    chunk.len(),
+                )
+            }
         }
     }
-    HostTensor { dtype: v.dtype, shape: v.shape.to_vec(), data }
+    HostTensor {
+        dtype: v.dtype,
+        shape: v.shape.to_vec(),
+        data,
+    }
 }
 
 /// Writes row-major element bytes into a view (same element count and dtype, checked).
 pub fn write_view(v: &View, data: &[u8]) -> Result<(), Fail> {
     let es = v.dtype.size();
     if data.len() as u64 != v.numel() * es as u64 {
-        return fail(format!("expected {} bytes for the view, found {}", v.numel() * es as u64, data.len()));
+        return fail(format!(
+            "expected {} bytes for the view, found {}",
+            v.numel() * es as u64,
+            data.len()
+        ));
     }
     if v.storage.is_constant() {
         return fail("cannot write to a constant".into());
@@ -48,7 +62,13 @@ pub fn write_view(v: &View, data: &[u8]) -> Result<(), Fail> {
         for (r, chunk) in data.chunks(run as usize * es).enumerate() {
             let dst = v.offset as usize + r * stride as usize;
             // SAFETY: as in `read_view`; `data` is host memory apart from any storage.
-            unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), v.storage.host_ptr().add(dst), chunk.len()) }
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    chunk.as_ptr(),
+                    v.storage.host_ptr().add(dst),
+                    chunk.len(),
+                )
+            }
         }
     }
     Ok(())
@@ -112,13 +132,19 @@ fn as_tensor(v: &Value) -> Result<&Rc<View>, Fail> {
 fn int_op(name: &str, a: i64, b: i64, r: Option<i64>) -> Result<Option<Value>, Fail> {
     match r {
         Some(v) => Ok(Some(Value::Int(v))),
-        None if b == 0 && matches!(name, "idiv" | "irem") => fail(format!("@vm.{name}: division by zero ({a} / 0)")),
+        None if b == 0 && matches!(name, "idiv" | "irem") => {
+            fail(format!("@vm.{name}: division by zero ({a} / 0)"))
+        }
         None => fail(format!("@vm.{name}: integer overflow with {a} and {b}")),
     }
 }
 
 /// Runs a builtin. The verifier has checked arity and argument kinds.
-pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<Option<Value>, Fail> {
+pub fn call_builtin(
+    b: Builtin,
+    args: &[Value],
+    out: &mut dyn Write,
+) -> Result<Option<Value>, Fail> {
     let i = |k: usize| as_int(&args[k]);
     let f = |k: usize| as_float(&args[k]);
     let cmp = |c: bool| Ok(Some(Value::Int(c as i64)));
@@ -154,12 +180,17 @@ pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<O
             Ok(Some(Value::Shape(t.shape.iter().copied().collect())))
         }
         Builtin::Dim => {
-            let Value::Shape(s) = &args[0] else { return fail("@vm.dim expects a shape".into()) };
+            let Value::Shape(s) = &args[0] else {
+                return fail("@vm.dim expects a shape".into());
+            };
             let k = i(1);
             let idx = if k < 0 { k + s.len() as i64 } else { k };
             match usize::try_from(idx).ok().and_then(|x| s.get(x)) {
                 Some(d) => Ok(Some(Value::Int(*d))),
-                None => fail(format!("@vm.dim: index {k} is out of range for a shape of rank {}", s.len())),
+                None => fail(format!(
+                    "@vm.dim: index {k} is out of range for a shape of rank {}",
+                    s.len()
+                )),
             }
         }
         Builtin::Rank => match &args[0] {
@@ -191,7 +222,10 @@ pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<O
             Ok(None)
         }
         Builtin::Copy => {
-            let (src, dst) = (as_tensor(&args[0])?, writable("copy", as_tensor(&args[1])?)?);
+            let (src, dst) = (
+                as_tensor(&args[0])?,
+                writable("copy", as_tensor(&args[1])?)?,
+            );
             same_dtype("copy", &[src, dst])?;
             if src.numel() != dst.numel() {
                 return fail(format!(
@@ -207,7 +241,11 @@ pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<O
         }
         Builtin::Add | Builtin::Sub | Builtin::Mul => {
             let name = b.sig().name;
-            let (a, bb, o) = (as_tensor(&args[0])?, as_tensor(&args[1])?, writable(name, as_tensor(&args[2])?)?);
+            let (a, bb, o) = (
+                as_tensor(&args[0])?,
+                as_tensor(&args[1])?,
+                writable(name, as_tensor(&args[2])?)?,
+            );
             let dtype = same_dtype(name, &[a, bb, o])?;
             let n = a.numel();
             if o.numel() != n || (bb.numel() != n && bb.numel() != 1) {
@@ -244,10 +282,17 @@ pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<O
             Ok(None)
         }
         Builtin::Relu => {
-            let (x, o) = (as_tensor(&args[0])?, writable("relu", as_tensor(&args[1])?)?);
+            let (x, o) = (
+                as_tensor(&args[0])?,
+                writable("relu", as_tensor(&args[1])?)?,
+            );
             let dtype = same_dtype("relu", &[x, o])?;
             if x.numel() != o.numel() {
-                return fail(format!("@vm.relu: x is {} but out is {}", shape_str(x), shape_str(o)));
+                return fail(format!(
+                    "@vm.relu: x is {} but out is {}",
+                    shape_str(x),
+                    shape_str(o)
+                ));
             }
             for k in 0..x.numel() {
                 let mut r = [0u8; 8];
@@ -257,10 +302,18 @@ pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<O
             Ok(None)
         }
         Builtin::MatMul => {
-            let (a, bb, o) = (as_tensor(&args[0])?, as_tensor(&args[1])?, writable("matmul", as_tensor(&args[2])?)?);
+            let (a, bb, o) = (
+                as_tensor(&args[0])?,
+                as_tensor(&args[1])?,
+                writable("matmul", as_tensor(&args[2])?)?,
+            );
             let dtype = same_dtype("matmul", &[a, bb, o])?;
             let ok = a.shape.len() == 2 && bb.shape.len() == 2 && o.shape.len() == 2;
-            if !ok || a.shape[1] != bb.shape[0] || o.shape[0] != a.shape[0] || o.shape[1] != bb.shape[1] {
+            if !ok
+                || a.shape[1] != bb.shape[0]
+                || o.shape[0] != a.shape[0]
+                || o.shape[1] != bb.shape[1]
+            {
                 return fail(format!(
                     "@vm.matmul: expected a[M, K], b[K, N], out[M, N]; found a {}, b {}, out {}",
                     shape_str(a),
@@ -290,7 +343,9 @@ pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<O
         }
         Builtin::Sum => {
             let t = as_tensor(&args[0])?;
-            Ok(Some(Value::Float((0..t.numel()).map(|k| load_f64(t.dtype, &get(t, k))).sum())))
+            Ok(Some(Value::Float(
+                (0..t.numel()).map(|k| load_f64(t.dtype, &get(t, k))).sum(),
+            )))
         }
         Builtin::Print => {
             let mut line = String::new();

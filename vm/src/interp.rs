@@ -27,7 +27,10 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_call_depth: 10_000, max_instructions: None }
+        Limits {
+            max_call_depth: 10_000,
+            max_instructions: None,
+        }
     }
 }
 
@@ -57,7 +60,10 @@ type Step<T> = Result<T, Box<Fault>>;
 
 #[cold]
 fn fault<T>(message: String) -> Step<T> {
-    Err(Box::new(Fault { message, notes: Vec::new() }))
+    Err(Box::new(Fault {
+        message,
+        notes: Vec::new(),
+    }))
 }
 
 /// A virtual machine: a module, its devices, its constants and a register stack.
@@ -75,7 +81,8 @@ impl Vm {
     /// A VM on the given devices (device 0 holds the constants). The module is verified
     /// here, so the interpreter only ever runs verified code.
     pub fn new(module: Arc<Module>, devices: Vec<DeviceCaps>) -> Result<Vm, VmError> {
-        crate::verify::verify_module(&module).map_err(|e| VmError::api(format!("invalid module: {e}")))?;
+        crate::verify::verify_module(&module)
+            .map_err(|e| VmError::api(format!("invalid module: {e}")))?;
         if devices.is_empty() {
             return Err(VmError::api("a VM needs at least one device"));
         }
@@ -97,13 +104,32 @@ impl Vm {
                     store_f64(c.dtype, *v, &mut e);
                     for i in 0..numel as usize {
                         // SAFETY: i * es + es <= bytes.
-                        unsafe { std::ptr::copy_nonoverlapping(e.as_ptr(), st.host_ptr().add(i * es), es) }
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(e.as_ptr(), st.host_ptr().add(i * es), es)
+                        }
                     }
                 }
             }
-            consts.push(View::new(st, 0, c.dtype, &c.shape, Scope::Global, None, bytes, Site::API));
+            consts.push(View::new(
+                st,
+                0,
+                c.dtype,
+                &c.shape,
+                Scope::Global,
+                None,
+                bytes,
+                Site::API,
+            ));
         }
-        Ok(Vm { module, rt, consts, regs: Vec::new(), frames: Vec::new(), limits: Limits::default(), output: Output::Stdout })
+        Ok(Vm {
+            module,
+            rt,
+            consts,
+            regs: Vec::new(),
+            frames: Vec::new(),
+            limits: Limits::default(),
+            output: Output::Stdout,
+        })
     }
 
     /// A VM on the host device with default capabilities.
@@ -141,12 +167,19 @@ impl Vm {
 
     /// Live and peak bytes of device `d`.
     pub fn device_bytes(&self, d: usize) -> Option<(u64, u64)> {
-        self.rt.devices.get(d).map(|s| (s.live_bytes.get(), s.peak_bytes.get()))
+        self.rt
+            .devices
+            .get(d)
+            .map(|s| (s.live_bytes.get(), s.peak_bytes.get()))
     }
 
     /// Bytes cached in the pools, not in use.
     pub fn pool_free_bytes(&self) -> u64 {
-        self.rt.devices.iter().map(|d| d.pool.borrow().free_bytes).sum()
+        self.rt
+            .devices
+            .iter()
+            .map(|d| d.pool.borrow().free_bytes)
+            .sum()
     }
 
     /// Returns every pooled block to the system.
@@ -160,12 +193,25 @@ impl Vm {
     /// results are copied back.
     pub fn invoke(&mut self, func: &str, args: &[HostValue]) -> Result<Vec<HostValue>, VmError> {
         let id = self.module.func_by_name(func).ok_or_else(|| {
-            let names: Vec<String> = self.module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
-            VmError::api(format!("no function @{} in module `{}`; it has: {}", func.trim_start_matches('@'), self.module.name, names.join(", ")))
+            let names: Vec<String> = self
+                .module
+                .funcs
+                .iter()
+                .map(|f| format!("@{}", f.name))
+                .collect();
+            VmError::api(format!(
+                "no function @{} in module `{}`; it has: {}",
+                func.trim_start_matches('@'),
+                self.module.name,
+                names.join(", ")
+            ))
         })?;
         let mut vals = Vec::with_capacity(args.len());
         for (i, a) in args.iter().enumerate() {
-            vals.push(self.to_value(a).map_err(|e| VmError::api(format!("argument {}: {e}", i + 1)))?);
+            vals.push(
+                self.to_value(a)
+                    .map_err(|e| VmError::api(format!("argument {}: {e}", i + 1)))?,
+            );
         }
         let out = self.invoke_values(id, vals)?;
         Ok(out.iter().map(to_host).collect())
@@ -177,11 +223,23 @@ impl Vm {
             HostValue::Int(i) => Value::Int(*i),
             HostValue::Float(f) => Value::Float(*f),
             HostValue::Shape(s) => Value::Shape(s.iter().copied().collect()),
-            HostValue::Storage { .. } => return Err("a storage cannot be passed from the host".into()),
+            HostValue::Storage { .. } => {
+                return Err("a storage cannot be passed from the host".into())
+            }
             HostValue::Tensor(t) => {
                 let bytes = t.data.len() as u64;
-                let st = Storage::alloc(&self.rt, 0, bytes, 0, Scope::Global, Site::API, false).map_err(|e| e.to_string())?;
-                let view = View::new(st, 0, t.dtype, &t.shape, Scope::Global, None, bytes, Site::API);
+                let st = Storage::alloc(&self.rt, 0, bytes, 0, Scope::Global, Site::API, false)
+                    .map_err(|e| e.to_string())?;
+                let view = View::new(
+                    st,
+                    0,
+                    t.dtype,
+                    &t.shape,
+                    Scope::Global,
+                    None,
+                    bytes,
+                    Site::API,
+                );
                 write_view(&view, &t.data).map_err(|e| *e)?;
                 Value::Tensor(view)
             }
@@ -191,13 +249,24 @@ impl Vm {
     /// Invokes a function with VM values: checks arity and declared types, then runs.
     pub fn invoke_values(&mut self, id: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
         let module = self.module.clone();
-        let f = module.func(id).ok_or_else(|| VmError::api(format!("no function with index {}", id.0)))?;
+        let f = module
+            .func(id)
+            .ok_or_else(|| VmError::api(format!("no function with index {}", id.0)))?;
         if args.len() != f.params.len() {
-            return Err(VmError::api(format!("@{} takes {} arguments, found {}", f.name, f.params.len(), args.len())));
+            return Err(VmError::api(format!(
+                "@{} takes {} arguments, found {}",
+                f.name,
+                f.params.len(),
+                args.len()
+            )));
         }
         for (i, (v, t)) in args.iter().zip(&f.params).enumerate() {
             if let Err(m) = check_type(v, t) {
-                return Err(VmError::api(format!("argument {} of @{}: {m}", i + 1, f.name)));
+                return Err(VmError::api(format!(
+                    "argument {} of @{}: {m}",
+                    i + 1,
+                    f.name
+                )));
             }
         }
         let base = self.regs.len();
@@ -209,18 +278,27 @@ impl Vm {
     }
 
     #[cold]
-    fn error_at(&self, m: &Module, fid: usize, pc: usize, f: Box<Fault>) -> VmError {
+    fn error_at(&self, m: &Module, fid: usize, pc: usize, f: Fault) -> VmError {
         let mut stack = Vec::new();
         let at = |func: usize, pc: usize| {
             let func_ref = &m.funcs[func];
-            FrameLoc { func: func_ref.name.clone(), pc, loc: func_ref.loc(pc) }
+            FrameLoc {
+                func: func_ref.name.clone(),
+                pc,
+                loc: func_ref.loc(pc),
+            }
         };
         stack.push(at(fid, pc));
         // Callers resume after their call instruction.
         for fr in self.frames.iter().rev().skip(1) {
             stack.push(at(fr.func as usize, fr.pc.saturating_sub(1)));
         }
-        VmError { message: f.message, notes: f.notes, stack, source_file: m.source_file.clone() }
+        VmError {
+            message: f.message,
+            notes: f.notes,
+            stack,
+            source_file: m.source_file.clone(),
+        }
     }
 
     fn run(&mut self, m: &Module, entry: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
@@ -232,24 +310,37 @@ impl Vm {
         for (i, v) in args.into_iter().enumerate() {
             self.regs[base + i] = v;
         }
-        self.frames.push(Frame { func: fid as u32, pc: 0, base, ret_list: 0, ret_ndst: 0 });
+        self.frames.push(Frame {
+            func: fid as u32,
+            pc: 0,
+            base,
+            ret_list: 0,
+            ret_ndst: 0,
+        });
         let mut pc = 0usize;
         let mut count: u64 = 0;
         let limit = self.limits.max_instructions.unwrap_or(u64::MAX);
         let result: Result<Vec<Value>, (usize, Box<Fault>)> = loop {
             count += 1;
             if count > limit {
-                break Err((pc, Box::new(Fault {
-                    message: format!("instruction limit of {limit} reached"),
-                    notes: vec!["raise it with --max-instructions or Limits::max_instructions".into()],
-                })));
+                break Err((
+                    pc,
+                    Box::new(Fault {
+                        message: format!("instruction limit of {limit} reached"),
+                        notes: vec![
+                            "raise it with --max-instructions or Limits::max_instructions".into(),
+                        ],
+                    }),
+                ));
             }
             let at = pc;
             let ins = f.code[pc];
             pc += 1;
             let step: Step<()> = match ins {
                 Instr::Nop {} => Ok(()),
-                Instr::Mov { dst, src } => self.read_reg(f, base, src).map(|v| self.set(base, dst, v)),
+                Instr::Mov { dst, src } => {
+                    self.read_reg(f, base, src).map(|v| self.set(base, dst, v))
+                }
                 Instr::LoadInt { dst, value } => {
                     self.set(base, dst, Value::Int(value));
                     Ok(())
@@ -263,12 +354,52 @@ impl Vm {
                     self.set(base, dst, v);
                     Ok(())
                 }
-                Instr::MakeShape { dst, dims, ndim } => self.make_shape(m, f, base, dims, ndim).map(|v| self.set(base, dst, v)),
-                Instr::AllocStorage { dst, size, align, device, scope } => self
-                    .alloc_storage(m, f, base, size, align, device, scope, Site { func: fid as u32, pc: at as u32 })
+                Instr::MakeShape { dst, dims, ndim } => self
+                    .make_shape(m, f, base, dims, ndim)
                     .map(|v| self.set(base, dst, v)),
-                Instr::AllocTensor { dst, storage, args, dtype, scope, ndim } => self
-                    .alloc_tensor(m, f, base, storage, args, dtype, scope, ndim, Site { func: fid as u32, pc: at as u32 })
+                Instr::AllocStorage {
+                    dst,
+                    size,
+                    align,
+                    device,
+                    scope,
+                } => self
+                    .alloc_storage(
+                        m,
+                        f,
+                        base,
+                        size,
+                        align,
+                        device,
+                        scope,
+                        Site {
+                            func: fid as u32,
+                            pc: at as u32,
+                        },
+                    )
+                    .map(|v| self.set(base, dst, v)),
+                Instr::AllocTensor {
+                    dst,
+                    storage,
+                    args,
+                    dtype,
+                    scope,
+                    ndim,
+                } => self
+                    .alloc_tensor(
+                        m,
+                        f,
+                        base,
+                        storage,
+                        args,
+                        dtype,
+                        scope,
+                        ndim,
+                        Site {
+                            func: fid as u32,
+                            pc: at as u32,
+                        },
+                    )
                     .map(|v| self.set(base, dst, v)),
                 Instr::Kill { reg } => match &self.regs[base + reg.0 as usize] {
                     Value::Null | Value::Killed(_) => self.read_reg(f, base, reg).map(|_| ()),
@@ -277,15 +408,31 @@ impl Vm {
                         Ok(())
                     }
                 },
-                Instr::CallBuiltin { builtin, list, ndst, nargs } => self.builtin(m, f, base, builtin.0, list, ndst, nargs),
-                Instr::Call { func, list, ndst, nargs } => {
+                Instr::CallBuiltin {
+                    builtin,
+                    list,
+                    ndst,
+                    nargs,
+                } => self.builtin(m, f, base, builtin.0, list, ndst, nargs),
+                Instr::Call {
+                    func,
+                    list,
+                    ndst,
+                    nargs,
+                } => {
                     let callee = &m.funcs[func.0 as usize];
                     match self.enter(m, f, base, callee, list, ndst, nargs) {
                         Ok(new_base) => {
                             if let Some(top) = self.frames.last_mut() {
                                 top.pc = pc;
                             }
-                            self.frames.push(Frame { func: func.0, pc: 0, base: new_base, ret_list: list, ret_ndst: ndst });
+                            self.frames.push(Frame {
+                                func: func.0,
+                                pc: 0,
+                                base: new_base,
+                                ret_list: list,
+                                ret_ndst: ndst,
+                            });
                             fid = func.0 as usize;
                             f = callee;
                             base = new_base;
@@ -299,11 +446,15 @@ impl Vm {
                     Err(e) => Err(e),
                     Ok(vals) => {
                         self.regs.truncate(base);
-                        let Some(done) = self.frames.pop() else { break Ok(vals.into_vec()) };
+                        let Some(done) = self.frames.pop() else {
+                            break Ok(vals.into_vec());
+                        };
                         if self.frames.len() == depth0 {
                             break Ok(vals.into_vec());
                         }
-                        let Some(top) = self.frames.last() else { break Ok(vals.into_vec()) };
+                        let Some(top) = self.frames.last() else {
+                            break Ok(vals.into_vec());
+                        };
                         fid = top.func as usize;
                         f = &m.funcs[fid];
                         base = top.base;
@@ -323,7 +474,11 @@ impl Vm {
                 }
                 Instr::BrIf { cond, then_, else_ } => match &self.regs[base + cond.0 as usize] {
                     Value::Int(c) => {
-                        pc = if *c != 0 { then_.0 as usize } else { else_.0 as usize };
+                        pc = if *c != 0 {
+                            then_.0 as usize
+                        } else {
+                            else_.0 as usize
+                        };
                         Ok(())
                     }
                     _ => self.read_reg(f, base, cond).map(|_| ()),
@@ -334,7 +489,7 @@ impl Vm {
             }
         };
         self.rt.ledger.borrow_mut().stats.instructions += count;
-        result.map_err(|(pc, e)| self.error_at(m, fid, pc, e))
+        result.map_err(|(pc, e)| self.error_at(m, fid, pc, *e))
     }
 
     #[inline]
@@ -380,7 +535,9 @@ impl Vm {
             ArgKind::Imm(v) => Ok(v as i64),
             ArgKind::Reg(r) => match &self.regs[base + r.0 as usize] {
                 Value::Int(v) => Ok(*v),
-                _ => self.read_reg(f, base, r).and_then(|v| fault(format!("expected an int, found {}", v.describe()))),
+                _ => self
+                    .read_reg(f, base, r)
+                    .and_then(|v| fault(format!("expected an int, found {}", v.describe()))),
             },
             _ => match self.read(m, f, base, a)? {
                 Value::Int(v) => Ok(v),
@@ -396,12 +553,22 @@ impl Vm {
         }
     }
 
-    fn make_shape(&self, m: &Module, f: &Function, base: usize, dims: u32, ndim: u8) -> Step<Value> {
+    fn make_shape(
+        &self,
+        m: &Module,
+        f: &Function,
+        base: usize,
+        dims: u32,
+        ndim: u8,
+    ) -> Step<Value> {
         let mut out: SmallVec<[i64; 4]> = SmallVec::new();
         for a in &f.args[dims as usize..][..ndim as usize] {
             let v = self.read_int(m, f, base, *a)?;
             if v < 0 {
-                return fault(format!("a shape dimension must be >= 0, found {}", self.arg_name(f, *a, v)));
+                return fault(format!(
+                    "a shape dimension must be >= 0, found {}",
+                    self.arg_name(f, *a, v)
+                ));
             }
             out.push(v);
         }
@@ -409,14 +576,30 @@ impl Vm {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn alloc_storage(&self, m: &Module, f: &Function, base: usize, size: Arg, align: Arg, device: u8, scope: Scope, site: Site) -> Step<Value> {
+    fn alloc_storage(
+        &self,
+        m: &Module,
+        f: &Function,
+        base: usize,
+        size: Arg,
+        align: Arg,
+        device: u8,
+        scope: Scope,
+        site: Site,
+    ) -> Step<Value> {
         let sz = self.read_int(m, f, base, size)?;
         if sz < 0 {
-            return fault(format!("storage size must be >= 0, found {}", self.arg_name(f, size, sz)));
+            return fault(format!(
+                "storage size must be >= 0, found {}",
+                self.arg_name(f, size, sz)
+            ));
         }
         let al = self.read_int(m, f, base, align)?;
         if al < 0 || (al != 0 && !(al as u64).is_power_of_two()) {
-            return fault(format!("alignment must be a power of two, found {}", self.arg_name(f, align, al)));
+            return fault(format!(
+                "alignment must be a power of two, found {}",
+                self.arg_name(f, align, al)
+            ));
         }
         match Storage::alloc(&self.rt, device, sz as u64, al as u64, scope, site, false) {
             Ok(s) => Ok(Value::Storage(s)),
@@ -441,19 +624,28 @@ impl Vm {
             Value::Storage(s) => s.clone(),
             _ => {
                 let v = self.read_reg(f, base, storage)?;
-                return fault(format!("alloc_tensor needs a storage, found {}", v.describe()));
+                return fault(format!(
+                    "alloc_tensor needs a storage, found {}",
+                    v.describe()
+                ));
             }
         };
         let list = &f.args[args as usize..][..ndim as usize + 1];
         let offset = self.read_int(m, f, base, list[0])?;
         if offset < 0 {
-            return fault(format!("view offset must be >= 0, found {}", self.arg_name(f, list[0], offset)));
+            return fault(format!(
+                "view offset must be >= 0, found {}",
+                self.arg_name(f, list[0], offset)
+            ));
         }
         let mut dims: SmallVec<[i64; 4]> = SmallVec::new();
         for a in &list[1..] {
             let d = self.read_int(m, f, base, *a)?;
             if d < 0 {
-                return fault(format!("a view dimension must be >= 0, found {}", self.arg_name(f, *a, d)));
+                return fault(format!(
+                    "a view dimension must be >= 0, found {}",
+                    self.arg_name(f, *a, d)
+                ));
             }
             dims.push(d);
         }
@@ -461,7 +653,8 @@ impl Vm {
         let offset = offset as u64;
         let shape_txt = || format!("{dtype}{:?}", &dims[..]);
         let (image, bytes) = if scope.is_texture() {
-            let layout = ImageLayout::new(scope, dtype, &dims, caps.image_pitch_align_px).or_else(fault)?;
+            let layout =
+                ImageLayout::new(scope, dtype, &dims, caps.image_pitch_align_px).or_else(fault)?;
             if layout.width > caps.max_image2d_width || layout.height > caps.max_image2d_height {
                 return fault(format!(
                     "image of {}x{} texels for {} is larger than device `{}` allows ({}x{})",
@@ -473,7 +666,7 @@ impl Vm {
                     caps.max_image2d_height
                 ));
             }
-            if offset % caps.image_base_align != 0 {
+            if !offset.is_multiple_of(caps.image_base_align) {
                 return fault(format!(
                     "image view offset {offset} is not a multiple of the image base-address alignment of device `{}` ({} bytes)",
                     caps.name, caps.image_base_align
@@ -484,24 +677,30 @@ impl Vm {
                 None => return fault(format!("image for {} is too large", shape_txt())),
             }
         } else {
-            if offset % dtype.size() as u64 != 0 {
-                return fault(format!("view offset {offset} is not a multiple of the {dtype} element size ({})", dtype.size()));
+            if !offset.is_multiple_of(dtype.size() as u64) {
+                return fault(format!(
+                    "view offset {offset} is not a multiple of the {dtype} element size ({})",
+                    dtype.size()
+                ));
             }
-            match dims.iter().try_fold(dtype.size() as u64, |a, &d| a.checked_mul(d as u64)) {
+            match dims
+                .iter()
+                .try_fold(dtype.size() as u64, |a, &d| a.checked_mul(d as u64))
+            {
                 Some(b) => (None, b),
                 None => return fault(format!("view {} is too large", shape_txt())),
             }
         };
         let end = offset.checked_add(bytes);
         if end.is_none_or(|e| e > st.size) {
-            let mut notes = vec![format!("storage #{} was allocated with {} bytes", st.id, st.size)];
+            let mut notes = vec![format!(
+                "storage #{} was allocated with {} bytes",
+                st.id, st.size
+            )];
             if let Some(l) = image {
                 notes.push(format!(
                     "a {}x{} image with rows padded to {} texels of {} bytes takes {bytes} bytes",
-                    l.width,
-                    l.height,
-                    l.pitch_px,
-                    l.bytes_per_texel
+                    l.width, l.height, l.pitch_px, l.bytes_per_texel
                 ));
             }
             return Err(Box::new(Fault {
@@ -514,11 +713,22 @@ impl Vm {
                 notes,
             }));
         }
-        Ok(Value::Tensor(View::new(st, offset, dtype, &dims, scope, image, bytes, site)))
+        Ok(Value::Tensor(View::new(
+            st, offset, dtype, &dims, scope, image, bytes, site,
+        )))
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn builtin(&mut self, m: &Module, f: &Function, base: usize, id: u32, list: u32, ndst: u8, nargs: u16) -> Step<()> {
+    fn builtin(
+        &mut self,
+        m: &Module,
+        f: &Function,
+        base: usize,
+        id: u32,
+        list: u32,
+        ndst: u8,
+        nargs: u16,
+    ) -> Step<()> {
         let b = Builtin::ALL[id as usize];
         let items = &f.args[list as usize..][..ndst as usize + nargs as usize];
         let mut args: SmallVec<[Value; 4]> = SmallVec::new();
@@ -529,7 +739,12 @@ impl Vm {
             Output::Stdout => &mut std::io::stdout(),
             Output::Buffer(b) => b,
         };
-        let r = call_builtin(b, &args, out).map_err(|e| Box::new(Fault { message: *e, notes: vec![] }))?;
+        let r = call_builtin(b, &args, out).map_err(|e| {
+            Box::new(Fault {
+                message: *e,
+                notes: vec![],
+            })
+        })?;
         if let (Some(v), Some(d)) = (r, items.first()) {
             if let ArgKind::Reg(d) = d.kind() {
                 self.set(base, d, v);
@@ -540,13 +755,26 @@ impl Vm {
 
     /// Sets up a callee frame; returns its base.
     #[allow(clippy::too_many_arguments)]
-    fn enter(&mut self, m: &Module, f: &Function, base: usize, callee: &Function, list: u32, ndst: u8, nargs: u16) -> Step<usize> {
+    fn enter(
+        &mut self,
+        m: &Module,
+        f: &Function,
+        base: usize,
+        callee: &Function,
+        list: u32,
+        ndst: u8,
+        nargs: u16,
+    ) -> Step<usize> {
         if self.frames.len() >= self.limits.max_call_depth {
-            return fault(format!("call depth limit of {} reached calling @{}", self.limits.max_call_depth, callee.name));
+            return fault(format!(
+                "call depth limit of {} reached calling @{}",
+                self.limits.max_call_depth, callee.name
+            ));
         }
         let new_base = self.regs.len();
         let args = &f.args[list as usize + ndst as usize..][..nargs as usize];
-        self.regs.resize(new_base + callee.num_regs as usize, Value::Null);
+        self.regs
+            .resize(new_base + callee.num_regs as usize, Value::Null);
         for (i, a) in args.iter().enumerate() {
             let v = match self.read(m, f, base, *a) {
                 Ok(v) => v,
@@ -564,7 +792,14 @@ impl Vm {
         Ok(new_base)
     }
 
-    fn collect_results(&self, m: &Module, f: &Function, base: usize, list: u32, n: u16) -> Step<SmallVec<[Value; 2]>> {
+    fn collect_results(
+        &self,
+        m: &Module,
+        f: &Function,
+        base: usize,
+        list: u32,
+        n: u16,
+    ) -> Step<SmallVec<[Value; 2]>> {
         let mut vals = SmallVec::new();
         for (i, a) in f.args[list as usize..][..n as usize].iter().enumerate() {
             let v = self.read(m, f, base, *a)?;
@@ -584,7 +819,11 @@ fn check_type(v: &Value, t: &Type) -> Result<(), String> {
             if crate::verify::type_admits(t, view.dtype, &view.shape) {
                 Ok(())
             } else {
-                Err(format!("expected {t}, found {}{:?}", view.dtype, &view.shape[..]))
+                Err(format!(
+                    "expected {t}, found {}{:?}",
+                    view.dtype,
+                    &view.shape[..]
+                ))
             }
         }
         (v, t) if v.kind() == Some(t.kind()) => Ok(()),
@@ -599,7 +838,10 @@ pub fn to_host(v: &Value) -> HostValue {
         Value::Float(f) => HostValue::Float(*f),
         Value::Shape(s) => HostValue::Shape(s.to_vec()),
         Value::Tensor(t) => HostValue::Tensor(read_view(t)),
-        Value::Storage(s) => HostValue::Storage { id: s.id, size: s.size },
+        Value::Storage(s) => HostValue::Storage {
+            id: s.id,
+            size: s.size,
+        },
         Value::Null | Value::Killed(_) => HostValue::Int(0),
     }
 }

@@ -19,7 +19,10 @@ pub struct Site {
 }
 
 impl Site {
-    pub const API: Site = Site { func: u32::MAX, pc: 0 };
+    pub const API: Site = Site {
+        func: u32::MAX,
+        pc: 0,
+    };
 }
 
 /// One device's memory state.
@@ -126,7 +129,10 @@ struct Slab<T> {
 
 impl<T> Default for Slab<T> {
     fn default() -> Self {
-        Slab { items: Vec::new(), free: Vec::new() }
+        Slab {
+            items: Vec::new(),
+            free: Vec::new(),
+        }
     }
 }
 
@@ -202,9 +208,21 @@ pub struct Storage {
 /// Why an allocation failed.
 #[derive(Debug)]
 pub enum AllocError {
-    NoDevice { device: u8, count: usize },
-    TooLarge { size: u64, max_alloc: u64, device: String },
-    OutOfMemory { size: u64, live: u64, limit: u64, device: String },
+    NoDevice {
+        device: u8,
+        count: usize,
+    },
+    TooLarge {
+        size: u64,
+        max_alloc: u64,
+        device: String,
+    },
+    OutOfMemory {
+        size: u64,
+        live: u64,
+        limit: u64,
+        device: String,
+    },
     BadAlign(u64),
 }
 
@@ -240,7 +258,10 @@ impl Storage {
         constant: bool,
     ) -> Result<Rc<Storage>, AllocError> {
         let Some(dev) = rt.devices.get(device as usize) else {
-            return Err(AllocError::NoDevice { device, count: rt.devices.len() });
+            return Err(AllocError::NoDevice {
+                device,
+                count: rt.devices.len(),
+            });
         };
         let caps = &dev.caps;
         let align = if align == 0 { caps.base_align } else { align };
@@ -248,11 +269,20 @@ impl Storage {
             return Err(AllocError::BadAlign(align));
         }
         if size > caps.max_alloc {
-            return Err(AllocError::TooLarge { size, max_alloc: caps.max_alloc, device: caps.name.clone() });
+            return Err(AllocError::TooLarge {
+                size,
+                max_alloc: caps.max_alloc,
+                device: caps.name.clone(),
+            });
         }
         let live = dev.live_bytes.get();
         if live.saturating_add(size) > caps.global_mem {
-            return Err(AllocError::OutOfMemory { size, live, limit: caps.global_mem, device: caps.name.clone() });
+            return Err(AllocError::OutOfMemory {
+                size,
+                live,
+                limit: caps.global_mem,
+                device: caps.name.clone(),
+            });
         }
         let (block, source) = if constant {
             (HostBlock::new(size, align), AllocSource::Fresh)
@@ -263,7 +293,12 @@ impl Storage {
             }
         };
         let Some(block) = block else {
-            return Err(AllocError::OutOfMemory { size, live, limit: caps.global_mem, device: caps.name.clone() });
+            return Err(AllocError::OutOfMemory {
+                size,
+                live,
+                limit: caps.global_mem,
+                device: caps.name.clone(),
+            });
         };
         dev.live_bytes.set(live + size);
         dev.peak_bytes.set(dev.peak_bytes.get().max(live + size));
@@ -271,7 +306,16 @@ impl Storage {
         let id = l.next_storage;
         l.next_storage += 1;
         let capacity = block.capacity();
-        let slot = l.storages.insert(StorageInfo { id, device, size, capacity, align, scope, site, constant });
+        let slot = l.storages.insert(StorageInfo {
+            id,
+            device,
+            size,
+            capacity,
+            align,
+            scope,
+            site,
+            constant,
+        });
         let s = &mut l.stats;
         if constant {
             s.constant_bytes += size;
@@ -286,7 +330,17 @@ impl Storage {
         }
         s.live_storages += 1;
         drop(l);
-        Ok(Rc::new(Storage { id, device, size, align, scope, slot, constant, mem: Some(DeviceMem::Host(block)), rt: rt.clone() }))
+        Ok(Rc::new(Storage {
+            id,
+            device,
+            size,
+            align,
+            scope,
+            slot,
+            constant,
+            mem: Some(DeviceMem::Host(block)),
+            rt: rt.clone(),
+        }))
     }
 
     /// Base address of host memory.
@@ -342,6 +396,7 @@ pub struct View {
 
 impl View {
     /// Registers a view whose geometry the caller has already checked.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         storage: Rc<Storage>,
         offset: u64,
@@ -369,7 +424,16 @@ impl View {
         l.stats.views_created += 1;
         l.stats.live_views += 1;
         drop(l);
-        Rc::new(View { id, storage, offset, dtype, shape: SmallVec::from_slice(shape), scope, image, slot })
+        Rc::new(View {
+            id,
+            storage,
+            offset,
+            dtype,
+            shape: SmallVec::from_slice(shape),
+            scope,
+            image,
+            slot,
+        })
     }
 
     pub fn numel(&self) -> u64 {

@@ -42,7 +42,9 @@ pub struct Constant {
 
 impl Constant {
     pub fn numel(&self) -> Option<u64> {
-        self.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(u64::try_from(d).ok()?))
+        self.shape
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(u64::try_from(d).ok()?))
     }
 }
 
@@ -120,7 +122,10 @@ pub struct Module {
 impl Module {
     pub fn func_by_name(&self, name: &str) -> Option<FuncId> {
         let name = name.strip_prefix('@').unwrap_or(name);
-        self.funcs.iter().position(|f| f.name == name).map(|i| FuncId(i as u32))
+        self.funcs
+            .iter()
+            .position(|f| f.name == name)
+            .map(|i| FuncId(i as u32))
     }
 
     pub fn func(&self, id: FuncId) -> Option<&Function> {
@@ -128,7 +133,10 @@ impl Module {
     }
 
     pub fn const_by_name(&self, name: &str) -> Option<ConstId> {
-        self.consts.iter().position(|c| c.name == name).map(|i| ConstId(i as u32))
+        self.consts
+            .iter()
+            .position(|c| c.name == name)
+            .map(|i| ConstId(i as u32))
     }
 
     /// Removes names and source positions (what `asm --strip` emits).

@@ -171,7 +171,13 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [Kind::Int, Kind::Float, Kind::Shape, Kind::Storage, Kind::Tensor];
+    pub const ALL: [Kind; 5] = [
+        Kind::Int,
+        Kind::Float,
+        Kind::Shape,
+        Kind::Storage,
+        Kind::Tensor,
+    ];
 
     pub fn from_u8(v: u8) -> Option<Kind> {
         Kind::ALL.get(v as usize).copied()
@@ -184,6 +190,19 @@ impl Kind {
             Kind::Shape => "shape",
             Kind::Storage => "storage",
             Kind::Tensor => "tensor",
+        }
+    }
+}
+
+impl Kind {
+    /// `an int`, `a tensor`, ...
+    pub fn with_article(self) -> &'static str {
+        match self {
+            Kind::Int => "an int",
+            Kind::Float => "a float",
+            Kind::Shape => "a shape",
+            Kind::Storage => "a storage",
+            Kind::Tensor => "a tensor",
         }
     }
 }
@@ -211,7 +230,10 @@ pub enum Type {
     /// Any tensor.
     AnyTensor,
     /// A tensor of a given dtype and rank, each dim known or `?`.
-    Tensor { dtype: DType, dims: Vec<Dim> },
+    Tensor {
+        dtype: DType,
+        dims: Vec<Dim>,
+    },
 }
 
 impl Type {
@@ -277,7 +299,12 @@ pub struct ImageLayout {
 
 impl ImageLayout {
     /// Folds `shape` per `scope` and pads rows to `pitch_align_px` texels.
-    pub fn new(scope: Scope, dtype: DType, shape: &[i64], pitch_align_px: u64) -> Result<ImageLayout, String> {
+    pub fn new(
+        scope: Scope,
+        dtype: DType,
+        shape: &[i64],
+        pitch_align_px: u64,
+    ) -> Result<ImageLayout, String> {
         let (w, h, c) = scope.image_dims(shape).ok_or_else(|| {
             format!(
                 "scope \"{scope}\" needs a shape of rank >= {}, found rank {}",
@@ -295,7 +322,13 @@ impl ImageLayout {
         }
         let (w, h, c) = (w as u64, h as u64, c as u64);
         let pitch_px = align_up(w, pitch_align_px.max(1)).ok_or("image pitch overflows")?;
-        Ok(ImageLayout { width: w, height: h, pitch_px, channels: c, bytes_per_texel: c * dtype.size() as u64 })
+        Ok(ImageLayout {
+            width: w,
+            height: h,
+            pitch_px,
+            channels: c,
+            bytes_per_texel: c * dtype.size() as u64,
+        })
     }
 
     pub fn row_pitch_bytes(&self) -> u64 {
@@ -316,8 +349,14 @@ mod tests {
     fn texture_folding_rules() {
         let s = [1, 2, 8, 4];
         assert_eq!(Scope::Texture.image_dims(&s), Some((8, 2, 4)));
-        assert_eq!(Scope::TextureWeight.image_dims(&[16, 3, 3, 4]), Some((9, 16, 4)));
-        assert_eq!(Scope::TextureNhwc.image_dims(&[2, 5, 7, 3, 4]), Some((21, 10, 4)));
+        assert_eq!(
+            Scope::TextureWeight.image_dims(&[16, 3, 3, 4]),
+            Some((9, 16, 4))
+        );
+        assert_eq!(
+            Scope::TextureNhwc.image_dims(&[2, 5, 7, 3, 4]),
+            Some((21, 10, 4))
+        );
         assert_eq!(Scope::TextureNhwc.image_dims(&[2, 4]), None);
         assert_eq!(Scope::Global.image_dims(&s), None);
     }

@@ -39,7 +39,14 @@ impl Value {
             Value::Float(v) => format!("float {v:?}"),
             Value::Shape(s) => format!("shape {s:?}"),
             Value::Storage(s) => format!("storage #{} ({} bytes)", s.id, s.size),
-            Value::Tensor(t) => format!("tensor #{} {}{:?} at offset {} of storage #{}", t.id, t.dtype, &t.shape[..], t.offset, t.storage.id),
+            Value::Tensor(t) => format!(
+                "tensor #{} {}{:?} at offset {} of storage #{}",
+                t.id,
+                t.dtype,
+                &t.shape[..],
+                t.offset,
+                t.storage.id
+            ),
         }
     }
 }

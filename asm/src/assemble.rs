@@ -1,0 +1,1421 @@
+//! From the parse tree to a [`Module`]: name resolution, register numbering, literal
+//! interning, label resolution, constant encoding and debug info. Also keeps, for every
+//! instruction, the spans of its operands so that verifier errors can point at them.
+
+use crate::ast::*;
+use crate::diag::Diagnostic;
+use rxvm_vm::builtins::{Builtin, BUILTINS};
+use rxvm_vm::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, Reg};
+use rxvm_vm::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, SourceLoc};
+use rxvm_vm::types::{DType, Dim, Kind, Scope, Type};
+use rxvm_vm::VerifyError;
+use smallvec::SmallVec;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Where each part of the module came from in the text.
+#[derive(Clone, Debug, Default)]
+pub struct SourceMap {
+    /// The `module` declaration, if any.
+    pub module_span: Option<Span>,
+    pub funcs: Vec<FuncMap>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct FuncMap {
+    /// From `func` to the end of the result types.
+    pub header: Span,
+    pub instrs: Vec<InstrMap>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct InstrMap {
+    pub span: Span,
+    /// Operands in written order, destinations first (absent optional clauses of
+    /// `alloc_storage`/`alloc_tensor` get the instruction's span).
+    pub operands: SmallVec<[Span; 6]>,
+}
+
+impl SourceMap {
+    /// The diagnostic for a verifier error: at the operand, else the instruction, else the
+    /// function header.
+    pub fn verify_diagnostic(&self, e: &VerifyError) -> Diagnostic {
+        let fmap = e.func.and_then(|f| self.funcs.get(f.0 as usize));
+        let span = match (fmap, e.pc) {
+            (Some(f), Some(pc)) => match f.instrs.get(pc) {
+                Some(ins) => match e.operand {
+                    Some(o) => ins.operands.get(o).copied().unwrap_or(ins.span),
+                    None => ins.span,
+                },
+                None => f.header,
+            },
+            (Some(f), None) => f.header,
+            (None, _) => self.module_span.unwrap_or_default(),
+        };
+        let mut d = Diagnostic::new(span, e.message.clone());
+        d.notes = e.notes.clone();
+        d
+    }
+}
+
+/// Precomputed line starts, to turn byte offsets into 1-based line/column.
+struct Lines<'a> {
+    src: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> Lines<'a> {
+    fn new(src: &'a str) -> Lines<'a> {
+        let mut starts = vec![0];
+        starts.extend(
+            src.bytes()
+                .enumerate()
+                .filter(|(_, b)| *b == b'\n')
+                .map(|(i, _)| i + 1),
+        );
+        Lines { src, starts }
+    }
+
+    fn loc(&self, off: usize) -> SourceLoc {
+        let line = self.starts.partition_point(|&s| s <= off).max(1);
+        let start = self.starts[line - 1];
+        let col = self.src.get(start..off).map_or(0, |t| t.chars().count()) + 1;
+        SourceLoc {
+            line: u32::try_from(line).unwrap_or(u32::MAX),
+            col: u32::try_from(col).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// Levenshtein distance, for "did you mean" suggestions.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Candidates close to `name`, best first.
+fn close_names<'n>(name: &str, candidates: impl Iterator<Item = &'n str>) -> Vec<&'n str> {
+    let limit = (name.chars().count() / 3).max(1);
+    let mut v: Vec<(usize, &str)> = candidates
+        .map(|c| (distance(name, c), c))
+        .filter(|(d, c)| {
+            *d <= limit
+                || c.starts_with(name)
+                || name.starts_with(*c)
+                || (name.len() >= 3 && c.contains(name))
+        })
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, c)| c).take(3).collect()
+}
+
+fn did_you_mean(sigil: &str, close: &[&str]) -> Option<String> {
+    match close {
+        [] => None,
+        [one] => Some(format!("did you mean `{sigil}{one}`?")),
+        many => Some(format!(
+            "did you mean one of: {}?",
+            many.iter()
+                .map(|c| format!("`{sigil}{c}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// Decodes a string literal's escapes (`\\ \" \n \t \r \0`).
+pub fn decode_string(s: StrLit<'_>) -> Result<String, Diagnostic> {
+    let inner = s
+        .raw
+        .strip_prefix('"')
+        .and_then(|r| r.strip_suffix('"'))
+        .unwrap_or(s.raw);
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.char_indices();
+    while let Some((i, c)) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let Some((j, e)) = chars.next() else { break };
+        out.push(match e {
+            '\\' => '\\',
+            '"' => '"',
+            'n' => '\n',
+            't' => '\t',
+            'r' => '\r',
+            '0' => '\0',
+            _ => {
+                let at = s.span.start + 1 + i;
+                return Err(Diagnostic::new(
+                    at..at + 1 + (j - i) + e.len_utf8() - 1,
+                    format!("unknown escape `\\{e}`"),
+                )
+                .with_label("in this string")
+                .with_note("the escapes are \\\\, \\\", \\n, \\t, \\r and \\0"));
+            }
+        });
+    }
+    Ok(out)
+}
+
+/// "a u8" / "an i32".
+fn a_dtype(d: DType) -> String {
+    match d.name().as_bytes()[0] {
+        b'i' | b'f' => format!("an {}", d.name()),
+        _ => format!("a {}", d.name()),
+    }
+}
+
+fn dtype_list() -> String {
+    DType::ALL
+        .iter()
+        .map(|d| d.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn scope_list() -> String {
+    Scope::ALL
+        .iter()
+        .map(|s| format!("\"{}\"", s.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Integer range of an integer dtype (bool is 0..=1).
+fn int_range(d: DType) -> Option<(i128, i128)> {
+    Some(match d {
+        DType::I8 => (i8::MIN as i128, i8::MAX as i128),
+        DType::I16 => (i16::MIN as i128, i16::MAX as i128),
+        DType::I32 => (i32::MIN as i128, i32::MAX as i128),
+        DType::I64 => (i64::MIN as i128, i64::MAX as i128),
+        DType::U8 => (0, u8::MAX as i128),
+        DType::U16 => (0, u16::MAX as i128),
+        DType::U32 => (0, u32::MAX as i128),
+        DType::U64 => (0, u64::MAX as i128),
+        DType::Bool => (0, 1),
+        DType::F16 | DType::F32 | DType::F64 => return None,
+    })
+}
+
+/// Mantissa width, exponent mask and sign bit of a float dtype, as raw bits.
+fn float_layout(d: DType) -> (u32, u64, u64) {
+    match d {
+        DType::F16 => (10, 0x7c00, 0x8000),
+        DType::F32 => (23, 0x7f80_0000, 0x8000_0000),
+        _ => (52, 0x7ff0_0000_0000_0000, 0x8000_0000_0000_0000),
+    }
+}
+
+/// The raw bits of a NaN literal in a float dtype.
+fn nan_bits(d: DType, negative: bool, payload: Option<u64>, span: Span) -> Result<u64, Diagnostic> {
+    let (mant, exp, sign) = float_layout(d);
+    let payload = payload.unwrap_or(1u64 << (mant - 1));
+    if payload == 0 || payload >= 1u64 << mant {
+        return Err(Diagnostic::new(span, format!("NaN payload out of range for {}", d.name()))
+            .with_label(format!("the payload must be in 1 ..= 2^{mant} - 1"))
+            .with_note(format!("the payload is the {mant} mantissa bits of the {} value; `nan` alone is the default quiet NaN", d.name())));
+    }
+    Ok(if negative { sign } else { 0 } | exp | payload)
+}
+
+/// An f64 from a float literal (NaN payloads in the f64 sense).
+fn f64_of(f: &FloatLit<'_>) -> Result<f64, Diagnostic> {
+    match f.value {
+        FloatVal::Num(v) => Ok(v),
+        FloatVal::Nan { negative, payload } => Ok(f64::from_bits(nan_bits(
+            DType::F64,
+            negative,
+            payload,
+            f.span,
+        )?)),
+    }
+}
+
+fn int_out_of_range(span: Span, what: &str) -> Diagnostic {
+    Diagnostic::new(span, format!("integer literal out of range for {what}"))
+        .with_label("out of range")
+}
+
+fn i64_of(i: &IntLit) -> Result<i64, Diagnostic> {
+    i.value.and_then(|v| i64::try_from(v).ok()).ok_or_else(|| {
+        int_out_of_range(i.span, "i64").with_note(format!(
+            "integers are in {} ..= {}",
+            i64::MIN,
+            i64::MAX
+        ))
+    })
+}
+
+/// Appends one element of a byte constant, little endian.
+fn encode_elem(d: DType, e: &Elem<'_>, out: &mut Vec<u8>) -> Result<(), Diagnostic> {
+    match (d, e) {
+        (DType::Bool, Elem::Bool(b, _)) => out.push(u8::from(*b)),
+        (_, Elem::Bool(_, s)) => {
+            return Err(
+                Diagnostic::new(*s, format!("`true`/`false` in {} constant", a_dtype(d)))
+                    .with_label("only bool constants take `true`/`false`"),
+            )
+        }
+        (_, Elem::Num(Number::Int(i))) => {
+            if let Some((lo, hi)) = int_range(d) {
+                let v = i.value.filter(|v| (lo..=hi).contains(v)).ok_or_else(|| {
+                    int_out_of_range(i.span, d.name())
+                        .with_note(format!("{} values are in {lo} ..= {hi}", d.name()))
+                })?;
+                let bytes = (v as u64).to_le_bytes();
+                out.extend_from_slice(&bytes[..d.size()]);
+            } else {
+                let v = i.value.ok_or_else(|| int_out_of_range(i.span, "a float"))?;
+                encode_float(d, v as f64, i.span, out)?;
+            }
+        }
+        (_, Elem::Num(Number::Float(f))) => {
+            if int_range(d).is_some() {
+                return Err(Diagnostic::new(
+                    f.span,
+                    format!("float literal in {} constant", a_dtype(d)),
+                )
+                .with_label("expected an integer"));
+            }
+            match f.value {
+                FloatVal::Nan { negative, payload } => {
+                    let bits = nan_bits(d, negative, payload, f.span)?;
+                    out.extend_from_slice(&bits.to_le_bytes()[..d.size()]);
+                }
+                FloatVal::Num(v) if d == DType::F32 => {
+                    // Parse the text directly as f32: no double rounding through f64.
+                    let x = f.text.parse::<f32>().unwrap_or(v as f32);
+                    if x.is_infinite() && v.is_finite() {
+                        return Err(float_out_of_range(f.span, d));
+                    }
+                    out.extend_from_slice(&x.to_bits().to_le_bytes());
+                }
+                FloatVal::Num(v) => encode_float(d, v, f.span, out)?,
+            }
+        }
+    }
+    Ok(())
+}
+
+fn float_out_of_range(span: Span, d: DType) -> Diagnostic {
+    Diagnostic::new(span, format!("float literal out of range for {}", d.name()))
+        .with_label("too large: it would be infinite")
+}
+
+fn encode_float(d: DType, v: f64, span: Span, out: &mut Vec<u8>) -> Result<(), Diagnostic> {
+    match d {
+        DType::F64 => out.extend_from_slice(&v.to_bits().to_le_bytes()),
+        DType::F32 => {
+            let x = v as f32;
+            if x.is_infinite() && v.is_finite() {
+                return Err(float_out_of_range(span, d));
+            }
+            out.extend_from_slice(&x.to_bits().to_le_bytes())
+        }
+        _ => {
+            let x = half::f16::from_f64(v);
+            if x.is_infinite() && v.is_finite() {
+                return Err(float_out_of_range(span, d));
+            }
+            out.extend_from_slice(&x.to_bits().to_le_bytes())
+        }
+    }
+    Ok(())
+}
+
+/// A constant declaration's checked type.
+struct ConstType {
+    dtype: DType,
+    shape: Vec<i64>,
+}
+
+/// Module-wide state while assembling.
+struct Asm<'s> {
+    lines: Lines<'s>,
+    base_dir: Option<&'s Path>,
+    errs: Vec<Diagnostic>,
+    literals: Vec<Literal>,
+    lit_index: HashMap<(bool, u64), u32>,
+    consts: HashMap<&'s str, (ConstId, Span)>,
+    funcs: HashMap<&'s str, (FuncId, Span)>,
+    func_params: Vec<Vec<Type>>,
+}
+
+impl<'s> Asm<'s> {
+    fn err(&mut self, d: Diagnostic) {
+        self.errs.push(d);
+    }
+
+    fn literal(&mut self, l: Literal, span: Span) -> Arg {
+        let key = match l {
+            Literal::Int(v) => (false, v as u64),
+            Literal::Float(v) => (true, v.to_bits()),
+        };
+        if let Some(&i) = self.lit_index.get(&key) {
+            return Arg::lit(i);
+        }
+        let i = self.literals.len() as u32;
+        if i > Arg::MAX_INDEX {
+            self.err(Diagnostic::new(
+                span,
+                "too many distinct literals in the module",
+            ));
+            return Arg::lit(0);
+        }
+        self.literals.push(l);
+        self.lit_index.insert(key, i);
+        Arg::lit(i)
+    }
+
+    fn int_arg(&mut self, i: &IntLit) -> Arg {
+        match i64_of(i) {
+            Ok(v) => match Arg::imm(v) {
+                Some(a) => a,
+                None => self.literal(Literal::Int(v), i.span),
+            },
+            Err(d) => {
+                self.err(d);
+                Arg::lit(0)
+            }
+        }
+    }
+
+    fn float_arg(&mut self, f: &FloatLit<'_>) -> Arg {
+        match f64_of(f) {
+            Ok(v) => self.literal(Literal::Float(v), f.span),
+            Err(d) => {
+                self.err(d);
+                Arg::lit(0)
+            }
+        }
+    }
+
+    fn const_ref(&mut self, n: &Name<'_>) -> ConstId {
+        if let Some(&(id, _)) = self.consts.get(n.text) {
+            return id;
+        }
+        let mut d = Diagnostic::new(n.span, format!("unknown constant `@{}`", n.text))
+            .with_label("not declared");
+        let close = close_names(n.text, self.consts.keys().copied());
+        if let Some(s) = did_you_mean("@", &close) {
+            d = d.with_note(s);
+        }
+        self.err(d);
+        ConstId(0)
+    }
+
+    fn scope(&mut self, s: Option<StrLit<'_>>) -> Scope {
+        let Some(s) = s else { return Scope::Global };
+        match decode_string(s) {
+            Ok(text) => match Scope::from_name(&text) {
+                Some(sc) => sc,
+                None => {
+                    let mut d = Diagnostic::new(s.span, format!("unknown scope \"{text}\""))
+                        .with_label("not a memory scope")
+                        .with_note(format!("the scopes are {}", scope_list()));
+                    let close = close_names(&text, Scope::ALL.iter().map(|s| s.name()));
+                    if let Some(first) = close.first() {
+                        d = d.with_note(format!("did you mean \"{first}\"?"));
+                    }
+                    self.err(d);
+                    Scope::Global
+                }
+            },
+            Err(d) => {
+                self.err(d);
+                Scope::Global
+            }
+        }
+    }
+
+    fn dtype(&mut self, n: &Name<'_>) -> Option<DType> {
+        let d = DType::from_name(n.text);
+        if d.is_none() {
+            let mut diag = Diagnostic::new(n.span, format!("unknown dtype `{}`", n.text))
+                .with_label("not an element type")
+                .with_note(format!("the dtypes are {}", dtype_list()));
+            if let Some(s) = did_you_mean(
+                "",
+                &close_names(n.text, DType::ALL.iter().map(|d| d.name())),
+            ) {
+                diag = diag.with_note(s);
+            }
+            self.err(diag);
+        }
+        d
+    }
+
+    fn ty(&mut self, t: &TypeExpr<'_>) -> Type {
+        match t.kind {
+            TypeKind::Int => Type::Int,
+            TypeKind::Float => Type::Float,
+            TypeKind::Shape => Type::Shape,
+            TypeKind::Storage => Type::Storage,
+            TypeKind::AnyTensor => Type::AnyTensor,
+            TypeKind::Tensor { dtype, dims } => {
+                let dtype = self.dtype(&dtype).unwrap_or(DType::F32);
+                if dims.len() > u8::MAX as usize {
+                    self.err(Diagnostic::new(
+                        t.span,
+                        format!(
+                            "a tensor type has at most 255 dims, this one has {}",
+                            dims.len()
+                        ),
+                    ));
+                }
+                let dims = dims
+                    .iter()
+                    .map(|d| match d {
+                        DimExpr::Any(_) => Dim::Any,
+                        DimExpr::Known(i) => match i
+                            .value
+                            .and_then(|v| i64::try_from(v).ok())
+                            .filter(|v| *v >= 0)
+                        {
+                            Some(v) => Dim::Known(v),
+                            None => {
+                                self.err(
+                                    Diagnostic::new(
+                                        i.span,
+                                        "a dimension must be a non-negative i64",
+                                    )
+                                    .with_label("invalid dimension"),
+                                );
+                                Dim::Any
+                            }
+                        },
+                    })
+                    .collect();
+                Type::Tensor { dtype, dims }
+            }
+        }
+    }
+
+    fn const_type(&mut self, c: &ConstDecl<'_>) -> Option<ConstType> {
+        let ty = self.ty(&c.ty);
+        match ty {
+            Type::Tensor { dtype, dims } => {
+                let mut shape = Vec::with_capacity(dims.len());
+                for (d, e) in dims.iter().zip(match c.ty.kind {
+                    TypeKind::Tensor { dims, .. } => dims,
+                    _ => &[],
+                }) {
+                    match d {
+                        Dim::Known(v) => shape.push(*v),
+                        Dim::Any => {
+                            if let DimExpr::Any(s) = e {
+                                self.err(
+                                    Diagnostic::new(*s, "a constant's dimensions must be known")
+                                        .with_label("`?` is not allowed here"),
+                                );
+                            }
+                            return None;
+                        }
+                    }
+                }
+                Some(ConstType { dtype, shape })
+            }
+            _ => {
+                self.err(
+                    Diagnostic::new(c.ty.span, "a constant must have a tensor type")
+                        .with_label("not a tensor type")
+                        .with_note("write e.g. `const @w: f32[2, 2] = [1.0, 2.0, 3.0, 4.0]`"),
+                );
+                None
+            }
+        }
+    }
+
+    fn constant(&mut self, c: &ConstDecl<'_>) -> Constant {
+        let name = c.name.text.to_string();
+        let Some(ConstType { dtype, shape }) = self.const_type(c) else {
+            return Constant {
+                name,
+                dtype: DType::F32,
+                shape: vec![],
+                data: ConstData::Fill(0.0),
+            };
+        };
+        let type_text = Type::Tensor {
+            dtype,
+            dims: shape.iter().map(|&d| Dim::Known(d)).collect(),
+        }
+        .to_string();
+        let numel = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64));
+        let nbytes = numel.and_then(|n| n.checked_mul(dtype.size() as u64));
+        let data = match c.init {
+            ConstInit::Fill(n) => ConstData::Fill(self.fill_value(dtype, &n)),
+            ConstInit::List { elems, span } => {
+                if numel != Some(elems.len() as u64) {
+                    self.err(
+                        Diagnostic::new(
+                            span,
+                            format!("wrong number of values for constant `@{name}`"),
+                        )
+                        .with_label(format!("{} values given", elems.len()))
+                        .with_secondary(
+                            c.ty.span,
+                            match numel {
+                                Some(n) => format!("{type_text} has {n} elements"),
+                                None => format!("{type_text} has too many elements"),
+                            },
+                        ),
+                    );
+                    return Constant {
+                        name,
+                        dtype,
+                        shape,
+                        data: ConstData::Fill(0.0),
+                    };
+                }
+                let mut bytes = Vec::with_capacity(elems.len() * dtype.size());
+                for e in elems {
+                    if let Err(d) = encode_elem(dtype, e, &mut bytes) {
+                        self.err(d);
+                    }
+                }
+                ConstData::Bytes(bytes)
+            }
+            ConstInit::File(s) => match self.file_bytes(s, nbytes, &type_text) {
+                Some(b) => ConstData::Bytes(b),
+                None => ConstData::Fill(0.0),
+            },
+        };
+        Constant {
+            name,
+            dtype,
+            shape,
+            data,
+        }
+    }
+
+    fn fill_value(&mut self, d: DType, n: &Number<'_>) -> f64 {
+        let r = match (int_range(d), n) {
+            (None, Number::Int(i)) => i
+                .value
+                .map(|v| v as f64)
+                .ok_or_else(|| int_out_of_range(i.span, d.name())),
+            (None, Number::Float(f)) => f64_of(f),
+            (Some((lo, hi)), Number::Int(i)) => match i.value.filter(|v| (lo..=hi).contains(v)) {
+                Some(v) if (v as f64) as i128 == v => Ok(v as f64),
+                Some(_) => Err(
+                    Diagnostic::new(i.span, "fill value is not exactly representable")
+                        .with_label("fill values are stored as f64")
+                        .with_note("use a list of values instead"),
+                ),
+                None => Err(int_out_of_range(i.span, d.name())
+                    .with_note(format!("{} values are in {lo} ..= {hi}", d.name()))),
+            },
+            (Some((lo, hi)), Number::Float(f)) => match f.value {
+                FloatVal::Num(v) if v.fract() == 0.0 && v >= lo as f64 && v <= hi as f64 => Ok(v),
+                _ => Err(Diagnostic::new(
+                    f.span,
+                    format!(
+                        "fill value must be an integer in {lo} ..= {hi} for {} constant",
+                        a_dtype(d)
+                    ),
+                )
+                .with_label("not a valid element")),
+            },
+        };
+        match r {
+            Ok(v) => v,
+            Err(e) => {
+                self.err(e);
+                0.0
+            }
+        }
+    }
+
+    fn file_bytes(
+        &mut self,
+        s: StrLit<'_>,
+        nbytes: Option<u64>,
+        type_text: &str,
+    ) -> Option<Vec<u8>> {
+        let rel = match decode_string(s) {
+            Ok(p) => p,
+            Err(d) => {
+                self.err(d);
+                return None;
+            }
+        };
+        let path = match self.base_dir {
+            Some(b) => b.join(&rel),
+            None => Path::new(&rel).to_path_buf(),
+        };
+        // Check the size before reading, so a wrong path to a huge file fails fast.
+        let meta_len = std::fs::metadata(&path).map(|m| m.len());
+        let bytes = match meta_len {
+            Ok(len) if Some(len) != nbytes => Err(len),
+            Ok(_) => match std::fs::read(&path) {
+                Ok(b) => Ok(b),
+                Err(e) => {
+                    self.err(file_error(s, &rel, &path, &e));
+                    return None;
+                }
+            },
+            Err(e) => {
+                self.err(file_error(s, &rel, &path, &e));
+                return None;
+            }
+        };
+        match bytes {
+            Ok(b) if Some(b.len() as u64) == nbytes => Some(b),
+            Ok(b) => {
+                self.err(size_error(s, &rel, b.len() as u64, nbytes, type_text));
+                None
+            }
+            Err(len) => {
+                self.err(size_error(s, &rel, len, nbytes, type_text));
+                None
+            }
+        }
+    }
+}
+
+fn file_error(s: StrLit<'_>, rel: &str, path: &Path, e: &std::io::Error) -> Diagnostic {
+    Diagnostic::new(s.span, format!("cannot read `{rel}`: {e}"))
+        .with_label("file not readable")
+        .with_note(format!("looked for {}", path.display()))
+        .with_note("paths are relative to the directory of the .rxa file")
+}
+
+fn size_error(
+    s: StrLit<'_>,
+    rel: &str,
+    len: u64,
+    nbytes: Option<u64>,
+    type_text: &str,
+) -> Diagnostic {
+    Diagnostic::new(s.span, format!("`{rel}` has the wrong size"))
+        .with_label(format!("this file has {len} bytes"))
+        .with_note(match nbytes {
+            Some(n) => format!("{type_text} needs exactly {n} bytes (raw little-endian elements)"),
+            None => format!("{type_text} is too large"),
+        })
+}
+
+/// Per-function state.
+struct FuncAsm<'s> {
+    regs: HashMap<&'s str, u32>,
+    reg_names: Vec<String>,
+    labels: HashMap<&'s str, u32>,
+    code: Vec<Instr>,
+    args: Vec<Arg>,
+    locs: Vec<SourceLoc>,
+    map: Vec<InstrMap>,
+    too_many_regs: bool,
+}
+
+impl<'s> FuncAsm<'s> {
+    fn reg(&mut self, n: &Name<'s>, errs: &mut Vec<Diagnostic>) -> Reg {
+        if let Some(&r) = self.regs.get(n.text) {
+            return Reg(r);
+        }
+        let r = self.reg_names.len() as u32;
+        if r > Arg::MAX_INDEX {
+            if !self.too_many_regs {
+                errs.push(Diagnostic::new(
+                    n.span,
+                    "too many registers in this function",
+                ));
+                self.too_many_regs = true;
+            }
+            return Reg(0);
+        }
+        self.regs.insert(n.text, r);
+        self.reg_names.push(n.text.to_string());
+        Reg(r)
+    }
+
+    /// Starts an operand list in `args`; `None` (after reporting) when the pool is full.
+    fn list_start(&self, span: Span, errs: &mut Vec<Diagnostic>) -> u32 {
+        match u32::try_from(self.args.len()) {
+            Ok(s) => s,
+            Err(_) => {
+                errs.push(Diagnostic::new(span, "too many operands in this function"));
+                0
+            }
+        }
+    }
+}
+
+fn count_u8(n: usize, span: Span, what: &str, errs: &mut Vec<Diagnostic>) -> u8 {
+    u8::try_from(n).unwrap_or_else(|_| {
+        errs.push(
+            Diagnostic::new(span, format!("too many {what}: {n}"))
+                .with_label("the encoding allows at most 255")
+                .with_note("the count is stored in 8 bits"),
+        );
+        0
+    })
+}
+
+fn count_u16(n: usize, span: Span, what: &str, errs: &mut Vec<Diagnostic>) -> u16 {
+    u16::try_from(n).unwrap_or_else(|_| {
+        errs.push(
+            Diagnostic::new(span, format!("too many {what}: {n}"))
+                .with_label("the encoding allows at most 65535")
+                .with_note("the count is stored in 16 bits"),
+        );
+        0
+    })
+}
+
+/// Assembles a parsed module. `base_dir` resolves `file("...")` paths.
+pub fn assemble_ast(
+    ast: &SourceModule<'_>,
+    src: &str,
+    file_name: &str,
+    base_dir: Option<&Path>,
+) -> Result<(Module, SourceMap), Vec<Diagnostic>> {
+    let mut a = Asm {
+        lines: Lines::new(src),
+        base_dir,
+        errs: Vec::new(),
+        literals: Vec::new(),
+        lit_index: HashMap::new(),
+        consts: HashMap::new(),
+        funcs: HashMap::new(),
+        func_params: Vec::new(),
+    };
+    let mut smap = SourceMap::default();
+
+    let name = match ast.name {
+        None => "main".to_string(),
+        Some(ModuleName::Ident(n)) => {
+            smap.module_span = Some(n.span);
+            n.text.to_string()
+        }
+        Some(ModuleName::Str(s)) => {
+            smap.module_span = Some(s.span);
+            decode_string(s).unwrap_or_else(|d| {
+                a.err(d);
+                String::new()
+            })
+        }
+    };
+
+    // Constants, in declaration order.
+    let mut consts = Vec::with_capacity(ast.consts.len());
+    for c in ast.consts {
+        if let Some(&(_, first)) = a.consts.get(c.name.text) {
+            a.err(
+                Diagnostic::new(
+                    c.name.span,
+                    format!("duplicate constant `@{}`", c.name.text),
+                )
+                .with_label("declared again here")
+                .with_secondary(first, "first declared here"),
+            );
+        } else if consts.len() as u64 > Arg::MAX_INDEX as u64 {
+            a.err(Diagnostic::new(c.name.span, "too many constants"));
+        } else {
+            a.consts
+                .insert(c.name.text, (ConstId(consts.len() as u32), c.name.span));
+        }
+        let k = a.constant(c);
+        consts.push(k);
+    }
+
+    // Function names and signatures first: calls may precede definitions.
+    for (i, f) in ast.funcs.iter().enumerate() {
+        if let Some(&(_, first)) = a.funcs.get(f.name.text) {
+            a.err(
+                Diagnostic::new(
+                    f.name.span,
+                    format!("duplicate function `@{}`", f.name.text),
+                )
+                .with_label("defined again here")
+                .with_secondary(first, "first defined here"),
+            );
+        } else {
+            a.funcs.insert(f.name.text, (FuncId(i as u32), f.name.span));
+        }
+        if f.name.text.starts_with("vm.") {
+            a.err(
+                Diagnostic::new(
+                    f.name.span,
+                    format!("function name `@{}` starts with `vm.`", f.name.text),
+                )
+                .with_label("reserved for builtins"),
+            );
+        }
+        let params = f.params.iter().map(|p| a.ty(&p.ty)).collect();
+        a.func_params.push(params);
+    }
+
+    let mut funcs = Vec::with_capacity(ast.funcs.len());
+    for (fi, f) in ast.funcs.iter().enumerate() {
+        let (func, fmap) = assemble_func(&mut a, fi, f);
+        funcs.push(func);
+        smap.funcs.push(fmap);
+    }
+
+    if !a.errs.is_empty() {
+        a.errs.sort_by_key(|d| (d.span.start, d.span.end));
+        return Err(a.errs);
+    }
+    let module = Module {
+        name,
+        literals: a.literals,
+        consts,
+        funcs,
+        source_file: Some(file_name.to_string()),
+    };
+    Ok((module, smap))
+}
+
+fn expect_dsts(ins: &InstrNode<'_>, n: usize, errs: &mut Vec<Diagnostic>) {
+    if ins.dsts.len() == n {
+        return;
+    }
+    let m = ins.mnemonic.text;
+    let d = if n == 1 {
+        let d = Diagnostic::new(
+            ins.dsts.first().map_or(ins.mnemonic.span, |f| {
+                f.span.to(ins.dsts[ins.dsts.len() - 1].span)
+            }),
+            format!("`{m}` writes exactly one register"),
+        );
+        if ins.dsts.is_empty() {
+            d.with_label("no destination")
+                .with_note(format!("write `%dst = {m} ...`"))
+        } else {
+            d.with_label(format!("{} destinations", ins.dsts.len()))
+        }
+    } else {
+        let span = ins.dsts[0].span.to(ins.dsts[ins.dsts.len() - 1].span);
+        Diagnostic::new(span, format!("`{m}` does not write a register"))
+            .with_label("remove this destination")
+            .with_note(format!("write `{m} ...` without `%dst =`"))
+    };
+    errs.push(d);
+}
+
+fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function, FuncMap) {
+    let mut fa = FuncAsm {
+        regs: HashMap::new(),
+        reg_names: Vec::new(),
+        labels: HashMap::new(),
+        code: Vec::new(),
+        args: Vec::new(),
+        locs: Vec::new(),
+        map: Vec::new(),
+        too_many_regs: false,
+    };
+
+    for p in f.params {
+        if let Some(&r) = fa.regs.get(p.name.text) {
+            let first = f.params[r as usize].name.span;
+            a.errs.push(
+                Diagnostic::new(
+                    p.name.span,
+                    format!("duplicate parameter `%{}`", p.name.text),
+                )
+                .with_label("declared again here")
+                .with_secondary(first, "first declared here"),
+            );
+            // Still give the parameter its own register so that register i = parameter i.
+            fa.reg_names.push(p.name.text.to_string());
+        } else {
+            fa.reg(&p.name, &mut a.errs);
+        }
+    }
+    let params = a.func_params.get(fi).cloned().unwrap_or_default();
+    let results: Vec<Type> = f.results.iter().map(|t| a.ty(t)).collect();
+
+    // Labels: name -> pc of the next instruction.
+    let mut pc = 0u32;
+    let mut pending: Vec<Name<'s>> = Vec::new();
+    let mut debug_labels: Vec<(u32, String)> = Vec::new();
+    let mut label_spans: HashMap<&str, Span> = HashMap::new();
+    for item in f.body {
+        match item {
+            BodyItem::Label(l) => {
+                if let Some(first) = label_spans.get(l.text) {
+                    a.errs.push(
+                        Diagnostic::new(l.span, format!("duplicate label `{}`", l.text))
+                            .with_label("defined again here")
+                            .with_secondary(*first, "first defined here"),
+                    );
+                } else {
+                    label_spans.insert(l.text, l.span);
+                    fa.labels.insert(l.text, pc);
+                    if debug_labels.last().is_none_or(|(p, _)| *p != pc) {
+                        debug_labels.push((pc, l.text.to_string()));
+                    }
+                    pending.push(*l);
+                }
+            }
+            BodyItem::Instr(_) => {
+                pending.clear();
+                pc = pc.saturating_add(1);
+            }
+        }
+    }
+    for l in &pending {
+        a.errs.push(
+            Diagnostic::new(l.span, "label has no instruction after it")
+                .with_label(format!("`{}` is at the end of the function", l.text))
+                .with_note("a label names the instruction that follows it"),
+        );
+    }
+
+    for item in f.body {
+        let BodyItem::Instr(ins) = item else { continue };
+        let mut ops: SmallVec<[Span; 6]> = SmallVec::new();
+        let dst = |fa: &mut FuncAsm<'s>,
+                   ops: &mut SmallVec<[Span; 6]>,
+                   errs: &mut Vec<Diagnostic>|
+         -> Reg {
+            match ins.dsts.first() {
+                Some(d) => {
+                    ops.push(d.span);
+                    fa.reg(d, errs)
+                }
+                None => Reg(0),
+            }
+        };
+        let instr = match ins.kind {
+            InstrKind::Nop => {
+                expect_dsts(ins, 0, &mut a.errs);
+                Instr::Nop {}
+            }
+            InstrKind::Mov { src } => {
+                expect_dsts(ins, 1, &mut a.errs);
+                let dst = dst(&mut fa, &mut ops, &mut a.errs);
+                ops.push(src.span);
+                Instr::Mov {
+                    dst,
+                    src: fa.reg(&src, &mut a.errs),
+                }
+            }
+            InstrKind::Int { value } => {
+                expect_dsts(ins, 1, &mut a.errs);
+                let dst = dst(&mut fa, &mut ops, &mut a.errs);
+                ops.push(value.span);
+                let value = match i64_of(&value) {
+                    Ok(v) => v,
+                    Err(d) => {
+                        a.errs.push(d);
+                        0
+                    }
+                };
+                Instr::LoadInt { dst, value }
+            }
+            InstrKind::Float { value } => {
+                expect_dsts(ins, 1, &mut a.errs);
+                let dst = dst(&mut fa, &mut ops, &mut a.errs);
+                ops.push(value.span());
+                let v = match value {
+                    Number::Int(i) => match i.value {
+                        Some(v) => Ok(v as f64),
+                        None => Err(int_out_of_range(i.span, "a float")),
+                    },
+                    Number::Float(f) => f64_of(&f),
+                };
+                let value = match v {
+                    Ok(v) => v,
+                    Err(d) => {
+                        a.errs.push(d);
+                        0.0
+                    }
+                };
+                Instr::LoadFloat { dst, value }
+            }
+            InstrKind::Const { konst } => {
+                expect_dsts(ins, 1, &mut a.errs);
+                let dst = dst(&mut fa, &mut ops, &mut a.errs);
+                ops.push(konst.span);
+                let konst = a.const_ref(&konst);
+                Instr::LoadConst { dst, konst }
+            }
+            InstrKind::Shape { dims } => {
+                expect_dsts(ins, 1, &mut a.errs);
+                let dst = dst(&mut fa, &mut ops, &mut a.errs);
+                let ndim = count_u8(dims.len(), ins.span, "dimensions", &mut a.errs);
+                let start = fa.list_start(ins.span, &mut a.errs);
+                for d in dims {
+                    ops.push(d.span());
+                    let arg = operand(a, &mut fa, d, false);
+                    fa.args.push(arg);
+                }
+                Instr::MakeShape {
+                    dst,
+                    dims: start,
+                    ndim,
+                }
+            }
+            InstrKind::AllocStorage {
+                size,
+                align,
+                device,
+                scope,
+            } => {
+                expect_dsts(ins, 1, &mut a.errs);
+                let dst = dst(&mut fa, &mut ops, &mut a.errs);
+                ops.push(size.span());
+                let size = operand(a, &mut fa, &size, false);
+                let align = match align {
+                    None => {
+                        ops.push(ins.span);
+                        Arg::imm(0).unwrap_or(Arg(0))
+                    }
+                    Some(al) => {
+                        ops.push(al.span());
+                        if let Operand::Int(i) = al {
+                            let ok = i.value.is_some_and(|v| {
+                                v > 0 && (v as u128).is_power_of_two() && v <= i64::MAX as i128
+                            });
+                            if !ok {
+                                a.errs.push(
+                                    Diagnostic::new(
+                                        i.span,
+                                        "align must be a positive power of two",
+                                    )
+                                    .with_label("not a power of two")
+                                    .with_note("omit `align` to use the device's base alignment"),
+                                );
+                            }
+                        }
+                        operand(a, &mut fa, &al, false)
+                    }
+                };
+                let device = match device {
+                    None => {
+                        ops.push(ins.span);
+                        0
+                    }
+                    Some(d) => {
+                        ops.push(d.span);
+                        match d.value.and_then(|v| u8::try_from(v).ok()) {
+                            Some(v) => v,
+                            None => {
+                                a.errs.push(
+                                    Diagnostic::new(d.span, "device must be in 0 ..= 255")
+                                        .with_label("not a device number"),
+                                );
+                                0
+                            }
+                        }
+                    }
+                };
+                ops.push(scope.map_or(ins.span, |s| s.span));
+                let scope = a.scope(scope);
+                Instr::AllocStorage {
+                    dst,
+                    size,
+                    align,
+                    device,
+                    scope,
+                }
+            }
+            InstrKind::AllocTensor {
+                storage,
+                offset,
+                dtype,
+                dims,
+                scope,
+            } => {
+                expect_dsts(ins, 1, &mut a.errs);
+                let dst = dst(&mut fa, &mut ops, &mut a.errs);
+                ops.push(storage.span);
+                let storage = fa.reg(&storage, &mut a.errs);
+                let ndim = count_u8(dims.len(), ins.span, "dimensions", &mut a.errs);
+                let start = fa.list_start(ins.span, &mut a.errs);
+                ops.push(offset.span());
+                let off = operand(a, &mut fa, &offset, false);
+                fa.args.push(off);
+                for d in dims {
+                    ops.push(d.span());
+                    let arg = operand(a, &mut fa, d, false);
+                    fa.args.push(arg);
+                }
+                ops.push(scope.map_or(ins.span, |s| s.span));
+                let dt = a.dtype(&dtype).unwrap_or(DType::F32);
+                let scope = a.scope(scope);
+                Instr::AllocTensor {
+                    dst,
+                    storage,
+                    args: start,
+                    dtype: dt,
+                    scope,
+                    ndim,
+                }
+            }
+            InstrKind::Kill { reg } => {
+                expect_dsts(ins, 0, &mut a.errs);
+                ops.push(reg.span);
+                Instr::Kill {
+                    reg: fa.reg(&reg, &mut a.errs),
+                }
+            }
+            InstrKind::Call { callee, args } => {
+                let ndst = count_u8(ins.dsts.len(), ins.span, "destinations", &mut a.errs);
+                let nargs = count_u16(args.len(), ins.span, "arguments", &mut a.errs);
+                // Which parameters take floats (integer literals there become floats).
+                let float_params: SmallVec<[bool; 8]>;
+                let target = if let Some(bname) = callee.text.strip_prefix("vm.") {
+                    match Builtin::from_name(bname) {
+                        Some(b) => {
+                            float_params =
+                                b.sig().params.iter().map(|k| *k == Kind::Float).collect();
+                            Ok(BuiltinId(b as u32))
+                        }
+                        None => {
+                            float_params = SmallVec::new();
+                            a.errs.push(unknown_builtin(&callee));
+                            Ok(BuiltinId(0))
+                        }
+                    }
+                } else {
+                    match a.funcs.get(callee.text) {
+                        Some(&(id, _)) => {
+                            float_params = a
+                                .func_params
+                                .get(id.0 as usize)
+                                .map(|ps| ps.iter().map(|t| *t == Type::Float).collect())
+                                .unwrap_or_default();
+                            Err(id)
+                        }
+                        None => {
+                            float_params = SmallVec::new();
+                            let mut d = Diagnostic::new(
+                                callee.span,
+                                format!("unknown function `@{}`", callee.text),
+                            )
+                            .with_label("no function of this name");
+                            if let Some(s) = did_you_mean(
+                                "@",
+                                &close_names(callee.text, a.funcs.keys().copied()),
+                            ) {
+                                d = d.with_note(s);
+                            }
+                            a.errs.push(d);
+                            Err(FuncId(0))
+                        }
+                    }
+                };
+                let list = fa.list_start(ins.span, &mut a.errs);
+                for d in ins.dsts {
+                    ops.push(d.span);
+                    let r = fa.reg(d, &mut a.errs);
+                    fa.args.push(Arg::reg(r));
+                }
+                for (k, arg) in args.iter().enumerate() {
+                    ops.push(arg.span());
+                    let fl = float_params.get(k).copied().unwrap_or(false);
+                    let v = operand(a, &mut fa, arg, fl);
+                    fa.args.push(v);
+                }
+                match target {
+                    Ok(builtin) => Instr::CallBuiltin {
+                        builtin,
+                        list,
+                        ndst,
+                        nargs,
+                    },
+                    Err(func) => Instr::Call {
+                        func,
+                        list,
+                        ndst,
+                        nargs,
+                    },
+                }
+            }
+            InstrKind::Ret { values } => {
+                expect_dsts(ins, 0, &mut a.errs);
+                let nvals = count_u16(values.len(), ins.span, "return values", &mut a.errs);
+                let list = fa.list_start(ins.span, &mut a.errs);
+                for (k, v) in values.iter().enumerate() {
+                    ops.push(v.span());
+                    let fl = results.get(k) == Some(&Type::Float);
+                    let arg = operand(a, &mut fa, v, fl);
+                    fa.args.push(arg);
+                }
+                Instr::Ret { list, nvals }
+            }
+            InstrKind::Br { target } => {
+                expect_dsts(ins, 0, &mut a.errs);
+                ops.push(target.span);
+                Instr::Br {
+                    target: label(&fa, &target, &mut a.errs),
+                }
+            }
+            InstrKind::BrIf { cond, then_, else_ } => {
+                expect_dsts(ins, 0, &mut a.errs);
+                ops.push(cond.span);
+                ops.push(then_.span);
+                ops.push(else_.span);
+                let cond = fa.reg(&cond, &mut a.errs);
+                Instr::BrIf {
+                    cond,
+                    then_: label(&fa, &then_, &mut a.errs),
+                    else_: label(&fa, &else_, &mut a.errs),
+                }
+            }
+        };
+        // Destinations of single-result instructions beyond the first are reported by
+        // `expect_dsts`; still number them so later diagnostics stay consistent.
+        if !matches!(ins.kind, InstrKind::Call { .. }) {
+            for d in ins.dsts.iter().skip(1) {
+                fa.reg(d, &mut a.errs);
+            }
+        }
+        fa.code.push(instr);
+        fa.locs.push(a.lines.loc(ins.span.start));
+        fa.map.push(InstrMap {
+            span: ins.span,
+            operands: ops,
+        });
+    }
+
+    let num_regs = fa.reg_names.len() as u32;
+    let func = Function {
+        name: f.name.text.to_string(),
+        params,
+        results,
+        num_regs,
+        code: fa.code,
+        args: fa.args,
+        debug: FuncDebug {
+            reg_names: fa.reg_names,
+            labels: debug_labels,
+            locs: fa.locs,
+        },
+    };
+    (
+        func,
+        FuncMap {
+            header: f.header_span,
+            instrs: fa.map,
+        },
+    )
+}
+
+fn unknown_builtin(callee: &Name<'_>) -> Diagnostic {
+    let bname = callee.text.strip_prefix("vm.").unwrap_or(callee.text);
+    let mut d = Diagnostic::new(callee.span, format!("unknown builtin `@{}`", callee.text))
+        .with_label("no builtin of this name");
+    match did_you_mean("@vm.", &close_names(bname, BUILTINS.iter().map(|b| b.name))) {
+        Some(s) => d = d.with_note(s),
+        None => {
+            d = d.with_note(format!(
+                "the builtins are {}",
+                BUILTINS
+                    .iter()
+                    .map(|b| format!("@vm.{}", b.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        }
+    }
+    d
+}
+
+fn label(fa: &FuncAsm<'_>, n: &Name<'_>, errs: &mut Vec<Diagnostic>) -> Label {
+    match fa.labels.get(n.text) {
+        Some(&pc) => Label(pc),
+        None => {
+            let mut d = Diagnostic::new(n.span, format!("unknown label `{}`", n.text))
+                .with_label("no such label in this function");
+            if let Some(s) = did_you_mean("", &close_names(n.text, fa.labels.keys().copied())) {
+                d = d.with_note(s);
+            }
+            errs.push(d);
+            Label(0)
+        }
+    }
+}
+
+/// Encodes an operand; `float` converts integer literals to float literals.
+fn operand<'s>(a: &mut Asm<'s>, fa: &mut FuncAsm<'s>, op: &Operand<'s>, float: bool) -> Arg {
+    match op {
+        Operand::Reg(n) => {
+            let r = fa.reg(n, &mut a.errs);
+            Arg::reg(r)
+        }
+        Operand::Int(i) if float => match i.value {
+            Some(v) => a.literal(Literal::Float(v as f64), i.span),
+            None => {
+                a.err(int_out_of_range(i.span, "a float"));
+                Arg::lit(0)
+            }
+        },
+        Operand::Int(i) => a.int_arg(i),
+        Operand::Float(f) => a.float_arg(f),
+        Operand::Const(n) => {
+            let c = a.const_ref(n);
+            Arg::konst(c)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(
+            close_names("ad", ["add", "sub", "iadd"].into_iter()),
+            vec!["add"]
+        );
+        assert_eq!(
+            close_names("iad", ["add", "sub", "iadd"].into_iter()),
+            vec!["iadd"]
+        );
+        assert_eq!(
+            close_names("matmull", ["matmul", "mul"].into_iter()),
+            vec!["matmul"]
+        );
+        assert!(close_names("zzzz", ["add", "sub"].into_iter()).is_empty());
+    }
+
+    #[test]
+    fn nan_payloads() {
+        let s = Span::default();
+        assert_eq!(
+            nan_bits(DType::F32, false, None, s).ok(),
+            Some(f32::NAN.to_bits() as u64)
+        );
+        assert_eq!(
+            nan_bits(DType::F64, false, None, s).ok(),
+            Some(f64::NAN.to_bits())
+        );
+        assert_eq!(nan_bits(DType::F16, true, Some(1), s).ok(), Some(0xfc01));
+        assert!(nan_bits(DType::F16, false, Some(1 << 10), s).is_err());
+        assert!(nan_bits(DType::F64, false, Some(0), s).is_err());
+    }
+
+    #[test]
+    fn escapes() {
+        let raw = r#""a\"b\\c\n""#;
+        let s = StrLit {
+            raw,
+            span: Span::new(0, raw.len()),
+        };
+        assert_eq!(decode_string(s).ok().as_deref(), Some("a\"b\\c\n"));
+        let raw = r#""x\q""#;
+        let e = decode_string(StrLit {
+            raw,
+            span: Span::new(10, 10 + raw.len()),
+        })
+        .expect_err("bad escape");
+        assert_eq!(e.span, 12..14);
+    }
+}

@@ -1,0 +1,270 @@
+//! The parse tree. Every node lives in a [`bumpalo::Bump`] arena owned by the caller of
+//! [`crate::parser::parse`]; lists are arena slices, and text is borrowed from the source.
+
+use std::ops::Range;
+
+/// A byte range of the source. `Copy`, unlike `Range<usize>`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Span {
+    pub fn new(start: usize, end: usize) -> Span {
+        Span { start, end }
+    }
+
+    /// The smallest span covering both.
+    pub fn to(self, other: Span) -> Span {
+        Span {
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+        }
+    }
+
+    pub fn range(self) -> Range<usize> {
+        self.start..self.end
+    }
+}
+
+impl From<Span> for Range<usize> {
+    fn from(s: Span) -> Range<usize> {
+        s.start..s.end
+    }
+}
+
+/// A name (register, global, label, keyword argument) without its sigil.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Name<'a> {
+    pub text: &'a str,
+    pub span: Span,
+}
+
+/// An integer literal. `value` is `None` when it does not even fit an `i128`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IntLit {
+    pub value: Option<i128>,
+    pub span: Span,
+}
+
+/// The value of a float literal.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FloatVal {
+    /// A finite number or an infinity.
+    Num(f64),
+    /// `nan`, `-nan` or `nan(0xPAYLOAD)`: the payload is the mantissa bits of the type the
+    /// value is stored in; `None` means that type's default quiet NaN.
+    Nan {
+        negative: bool,
+        payload: Option<u64>,
+    },
+}
+
+/// A float literal; `text` is kept so that narrower types can be parsed from it exactly.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FloatLit<'a> {
+    pub text: &'a str,
+    pub value: FloatVal,
+    pub span: Span,
+}
+
+/// A numeric literal.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Number<'a> {
+    Int(IntLit),
+    Float(FloatLit<'a>),
+}
+
+impl Number<'_> {
+    pub fn span(&self) -> Span {
+        match self {
+            Number::Int(i) => i.span,
+            Number::Float(f) => f.span,
+        }
+    }
+}
+
+/// A string literal, quotes and escapes included as written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StrLit<'a> {
+    pub raw: &'a str,
+    pub span: Span,
+}
+
+/// A dimension in a declared tensor type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DimExpr {
+    Known(IntLit),
+    Any(Span),
+}
+
+/// A type as written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TypeKind<'a> {
+    Int,
+    Float,
+    Shape,
+    Storage,
+    AnyTensor,
+    Tensor {
+        dtype: Name<'a>,
+        dims: &'a [DimExpr],
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TypeExpr<'a> {
+    pub kind: TypeKind<'a>,
+    pub span: Span,
+}
+
+/// An instruction operand as written.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Operand<'a> {
+    Reg(Name<'a>),
+    Int(IntLit),
+    Float(FloatLit<'a>),
+    Const(Name<'a>),
+}
+
+impl Operand<'_> {
+    pub fn span(&self) -> Span {
+        match self {
+            Operand::Reg(n) | Operand::Const(n) => n.span,
+            Operand::Int(i) => i.span,
+            Operand::Float(f) => f.span,
+        }
+    }
+}
+
+/// The operands of an instruction, by mnemonic.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum InstrKind<'a> {
+    Nop,
+    Mov {
+        src: Name<'a>,
+    },
+    Int {
+        value: IntLit,
+    },
+    Float {
+        value: Number<'a>,
+    },
+    Const {
+        konst: Name<'a>,
+    },
+    Shape {
+        dims: &'a [Operand<'a>],
+    },
+    AllocStorage {
+        size: Operand<'a>,
+        align: Option<Operand<'a>>,
+        device: Option<IntLit>,
+        scope: Option<StrLit<'a>>,
+    },
+    AllocTensor {
+        storage: Name<'a>,
+        offset: Operand<'a>,
+        dtype: Name<'a>,
+        dims: &'a [Operand<'a>],
+        scope: Option<StrLit<'a>>,
+    },
+    Kill {
+        reg: Name<'a>,
+    },
+    Call {
+        callee: Name<'a>,
+        args: &'a [Operand<'a>],
+    },
+    Ret {
+        values: &'a [Operand<'a>],
+    },
+    Br {
+        target: Name<'a>,
+    },
+    BrIf {
+        cond: Name<'a>,
+        then_: Name<'a>,
+        else_: Name<'a>,
+    },
+}
+
+/// One instruction: destinations, mnemonic, operands.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct InstrNode<'a> {
+    pub dsts: &'a [Name<'a>],
+    pub mnemonic: Name<'a>,
+    pub kind: InstrKind<'a>,
+    /// From the first token (first destination or mnemonic) to the last operand.
+    pub span: Span,
+}
+
+/// An item of a function body.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BodyItem<'a> {
+    Label(Name<'a>),
+    Instr(&'a InstrNode<'a>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Param<'a> {
+    pub name: Name<'a>,
+    pub ty: TypeExpr<'a>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FuncDecl<'a> {
+    pub name: Name<'a>,
+    pub params: &'a [Param<'a>],
+    pub results: &'a [TypeExpr<'a>],
+    pub body: &'a [BodyItem<'a>],
+    /// From `func` to the end of the result types.
+    pub header_span: Span,
+}
+
+/// An element of a constant's value list.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Elem<'a> {
+    Num(Number<'a>),
+    Bool(bool, Span),
+}
+
+impl Elem<'_> {
+    pub fn span(&self) -> Span {
+        match self {
+            Elem::Num(n) => n.span(),
+            Elem::Bool(_, s) => *s,
+        }
+    }
+}
+
+/// How a constant's elements are given.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ConstInit<'a> {
+    List { elems: &'a [Elem<'a>], span: Span },
+    Fill(Number<'a>),
+    File(StrLit<'a>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ConstDecl<'a> {
+    pub name: Name<'a>,
+    pub ty: TypeExpr<'a>,
+    pub init: ConstInit<'a>,
+}
+
+/// The module name, as an identifier or a string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModuleName<'a> {
+    Ident(Name<'a>),
+    Str(StrLit<'a>),
+}
+
+/// A parsed `.rxa` file.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SourceModule<'a> {
+    pub name: Option<ModuleName<'a>>,
+    pub consts: &'a [ConstDecl<'a>],
+    pub funcs: &'a [FuncDecl<'a>],
+}

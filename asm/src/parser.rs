@@ -1,0 +1,1110 @@
+//! The `.rxa` parser: nom 8 combinators over the token slice produced by [`crate::lexer`].
+//!
+//! [`Toks`] implements nom's [`Input`] trait for a window of the token slice. Error
+//! reporting uses the classic "furthest failure" rule: every primitive that fails records
+//! what it expected at its token position in a [`Tracker`] shared by all copies of the
+//! input; when the parse fails, the error is reported at the furthest position any parser
+//! reached, listing everything that was expected there (which also covers alternatives that
+//! `opt`/`many0` swallow). `cut` marks points after which alternatives are not retried.
+
+use crate::ast::*;
+use crate::diag::Diagnostic;
+use crate::lexer::{lex, Tok, TokKind};
+use bumpalo::Bump;
+use nom::branch::alt;
+use nom::combinator::{cut, map, opt};
+use nom::error::{ErrorKind, ParseError};
+use nom::sequence::{delimited, preceded, terminated};
+use nom::{IResult, Input, Needed, Parser};
+use smallvec::SmallVec;
+use std::cell::Cell;
+
+// ---------------------------------------------------------------- input and errors
+
+const MAX_EXPECTED: usize = 32;
+
+/// Shared record of the furthest failure. Holds no heap data (it lives in the arena).
+pub struct Tracker {
+    furthest: Cell<usize>,
+    len: Cell<usize>,
+    expected: [Cell<&'static str>; MAX_EXPECTED],
+    custom: Cell<Option<(Custom, Span)>>,
+}
+
+/// Errors detected by the parser that are not "expected X".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Custom {
+    ModuleNotFirst,
+}
+
+impl Default for Tracker {
+    fn default() -> Tracker {
+        Tracker {
+            furthest: Cell::new(0),
+            len: Cell::new(0),
+            expected: std::array::from_fn(|_| Cell::new("")),
+            custom: Cell::new(None),
+        }
+    }
+}
+
+impl Tracker {
+    fn record(&self, pos: usize, what: &'static str) {
+        let f = self.furthest.get();
+        if pos > f || self.len.get() == 0 {
+            self.furthest.set(pos);
+            self.len.set(0);
+        } else if pos < f {
+            return;
+        }
+        let n = self.len.get();
+        if self.expected[..n].iter().any(|e| e.get() == what) || n == MAX_EXPECTED {
+            return;
+        }
+        self.expected[n].set(what);
+        self.len.set(n + 1);
+    }
+
+    fn expected(&self) -> Vec<String> {
+        self.expected[..self.len.get()]
+            .iter()
+            .map(|e| e.get().to_string())
+            .collect()
+    }
+}
+
+/// A window `all[start..end]` of the token slice; the nom input type.
+#[derive(Clone, Copy)]
+pub struct Toks<'a> {
+    all: &'a [Tok<'a>],
+    start: usize,
+    end: usize,
+    track: &'a Tracker,
+}
+
+impl<'a> Toks<'a> {
+    pub fn new(all: &'a [Tok<'a>], track: &'a Tracker) -> Toks<'a> {
+        Toks {
+            all,
+            start: 0,
+            end: all.len(),
+            track,
+        }
+    }
+
+    fn slice(&self) -> &'a [Tok<'a>] {
+        &self.all[self.start..self.end]
+    }
+
+    fn first(&self) -> Option<&'a Tok<'a>> {
+        self.slice().first()
+    }
+
+    fn peek(&self, n: usize) -> Option<&'a Tok<'a>> {
+        self.slice().get(n)
+    }
+
+    fn advance(self, n: usize) -> Toks<'a> {
+        Toks {
+            start: (self.start + n).min(self.end),
+            ..self
+        }
+    }
+
+    /// End of the last token consumed before this point.
+    fn prev_end(&self) -> usize {
+        match self.start.checked_sub(1).and_then(|i| self.all.get(i)) {
+            Some(t) => t.span.end,
+            None => 0,
+        }
+    }
+
+    /// Records that `what` was expected here and fails (recoverably).
+    fn fail<T>(&self, what: &'static str) -> PResult<'a, T> {
+        self.track.record(self.start, what);
+        Err(nom::Err::Error(PErr))
+    }
+}
+
+impl std::fmt::Debug for Toks<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.slice().iter().map(|t| t.text))
+            .finish()
+    }
+}
+
+impl<'a> Input for Toks<'a> {
+    type Item = &'a Tok<'a>;
+    type Iter = std::slice::Iter<'a, Tok<'a>>;
+    type IterIndices = std::iter::Enumerate<std::slice::Iter<'a, Tok<'a>>>;
+
+    fn input_len(&self) -> usize {
+        self.end - self.start
+    }
+    fn take(&self, index: usize) -> Self {
+        Toks {
+            end: (self.start + index).min(self.end),
+            ..*self
+        }
+    }
+    fn take_from(&self, index: usize) -> Self {
+        self.advance(index)
+    }
+    fn take_split(&self, index: usize) -> (Self, Self) {
+        (self.take_from(index), self.take(index))
+    }
+    fn position<P>(&self, predicate: P) -> Option<usize>
+    where
+        P: Fn(Self::Item) -> bool,
+    {
+        self.slice().iter().position(predicate)
+    }
+    fn iter_elements(&self) -> Self::Iter {
+        self.slice().iter()
+    }
+    fn iter_indices(&self) -> Self::IterIndices {
+        self.slice().iter().enumerate()
+    }
+    fn slice_index(&self, count: usize) -> Result<usize, Needed> {
+        if count <= self.input_len() {
+            Ok(count)
+        } else {
+            Err(Needed::new(count - self.input_len()))
+        }
+    }
+}
+
+/// The parse error. All information lives in the [`Tracker`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PErr;
+
+impl<'a> ParseError<Toks<'a>> for PErr {
+    fn from_error_kind(_input: Toks<'a>, _kind: ErrorKind) -> Self {
+        PErr
+    }
+    fn append(_input: Toks<'a>, _kind: ErrorKind, other: Self) -> Self {
+        other
+    }
+}
+
+type PResult<'a, T> = IResult<Toks<'a>, T, PErr>;
+
+// ---------------------------------------------------------------- primitives
+
+fn tok<'a>(kind: TokKind, what: &'static str) -> impl Fn(Toks<'a>) -> PResult<'a, Tok<'a>> {
+    move |i: Toks<'a>| match i.first() {
+        Some(t) if t.kind == kind => Ok((i.advance(1), *t)),
+        _ => i.fail(what),
+    }
+}
+
+fn punct<'a>(kind: TokKind) -> impl Fn(Toks<'a>) -> PResult<'a, Tok<'a>> {
+    tok(kind, kind.describe())
+}
+
+/// The keyword `word`; `what` is how it is shown, e.g. "`func`".
+fn kw<'a>(word: &'static str, what: &'static str) -> impl Fn(Toks<'a>) -> PResult<'a, Tok<'a>> {
+    move |i: Toks<'a>| match i.first() {
+        Some(t) if t.kind == TokKind::Ident && t.text == word => Ok((i.advance(1), *t)),
+        _ => i.fail(what),
+    }
+}
+
+fn name_of(t: Tok<'_>, sigil: bool) -> Name<'_> {
+    let text = if sigil {
+        t.text.get(1..).unwrap_or("")
+    } else {
+        t.text
+    };
+    Name { text, span: t.span }
+}
+
+fn reg(i: Toks<'_>) -> PResult<'_, Name<'_>> {
+    map(punct(TokKind::Reg), |t| name_of(t, true)).parse(i)
+}
+
+fn global<'a>(what: &'static str) -> impl Fn(Toks<'a>) -> PResult<'a, Name<'a>> {
+    move |i| map(tok(TokKind::Global, what), |t| name_of(t, true)).parse(i)
+}
+
+fn ident<'a>(what: &'static str) -> impl Fn(Toks<'a>) -> PResult<'a, Name<'a>> {
+    move |i| map(tok(TokKind::Ident, what), |t| name_of(t, false)).parse(i)
+}
+
+/// Any number of newlines (never fails, records nothing: blank lines are not worth
+/// listing among the alternatives).
+fn nls(i: Toks<'_>) -> PResult<'_, ()> {
+    let n = i
+        .slice()
+        .iter()
+        .take_while(|t| t.kind == TokKind::Newline)
+        .count();
+    Ok((i.advance(n), ()))
+}
+
+fn end_of_file(i: Toks<'_>) -> PResult<'_, ()> {
+    if i.input_len() == 0 {
+        Ok((i, ()))
+    } else {
+        i.fail("end of file")
+    }
+}
+
+/// The end of a statement: a newline, or the end of the file (reported as "newline").
+fn stmt_end(i: Toks<'_>) -> PResult<'_, ()> {
+    match i.first() {
+        None => Ok((i, ())),
+        Some(t) if t.kind == TokKind::Newline => Ok((i.advance(1), ())),
+        Some(_) => i.fail("newline"),
+    }
+}
+
+/// Parses the text of an integer token; `None` when it does not fit an `i128`.
+pub fn int_value(text: &str) -> Option<i128> {
+    let (neg, digits) = match text.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, text),
+    };
+    let (radix, digits) = match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        Some(h) => (16, h),
+        None => (10, digits),
+    };
+    let mut v: i128 = 0;
+    for c in digits.chars() {
+        let d = c.to_digit(radix)? as i128;
+        v = v.checked_mul(radix as i128)?.checked_add(d)?;
+    }
+    Some(if neg { -v } else { v })
+}
+
+/// Parses the text of a float token.
+pub fn float_value(text: &str) -> FloatVal {
+    let (negative, body) = match text.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, text),
+    };
+    if let Some(rest) = body.strip_prefix("nan") {
+        let payload = rest
+            .strip_prefix("(")
+            .and_then(|r| r.strip_suffix(")"))
+            .map(|h| int_value(h).map_or(u64::MAX, |v| u64::try_from(v).unwrap_or(u64::MAX)));
+        return FloatVal::Nan { negative, payload };
+    }
+    FloatVal::Num(text.parse::<f64>().unwrap_or(f64::NAN))
+}
+
+fn int_lit(i: Toks<'_>) -> PResult<'_, IntLit> {
+    map(tok(TokKind::Int, "integer"), |t| IntLit {
+        value: int_value(t.text),
+        span: t.span,
+    })
+    .parse(i)
+}
+
+fn float_lit(i: Toks<'_>) -> PResult<'_, FloatLit<'_>> {
+    map(tok(TokKind::Float, "float"), |t| FloatLit {
+        text: t.text,
+        value: float_value(t.text),
+        span: t.span,
+    })
+    .parse(i)
+}
+
+fn number(i: Toks<'_>) -> PResult<'_, Number<'_>> {
+    alt((map(int_lit, Number::Int), map(float_lit, Number::Float))).parse(i)
+}
+
+fn string(i: Toks<'_>) -> PResult<'_, StrLit<'_>> {
+    map(tok(TokKind::Str, "string"), |t| StrLit {
+        raw: t.text,
+        span: t.span,
+    })
+    .parse(i)
+}
+
+/// An argument: register, integer, float or constant.
+fn operand(i: Toks<'_>) -> PResult<'_, Operand<'_>> {
+    alt((
+        map(reg, Operand::Reg),
+        map(int_lit, Operand::Int),
+        map(float_lit, Operand::Float),
+        map(global("`@constant`"), Operand::Const),
+    ))
+    .parse(i)
+}
+
+/// An integer operand: register or integer literal.
+fn int_operand(i: Toks<'_>) -> PResult<'_, Operand<'_>> {
+    alt((map(reg, Operand::Reg), map(int_lit, Operand::Int))).parse(i)
+}
+
+/// `elem (, elem)*` with newlines allowed after each comma; after a comma the element is
+/// required (cut). With `allow_empty`, zero elements are accepted.
+fn comma_list<'a, O, F>(
+    mut elem: F,
+    allow_empty: bool,
+) -> impl FnMut(Toks<'a>) -> PResult<'a, SmallVec<[O; 8]>>
+where
+    F: Parser<Toks<'a>, Output = O, Error = PErr>,
+{
+    move |i: Toks<'a>| {
+        let mut out = SmallVec::new();
+        let mut i = match elem.parse(i) {
+            Ok((rest, o)) => {
+                out.push(o);
+                rest
+            }
+            Err(nom::Err::Error(e)) if allow_empty => {
+                let _ = e;
+                return Ok((i, out));
+            }
+            Err(e) => return Err(e),
+        };
+        loop {
+            let Ok((after_comma, _)) = punct(TokKind::Comma)(i) else {
+                return Ok((i, out));
+            };
+            let (after_nl, ()) = nls(after_comma)?;
+            match elem.parse(after_nl) {
+                Ok((rest, o)) => {
+                    out.push(o);
+                    i = rest;
+                }
+                Err(nom::Err::Error(e)) => return Err(nom::Err::Failure(e)),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// `open elem, elem, ... close` (possibly empty), newlines allowed inside. The element
+/// list is copied into the arena.
+fn bracketed<'a, O, F>(
+    ar: &'a Bump,
+    open: TokKind,
+    elem: F,
+    close: TokKind,
+) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [O]>
+where
+    O: Copy,
+    F: Parser<Toks<'a>, Output = O, Error = PErr>,
+{
+    let mut inner = delimited(
+        (punct(open), nls),
+        comma_list(elem, true),
+        (nls, cut(punct(close))),
+    );
+    move |i| {
+        let (i, items) = inner.parse(i)?;
+        Ok((i, &*ar.alloc_slice_copy(&items)))
+    }
+}
+
+// ---------------------------------------------------------------- types
+
+const SIMPLE_TYPES: [(&str, &str); 5] = [
+    ("int", "`int`"),
+    ("float", "`float`"),
+    ("shape", "`shape`"),
+    ("storage", "`storage`"),
+    ("tensor", "`tensor`"),
+];
+
+fn dim_expr(i: Toks<'_>) -> PResult<'_, DimExpr> {
+    alt((
+        map(int_lit, DimExpr::Known),
+        map(punct(TokKind::Question), |t| DimExpr::Any(t.span)),
+    ))
+    .parse(i)
+}
+
+fn type_expr<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, TypeExpr<'a>> {
+    move |i: Toks<'a>| {
+        let Some(t) = i.first().filter(|t| t.kind == TokKind::Ident) else {
+            for (_, what) in SIMPLE_TYPES {
+                i.track.record(i.start, what);
+            }
+            return i.fail("tensor type (e.g. `f32[4, ?]`)");
+        };
+        let simple = match t.text {
+            "int" => Some(TypeKind::Int),
+            "float" => Some(TypeKind::Float),
+            "shape" => Some(TypeKind::Shape),
+            "storage" => Some(TypeKind::Storage),
+            "tensor" => Some(TypeKind::AnyTensor),
+            _ => None,
+        };
+        if let Some(kind) = simple {
+            return Ok((i.advance(1), TypeExpr { kind, span: t.span }));
+        }
+        let next_is_bracket = i.peek(1).is_some_and(|n| n.kind == TokKind::LBracket);
+        if !next_is_bracket && rxvm_vm::types::DType::from_name(t.text).is_none() {
+            for (_, what) in SIMPLE_TYPES {
+                i.track.record(i.start, what);
+            }
+            return i.fail("tensor type (e.g. `f32[4, ?]`)");
+        }
+        let dtype = name_of(*t, false);
+        let (rest, dims) = cut(bracketed(
+            ar,
+            TokKind::LBracket,
+            dim_expr,
+            TokKind::RBracket,
+        ))
+        .parse(i.advance(1))?;
+        let span = Span::new(t.span.start, rest.prev_end());
+        Ok((
+            rest,
+            TypeExpr {
+                kind: TypeKind::Tensor { dtype, dims },
+                span,
+            },
+        ))
+    }
+}
+
+/// `-> T` or `-> (T, ...)`.
+fn results<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [TypeExpr<'a>]> {
+    move |i| {
+        preceded(
+            punct(TokKind::Arrow),
+            cut(alt((
+                bracketed(ar, TokKind::LParen, type_expr(ar), TokKind::RParen),
+                map(type_expr(ar), |t| &*ar.alloc_slice_copy(&[t])),
+            ))),
+        )
+        .parse(i)
+    }
+}
+
+// ---------------------------------------------------------------- instructions
+
+/// Every mnemonic with its display form; `true` when it is written with destinations.
+const MNEMONICS: [(&str, &str, bool); 13] = [
+    ("mov", "`mov`", true),
+    ("int", "`int`", true),
+    ("float", "`float`", true),
+    ("const", "`const`", true),
+    ("shape", "`shape`", true),
+    ("alloc_storage", "`alloc_storage`", true),
+    ("alloc_tensor", "`alloc_tensor`", true),
+    ("call", "`call`", true),
+    ("kill", "`kill`", false),
+    ("ret", "`ret`", false),
+    ("br", "`br`", false),
+    ("br_if", "`br_if`", false),
+    ("nop", "`nop`", false),
+];
+
+/// A mnemonic. After `=` only the value-producing ones are listed as expected, but any is
+/// accepted (the assembler explains what is wrong with the destinations).
+fn mnemonic(with_dsts: bool) -> impl Fn(Toks<'_>) -> PResult<'_, Name<'_>> {
+    move |i| {
+        if let Some(t) = i.first() {
+            if t.kind == TokKind::Ident && MNEMONICS.iter().any(|(m, _, _)| *m == t.text) {
+                return Ok((i.advance(1), name_of(*t, false)));
+            }
+        }
+        for (_, what, dst) in MNEMONICS {
+            if dst || !with_dsts {
+                i.track.record(i.start, what);
+            }
+        }
+        Err(nom::Err::Error(PErr))
+    }
+}
+
+fn comma(i: Toks<'_>) -> PResult<'_, Tok<'_>> {
+    punct(TokKind::Comma)(i)
+}
+
+fn label_ref(i: Toks<'_>) -> PResult<'_, Name<'_>> {
+    ident("label")(i)
+}
+
+fn scope_clause(i: Toks<'_>) -> PResult<'_, Option<StrLit<'_>>> {
+    opt(preceded((comma, kw("scope", "`scope`")), cut(string))).parse(i)
+}
+
+/// The operands of the instruction `m`.
+fn operands<'a>(ar: &'a Bump, m: &'a str, i: Toks<'a>) -> PResult<'a, InstrKind<'a>> {
+    match m {
+        "nop" => Ok((i, InstrKind::Nop)),
+        "mov" => map(reg, |src| InstrKind::Mov { src }).parse(i),
+        "int" => map(int_lit, |value| InstrKind::Int { value }).parse(i),
+        "float" => map(number, |value| InstrKind::Float { value }).parse(i),
+        "const" => map(global("`@constant`"), |konst| InstrKind::Const { konst }).parse(i),
+        "shape" => map(
+            bracketed(ar, TokKind::LBracket, int_operand, TokKind::RBracket),
+            |dims| InstrKind::Shape { dims },
+        )
+        .parse(i),
+        "alloc_storage" => {
+            let (i, size) = int_operand(i)?;
+            let (i, align) =
+                opt(preceded((comma, kw("align", "`align`")), cut(int_operand))).parse(i)?;
+            let (i, device) =
+                opt(preceded((comma, kw("device", "`device`")), cut(int_lit))).parse(i)?;
+            let (i, scope) = scope_clause(i)?;
+            Ok((
+                i,
+                InstrKind::AllocStorage {
+                    size,
+                    align,
+                    device,
+                    scope,
+                },
+            ))
+        }
+        "alloc_tensor" => {
+            let (i, storage) = reg(i)?;
+            let (i, offset) = preceded(comma, int_operand).parse(i)?;
+            let (i, dtype) = preceded(comma, ident("dtype (e.g. `f32`)")).parse(i)?;
+            let (i, dims) = bracketed(ar, TokKind::LBracket, int_operand, TokKind::RBracket)(i)?;
+            let (i, scope) = scope_clause(i)?;
+            Ok((
+                i,
+                InstrKind::AllocTensor {
+                    storage,
+                    offset,
+                    dtype,
+                    dims,
+                    scope,
+                },
+            ))
+        }
+        "kill" => map(reg, |reg| InstrKind::Kill { reg }).parse(i),
+        "call" => {
+            let (i, callee) = global("`@function`")(i)?;
+            let (i, args) = bracketed(ar, TokKind::LParen, operand, TokKind::RParen)(i)?;
+            Ok((i, InstrKind::Call { callee, args }))
+        }
+        "ret" => {
+            let (i, values) = comma_list(operand, true)(i)?;
+            Ok((
+                i,
+                InstrKind::Ret {
+                    values: ar.alloc_slice_copy(&values),
+                },
+            ))
+        }
+        "br" => map(label_ref, |target| InstrKind::Br { target }).parse(i),
+        "br_if" => {
+            let (i, cond) = reg(i)?;
+            let (i, then_) = preceded(comma, label_ref).parse(i)?;
+            let (i, else_) = preceded(comma, label_ref).parse(i)?;
+            Ok((i, InstrKind::BrIf { cond, then_, else_ }))
+        }
+        _ => i.fail("instruction"),
+    }
+}
+
+/// `[%d, ... =] mnemonic operands`
+fn instr<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, InstrNode<'a>> {
+    move |i: Toks<'a>| {
+        let start = i.first().map_or(0, |t| t.span.start);
+        let (i, dsts) = opt(terminated(comma_list(reg, false), punct(TokKind::Eq))).parse(i)?;
+        let (i, mnem) = match &dsts {
+            Some(_) => cut(mnemonic(true)).parse(i)?,
+            None => mnemonic(false)(i)?,
+        };
+        let (i, kind) = cut(|i| operands(ar, mnem.text, i)).parse(i)?;
+        let dsts: &'a [Name<'a>] = match dsts {
+            Some(d) => ar.alloc_slice_copy(&d),
+            None => &[],
+        };
+        let span = Span::new(start, i.prev_end());
+        Ok((
+            i,
+            InstrNode {
+                dsts,
+                mnemonic: mnem,
+                kind,
+                span,
+            },
+        ))
+    }
+}
+
+/// `name:` (checks both tokens before committing, so that an unknown mnemonic is not
+/// reported as a missing `:`).
+fn label_def(i: Toks<'_>) -> PResult<'_, Name<'_>> {
+    match (i.peek(0), i.peek(1)) {
+        (Some(t), Some(c)) if t.kind == TokKind::Ident && c.kind == TokKind::Colon => {
+            Ok((i.advance(2), name_of(*t, false)))
+        }
+        _ => i.fail("label"),
+    }
+}
+
+fn body<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [BodyItem<'a>]> {
+    move |mut i: Toks<'a>| {
+        let mut items = Vec::new();
+        loop {
+            let (rest, ()) = nls(i)?;
+            i = rest;
+            match label_def(i) {
+                Ok((rest, l)) => {
+                    items.push(BodyItem::Label(l));
+                    i = rest;
+                    continue;
+                }
+                Err(nom::Err::Error(_)) => {}
+                Err(e) => return Err(e),
+            }
+            match instr(ar)(i) {
+                Ok((rest, ins)) => {
+                    let (rest, ()) = cut(stmt_end).parse(rest)?;
+                    items.push(BodyItem::Instr(ar.alloc(ins)));
+                    i = rest;
+                }
+                Err(nom::Err::Error(_)) => return Ok((i, &*ar.alloc_slice_copy(&items))),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- declarations
+
+fn param<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, Param<'a>> {
+    move |i| {
+        let (i, name) = reg(i)?;
+        let (i, ty) = cut(preceded(punct(TokKind::Colon), type_expr(ar))).parse(i)?;
+        Ok((i, Param { name, ty }))
+    }
+}
+
+fn func_decl<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, FuncDecl<'a>> {
+    move |i: Toks<'a>| {
+        let (i, kw_tok) = kw("func", "`func`")(i)?;
+        let rest = move |i: Toks<'a>| -> PResult<'a, FuncDecl<'a>> {
+            let (i, name) = global("`@name`")(i)?;
+            let (i, params) = bracketed(ar, TokKind::LParen, param(ar), TokKind::RParen)(i)?;
+            let (i, results) = opt(results(ar)).parse(i)?;
+            let header_span = Span::new(kw_tok.span.start, i.prev_end());
+            let (i, _) = punct(TokKind::LBrace)(i)?;
+            let (i, body) = body(ar)(i)?;
+            let (i, _) = punct(TokKind::RBrace)(i)?;
+            Ok((
+                i,
+                FuncDecl {
+                    name,
+                    params,
+                    results: results.unwrap_or(&[]),
+                    body,
+                    header_span,
+                },
+            ))
+        };
+        cut(rest).parse(i)
+    }
+}
+
+fn elem(i: Toks<'_>) -> PResult<'_, Elem<'_>> {
+    alt((
+        map(number, Elem::Num),
+        map(kw("true", "`true`"), |t| Elem::Bool(true, t.span)),
+        map(kw("false", "`false`"), |t| Elem::Bool(false, t.span)),
+    ))
+    .parse(i)
+}
+
+fn const_init<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, ConstInit<'a>> {
+    move |i: Toks<'a>| {
+        let start = i.first().map_or(0, |t| t.span.start);
+        alt((
+            map(
+                bracketed(ar, TokKind::LBracket, elem, TokKind::RBracket),
+                |elems| ConstInit::List {
+                    elems,
+                    span: Span::default(),
+                },
+            ),
+            map(
+                preceded(
+                    kw("fill", "`fill`"),
+                    cut(delimited(
+                        punct(TokKind::LParen),
+                        number,
+                        punct(TokKind::RParen),
+                    )),
+                ),
+                ConstInit::Fill,
+            ),
+            map(
+                preceded(
+                    kw("file", "`file`"),
+                    cut(delimited(
+                        punct(TokKind::LParen),
+                        string,
+                        punct(TokKind::RParen),
+                    )),
+                ),
+                ConstInit::File,
+            ),
+        ))
+        .parse(i)
+        .map(|(rest, init)| match init {
+            ConstInit::List { elems, .. } => (
+                rest,
+                ConstInit::List {
+                    elems,
+                    span: Span::new(start, rest.prev_end()),
+                },
+            ),
+            other => (rest, other),
+        })
+    }
+}
+
+fn const_decl<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, ConstDecl<'a>> {
+    move |i| {
+        let (i, _) = kw("const", "`const`")(i)?;
+        cut(|i| {
+            let (i, name) = global("`@name`")(i)?;
+            let (i, ty) = preceded(punct(TokKind::Colon), type_expr(ar)).parse(i)?;
+            let (i, init) = preceded(punct(TokKind::Eq), const_init(ar)).parse(i)?;
+            Ok((i, ConstDecl { name, ty, init }))
+        })
+        .parse(i)
+    }
+}
+
+fn module_name(i: Toks<'_>) -> PResult<'_, ModuleName<'_>> {
+    alt((
+        map(ident("module name"), ModuleName::Ident),
+        map(string, ModuleName::Str),
+    ))
+    .parse(i)
+}
+
+/// A `module` line that is not the first declaration.
+fn misplaced_module(i: Toks<'_>) -> PResult<'_, ()> {
+    match i.first() {
+        Some(t) if t.kind == TokKind::Ident && t.text == "module" => {
+            i.track.custom.set(Some((Custom::ModuleNotFirst, t.span)));
+            Err(nom::Err::Failure(PErr))
+        }
+        _ => Err(nom::Err::Error(PErr)),
+    }
+}
+
+enum Item<'a> {
+    Const(ConstDecl<'a>),
+    Func(FuncDecl<'a>),
+}
+
+fn source_module<'a>(ar: &'a Bump, i: Toks<'a>) -> PResult<'a, SourceModule<'a>> {
+    let (i, ()) = nls(i)?;
+    let (mut i, name) = opt(preceded(
+        kw("module", "`module`"),
+        cut(terminated(module_name, stmt_end)),
+    ))
+    .parse(i)?;
+    let mut consts = Vec::new();
+    let mut funcs = Vec::new();
+    loop {
+        let (rest, ()) = nls(i)?;
+        i = rest;
+        let item = alt((
+            map(const_decl(ar), |c| Some(Item::Const(c))),
+            map(func_decl(ar), |f| Some(Item::Func(f))),
+            map(misplaced_module, |()| None),
+        ))
+        .parse(i);
+        match item {
+            Ok((rest, item)) => {
+                let (rest, ()) = cut(stmt_end).parse(rest)?;
+                match item {
+                    Some(Item::Const(c)) => consts.push(c),
+                    Some(Item::Func(f)) => funcs.push(f),
+                    None => {}
+                }
+                i = rest;
+            }
+            Err(nom::Err::Error(_)) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    let (i, ()) = end_of_file(i)?;
+    Ok((
+        i,
+        SourceModule {
+            name,
+            consts: ar.alloc_slice_copy(&consts),
+            funcs: ar.alloc_slice_copy(&funcs),
+        },
+    ))
+}
+
+/// Lexes and parses `src`. All nodes are allocated in `ar`.
+pub fn parse<'a>(src: &'a str, ar: &'a Bump) -> Result<SourceModule<'a>, Diagnostic> {
+    let toks = lex(src)?;
+    let all: &'a [Tok<'a>] = ar.alloc_slice_copy(&toks);
+    drop(toks);
+    let track: &'a Tracker = ar.alloc(Tracker::default());
+    let input = Toks::new(all, track);
+    match source_module(ar, input) {
+        Ok((_, m)) => Ok(m),
+        Err(_) => Err(error_from_tracker(src, all, track)),
+    }
+}
+
+fn error_from_tracker(src: &str, all: &[Tok<'_>], track: &Tracker) -> Diagnostic {
+    if let Some((Custom::ModuleNotFirst, span)) = track.custom.get() {
+        return Diagnostic::new(span, "the `module` declaration must come first")
+            .with_label("misplaced `module` declaration")
+            .with_note("write `module NAME` before every `const` and `func`");
+    }
+    let pos = track.furthest.get();
+    let (span, found) = match all.get(pos) {
+        // A newline is shown as a point at the end of its line.
+        Some(t) if t.kind == TokKind::Newline => {
+            (Span::new(t.span.start, t.span.start), t.describe())
+        }
+        Some(t) => (t.span, t.describe()),
+        None => (Span::new(src.len(), src.len()), "end of file".to_string()),
+    };
+    let mut d = Diagnostic::expected(span, track.expected(), found);
+    if let Some(t) = all.get(pos) {
+        if t.kind == TokKind::Ident
+            && d.expected.iter().any(|e| e == "`nop`" || e == "`mov`")
+            && !MNEMONICS.iter().any(|(m, _, _)| *m == t.text)
+        {
+            d = d.with_note(format!("`{}` is not an instruction", t.text));
+        }
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_ok<'a>(src: &'a str, ar: &'a Bump) -> SourceModule<'a> {
+        match parse(src, ar) {
+            Ok(m) => m,
+            Err(e) => panic!("parse failed: {e:?}"),
+        }
+    }
+
+    fn parse_err(src: &str) -> Diagnostic {
+        let ar = Bump::new();
+        match parse(src, &ar) {
+            Ok(m) => panic!("expected an error, parsed {m:?}"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn toks_implements_nom_input() {
+        let ar = Bump::new();
+        let toks = lex("a b c").expect("lexes");
+        let all = ar.alloc_slice_copy(&toks);
+        let track = Tracker::default();
+        let t = Toks::new(all, &track);
+        assert_eq!(t.input_len(), 3);
+        let (rest, first) = t.take_split(1);
+        assert_eq!(first.input_len(), 1);
+        assert_eq!(
+            rest.iter_elements().map(|t| t.text).collect::<Vec<_>>(),
+            vec!["b", "c"]
+        );
+        assert_eq!(t.position(|t| t.text == "c"), Some(2));
+        assert_eq!(t.slice_index(5), Err(Needed::new(2)));
+        // A stock nom combinator runs on it.
+        let r: PResult<'_, Toks<'_>> = nom::bytes::complete::take(2usize).parse(t);
+        let (rest, taken) = r.expect("take");
+        assert_eq!((taken.input_len(), rest.input_len()), (2, 1));
+    }
+
+    #[test]
+    fn parses_a_module() {
+        let ar = Bump::new();
+        let src = "module tiny\n\nconst @w: f32[2] = [1.0, 2]\nconst @z: i8[2, 3] = fill(1)\n\
+                   const @f: u8[4] = file(\"x.bin\")\n\
+                   func @main(%x: f32[?, 4], %n: int) -> (f32[4], tensor) {\n\
+                   entry: %a, %b = call @f(%x, 1, 2.5, @w)\n  ret %a, %b\n}\n";
+        let m = parse_ok(src, &ar);
+        assert!(matches!(
+            m.name,
+            Some(ModuleName::Ident(Name { text: "tiny", .. }))
+        ));
+        assert_eq!(m.consts.len(), 3);
+        assert!(matches!(
+            m.consts[1].init,
+            ConstInit::Fill(Number::Int(IntLit { value: Some(1), .. }))
+        ));
+        assert!(matches!(
+            m.consts[2].init,
+            ConstInit::File(StrLit {
+                raw: "\"x.bin\"",
+                ..
+            })
+        ));
+        let f = &m.funcs[0];
+        assert_eq!(f.name.text, "main");
+        assert_eq!(f.params.len(), 2);
+        assert!(matches!(
+            f.params[0].ty.kind,
+            TypeKind::Tensor {
+                dims: [DimExpr::Any(_), DimExpr::Known(_)],
+                ..
+            }
+        ));
+        assert_eq!(f.results.len(), 2);
+        assert_eq!(
+            &src[f.header_span.range()],
+            "func @main(%x: f32[?, 4], %n: int) -> (f32[4], tensor)"
+        );
+        assert!(matches!(
+            f.body[0],
+            BodyItem::Label(Name { text: "entry", .. })
+        ));
+        let BodyItem::Instr(call) = f.body[1] else {
+            panic!("not an instruction")
+        };
+        assert_eq!(call.dsts.len(), 2);
+        assert_eq!(&src[call.span.range()], "%a, %b = call @f(%x, 1, 2.5, @w)");
+        let InstrKind::Call { callee, args } = call.kind else {
+            panic!("not a call")
+        };
+        assert_eq!(callee.text, "f");
+        assert!(matches!(
+            args,
+            [
+                Operand::Reg(_),
+                Operand::Int(_),
+                Operand::Float(_),
+                Operand::Const(_)
+            ]
+        ));
+    }
+
+    #[test]
+    fn parses_every_instruction_form() {
+        let ar = Bump::new();
+        let src = "func @f(%c: int) {\n\
+                   %a = mov %c\n %b = int -0x10\n %d = float 2\n %e = const @w\n\
+                   %s = shape [1, %c,\n 4]\n\
+                   %st = alloc_storage 64, align 16, device 1, scope \"global\"\n\
+                   %st2 = alloc_storage %c\n\
+                   %t = alloc_tensor %st, 0, f32[1, %c], scope \"global.texture\"\n\
+                   kill %t\n call @vm.nop()\n nop\n br l1\n l1:\n br_if %c, l1, l2\n l2: ret\n}";
+        let m = parse_ok(src, &ar);
+        let kinds: Vec<&str> = m.funcs[0]
+            .body
+            .iter()
+            .filter_map(|b| match b {
+                BodyItem::Instr(i) => Some(i.mnemonic.text),
+                BodyItem::Label(_) => None,
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                "mov",
+                "int",
+                "float",
+                "const",
+                "shape",
+                "alloc_storage",
+                "alloc_storage",
+                "alloc_tensor",
+                "kill",
+                "call",
+                "nop",
+                "br",
+                "br_if",
+                "ret"
+            ]
+        );
+        let BodyItem::Instr(st) = m.funcs[0].body[5] else {
+            panic!()
+        };
+        assert!(matches!(
+            st.kind,
+            InstrKind::AllocStorage {
+                align: Some(Operand::Int(_)),
+                device: Some(_),
+                scope: Some(_),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn expected_lists_every_alternative() {
+        let e = parse_err("func @f() {\n  call @g(%a, )\n}\n");
+        assert_eq!(
+            e.expected,
+            vec!["`%register`", "integer", "float", "`@constant`"]
+        );
+        assert_eq!(e.found.as_deref(), Some("`)`"));
+
+        let e = parse_err("func @f() {\n  ret %a %b\n}\n");
+        assert_eq!(e.expected, vec!["`,`", "newline"]);
+
+        let e = parse_err("func @f() {\n  %x = mov\n}\n");
+        assert_eq!(e.expected, vec!["`%register`"]);
+        assert_eq!(e.found.as_deref(), Some("newline"));
+
+        let e = parse_err("func @f() {\n  frob %x\n}\n");
+        assert!(
+            e.expected.contains(&"label".to_string()),
+            "{:?}",
+            e.expected
+        );
+        assert!(e.expected.contains(&"`br_if`".to_string()));
+        assert!(e.expected.contains(&"`}`".to_string()));
+        assert!(e.notes.iter().any(|n| n.contains("not an instruction")));
+
+        let e = parse_err("func @f() {\n  %x mov %y\n}\n");
+        assert_eq!(e.expected, vec!["`,`", "`=`"]);
+
+        let e = parse_err("func @f(");
+        assert_eq!(e.found.as_deref(), Some("end of file"));
+
+        let e = parse_err("func @f() {\n %s = alloc_storage 4, frob 3\n}\n");
+        assert_eq!(e.expected, vec!["`align`", "`device`", "`scope`"]);
+    }
+
+    #[test]
+    fn module_must_come_first() {
+        let e = parse_err("func @f() {\n}\nmodule m\n");
+        assert_eq!(e.message, "the `module` declaration must come first");
+    }
+
+    #[test]
+    fn int_and_float_values() {
+        assert_eq!(int_value("-0x8000000000000000"), Some(i64::MIN as i128));
+        assert_eq!(int_value("18446744073709551615"), Some(u64::MAX as i128));
+        assert_eq!(
+            int_value("999999999999999999999999999999999999999999"),
+            None
+        );
+        assert_eq!(float_value("-inf"), FloatVal::Num(f64::NEG_INFINITY));
+        assert_eq!(
+            float_value("nan"),
+            FloatVal::Nan {
+                negative: false,
+                payload: None
+            }
+        );
+        assert_eq!(
+            float_value("-nan(0x1f)"),
+            FloatVal::Nan {
+                negative: true,
+                payload: Some(0x1f)
+            }
+        );
+        assert!(
+            matches!(float_value("-0.0"), FloatVal::Num(v) if v.to_bits() == (-0.0f64).to_bits())
+        );
+    }
+}

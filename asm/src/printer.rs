@@ -1,0 +1,680 @@
+//! The disassembler: [`Module`] → `.rxa` text.
+//!
+//! The text re-assembles to the same module: same bytecode, literal pool, constants and
+//! debug names, for every module the assembler produces (with or without debug info).
+//! Floats are printed with Rust's shortest round-trip formatting (`{:?}`), which always
+//! has a `.` or an exponent so that they lex as floats; NaNs print as `nan`, `-nan` or
+//! `nan(0xPAYLOAD)`.
+//!
+//! Everything is written into one `String`; names are resolved once per function, so that
+//! printing an instruction allocates nothing.
+
+use rxvm_vm::builtins::BUILTINS;
+use rxvm_vm::bytecode::{Arg, ArgKind, Instr, Reg};
+use rxvm_vm::module::{ConstData, Constant, Function, Literal, Module};
+use rxvm_vm::types::{DType, Scope, Type};
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::fmt::Write;
+
+/// Prints `m` as assembly text.
+pub fn print_module(m: &Module) -> String {
+    let code_words: usize = m.funcs.iter().map(|f| f.code.len()).sum();
+    let const_bytes: usize = m
+        .consts
+        .iter()
+        .map(|c| match &c.data {
+            ConstData::Bytes(b) => b.len() * 3,
+            ConstData::Fill(_) => 16,
+        })
+        .sum();
+    let mut out = String::with_capacity(64 + code_words * 32 + const_bytes);
+    out.push_str("module ");
+    if is_ident(&m.name) {
+        out.push_str(&m.name);
+    } else {
+        push_string(&mut out, &m.name);
+    }
+    out.push('\n');
+    if !m.consts.is_empty() {
+        out.push('\n');
+        for c in &m.consts {
+            print_const(&mut out, c);
+        }
+    }
+    for f in &m.funcs {
+        out.push('\n');
+        print_func(&mut out, m, f);
+    }
+    out
+}
+
+/// Can `s` be written as a bare identifier (labels, module name)?
+pub fn is_ident(s: &str) -> bool {
+    let mut b = s.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.')
+        && s != "inf"
+        && s != "nan"
+}
+
+/// Can `s` follow `%` or `@`?
+pub fn is_sigil_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.')
+}
+
+fn push_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\0' => out.push_str("\\0"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn push_u64(out: &mut String, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    // The buffer holds ASCII digits only.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
+}
+
+fn push_i64(out: &mut String, v: i64) {
+    if v < 0 {
+        out.push('-');
+    }
+    push_u64(out, v.unsigned_abs());
+}
+
+/// A NaN, given its sign, its payload and the dtype's default payload.
+fn push_nan(out: &mut String, negative: bool, payload: u64, default: u64) {
+    if negative {
+        out.push('-');
+    }
+    out.push_str("nan");
+    if payload != default {
+        let _ = write!(out, "(0x{payload:x})");
+    }
+}
+
+pub(crate) fn push_f64(out: &mut String, v: f64) {
+    if v.is_nan() {
+        let b = v.to_bits();
+        push_nan(out, b >> 63 == 1, b & ((1 << 52) - 1), 1 << 51);
+    } else {
+        let _ = write!(out, "{v:?}");
+    }
+}
+
+fn push_f32(out: &mut String, v: f32) {
+    if v.is_nan() {
+        let b = v.to_bits();
+        push_nan(out, b >> 31 == 1, (b & ((1 << 23) - 1)) as u64, 1 << 22);
+    } else {
+        let _ = write!(out, "{v:?}");
+    }
+}
+
+fn push_f16(out: &mut String, bits: u16) {
+    let h = half::f16::from_bits(bits);
+    if h.is_nan() {
+        push_nan(out, bits >> 15 == 1, (bits & 0x3ff) as u64, 1 << 9);
+    } else {
+        // Every f16 is an f32; the f32's shortest form re-parses (via f64) to the same f16.
+        push_f32(out, f32::from(h));
+    }
+}
+
+fn push_type(out: &mut String, t: &Type) {
+    let _ = write!(out, "{t}");
+}
+
+fn push_tensor_type(out: &mut String, dtype: DType, shape: &[i64]) {
+    out.push_str(dtype.name());
+    out.push('[');
+    for (i, d) in shape.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        push_i64(out, *d);
+    }
+    out.push(']');
+}
+
+fn print_const(out: &mut String, c: &Constant) {
+    out.push_str("const @");
+    out.push_str(&c.name);
+    out.push_str(": ");
+    push_tensor_type(out, c.dtype, &c.shape);
+    out.push_str(" = ");
+    match &c.data {
+        ConstData::Fill(v) => {
+            out.push_str("fill(");
+            let integral = v.fract() == 0.0 && v.abs() < 9.2e18;
+            if !c.dtype.is_float() && integral {
+                push_i64(out, *v as i64);
+            } else {
+                push_f64(out, *v);
+            }
+            out.push(')');
+        }
+        ConstData::Bytes(b) => {
+            out.push('[');
+            let size = c.dtype.size();
+            for (i, e) in b.chunks_exact(size).enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                let mut w = [0u8; 8];
+                w[..size].copy_from_slice(e);
+                let raw = u64::from_le_bytes(w);
+                match c.dtype {
+                    DType::F64 => push_f64(out, f64::from_bits(raw)),
+                    DType::F32 => push_f32(out, f32::from_bits(raw as u32)),
+                    DType::F16 => push_f16(out, raw as u16),
+                    DType::I8 => push_i64(out, raw as u8 as i8 as i64),
+                    DType::I16 => push_i64(out, raw as u16 as i16 as i64),
+                    DType::I32 => push_i64(out, raw as u32 as i32 as i64),
+                    DType::I64 => push_i64(out, raw as i64),
+                    DType::U8 | DType::U16 | DType::U32 | DType::U64 => push_u64(out, raw),
+                    DType::Bool => match raw {
+                        0 => out.push_str("false"),
+                        1 => out.push_str("true"),
+                        v => push_u64(out, v),
+                    },
+                }
+            }
+            out.push(']');
+        }
+    }
+    out.push('\n');
+}
+
+/// Unique, printable names for a function's registers and labels.
+/// How a register is printed (after the `%`).
+enum RegName<'f> {
+    Named(&'f str),
+    /// `r{N}`, written without allocating.
+    Generated(u32),
+    Owned(String),
+}
+
+struct Names<'f> {
+    regs: Vec<RegName<'f>>,
+    /// Indexed by pc.
+    labels: Vec<Option<Cow<'f, str>>>,
+}
+
+impl<'f> Names<'f> {
+    fn new(f: &'f Function) -> Names<'f> {
+        // Registers that need a name: every one referenced (not `num_regs`, which a corrupt
+        // module could set to billions).
+        let mut max_ref = 0usize;
+        let mut see = |r: Reg| max_ref = max_ref.max(r.0 as usize + 1);
+        for ins in &f.code {
+            match *ins {
+                Instr::Mov { dst, src } => {
+                    see(dst);
+                    see(src)
+                }
+                Instr::LoadInt { dst, .. }
+                | Instr::LoadFloat { dst, .. }
+                | Instr::LoadConst { dst, .. }
+                | Instr::MakeShape { dst, .. }
+                | Instr::AllocStorage { dst, .. } => see(dst),
+                Instr::AllocTensor { dst, storage, .. } => {
+                    see(dst);
+                    see(storage)
+                }
+                Instr::Kill { reg } => see(reg),
+                Instr::BrIf { cond, .. } => see(cond),
+                Instr::Nop {}
+                | Instr::Call { .. }
+                | Instr::CallBuiltin { .. }
+                | Instr::Ret { .. }
+                | Instr::Br { .. } => {}
+            }
+        }
+        for a in &f.args {
+            if let ArgKind::Reg(r) = a.kind() {
+                see(r);
+            }
+        }
+        let n = max_ref.max(f.debug.reg_names.len()).max(f.params.len());
+        let mut used: HashSet<&str> = HashSet::new();
+        let mut regs: Vec<RegName<'f>> = Vec::with_capacity(n);
+        for i in 0..n {
+            let name = f
+                .debug
+                .reg_names
+                .get(i)
+                .map(String::as_str)
+                .filter(|s| is_sigil_name(s));
+            regs.push(match name {
+                Some(s) if used.insert(s) => RegName::Named(s),
+                _ => RegName::Generated(i as u32),
+            });
+        }
+        // A generated `r{i}` must not collide with a source name (only possible when some
+        // registers have names and others do not).
+        if !used.is_empty() {
+            let mut taken: HashSet<String> = HashSet::new();
+            for (i, r) in regs.iter_mut().enumerate() {
+                if let RegName::Generated(_) = r {
+                    let mut cand = format!("r{i}");
+                    if !used.contains(cand.as_str()) {
+                        continue;
+                    }
+                    let mut k = 0;
+                    while used.contains(cand.as_str()) || taken.contains(&cand) {
+                        k += 1;
+                        cand = format!("r{i}_{k}");
+                    }
+                    taken.insert(cand.clone());
+                    *r = RegName::Owned(cand);
+                }
+            }
+        }
+
+        let len = f.code.len();
+        let mut labels: Vec<Option<Cow<'f, str>>> = vec![None; len];
+        let mut used: HashSet<&str> = HashSet::new();
+        for (pc, name) in &f.debug.labels {
+            let pc = *pc as usize;
+            if pc < len && labels[pc].is_none() && is_ident(name) && used.insert(name) {
+                labels[pc] = Some(Cow::Borrowed(name.as_str()));
+            }
+        }
+        let mut taken: HashSet<String> = HashSet::new();
+        let mut need = |pc: u32, labels: &mut Vec<Option<Cow<'f, str>>>| {
+            let pc = pc as usize;
+            if pc < len && labels[pc].is_none() {
+                let mut cand = format!("L{pc}");
+                let mut k = 0;
+                while used.contains(cand.as_str()) || taken.contains(&cand) {
+                    k += 1;
+                    cand = format!("L{pc}_{k}");
+                }
+                taken.insert(cand.clone());
+                labels[pc] = Some(Cow::Owned(cand));
+            }
+        };
+        for ins in &f.code {
+            match ins {
+                Instr::Br { target } => need(target.0, &mut labels),
+                Instr::BrIf { then_, else_, .. } => {
+                    need(then_.0, &mut labels);
+                    need(else_.0, &mut labels);
+                }
+                _ => {}
+            }
+        }
+        Names { regs, labels }
+    }
+}
+
+fn push_reg_name(out: &mut String, name: Option<&RegName<'_>>, index: u32) {
+    match name {
+        Some(RegName::Named(n)) => out.push_str(n),
+        Some(RegName::Owned(n)) => out.push_str(n),
+        Some(RegName::Generated(i)) => {
+            out.push('r');
+            push_u64(out, *i as u64);
+        }
+        None => {
+            out.push('r');
+            push_u64(out, index as u64);
+        }
+    }
+}
+
+struct FnPrinter<'a> {
+    out: &'a mut String,
+    m: &'a Module,
+    f: &'a Function,
+    names: Names<'a>,
+}
+
+impl FnPrinter<'_> {
+    fn reg(&mut self, r: Reg) {
+        self.out.push('%');
+        push_reg_name(self.out, self.names.regs.get(r.0 as usize), r.0);
+    }
+
+    fn label(&mut self, pc: u32) {
+        match self.names.labels.get(pc as usize) {
+            Some(Some(n)) => self.out.push_str(n),
+            _ => {
+                self.out.push('L');
+                push_u64(self.out, pc as u64);
+            }
+        }
+    }
+
+    fn arg(&mut self, a: Arg) {
+        match a.kind() {
+            ArgKind::Reg(r) => self.reg(r),
+            ArgKind::Imm(v) => push_i64(self.out, v as i64),
+            ArgKind::Lit(i) => match self.m.literals.get(i as usize) {
+                Some(Literal::Int(v)) => push_i64(self.out, *v),
+                Some(Literal::Float(v)) => push_f64(self.out, *v),
+                None => {
+                    let _ = write!(self.out, "<bad literal {i}>");
+                }
+            },
+            ArgKind::Const(c) => match self.m.consts.get(c.0 as usize) {
+                Some(k) => {
+                    self.out.push('@');
+                    self.out.push_str(&k.name);
+                }
+                None => {
+                    let _ = write!(self.out, "<bad constant {}>", c.0);
+                }
+            },
+        }
+    }
+
+    /// `args[start..start+len]` separated by `, `.
+    fn args(&mut self, start: u32, len: usize) {
+        match self.f.arg_slice(start, len) {
+            Some(list) => {
+                for (i, a) in list.iter().enumerate() {
+                    if i > 0 {
+                        self.out.push_str(", ");
+                    }
+                    self.arg(*a);
+                }
+            }
+            None => {
+                let _ = write!(self.out, "<bad list {start}+{len}>");
+            }
+        }
+    }
+
+    fn dst(&mut self, r: Reg) {
+        self.reg(r);
+        self.out.push_str(" = ");
+    }
+
+    fn scope(&mut self, s: Scope) {
+        if s != Scope::Global {
+            self.out.push_str(", scope ");
+            push_string(self.out, s.name());
+        }
+    }
+
+    fn instr(&mut self, ins: &Instr) {
+        match *ins {
+            Instr::Nop {} => self.out.push_str("nop"),
+            Instr::Mov { dst, src } => {
+                self.dst(dst);
+                self.out.push_str("mov ");
+                self.reg(src);
+            }
+            Instr::LoadInt { dst, value } => {
+                self.dst(dst);
+                self.out.push_str("int ");
+                push_i64(self.out, value);
+            }
+            Instr::LoadFloat { dst, value } => {
+                self.dst(dst);
+                self.out.push_str("float ");
+                push_f64(self.out, value);
+            }
+            Instr::LoadConst { dst, konst } => {
+                self.dst(dst);
+                self.out.push_str("const ");
+                self.arg(Arg::konst(konst));
+            }
+            Instr::MakeShape { dst, dims, ndim } => {
+                self.dst(dst);
+                self.out.push_str("shape [");
+                self.args(dims, ndim as usize);
+                self.out.push(']');
+            }
+            Instr::AllocStorage {
+                dst,
+                size,
+                align,
+                device,
+                scope,
+            } => {
+                self.dst(dst);
+                self.out.push_str("alloc_storage ");
+                self.arg(size);
+                if align.kind() != ArgKind::Imm(0) {
+                    self.out.push_str(", align ");
+                    self.arg(align);
+                }
+                if device != 0 {
+                    self.out.push_str(", device ");
+                    push_u64(self.out, device as u64);
+                }
+                self.scope(scope);
+            }
+            Instr::AllocTensor {
+                dst,
+                storage,
+                args,
+                dtype,
+                scope,
+                ndim,
+            } => {
+                self.dst(dst);
+                self.out.push_str("alloc_tensor ");
+                self.reg(storage);
+                self.out.push_str(", ");
+                match self.f.arg_slice(args, ndim as usize + 1) {
+                    Some(list) => {
+                        self.arg(list[0]);
+                        self.out.push_str(", ");
+                        self.out.push_str(dtype.name());
+                        self.out.push('[');
+                        for (i, a) in list[1..].iter().enumerate() {
+                            if i > 0 {
+                                self.out.push_str(", ");
+                            }
+                            self.arg(*a);
+                        }
+                        self.out.push(']');
+                    }
+                    None => {
+                        let _ = write!(self.out, "<bad list {args}+{}>", ndim as usize + 1);
+                    }
+                }
+                self.scope(scope);
+            }
+            Instr::Kill { reg } => {
+                self.out.push_str("kill ");
+                self.reg(reg);
+            }
+            Instr::Call {
+                func,
+                list,
+                ndst,
+                nargs,
+            } => {
+                self.call_dsts(list, ndst);
+                self.out.push_str("call @");
+                match self.m.funcs.get(func.0 as usize) {
+                    Some(g) => self.out.push_str(&g.name),
+                    None => {
+                        let _ = write!(self.out, "<bad function {}>", func.0);
+                    }
+                }
+                self.call_args(list, ndst, nargs);
+            }
+            Instr::CallBuiltin {
+                builtin,
+                list,
+                ndst,
+                nargs,
+            } => {
+                self.call_dsts(list, ndst);
+                self.out.push_str("call @vm.");
+                match BUILTINS.get(builtin.0 as usize) {
+                    Some(b) => self.out.push_str(b.name),
+                    None => {
+                        let _ = write!(self.out, "<bad builtin {}>", builtin.0);
+                    }
+                }
+                self.call_args(list, ndst, nargs);
+            }
+            Instr::Ret { list, nvals } => {
+                self.out.push_str("ret");
+                if nvals > 0 {
+                    self.out.push(' ');
+                    self.args(list, nvals as usize);
+                }
+            }
+            Instr::Br { target } => {
+                self.out.push_str("br ");
+                self.label(target.0);
+            }
+            Instr::BrIf { cond, then_, else_ } => {
+                self.out.push_str("br_if ");
+                self.reg(cond);
+                self.out.push_str(", ");
+                self.label(then_.0);
+                self.out.push_str(", ");
+                self.label(else_.0);
+            }
+        }
+    }
+
+    fn call_dsts(&mut self, list: u32, ndst: u8) {
+        if ndst > 0 {
+            self.args(list, ndst as usize);
+            self.out.push_str(" = ");
+        }
+    }
+
+    fn call_args(&mut self, list: u32, ndst: u8, nargs: u16) {
+        self.out.push('(');
+        self.args(list.wrapping_add(ndst as u32), nargs as usize);
+        self.out.push(')');
+    }
+}
+
+fn print_func(out: &mut String, m: &Module, f: &Function) {
+    let names = Names::new(f);
+    out.push_str("func @");
+    out.push_str(&f.name);
+    out.push('(');
+    for (i, t) in f.params.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push('%');
+        push_reg_name(out, names.regs.get(i), i as u32);
+        out.push_str(": ");
+        push_type(out, t);
+    }
+    out.push(')');
+    match f.results.as_slice() {
+        [] => {}
+        [t] => {
+            out.push_str(" -> ");
+            push_type(out, t);
+        }
+        ts => {
+            out.push_str(" -> (");
+            for (i, t) in ts.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                push_type(out, t);
+            }
+            out.push(')');
+        }
+    }
+    out.push_str(" {\n");
+    let mut p = FnPrinter { out, m, f, names };
+    for (pc, ins) in f.code.iter().enumerate() {
+        if let Some(Some(l)) = p.names.labels.get(pc) {
+            p.out.push_str(l);
+            p.out.push_str(":\n");
+        }
+        p.out.push_str("  ");
+        p.instr(ins);
+        p.out.push('\n');
+    }
+    p.out.push_str("}\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers() {
+        let mut s = String::new();
+        for v in [0i64, 7, -7, i64::MIN, i64::MAX, 1234567890] {
+            s.clear();
+            push_i64(&mut s, v);
+            assert_eq!(s, v.to_string());
+        }
+        s.clear();
+        push_u64(&mut s, u64::MAX);
+        assert_eq!(s, u64::MAX.to_string());
+    }
+
+    #[test]
+    fn floats_lex_as_floats() {
+        let mut s = String::new();
+        for v in [
+            1.0,
+            -0.0,
+            1e-7,
+            1e300,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.1,
+            123456789012345680.0,
+        ] {
+            s.clear();
+            push_f64(&mut s, v);
+            let toks = crate::lexer::lex(&s).expect("lexes");
+            assert_eq!(toks.len(), 1, "{s}");
+            assert_eq!(toks[0].kind, crate::lexer::TokKind::Float, "{s}");
+            assert_eq!(
+                crate::parser::float_value(&s),
+                crate::ast::FloatVal::Num(v),
+                "{s}"
+            );
+        }
+        s.clear();
+        push_f64(&mut s, f64::NAN);
+        assert_eq!(s, "nan");
+        s.clear();
+        push_f64(&mut s, -f64::from_bits(0x7ff0_0000_0000_0001));
+        assert_eq!(s, "-nan(0x1)");
+    }
+
+    #[test]
+    fn idents() {
+        assert!(is_ident("loop_1.x"));
+        assert!(!is_ident("1abc"));
+        assert!(!is_ident("inf"));
+        assert!(!is_ident(""));
+        assert!(is_sigil_name("0"));
+        assert!(!is_sigil_name("a b"));
+    }
+}

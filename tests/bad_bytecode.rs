@@ -1,0 +1,265 @@
+//! Malformed and invalid `.rxb` files are refused with the exact error in the snapshot:
+//! corrupt containers (by the reader) and well-formed but unsafe code (by the verifier).
+
+use rxvm::vm::builder::{ModuleBuilder, Operand};
+use rxvm::vm::bytecode::{Arg, ConstId, FuncId, Instr, Label, Reg};
+use rxvm::vm::module::{ConstData, Literal, Module};
+use rxvm::vm::types::{DType, Scope, Type};
+use rxvm::vm::{load_module, write_module};
+
+/// A valid module: a storage, a view, a fill, a loop and a call.
+fn base() -> Module {
+    let mut mb = ModuleBuilder::new("base");
+    mb.constant("w", DType::F32, &[2], ConstData::Bytes(vec![0; 8]));
+    let helper = mb.declare("helper", vec![Type::Int], vec![Type::Int]);
+    let mut h = mb.function("helper", vec![Type::Int], vec![Type::Int]);
+    let r = h
+        .call_builtin("iadd", &[h.param(0).into(), Operand::Int(1)])
+        .unwrap();
+    h.ret(&[r[0].into()]);
+    mb.add_function(h);
+    let mut f = mb.function("main", vec![Type::Int], vec![Type::AnyTensor]);
+    let s = f.alloc_storage(Operand::Int(64), Some(Operand::Int(64)), 0, Scope::Global);
+    let t = f.alloc_tensor(
+        s,
+        Operand::Int(0),
+        DType::F32,
+        &[Operand::Int(4)],
+        Scope::Global,
+    );
+    f.call_builtin("fill", &[t.into(), Operand::Float(0.5)])
+        .unwrap();
+    let n = f.call(helper, 1, &[f.param(0).into()]);
+    let l = f.label();
+    let done = f.label();
+    f.place(l);
+    f.br_if(n[0], done, done);
+    f.place(done);
+    f.kill(s);
+    f.ret(&[t.into()]);
+    mb.add_function(f);
+    mb.build().expect("the base module is valid")
+}
+
+fn refuse(bytes: &[u8]) -> String {
+    match load_module(bytes) {
+        Ok(_) => panic!("the corrupt module loaded"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn refuse_module(m: &Module) -> String {
+    refuse(&write_module(m))
+}
+
+fn main_fn(m: &mut Module) -> &mut rxvm::vm::module::Function {
+    &mut m.funcs[1]
+}
+
+#[test]
+fn base_module_loads() {
+    let m = base();
+    assert_eq!(load_module(&write_module(&m)).unwrap(), m);
+}
+
+#[test]
+fn corrupt_containers() {
+    let good = write_module(&base());
+    let mut cases: Vec<(&str, Vec<u8>)> = vec![
+        ("empty file", vec![]),
+        ("short header", good[..3].to_vec()),
+        ("bad magic", [b"RXB\0".as_slice(), &good[4..]].concat()),
+        ("unknown version", {
+            let mut b = good.clone();
+            b[4] = 9;
+            b
+        }),
+        ("reserved header bits", {
+            let mut b = good.clone();
+            b[6] = 1;
+            b
+        }),
+        ("truncated in the middle", good[..good.len() / 2].to_vec()),
+        ("truncated by one byte", good[..good.len() - 1].to_vec()),
+        (
+            "trailing garbage section id",
+            [good.as_slice(), &[0x42]].concat(),
+        ),
+    ];
+    // The first section (strings) starts at byte 8: id, length, count.
+    // The second section (meta) follows the strings section; renumber it as strings.
+    let strings_len = u32::from_le_bytes(good[9..13].try_into().unwrap()) as usize;
+    let mut b = good.clone();
+    b[13 + strings_len] = 1;
+    cases.push(("a section twice", b));
+    let mut b = good.clone();
+    b[8] = 5;
+    cases.push(("a section of the wrong kind", b));
+    let mut b = good.clone();
+    b[9..13].copy_from_slice(&u32::MAX.to_le_bytes());
+    cases.push(("section length past the end", b));
+    let mut b = good.clone();
+    b[13..17].copy_from_slice(&0x4000_0000u32.to_le_bytes());
+    cases.push(("string count larger than the file", b));
+    let mut out = String::new();
+    for (name, bytes) in cases {
+        out.push_str(&format!("{name}:\n  {}\n", refuse(&bytes)));
+    }
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn corrupt_instructions() {
+    let m = base();
+    let good = write_module(&m);
+    // Find main's first instruction word in the code section: it is the only alloc_storage.
+    let word = Instr::AllocStorage {
+        dst: Reg(1),
+        size: Arg::imm(64).unwrap(),
+        align: Arg::imm(64).unwrap(),
+        device: 0,
+        scope: Scope::Global,
+    }
+    .encode()
+    .to_bytes();
+    let at = good
+        .windows(16)
+        .position(|w| w == word)
+        .expect("the word is in the file");
+    let mut out = String::new();
+    for (name, offset, value) in [
+        ("unknown opcode", 0usize, 0xeeu8),
+        ("bad scope code", 2, 9),
+        ("non-zero unused slot", 3, 1),
+    ] {
+        let mut b = good.clone();
+        b[at + offset] = value;
+        out.push_str(&format!("{name}:\n  {}\n", refuse(&b)));
+    }
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn unsafe_code_is_refused_by_the_verifier() {
+    type Mutation = (&'static str, fn(&mut Module));
+    let cases: &[Mutation] = &[
+        ("register out of range", |m| {
+            main_fn(m).code[0] = Instr::Kill { reg: Reg(99) }
+        }),
+        ("branch target out of range", |m| {
+            let f = main_fn(m);
+            let i = f
+                .code
+                .iter()
+                .position(|i| matches!(i, Instr::BrIf { .. }))
+                .unwrap();
+            f.code[i] = Instr::Br {
+                target: Label(1000),
+            };
+        }),
+        ("literal index out of range", |m| m.literals.clear()),
+        ("constant index out of range", |m| {
+            main_fn(m).code.insert(
+                0,
+                Instr::LoadConst {
+                    dst: Reg(0),
+                    konst: ConstId(5),
+                },
+            )
+        }),
+        ("function index out of range", |m| {
+            let f = main_fn(m);
+            let i = f
+                .code
+                .iter()
+                .position(|i| matches!(i, Instr::Call { .. }))
+                .unwrap();
+            if let Instr::Call {
+                list, ndst, nargs, ..
+            } = f.code[i]
+            {
+                f.code[i] = Instr::Call {
+                    func: FuncId(7),
+                    list,
+                    ndst,
+                    nargs,
+                };
+            }
+        }),
+        ("falls off the end", |m| {
+            main_fn(m).code.pop();
+        }),
+        ("no instructions", |m| main_fn(m).code.clear()),
+        ("argument list out of range", |m| {
+            main_fn(m).args.truncate(2)
+        }),
+        ("wrong operand kind", |m| {
+            let f = main_fn(m);
+            // alloc_tensor over the int parameter instead of the storage.
+            if let Instr::AllocTensor {
+                dst,
+                args,
+                dtype,
+                scope,
+                ndim,
+                ..
+            } = f.code[1]
+            {
+                f.code[1] = Instr::AllocTensor {
+                    dst,
+                    storage: Reg(0),
+                    args,
+                    dtype,
+                    scope,
+                    ndim,
+                };
+            }
+        }),
+        ("use before definition", |m| main_fn(m).code.swap(0, 1)),
+        ("use after kill", |m| {
+            let f = main_fn(m);
+            f.code.insert(1, Instr::Kill { reg: Reg(1) });
+        }),
+        ("call arity", |m| {
+            let f = main_fn(m);
+            let i = f
+                .code
+                .iter()
+                .position(|i| matches!(i, Instr::Call { .. }))
+                .unwrap();
+            if let Instr::Call {
+                func, list, ndst, ..
+            } = f.code[i]
+            {
+                f.code[i] = Instr::Call {
+                    func,
+                    list,
+                    ndst,
+                    nargs: 0,
+                };
+            }
+        }),
+        ("constant data size", |m| {
+            m.consts[0].data = ConstData::Bytes(vec![0; 7])
+        }),
+        ("int where a float is needed", |m| {
+            m.literals[0] = Literal::Int(3)
+        }),
+        ("duplicate function names", |m| {
+            m.funcs[0].name = "main".into()
+        }),
+        ("view past a constant storage", |m| {
+            main_fn(m).args[0] = Arg::imm(1024).unwrap();
+        }),
+    ];
+    let mut out = String::new();
+    for (name, mutate) in cases {
+        let mut m = base();
+        mutate(&mut m);
+        out.push_str(&format!(
+            "{name}:\n  {}\n",
+            refuse_module(&m).replace('\n', "\n  ")
+        ));
+    }
+    insta::assert_snapshot!(out);
+}
