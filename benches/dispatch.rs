@@ -28,13 +28,7 @@ fn triples(n: u64) -> rxvm_vm::Module {
     let mut f = mb.function("main", vec![], vec![]);
     for _ in 0..n {
         let s = f.alloc_storage(Operand::Int(4096), None, 0, Scope::Global);
-        let t = f.alloc_tensor(
-            s,
-            Operand::Int(0),
-            DType::F32,
-            &[Operand::Int(1024)],
-            Scope::Global,
-        );
+        let t = f.alloc_tensor(s, Operand::Int(0), DType::F32, &[Operand::Int(1024)], Scope::Global);
         f.kill(t);
         f.kill(s);
     }
@@ -55,19 +49,13 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("dispatch");
     g.throughput(Throughput::Elements(N));
     let mut vm = Vm::host(Arc::new(nops(N))).expect("vm");
-    g.bench_function("builtin_nop_call", |b| {
-        b.iter(|| vm.invoke("main", &[]).expect("runs"))
-    });
+    g.bench_function("builtin_nop_call", |b| b.iter(|| vm.invoke("main", &[]).expect("runs")));
     let mut vm = Vm::host(Arc::new(triples(N))).expect("vm");
     vm.invoke("main", &[]).expect("warm the pool");
-    g.bench_function("alloc_storage_tensor_kill_triple", |b| {
-        b.iter(|| vm.invoke("main", &[]).expect("runs"))
-    });
+    g.bench_function("alloc_storage_tensor_kill_triple", |b| b.iter(|| vm.invoke("main", &[]).expect("runs")));
     g.finish();
     let mut vm = Vm::host(Arc::new(empty())).expect("vm");
-    c.bench_function("empty_invocation", |b| {
-        b.iter(|| vm.invoke("main", &[]).expect("runs"))
-    });
+    c.bench_function("empty_invocation", |b| b.iter(|| vm.invoke("main", &[]).expect("runs")));
 }
 
 criterion_group!(benches, bench);

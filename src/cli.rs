@@ -7,17 +7,14 @@ use clap::{Args, Parser, Subcommand};
 use rxvm_vm::host_tensor::{HostTensor, HostValue};
 use rxvm_vm::module::Module;
 use rxvm_vm::types::{Dim, Type};
+use rxvm_vm::memory::DeviceSpec;
 use rxvm_vm::{load_module, DeviceCaps, ModuleError, Vm, VmError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "rxvm",
-    version,
-    about = "A Relax-style bytecode VM for neural-network programs"
-)]
+#[command(name = "rxvm", version, about = "A Relax-style bytecode VM for neural-network programs")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -46,6 +43,9 @@ pub enum Command {
     Check { file: PathBuf },
     /// Run a function of a `.rxa` or `.rxb` program.
     Run(RunArgs),
+    /// List the host device and every OpenCL platform and device with the capabilities
+    /// the VM and planner use.
+    Devices,
 }
 
 #[derive(Args, Debug)]
@@ -67,6 +67,10 @@ pub struct RunArgs {
     /// Do not print the results.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Where to run: `host` (default), `opencl` (the first OpenCL device) or
+    /// `opencl:NAME` (the first whose platform or device name contains NAME).
+    #[arg(long, default_value = "host", value_name = "host|opencl|opencl:NAME")]
+    pub device: String,
     /// Host device capabilities, e.g. `pitch=32,image-base=256,mem=1G`
     /// (keys: base-align, mem-base-align, pitch, image-base, max-width, max-height, max-alloc, mem).
     #[arg(long, value_name = "KEY=VALUE,...")]
@@ -112,24 +116,17 @@ pub fn load_program(path: &Path) -> Result<Program, Failure> {
             Ok(module) => {
                 // Debug info names the source file; show its lines in run-time errors if it
                 // is still there.
-                let source = module
-                    .source_file
-                    .as_ref()
-                    .and_then(|f| std::fs::read_to_string(f).ok().map(|t| (f.clone(), t)));
+                let source =
+                    module.source_file.as_ref().and_then(|f| std::fs::read_to_string(f).ok().map(|t| (f.clone(), t)));
                 Ok(Program { module, source })
             }
             Err(ModuleError::Load(e)) => Err(Failure::Message(format!("{name}: {e}"))),
-            Err(ModuleError::Verify(e)) => {
-                Err(Failure::Message(format!("{name}: invalid module: {e}")))
-            }
+            Err(ModuleError::Verify(e)) => Err(Failure::Message(format!("{name}: invalid module: {e}"))),
         };
     }
     let text = String::from_utf8(bytes).map_err(|e| format!("{name} is not UTF-8 text: {e}"))?;
     match rxvm_asm::assemble_file(path) {
-        Ok(module) => Ok(Program {
-            module,
-            source: Some((name, text)),
-        }),
+        Ok(module) => Ok(Program { module, source: Some((name, text)) }),
         Err(d) => Err(Failure::Rendered(d.render())),
     }
 }
@@ -145,25 +142,12 @@ pub fn render_vm_error(e: &VmError, source: Option<&(String, String)>) -> String
             notes.push(format!("in @{}, instruction {}", top.func, top.pc));
             let callers = &e.stack[1..];
             for fr in callers.iter().take(MAX_SHOWN_FRAMES) {
-                notes.push(format!(
-                    "called from @{} at {name}:{}:{}",
-                    fr.func, fr.loc.line, fr.loc.col
-                ));
+                notes.push(format!("called from @{} at {name}:{}:{}", fr.func, fr.loc.line, fr.loc.col));
             }
             if callers.len() > MAX_SHOWN_FRAMES {
-                notes.push(format!(
-                    "... and {} more callers",
-                    callers.len() - MAX_SHOWN_FRAMES
-                ));
+                notes.push(format!("... and {} more callers", callers.len() - MAX_SHOWN_FRAMES));
             }
-            return rxvm_asm::render_runtime_error(
-                text,
-                name,
-                top.loc.line,
-                top.loc.col,
-                &e.message,
-                &notes,
-            );
+            return rxvm_asm::render_runtime_error(text, name, top.loc.line, top.loc.col, &e.message, &notes);
         }
     }
     format!("{e}\n")
@@ -172,14 +156,11 @@ pub fn render_vm_error(e: &VmError, source: Option<&(String, String)>) -> String
 /// Runs the command line; returns the process exit code.
 pub fn main_with(cli: Cli) -> i32 {
     let r = match cli.command {
-        Command::Asm {
-            file,
-            output,
-            strip,
-        } => cmd_asm(&file, output, strip),
+        Command::Asm { file, output, strip } => cmd_asm(&file, output, strip),
         Command::Disasm { file, output } => cmd_disasm(&file, output),
         Command::Check { file } => cmd_check(&file),
         Command::Run(args) => cmd_run(args),
+        Command::Devices => cmd_devices(),
     };
     match r {
         Ok(()) => 0,
@@ -218,9 +199,7 @@ fn cmd_disasm(file: &Path, output: Option<PathBuf>) -> Result<(), Failure> {
     let text = rxvm_asm::disassemble(&p.module);
     match output {
         Some(o) => write_out(&o, text.as_bytes()),
-        None => std::io::stdout()
-            .write_all(text.as_bytes())
-            .map_err(|e| Failure::Message(e.to_string())),
+        None => std::io::stdout().write_all(text.as_bytes()).map_err(|e| Failure::Message(e.to_string())),
     }
 }
 
@@ -268,36 +247,96 @@ fn make_input(name: &str, ty: &Type, spec: &InputSpec) -> Result<HostValue, Stri
         (InputSpec::Int(v), Type::Float) => HostValue::Float(*v as f64),
         (InputSpec::Float(v), Type::Float) => HostValue::Float(*v),
         (InputSpec::Shape(s), Type::Shape) => HostValue::Shape(s.clone()),
-        (spec, ty) => {
-            return Err(format!(
-                "input %{name}: {} does not fit its type {ty}",
-                spec.describe()
-            ))
-        }
+        (spec, ty) => return Err(format!("input %{name}: {} does not fit its type {ty}", spec.describe())),
     };
     Ok(v)
+}
+
+/// Parses `--device` (and applies `--host-caps` to the host device).
+pub fn device_spec(device: &str, host_caps: Option<&str>) -> Result<DeviceSpec, String> {
+    if device == "host" {
+        let mut caps = DeviceCaps::host();
+        if let Some(spec) = host_caps {
+            caps = caps.with_overrides(spec).map_err(|e| format!("--host-caps: {e}"))?;
+        }
+        return Ok(DeviceSpec::Host(caps));
+    }
+    let needle = match device.strip_prefix("opencl") {
+        Some("") => "",
+        Some(rest) => rest.strip_prefix(':').ok_or_else(|| bad_device(device))?,
+        None => return Err(bad_device(device)),
+    };
+    if host_caps.is_some() {
+        return Err("--host-caps applies to --device host only; OpenCL devices report their own".into());
+    }
+    let info = rxvm_vm::opencl::find_device(needle).map_err(|e| format!("--device {device}: {e}"))?;
+    Ok(DeviceSpec::OpenCl(info))
+}
+
+fn bad_device(device: &str) -> String {
+    format!("--device {device}: expected `host`, `opencl` or `opencl:NAME`")
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+/// One device's capabilities as `rxvm devices` prints them.
+pub fn describe_caps(c: &DeviceCaps) -> String {
+    let mut s = String::new();
+    let rows: [(&str, String); 10] = [
+        ("image support", yes_no(c.image_support).into()),
+        ("image2d from buffer", yes_no(c.image_from_buffer).into()),
+        ("image pitch alignment", format!("{} px", c.image_pitch_align_px)),
+        ("image base-address alignment", format!("{} B", c.image_base_align)),
+        ("mem base-address alignment", format!("{} B", c.mem_base_addr_align)),
+        ("default storage alignment", format!("{} B", c.base_align)),
+        ("max allocation", format!("{} B", c.max_alloc)),
+        ("max image2d", format!("{} x {}", c.max_image2d_width, c.max_image2d_height)),
+        ("global memory", format!("{} B", c.global_mem)),
+        ("texture views", if c.image_from_buffer { "share the buffer" } else if c.image_support { "separate images (compat)" } else { "unsupported" }.into()),
+    ];
+    for (k, v) in rows {
+        s.push_str(&format!("    {k:<30} {v}\n"));
+    }
+    s
+}
+
+fn cmd_devices() -> Result<(), Failure> {
+    let mut out = String::from("host\n  device `host` (embedded; --device host)\n");
+    out.push_str(&describe_caps(&DeviceCaps::host()));
+    match rxvm_vm::opencl::list_devices() {
+        Err(e) => out.push_str(&format!("opencl: no usable OpenCL runtime ({e})\n")),
+        Ok(list) if list.is_empty() => out.push_str("opencl: no platforms\n"),
+        Ok(list) => {
+            let mut last = String::new();
+            for d in list {
+                if d.platform != last {
+                    out.push_str(&format!("opencl platform `{}`\n", d.platform));
+                    last = d.platform.clone();
+                }
+                out.push_str(&format!("  device `{}` ({})\n", d.caps.name, d.version.trim()));
+                out.push_str(&describe_caps(&d.caps));
+            }
+        }
+    }
+    print!("{out}");
+    Ok(())
 }
 
 fn cmd_run(a: RunArgs) -> Result<(), Failure> {
     let p = load_program(&a.file)?;
     let module = Arc::new(p.module);
     let fid = module.func_by_name(&a.func).ok_or_else(|| {
-        let names: Vec<String> = module
-            .funcs
-            .iter()
-            .map(|f| format!("@{}", f.name))
-            .collect();
-        format!(
-            "no function @{} in {}; it has: {}",
-            a.func.trim_start_matches('@'),
-            a.file.display(),
-            names.join(", ")
-        )
+        let names: Vec<String> = module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
+        format!("no function @{} in {}; it has: {}", a.func.trim_start_matches('@'), a.file.display(), names.join(", "))
     })?;
     let f = &module.funcs[fid.0 as usize];
-    let param_names: Vec<String> = (0..f.params.len())
-        .map(|i| f.reg_name(rxvm_vm::bytecode::Reg(i as u32)))
-        .collect();
+    let param_names: Vec<String> = (0..f.params.len()).map(|i| f.reg_name(rxvm_vm::bytecode::Reg(i as u32))).collect();
 
     let mut specs: Vec<Option<InputSpec>> = vec![None; f.params.len()];
     for raw in &a.inputs {
@@ -306,11 +345,7 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
             format!(
                 "--input {raw}: @{} has no parameter %{name}; its parameters are: {}",
                 f.name,
-                param_names
-                    .iter()
-                    .map(|n| format!("%{n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                param_names.iter().map(|n| format!("%{n}")).collect::<Vec<_>>().join(", ")
             )
         })?;
         specs[idx] = Some(spec);
@@ -334,19 +369,12 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
         inputs.push(make_input(&param_names[i], &f.params[i], s)?);
     }
 
-    let mut caps = DeviceCaps::host();
-    if let Some(spec) = &a.host_caps {
-        caps = caps
-            .with_overrides(spec)
-            .map_err(|e| format!("--host-caps: {e}"))?;
-    }
-    let mut vm = Vm::new(module.clone(), vec![caps]).map_err(|e| e.to_string())?;
+    let spec = device_spec(&a.device, a.host_caps.as_deref())?;
+    let mut vm = Vm::with_devices(module.clone(), vec![spec]).map_err(|e| e.to_string())?;
     vm.limits.max_instructions = a.max_instructions;
     vm.limits.max_call_depth = a.max_call_depth;
     let func_name = f.name.clone();
-    let results = vm
-        .invoke(&func_name, &inputs)
-        .map_err(|e| Failure::Rendered(render_vm_error(&e, p.source.as_ref())));
+    let results = vm.invoke(&func_name, &inputs).map_err(|e| Failure::Rendered(render_vm_error(&e, p.source.as_ref())));
     // Print the stats even when the run failed: peak bytes and counters cover the failed
     // run (live counts are taken after its registers were released).
     let stdout = std::io::stdout();

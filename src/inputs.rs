@@ -28,9 +28,8 @@ impl InputSpec {
 
 /// Splits `NAME=SPEC` (a leading `%` on NAME is allowed).
 pub fn parse_input_spec(raw: &str) -> Result<(String, InputSpec), String> {
-    let (name, spec) = raw
-        .split_once('=')
-        .ok_or_else(|| format!("--input {raw}: expected NAME=PATH.npy|zeros|random:SEED|VALUE"))?;
+    let (name, spec) =
+        raw.split_once('=').ok_or_else(|| format!("--input {raw}: expected NAME=PATH.npy|zeros|random:SEED|VALUE"))?;
     let name = name.trim().trim_start_matches('%').to_string();
     if name.is_empty() {
         return Err(format!("--input {raw}: the parameter name is empty"));
@@ -40,22 +39,14 @@ pub fn parse_input_spec(raw: &str) -> Result<(String, InputSpec), String> {
         InputSpec::Zeros
     } else if let Some(seed) = spec.strip_prefix("random:") {
         InputSpec::Random(
-            seed.parse().map_err(|_| {
-                format!("--input {raw}: `{seed}` is not a seed (an unsigned integer)")
-            })?,
+            seed.parse().map_err(|_| format!("--input {raw}: `{seed}` is not a seed (an unsigned integer)"))?,
         )
     } else if spec == "random" {
         InputSpec::Random(0)
     } else if let Some(inner) = spec.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
-        let dims: Result<Vec<i64>, _> = inner
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::parse::<i64>)
-            .collect();
-        InputSpec::Shape(
-            dims.map_err(|_| format!("--input {raw}: expected a shape like [1, 3, 224, 224]"))?,
-        )
+        let dims: Result<Vec<i64>, _> =
+            inner.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::parse::<i64>).collect();
+        InputSpec::Shape(dims.map_err(|_| format!("--input {raw}: expected a shape like [1, 3, 224, 224]"))?)
     } else if let Ok(v) = spec.parse::<i64>() {
         InputSpec::Int(v)
     } else if let Ok(v) = spec.parse::<f64>() {
@@ -76,32 +67,14 @@ mod tests {
 
     #[test]
     fn specs_parse() {
-        assert_eq!(
-            parse_input_spec("x=zeros").unwrap(),
-            ("x".into(), InputSpec::Zeros)
-        );
-        assert_eq!(
-            parse_input_spec("%x=random:7").unwrap().1,
-            InputSpec::Random(7)
-        );
+        assert_eq!(parse_input_spec("x=zeros").unwrap(), ("x".into(), InputSpec::Zeros));
+        assert_eq!(parse_input_spec("%x=random:7").unwrap().1, InputSpec::Random(7));
         assert_eq!(parse_input_spec("n=12").unwrap().1, InputSpec::Int(12));
         assert_eq!(parse_input_spec("f=0.5").unwrap().1, InputSpec::Float(0.5));
-        assert_eq!(
-            parse_input_spec("s=[1, 2]").unwrap().1,
-            InputSpec::Shape(vec![1, 2])
-        );
-        assert_eq!(
-            parse_input_spec("x=a/b.npy").unwrap().1,
-            InputSpec::Npy("a/b.npy".into())
-        );
-        assert!(parse_input_spec("x")
-            .unwrap_err()
-            .contains("expected NAME="));
-        assert!(parse_input_spec("x=random:abc")
-            .unwrap_err()
-            .contains("not a seed"));
-        assert!(parse_input_spec("x=what")
-            .unwrap_err()
-            .contains("found `what`"));
+        assert_eq!(parse_input_spec("s=[1, 2]").unwrap().1, InputSpec::Shape(vec![1, 2]));
+        assert_eq!(parse_input_spec("x=a/b.npy").unwrap().1, InputSpec::Npy("a/b.npy".into()));
+        assert!(parse_input_spec("x").unwrap_err().contains("expected NAME="));
+        assert!(parse_input_spec("x=random:abc").unwrap_err().contains("not a seed"));
+        assert!(parse_input_spec("x=what").unwrap_err().contains("found `what`"));
     }
 }

@@ -84,27 +84,17 @@ fn dtype_of(descr: &str) -> Option<DType> {
 pub fn read_npy(path: &Path) -> Result<HostTensor, String> {
     let show = path.display();
     let file = std::fs::File::open(path).map_err(|e| format!("cannot open {show}: {e}"))?;
-    let npy = npyz::NpyFile::new(BufReader::new(file))
-        .map_err(|e| format!("{show} is not a valid .npy file: {e}"))?;
+    let npy = npyz::NpyFile::new(BufReader::new(file)).map_err(|e| format!("{show} is not a valid .npy file: {e}"))?;
     let descr = match npy.dtype() {
         npyz::DType::Plain(ts) => ts.to_string(),
-        other => {
-            return Err(format!(
-                "{show}: structured dtype {other:?} is not supported"
-            ))
-        }
+        other => return Err(format!("{show}: structured dtype {other:?} is not supported")),
     };
     if descr.starts_with('>') && !descr.ends_with('1') {
-        return Err(format!(
-            "{show}: big-endian data ({descr}) is not supported"
-        ));
+        return Err(format!("{show}: big-endian data ({descr}) is not supported"));
     }
-    let dtype =
-        dtype_of(&descr).ok_or_else(|| format!("{show}: dtype {descr} is not supported"))?;
+    let dtype = dtype_of(&descr).ok_or_else(|| format!("{show}: dtype {descr} is not supported"))?;
     if npy.order() == npyz::Order::Fortran && npy.shape().len() > 1 {
-        return Err(format!(
-            "{show}: Fortran-order arrays are not supported; save with C order"
-        ));
+        return Err(format!("{show}: Fortran-order arrays are not supported; save with C order"));
     }
     let shape: Vec<i64> = npy.shape().iter().map(|&d| d as i64).collect();
     let mut data = Vec::new();
@@ -187,9 +177,7 @@ mod tests {
             assert_eq!(read_npy(&p).unwrap(), t, "{d}");
         }
         std::fs::write(dir.join("bad.npy"), b"not numpy").unwrap();
-        assert!(read_npy(&dir.join("bad.npy"))
-            .unwrap_err()
-            .contains("not a valid .npy"));
+        assert!(read_npy(&dir.join("bad.npy")).unwrap_err().contains("not a valid .npy"));
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -13,14 +13,13 @@ pub enum StatsFormat {
 pub fn stats_fields(vm: &Vm) -> Vec<(&'static str, u64)> {
     let mut v = vm.stats().fields().to_vec();
     v.push(("pool_free_bytes", vm.pool_free_bytes()));
+    v.extend(vm.cl_stats());
     v
 }
 
 pub fn stats_json(vm: &Vm) -> String {
-    let map: serde_json::Map<String, serde_json::Value> = stats_fields(vm)
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.into()))
-        .collect();
+    let map: serde_json::Map<String, serde_json::Value> =
+        stats_fields(vm).into_iter().map(|(k, v)| (k.to_string(), v.into())).collect();
     serde_json::Value::Object(map).to_string()
 }
 

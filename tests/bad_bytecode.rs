@@ -13,22 +13,13 @@ fn base() -> Module {
     mb.constant("w", DType::F32, &[2], ConstData::Bytes(vec![0; 8]));
     let helper = mb.declare("helper", vec![Type::Int], vec![Type::Int]);
     let mut h = mb.function("helper", vec![Type::Int], vec![Type::Int]);
-    let r = h
-        .call_builtin("iadd", &[h.param(0).into(), Operand::Int(1)])
-        .unwrap();
+    let r = h.call_builtin("iadd", &[h.param(0).into(), Operand::Int(1)]).unwrap();
     h.ret(&[r[0].into()]);
     mb.add_function(h);
     let mut f = mb.function("main", vec![Type::Int], vec![Type::AnyTensor]);
     let s = f.alloc_storage(Operand::Int(64), Some(Operand::Int(64)), 0, Scope::Global);
-    let t = f.alloc_tensor(
-        s,
-        Operand::Int(0),
-        DType::F32,
-        &[Operand::Int(4)],
-        Scope::Global,
-    );
-    f.call_builtin("fill", &[t.into(), Operand::Float(0.5)])
-        .unwrap();
+    let t = f.alloc_tensor(s, Operand::Int(0), DType::F32, &[Operand::Int(4)], Scope::Global);
+    f.call_builtin("fill", &[t.into(), Operand::Float(0.5)]).unwrap();
     let n = f.call(helper, 1, &[f.param(0).into()]);
     let l = f.label();
     let done = f.label();
@@ -81,10 +72,7 @@ fn corrupt_containers() {
         }),
         ("truncated in the middle", good[..good.len() / 2].to_vec()),
         ("truncated by one byte", good[..good.len() - 1].to_vec()),
-        (
-            "trailing garbage section id",
-            [good.as_slice(), &[0x42]].concat(),
-        ),
+        ("trailing garbage section id", [good.as_slice(), &[0x42]].concat()),
     ];
     // The first section (strings) starts at byte 8: id, length, count.
     // The second section (meta) follows the strings section; renumber it as strings.
@@ -122,16 +110,11 @@ fn corrupt_instructions() {
     }
     .encode()
     .to_bytes();
-    let at = good
-        .windows(16)
-        .position(|w| w == word)
-        .expect("the word is in the file");
+    let at = good.windows(16).position(|w| w == word).expect("the word is in the file");
     let mut out = String::new();
-    for (name, offset, value) in [
-        ("unknown opcode", 0usize, 0xeeu8),
-        ("bad scope code", 2, 9),
-        ("non-zero unused slot", 3, 1),
-    ] {
+    for (name, offset, value) in
+        [("unknown opcode", 0usize, 0xeeu8), ("bad scope code", 2, 9), ("non-zero unused slot", 3, 1)]
+    {
         let mut b = good.clone();
         b[at + offset] = value;
         out.push_str(&format!("{name}:\n  {}\n", refuse(&b)));
@@ -143,76 +126,33 @@ fn corrupt_instructions() {
 fn unsafe_code_is_refused_by_the_verifier() {
     type Mutation = (&'static str, fn(&mut Module));
     let cases: &[Mutation] = &[
-        ("register out of range", |m| {
-            main_fn(m).code[0] = Instr::Kill { reg: Reg(99) }
-        }),
+        ("register out of range", |m| main_fn(m).code[0] = Instr::Kill { reg: Reg(99) }),
         ("branch target out of range", |m| {
             let f = main_fn(m);
-            let i = f
-                .code
-                .iter()
-                .position(|i| matches!(i, Instr::BrIf { .. }))
-                .unwrap();
-            f.code[i] = Instr::Br {
-                target: Label(1000),
-            };
+            let i = f.code.iter().position(|i| matches!(i, Instr::BrIf { .. })).unwrap();
+            f.code[i] = Instr::Br { target: Label(1000) };
         }),
         ("literal index out of range", |m| m.literals.clear()),
         ("constant index out of range", |m| {
-            main_fn(m).code.insert(
-                0,
-                Instr::LoadConst {
-                    dst: Reg(0),
-                    konst: ConstId(5),
-                },
-            )
+            main_fn(m).code.insert(0, Instr::LoadConst { dst: Reg(0), konst: ConstId(5) })
         }),
         ("function index out of range", |m| {
             let f = main_fn(m);
-            let i = f
-                .code
-                .iter()
-                .position(|i| matches!(i, Instr::Call { .. }))
-                .unwrap();
-            if let Instr::Call {
-                list, ndst, nargs, ..
-            } = f.code[i]
-            {
-                f.code[i] = Instr::Call {
-                    func: FuncId(7),
-                    list,
-                    ndst,
-                    nargs,
-                };
+            let i = f.code.iter().position(|i| matches!(i, Instr::Call { .. })).unwrap();
+            if let Instr::Call { list, ndst, nargs, .. } = f.code[i] {
+                f.code[i] = Instr::Call { func: FuncId(7), list, ndst, nargs };
             }
         }),
         ("falls off the end", |m| {
             main_fn(m).code.pop();
         }),
         ("no instructions", |m| main_fn(m).code.clear()),
-        ("argument list out of range", |m| {
-            main_fn(m).args.truncate(2)
-        }),
+        ("argument list out of range", |m| main_fn(m).args.truncate(2)),
         ("wrong operand kind", |m| {
             let f = main_fn(m);
             // alloc_tensor over the int parameter instead of the storage.
-            if let Instr::AllocTensor {
-                dst,
-                args,
-                dtype,
-                scope,
-                ndim,
-                ..
-            } = f.code[1]
-            {
-                f.code[1] = Instr::AllocTensor {
-                    dst,
-                    storage: Reg(0),
-                    args,
-                    dtype,
-                    scope,
-                    ndim,
-                };
+            if let Instr::AllocTensor { dst, args, dtype, scope, ndim, .. } = f.code[1] {
+                f.code[1] = Instr::AllocTensor { dst, storage: Reg(0), args, dtype, scope, ndim };
             }
         }),
         ("use before definition", |m| main_fn(m).code.swap(0, 1)),
@@ -222,32 +162,14 @@ fn unsafe_code_is_refused_by_the_verifier() {
         }),
         ("call arity", |m| {
             let f = main_fn(m);
-            let i = f
-                .code
-                .iter()
-                .position(|i| matches!(i, Instr::Call { .. }))
-                .unwrap();
-            if let Instr::Call {
-                func, list, ndst, ..
-            } = f.code[i]
-            {
-                f.code[i] = Instr::Call {
-                    func,
-                    list,
-                    ndst,
-                    nargs: 0,
-                };
+            let i = f.code.iter().position(|i| matches!(i, Instr::Call { .. })).unwrap();
+            if let Instr::Call { func, list, ndst, .. } = f.code[i] {
+                f.code[i] = Instr::Call { func, list, ndst, nargs: 0 };
             }
         }),
-        ("constant data size", |m| {
-            m.consts[0].data = ConstData::Bytes(vec![0; 7])
-        }),
-        ("int where a float is needed", |m| {
-            m.literals[0] = Literal::Int(3)
-        }),
-        ("duplicate function names", |m| {
-            m.funcs[0].name = "main".into()
-        }),
+        ("constant data size", |m| m.consts[0].data = ConstData::Bytes(vec![0; 7])),
+        ("int where a float is needed", |m| m.literals[0] = Literal::Int(3)),
+        ("duplicate function names", |m| m.funcs[0].name = "main".into()),
         ("view past a constant storage", |m| {
             main_fn(m).args[0] = Arg::imm(1024).unwrap();
         }),
@@ -256,10 +178,7 @@ fn unsafe_code_is_refused_by_the_verifier() {
     for (name, mutate) in cases {
         let mut m = base();
         mutate(&mut m);
-        out.push_str(&format!(
-            "{name}:\n  {}\n",
-            refuse_module(&m).replace('\n', "\n  ")
-        ));
+        out.push_str(&format!("{name}:\n  {}\n", refuse_module(&m).replace('\n', "\n  ")));
     }
     insta::assert_snapshot!(out);
 }

@@ -15,10 +15,7 @@ fn diagnose(rel: &str) -> String {
     let mut vm = rxvm::vm::Vm::host(std::sync::Arc::new(program.module)).expect("a VM");
     match vm.invoke("main", &[]) {
         Ok(v) => panic!("{rel} ran successfully and returned {v:?}; a bad input must be refused"),
-        Err(e) => format!(
-            "[run time]\n{}",
-            rxvm::cli::render_vm_error(&e, source.as_ref())
-        ),
+        Err(e) => format!("[run time]\n{}", rxvm::cli::render_vm_error(&e, source.as_ref())),
     }
 }
 
@@ -28,17 +25,10 @@ fn bad_inputs_give_their_diagnostics() {
     std::env::set_current_dir(root).expect("cd to the package root");
     let mut count = 0;
     insta::glob!("bad/*.rxa", |path| {
-        let rel = path
-            .strip_prefix(root)
-            .expect("inside the package")
-            .to_string_lossy()
-            .replace('\\', "/");
+        let rel = path.strip_prefix(root).expect("inside the package").to_string_lossy().replace('\\', "/");
         let text = diagnose(&rel);
         insta::assert_snapshot!(text);
         count += 1;
     });
-    assert!(
-        count >= 30,
-        "expected at least 30 bad inputs, found {count}"
-    );
+    assert!(count >= 30, "expected at least 30 bad inputs, found {count}");
 }

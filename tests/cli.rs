@@ -30,61 +30,30 @@ fn asm_disasm_check_and_run_bytecode() {
     let (code, _, err) = rxvm(&["asm", "examples/mlp.rxa", "-o", p]);
     assert_eq!(code, 0, "{err}");
     let (code, out, _) = rxvm(&["check", p]);
-    assert_eq!(
-        (code, out.as_str()),
-        (
-            0,
-            "ok: module `mlp`: 1 function(s), 4 constant(s), 15 instruction(s)\n"
-        )
-    );
+    assert_eq!((code, out.as_str()), (0, "ok: module `mlp`: 1 function(s), 4 constant(s), 15 instruction(s)\n"));
     let (_, from_source, _) = rxvm(&["disasm", "examples/mlp.rxa"]);
     let (code, from_bytecode, _) = rxvm(&["disasm", p]);
     assert_eq!(code, 0);
     assert_eq!(from_source, from_bytecode);
-    assert!(
-        from_bytecode.contains("%hr = alloc_tensor %arena, 32, f32[1, 3]"),
-        "{from_bytecode}"
-    );
+    assert!(from_bytecode.contains("%hr = alloc_tensor %arena, 32, f32[1, 3]"), "{from_bytecode}");
     let (code, out, err) = rxvm(&["run", p, "--input", "x=zeros"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("result 0: f32[1, 2] "), "{out}");
 
     let stripped = tmp("mlp-stripped.rxb");
-    let (code, _, _) = rxvm(&[
-        "asm",
-        "examples/mlp.rxa",
-        "--strip",
-        "-o",
-        stripped.to_str().unwrap(),
-    ]);
+    let (code, _, _) = rxvm(&["asm", "examples/mlp.rxa", "--strip", "-o", stripped.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(std::fs::metadata(&stripped).unwrap().len() < std::fs::metadata(&rxb).unwrap().len());
     let (_, text, _) = rxvm(&["disasm", stripped.to_str().unwrap()]);
-    assert!(
-        text.contains("%r2 = alloc_tensor %r1, 0, f32[1, 3]"),
-        "{text}"
-    );
+    assert!(text.contains("%r2 = alloc_tensor %r1, 0, f32[1, 3]"), "{text}");
 }
 
 #[test]
 fn stats_json_has_the_documented_keys() {
-    let (code, out, _) = rxvm(&[
-        "run",
-        "examples/tiny.rxa",
-        "--input",
-        "x=random:3",
-        "--stats=json",
-        "-q",
-    ]);
+    let (code, out, _) = rxvm(&["run", "examples/tiny.rxa", "--input", "x=random:3", "--stats=json", "-q"]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
-    for k in [
-        "fresh_allocations",
-        "pool_hits",
-        "live_bytes",
-        "peak_bytes",
-        "instructions",
-    ] {
+    for k in ["fresh_allocations", "pool_hits", "live_bytes", "peak_bytes", "instructions"] {
         assert!(v[k].is_u64(), "missing {k} in {v}");
     }
     assert_eq!(v["instructions"], 7);
@@ -95,14 +64,35 @@ fn stats_json_has_the_documented_keys() {
 fn bad_arguments_are_clear_errors() {
     let cases: &[(&[&str], &str)] = &[
         (&["run", "no/such/file.rxa"], "error: cannot read no/such/file.rxa"),
-        (&["run", "examples/tiny.rxa"], "error: missing input(s) for @main: %x: f32[4]; pass --input NAME=PATH.npy|zeros|random:SEED|VALUE"),
-        (&["run", "examples/tiny.rxa", "--input", "y=zeros"], "error: --input y=zeros: @main has no parameter %y; its parameters are: %x"),
-        (&["run", "examples/tiny.rxa", "--input", "x=7"], "error: input %x: the integer 7 does not fit its type f32[4]"),
+        (
+            &["run", "examples/tiny.rxa"],
+            "error: missing input(s) for @main: %x: f32[4]; pass --input NAME=PATH.npy|zeros|random:SEED|VALUE",
+        ),
+        (
+            &["run", "examples/tiny.rxa", "--input", "y=zeros"],
+            "error: --input y=zeros: @main has no parameter %y; its parameters are: %x",
+        ),
+        (
+            &["run", "examples/tiny.rxa", "--input", "x=7"],
+            "error: input %x: the integer 7 does not fit its type f32[4]",
+        ),
         (&["run", "examples/tiny.rxa", "--input", "x=missing.npy"], "error: cannot open missing.npy"),
-        (&["run", "examples/tiny.rxa", "--func", "nope", "--input", "x=zeros"], "error: no function @nope in examples/tiny.rxa; it has: @main"),
-        (&["run", "examples/tiny.rxa", "--input", "x=zeros", "-o", "a.npy", "-o", "b.npy"], "error: 2 --output paths given but @main returned 1 tensor(s)"),
-        (&["run", "examples/tiny.rxa", "--input", "x=zeros", "--host-caps", "pitch=x"], "error: --host-caps: `x` is not a size"),
-        (&["run", "examples/alloc_loop.rxa", "--input", "n=100", "--max-instructions", "50"], "instruction limit of 50 reached"),
+        (
+            &["run", "examples/tiny.rxa", "--func", "nope", "--input", "x=zeros"],
+            "error: no function @nope in examples/tiny.rxa; it has: @main",
+        ),
+        (
+            &["run", "examples/tiny.rxa", "--input", "x=zeros", "-o", "a.npy", "-o", "b.npy"],
+            "error: 2 --output paths given but @main returned 1 tensor(s)",
+        ),
+        (
+            &["run", "examples/tiny.rxa", "--input", "x=zeros", "--host-caps", "pitch=x"],
+            "error: --host-caps: `x` is not a size",
+        ),
+        (
+            &["run", "examples/alloc_loop.rxa", "--input", "n=100", "--max-instructions", "50"],
+            "instruction limit of 50 reached",
+        ),
         (&["check", "Cargo.toml"], "error"),
     ];
     for (args, want) in cases {
@@ -119,19 +109,13 @@ fn a_failed_write_leaves_no_partial_file() {
     let (code, _, err) = rxvm(&["asm", "examples/tiny.rxa", "-o", "/nonexistent-dir/x.rxb"]);
     assert_eq!(code, 1);
     assert!(
-        err.contains("cannot write /nonexistent-dir/x.rxa")
-            || err.contains("cannot write /nonexistent-dir/x."),
+        err.contains("cannot write /nonexistent-dir/x.rxa") || err.contains("cannot write /nonexistent-dir/x."),
         "{err}"
     );
     // A refused program never overwrites an existing output.
     let out = tmp("keep.rxb");
     std::fs::write(&out, b"previous").unwrap();
-    let (code, _, _) = rxvm(&[
-        "asm",
-        "tests/bad/double_kill.rxa",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let (code, _, _) = rxvm(&["asm", "tests/bad/double_kill.rxa", "-o", out.to_str().unwrap()]);
     assert_eq!(code, 1);
     assert_eq!(std::fs::read(&out).unwrap(), b"previous");
 }

@@ -30,15 +30,10 @@ fn default_input(t: &Type) -> HostValue {
         Type::Float => HostValue::Float(1.5),
         Type::Shape => HostValue::Shape(vec![2, 2]),
         Type::Tensor { dtype, dims } => {
-            let shape: Vec<i64> = dims
-                .iter()
-                .map(|d| if let Dim::Known(v) = d { *v } else { 2 })
-                .collect();
+            let shape: Vec<i64> = dims.iter().map(|d| if let Dim::Known(v) = d { *v } else { 2 }).collect();
             HostValue::Tensor(HostTensor::random(*dtype, &shape, 1).expect("input"))
         }
-        other => panic!(
-            "a documented example takes a {other} parameter; use int, float, shape or tensor"
-        ),
+        other => panic!("a documented example takes a {other} parameter; use int, float, shape or tensor"),
     }
 }
 
@@ -46,12 +41,7 @@ fn default_input(t: &Type) -> HostValue {
 fn documented_programs_assemble_and_run() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut total = 0;
-    for doc in [
-        "docs/assembly.md",
-        "README.md",
-        "docs/architecture.md",
-        "docs/bytecode.md",
-    ] {
+    for doc in ["docs/assembly.md", "README.md", "docs/architecture.md", "docs/bytecode.md"] {
         let Ok(text) = std::fs::read_to_string(root.join(doc)) else {
             continue;
         };
@@ -59,18 +49,11 @@ fn documented_programs_assemble_and_run() {
             let name = format!("{doc}:{line}");
             let m = assemble(&src, &name).unwrap_or_else(|d| panic!("{name}:\n{}", d.render()));
             let m = Arc::new(m);
-            let Some(fid) = m.func_by_name("main") else {
-                panic!("{name}: a complete example has @main")
-            };
-            let args: Vec<HostValue> = m.funcs[fid.0 as usize]
-                .params
-                .iter()
-                .map(default_input)
-                .collect();
+            let Some(fid) = m.func_by_name("main") else { panic!("{name}: a complete example has @main") };
+            let args: Vec<HostValue> = m.funcs[fid.0 as usize].params.iter().map(default_input).collect();
             let mut vm = Vm::host(m).expect("vm");
             vm.capture_output();
-            vm.invoke("main", &args)
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            vm.invoke("main", &args).unwrap_or_else(|e| panic!("{name}: {e}"));
             total += 1;
         }
     }

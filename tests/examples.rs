@@ -42,20 +42,9 @@ fn stats_json(stdout: &str) -> serde_json::Value {
 #[test]
 fn tiny_adds_the_constant() {
     let x = tmp("tiny_x.npy");
-    write_npy(
-        &x,
-        &HostTensor::from_f32(&[4], &[10.0, 20.0, 30.0, 40.0]).unwrap(),
-    )
-    .unwrap();
+    write_npy(&x, &HostTensor::from_f32(&[4], &[10.0, 20.0, 30.0, 40.0]).unwrap()).unwrap();
     let y = tmp("tiny_y.npy");
-    let out = run_ok(&[
-        "run",
-        "examples/tiny.rxa",
-        "--input",
-        &format!("x={}", s(&x)),
-        "--output",
-        s(&y),
-    ]);
+    let out = run_ok(&["run", "examples/tiny.rxa", "--input", &format!("x={}", s(&x)), "--output", s(&y)]);
     assert_eq!(out, "result 0: f32[4] [11.0, 22.0, 33.0, 44.0]\n");
     assert_eq!(read_npy(&y).unwrap().to_f64(), vec![11.0, 22.0, 33.0, 44.0]);
 }
@@ -94,35 +83,15 @@ fn storage_reuse_computes_through_shared_bytes_and_hits_the_pool() {
 
 #[test]
 fn alloc_loop_reports_one_fresh_allocation_and_999_pool_hits() {
-    let out = run_ok(&[
-        "run",
-        "examples/alloc_loop.rxa",
-        "--input",
-        "n=1000",
-        "--stats=json",
-    ]);
+    let out = run_ok(&["run", "examples/alloc_loop.rxa", "--input", "n=1000", "--stats=json"]);
     assert!(out.starts_with("result 0: 512000.0\n"), "{out}");
     let st = stats_json(&out);
-    assert_eq!(
-        (st["fresh_allocations"].as_u64(), st["pool_hits"].as_u64()),
-        (Some(1), Some(999)),
-        "{st}"
-    );
+    assert_eq!((st["fresh_allocations"].as_u64(), st["pool_hits"].as_u64()), (Some(1), Some(999)), "{st}");
     assert_eq!(st["live_bytes"], 0);
     assert_eq!(st["peak_bytes"], 4096);
     assert!(st["instructions"].as_u64().unwrap() > 10_000, "{st}");
-    let table = run_ok(&[
-        "run",
-        "examples/alloc_loop.rxa",
-        "--input",
-        "n=10",
-        "--stats",
-        "-q",
-    ]);
-    assert!(
-        table.contains("fresh_allocations") && table.contains("pool_hits"),
-        "{table}"
-    );
+    let table = run_ok(&["run", "examples/alloc_loop.rxa", "--input", "n=10", "--stats", "-q"]);
+    assert!(table.contains("fresh_allocations") && table.contains("pool_hits"), "{table}");
 }
 
 #[test]
@@ -134,13 +103,7 @@ fn dynamic_loop_sizes_storages_from_registers() {
             (m * (m + 1) / 2) as f64
         })
         .sum();
-    let out = run_ok(&[
-        "run",
-        "examples/dynamic_loop.rxa",
-        "--input",
-        "n=4",
-        "--stats=json",
-    ]);
+    let out = run_ok(&["run", "examples/dynamic_loop.rxa", "--input", "n=4", "--stats=json"]);
     assert!(out.starts_with(&format!("result 0: {want:?}\n")), "{out}");
     // 64, 128, 192, 256 bytes: four different size classes, four fresh blocks.
     assert_eq!(stats_json(&out)["fresh_allocations"], 4);
@@ -150,41 +113,18 @@ fn dynamic_loop_sizes_storages_from_registers() {
 fn textures_pad_rows_to_the_pitch_and_alias_the_buffer() {
     let dense = tmp("tex_dense.npy");
     let row0 = tmp("tex_row0.npy");
-    let out = run_ok(&[
-        "run",
-        "examples/textures.rxa",
-        "-o",
-        s(&dense),
-        "-o",
-        s(&row0),
-        "-q",
-    ]);
+    let out = run_ok(&["run", "examples/textures.rxa", "-o", s(&dense), "-o", s(&row0), "-q"]);
     assert_eq!(out, "24\n", "the print of numel(%w)");
     let d = read_npy(&dense).unwrap();
     assert_eq!(d.shape, vec![1, 2, 30, 4]);
     assert_eq!(d.to_f64(), (0..240).map(f64::from).collect::<Vec<_>>());
     let r = read_npy(&row0).unwrap();
-    assert_eq!(
-        r.to_f64(),
-        (0..120).map(f64::from).collect::<Vec<_>>(),
-        "the buffer view sees the image's first row"
-    );
+    assert_eq!(r.to_f64(), (0..120).map(f64::from).collect::<Vec<_>>(), "the buffer view sees the image's first row");
     // With a pitch alignment of 1 texel the image is dense and the second row follows at
     // once; the results are the same.
-    let out = run_ok(&[
-        "run",
-        "examples/textures.rxa",
-        "--host-caps",
-        "pitch=1",
-        "-o",
-        s(&dense),
-        "-q",
-    ]);
+    let out = run_ok(&["run", "examples/textures.rxa", "--host-caps", "pitch=1", "-o", s(&dense), "-q"]);
     assert_eq!(out, "24\n");
-    assert_eq!(
-        read_npy(&dense).unwrap().to_f64(),
-        (0..240).map(f64::from).collect::<Vec<_>>()
-    );
+    assert_eq!(read_npy(&dense).unwrap().to_f64(), (0..240).map(f64::from).collect::<Vec<_>>());
 }
 
 #[test]
@@ -192,17 +132,8 @@ fn calls_recurse_and_share_the_callers_storage() {
     let out = run_ok(&["run", "examples/calls.rxa", "--input", "x=zeros"]);
     assert!(out.starts_with("result 0: 3628800\n"), "{out}");
     let x = tmp("calls_x.npy");
-    write_npy(
-        &x,
-        &HostTensor::from_f32(&[4], &[1.0, -2.0, 0.5, 3.0]).unwrap(),
-    )
-    .unwrap();
-    let out = run_ok(&[
-        "run",
-        "examples/calls.rxa",
-        "--input",
-        &format!("x={}", s(&x)),
-    ]);
+    write_npy(&x, &HostTensor::from_f32(&[4], &[1.0, -2.0, 0.5, 3.0]).unwrap()).unwrap();
+    let out = run_ok(&["run", "examples/calls.rxa", "--input", &format!("x={}", s(&x))]);
     assert_eq!(
         out,
         "result 0: 3628800\nresult 1: f32[4] [2.0, -4.0, 1.0, 6.0]\nresult 2: f32[4] [-2.0, 4.0, -1.0, -6.0]\n"
@@ -211,12 +142,7 @@ fn calls_recurse_and_share_the_callers_storage() {
 
 #[test]
 fn mlp_matches_a_reference_computation() {
-    let w1 = [
-        [0.5, -1.0, 0.25],
-        [1.0, 0.5, -0.5],
-        [-0.25, 1.0, 0.75],
-        [0.0, -0.5, 1.0],
-    ];
+    let w1 = [[0.5, -1.0, 0.25], [1.0, 0.5, -0.5], [-0.25, 1.0, 0.75], [0.0, -0.5, 1.0]];
     let b1 = [0.1, -0.2, 0.3];
     let w2 = [[1.0, -1.0], [0.5, 2.0], [-1.5, 0.25]];
     let xs = [0.3f32, -1.2, 2.0, 0.7];
@@ -225,26 +151,13 @@ fn mlp_matches_a_reference_computation() {
         let v: f64 = (0..4).map(|k| xs[k] as f64 * w1[k][j]).sum::<f64>();
         h[j] = ((v as f32 + b1[j] as f32) as f64).max(0.0);
     }
-    let want: Vec<f64> = (0..2)
-        .map(|j| ((0..3).map(|k| h[k] * w2[k][j]).sum::<f64>() as f32 + 0.5) as f64)
-        .collect();
+    let want: Vec<f64> = (0..2).map(|j| ((0..3).map(|k| h[k] * w2[k][j]).sum::<f64>() as f32 + 0.5) as f64).collect();
     let x = tmp("mlp_x.npy");
     write_npy(&x, &HostTensor::from_f32(&[1, 4], &xs).unwrap()).unwrap();
     let y = tmp("mlp_y.npy");
-    run_ok(&[
-        "run",
-        "examples/mlp.rxa",
-        "--input",
-        &format!("x={}", s(&x)),
-        "--output",
-        s(&y),
-        "-q",
-    ]);
+    run_ok(&["run", "examples/mlp.rxa", "--input", &format!("x={}", s(&x)), "--output", s(&y), "-q"]);
     let got = read_npy(&y).unwrap().to_f64();
     for (g, w) in got.iter().zip(&want) {
-        assert!(
-            (g - w).abs() <= 1e-6 * w.abs().max(1.0),
-            "got {got:?}, want {want:?}"
-        );
+        assert!((g - w).abs() <= 1e-6 * w.abs().max(1.0), "got {got:?}, want {want:?}");
     }
 }

@@ -38,9 +38,7 @@ fn example_modules() -> Vec<rxvm::vm::Module> {
 
 /// Runs `main` (if present) with zero/small inputs under tight limits.
 fn run_bounded(m: rxvm::vm::Module) {
-    let caps = DeviceCaps::host()
-        .with_overrides("mem=16M,max-alloc=16M")
-        .expect("caps");
+    let caps = DeviceCaps::host().with_overrides("mem=16M,max-alloc=16M").expect("caps");
     let m = Arc::new(m);
     let Ok(mut vm) = Vm::new(m.clone(), vec![caps]) else {
         return;
@@ -59,16 +57,8 @@ fn run_bounded(m: rxvm::vm::Module) {
             Type::Float => HostValue::Float(0.5),
             Type::Shape => HostValue::Shape(vec![1, 2]),
             Type::Tensor { dtype, dims } => {
-                let shape: Vec<i64> = dims
-                    .iter()
-                    .map(|d| {
-                        if let Dim::Known(v) = d {
-                            (*v).min(64)
-                        } else {
-                            4
-                        }
-                    })
-                    .collect();
+                let shape: Vec<i64> =
+                    dims.iter().map(|d| if let Dim::Known(v) = d { (*v).min(64) } else { 4 }).collect();
                 match HostTensor::zeros(*dtype, &shape) {
                     Ok(t) => HostValue::Tensor(t),
                     Err(_) => return,
@@ -118,10 +108,7 @@ fn mutated_bytecode_is_refused_or_runs_within_limits() {
             }
         }
     }
-    assert!(
-        loaded > 0,
-        "some mutants should still be valid programs and run"
-    );
+    assert!(loaded > 0, "some mutants should still be valid programs and run");
 }
 
 const VOCAB: &[&str] = &[
@@ -205,9 +192,7 @@ fn random_token_soups_and_text_never_panic_the_assembler() {
     }
     for _ in 0..5_000 {
         let n = rng.below(80);
-        let s: String = (0..n)
-            .map(|_| char::from_u32(rng.below(0x250) as u32).unwrap_or('x'))
-            .collect();
+        let s: String = (0..n).map(|_| char::from_u32(rng.below(0x250) as u32).unwrap_or('x')).collect();
         let _ = assemble(&s, "noise.rxa");
     }
     let _ = assembled;
@@ -219,9 +204,7 @@ fn mutated_example_text_never_panics() {
     let mut rng = Rng(99);
     for e in std::fs::read_dir(root.join("examples")).expect("dir") {
         let text = std::fs::read_to_string(e.expect("entry").path()).expect("text");
-        let tokens: Vec<&str> = text
-            .split_inclusive(|c: char| c.is_whitespace() || ",()[]{}".contains(c))
-            .collect();
+        let tokens: Vec<&str> = text.split_inclusive(|c: char| c.is_whitespace() || ",()[]{}".contains(c)).collect();
         for _ in 0..400 {
             let mut t = tokens.clone();
             for _ in 0..1 + rng.below(3) {

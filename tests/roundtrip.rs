@@ -13,9 +13,7 @@ fn programs() -> Vec<PathBuf> {
         for e in std::fs::read_dir(root.join(dir)).expect("dir exists") {
             let p = e.expect("entry").path();
             // Bad inputs that assemble (they fail at run time) are programs too.
-            if p.extension().is_some_and(|x| x == "rxa")
-                && (dir != "tests/bad" || assemble_file(&p).is_ok())
-            {
+            if p.extension().is_some_and(|x| x == "rxa") && (dir != "tests/bad" || assemble_file(&p).is_ok()) {
                 out.push(p);
             }
         }
@@ -38,24 +36,13 @@ fn check_round_trip(name: &str, m1: &Module) {
     let text = disassemble(m1);
     let m2 = match assemble(&text, name) {
         Ok(m) => m,
-        Err(d) => panic!(
-            "{name}: the disassembly does not assemble:\n{}\n{text}",
-            d.render()
-        ),
+        Err(d) => panic!("{name}: the disassembly does not assemble:\n{}\n{text}", d.render()),
     };
     let (mut s1, mut s2) = (m1.clone(), m2.clone());
     s1.strip_debug();
     s2.strip_debug();
-    assert_eq!(
-        write_module(&s1),
-        write_module(&s2),
-        "{name}: stripped bytecode differs\n{text}"
-    );
-    assert_eq!(
-        write_module(&without_locs(m1)),
-        write_module(&without_locs(&m2)),
-        "{name}: names differ\n{text}"
-    );
+    assert_eq!(write_module(&s1), write_module(&s2), "{name}: stripped bytecode differs\n{text}");
+    assert_eq!(write_module(&without_locs(m1)), write_module(&without_locs(&m2)), "{name}: names differ\n{text}");
     // The printer is a fixed point: printing the re-assembled module gives the same text.
     assert_eq!(disassemble(&m2), text, "{name}: disassembly is not stable");
 }
@@ -76,15 +63,9 @@ fn stripped_modules_round_trip_with_generated_names() {
         let mut m = assemble_file(&p).unwrap_or_else(|d| panic!("{}", d.render()));
         m.strip_debug();
         let text = disassemble(&m);
-        let back =
-            assemble(&text, "stripped.rxa").unwrap_or_else(|d| panic!("{}\n{text}", d.render()));
+        let back = assemble(&text, "stripped.rxa").unwrap_or_else(|d| panic!("{}\n{text}", d.render()));
         let mut back_stripped = back.clone();
         back_stripped.strip_debug();
-        assert_eq!(
-            write_module(&m),
-            write_module(&back_stripped),
-            "{}",
-            p.display()
-        );
+        assert_eq!(write_module(&m), write_module(&back_stripped), "{}", p.display());
     }
 }

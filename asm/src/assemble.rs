@@ -67,12 +67,7 @@ struct Lines<'a> {
 impl<'a> Lines<'a> {
     fn new(src: &'a str) -> Lines<'a> {
         let mut starts = vec![0];
-        starts.extend(
-            src.bytes()
-                .enumerate()
-                .filter(|(_, b)| *b == b'\n')
-                .map(|(i, _)| i + 1),
-        );
+        starts.extend(src.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i + 1));
         Lines { src, starts }
     }
 
@@ -80,10 +75,7 @@ impl<'a> Lines<'a> {
         let line = self.starts.partition_point(|&s| s <= off).max(1);
         let start = self.starts[line - 1];
         let col = self.src.get(start..off).map_or(0, |t| t.chars().count()) + 1;
-        SourceLoc {
-            line: u32::try_from(line).unwrap_or(u32::MAX),
-            col: u32::try_from(col).unwrap_or(u32::MAX),
-        }
+        SourceLoc { line: u32::try_from(line).unwrap_or(u32::MAX), col: u32::try_from(col).unwrap_or(u32::MAX) }
     }
 }
 
@@ -94,9 +86,7 @@ fn distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -109,10 +99,7 @@ fn close_names<'n>(name: &str, candidates: impl Iterator<Item = &'n str>) -> Vec
     let mut v: Vec<(usize, &str)> = candidates
         .map(|c| (distance(name, c), c))
         .filter(|(d, c)| {
-            *d <= limit
-                || c.starts_with(name)
-                || name.starts_with(*c)
-                || (name.len() >= 3 && c.contains(name))
+            *d <= limit || c.starts_with(name) || name.starts_with(*c) || (name.len() >= 3 && c.contains(name))
         })
         .collect();
     v.sort();
@@ -125,21 +112,14 @@ fn did_you_mean(sigil: &str, close: &[&str]) -> Option<String> {
         [one] => Some(format!("did you mean `{sigil}{one}`?")),
         many => Some(format!(
             "did you mean one of: {}?",
-            many.iter()
-                .map(|c| format!("`{sigil}{c}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            many.iter().map(|c| format!("`{sigil}{c}`")).collect::<Vec<_>>().join(", ")
         )),
     }
 }
 
 /// Decodes a string literal's escapes (`\\ \" \n \t \r \0`).
 pub fn decode_string(s: StrLit<'_>) -> Result<String, Diagnostic> {
-    let inner = s
-        .raw
-        .strip_prefix('"')
-        .and_then(|r| r.strip_suffix('"'))
-        .unwrap_or(s.raw);
+    let inner = s.raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')).unwrap_or(s.raw);
     let mut out = String::with_capacity(inner.len());
     let mut chars = inner.char_indices();
     while let Some((i, c)) = chars.next() {
@@ -178,19 +158,11 @@ fn a_dtype(d: DType) -> String {
 }
 
 fn dtype_list() -> String {
-    DType::ALL
-        .iter()
-        .map(|d| d.name())
-        .collect::<Vec<_>>()
-        .join(", ")
+    DType::ALL.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
 }
 
 fn scope_list() -> String {
-    Scope::ALL
-        .iter()
-        .map(|s| format!("\"{}\"", s.name()))
-        .collect::<Vec<_>>()
-        .join(", ")
+    Scope::ALL.iter().map(|s| format!("\"{}\"", s.name())).collect::<Vec<_>>().join(", ")
 }
 
 /// Integer range of an integer dtype (bool is 0..=1).
@@ -225,7 +197,10 @@ fn nan_bits(d: DType, negative: bool, payload: Option<u64>, span: Span) -> Resul
     if payload == 0 || payload >= 1u64 << mant {
         return Err(Diagnostic::new(span, format!("NaN payload out of range for {}", d.name()))
             .with_label(format!("the payload must be in 1 ..= 2^{mant} - 1"))
-            .with_note(format!("the payload is the {mant} mantissa bits of the {} value; `nan` alone is the default quiet NaN", d.name())));
+            .with_note(format!(
+                "the payload is the {mant} mantissa bits of the {} value; `nan` alone is the default quiet NaN",
+                d.name()
+            )));
     }
     Ok(if negative { sign } else { 0 } | exp | payload)
 }
@@ -234,27 +209,17 @@ fn nan_bits(d: DType, negative: bool, payload: Option<u64>, span: Span) -> Resul
 fn f64_of(f: &FloatLit<'_>) -> Result<f64, Diagnostic> {
     match f.value {
         FloatVal::Num(v) => Ok(v),
-        FloatVal::Nan { negative, payload } => Ok(f64::from_bits(nan_bits(
-            DType::F64,
-            negative,
-            payload,
-            f.span,
-        )?)),
+        FloatVal::Nan { negative, payload } => Ok(f64::from_bits(nan_bits(DType::F64, negative, payload, f.span)?)),
     }
 }
 
 fn int_out_of_range(span: Span, what: &str) -> Diagnostic {
-    Diagnostic::new(span, format!("integer literal out of range for {what}"))
-        .with_label("out of range")
+    Diagnostic::new(span, format!("integer literal out of range for {what}")).with_label("out of range")
 }
 
 fn i64_of(i: &IntLit) -> Result<i64, Diagnostic> {
     i.value.and_then(|v| i64::try_from(v).ok()).ok_or_else(|| {
-        int_out_of_range(i.span, "i64").with_note(format!(
-            "integers are in {} ..= {}",
-            i64::MIN,
-            i64::MAX
-        ))
+        int_out_of_range(i.span, "i64").with_note(format!("integers are in {} ..= {}", i64::MIN, i64::MAX))
     })
 }
 
@@ -263,16 +228,13 @@ fn encode_elem(d: DType, e: &Elem<'_>, out: &mut Vec<u8>) -> Result<(), Diagnost
     match (d, e) {
         (DType::Bool, Elem::Bool(b, _)) => out.push(u8::from(*b)),
         (_, Elem::Bool(_, s)) => {
-            return Err(
-                Diagnostic::new(*s, format!("`true`/`false` in {} constant", a_dtype(d)))
-                    .with_label("only bool constants take `true`/`false`"),
-            )
+            return Err(Diagnostic::new(*s, format!("`true`/`false` in {} constant", a_dtype(d)))
+                .with_label("only bool constants take `true`/`false`"))
         }
         (_, Elem::Num(Number::Int(i))) => {
             if let Some((lo, hi)) = int_range(d) {
                 let v = i.value.filter(|v| (lo..=hi).contains(v)).ok_or_else(|| {
-                    int_out_of_range(i.span, d.name())
-                        .with_note(format!("{} values are in {lo} ..= {hi}", d.name()))
+                    int_out_of_range(i.span, d.name()).with_note(format!("{} values are in {lo} ..= {hi}", d.name()))
                 })?;
                 let bytes = (v as u64).to_le_bytes();
                 out.extend_from_slice(&bytes[..d.size()]);
@@ -283,11 +245,8 @@ fn encode_elem(d: DType, e: &Elem<'_>, out: &mut Vec<u8>) -> Result<(), Diagnost
         }
         (_, Elem::Num(Number::Float(f))) => {
             if int_range(d).is_some() {
-                return Err(Diagnostic::new(
-                    f.span,
-                    format!("float literal in {} constant", a_dtype(d)),
-                )
-                .with_label("expected an integer"));
+                return Err(Diagnostic::new(f.span, format!("float literal in {} constant", a_dtype(d)))
+                    .with_label("expected an integer"));
             }
             match f.value {
                 FloatVal::Nan { negative, payload } => {
@@ -368,10 +327,7 @@ impl<'s> Asm<'s> {
         }
         let i = self.literals.len() as u32;
         if i > Arg::MAX_INDEX {
-            self.err(Diagnostic::new(
-                span,
-                "too many distinct literals in the module",
-            ));
+            self.err(Diagnostic::new(span, "too many distinct literals in the module"));
             return Arg::lit(0);
         }
         self.literals.push(l);
@@ -406,8 +362,7 @@ impl<'s> Asm<'s> {
         if let Some(&(id, _)) = self.consts.get(n.text) {
             return id;
         }
-        let mut d = Diagnostic::new(n.span, format!("unknown constant `@{}`", n.text))
-            .with_label("not declared");
+        let mut d = Diagnostic::new(n.span, format!("unknown constant `@{}`", n.text)).with_label("not declared");
         let close = close_names(n.text, self.consts.keys().copied());
         if let Some(s) = did_you_mean("@", &close) {
             d = d.with_note(s);
@@ -446,10 +401,7 @@ impl<'s> Asm<'s> {
             let mut diag = Diagnostic::new(n.span, format!("unknown dtype `{}`", n.text))
                 .with_label("not an element type")
                 .with_note(format!("the dtypes are {}", dtype_list()));
-            if let Some(s) = did_you_mean(
-                "",
-                &close_names(n.text, DType::ALL.iter().map(|d| d.name())),
-            ) {
+            if let Some(s) = did_you_mean("", &close_names(n.text, DType::ALL.iter().map(|d| d.name()))) {
                 diag = diag.with_note(s);
             }
             self.err(diag);
@@ -469,29 +421,19 @@ impl<'s> Asm<'s> {
                 if dims.len() > u8::MAX as usize {
                     self.err(Diagnostic::new(
                         t.span,
-                        format!(
-                            "a tensor type has at most 255 dims, this one has {}",
-                            dims.len()
-                        ),
+                        format!("a tensor type has at most 255 dims, this one has {}", dims.len()),
                     ));
                 }
                 let dims = dims
                     .iter()
                     .map(|d| match d {
                         DimExpr::Any(_) => Dim::Any,
-                        DimExpr::Known(i) => match i
-                            .value
-                            .and_then(|v| i64::try_from(v).ok())
-                            .filter(|v| *v >= 0)
-                        {
+                        DimExpr::Known(i) => match i.value.and_then(|v| i64::try_from(v).ok()).filter(|v| *v >= 0) {
                             Some(v) => Dim::Known(v),
                             None => {
                                 self.err(
-                                    Diagnostic::new(
-                                        i.span,
-                                        "a dimension must be a non-negative i64",
-                                    )
-                                    .with_label("invalid dimension"),
+                                    Diagnostic::new(i.span, "a dimension must be a non-negative i64")
+                                        .with_label("invalid dimension"),
                                 );
                                 Dim::Any
                             }
@@ -541,18 +483,9 @@ impl<'s> Asm<'s> {
     fn constant(&mut self, c: &ConstDecl<'_>) -> Constant {
         let name = c.name.text.to_string();
         let Some(ConstType { dtype, shape }) = self.const_type(c) else {
-            return Constant {
-                name,
-                dtype: DType::F32,
-                shape: vec![],
-                data: ConstData::Fill(0.0),
-            };
+            return Constant { name, dtype: DType::F32, shape: vec![], data: ConstData::Fill(0.0) };
         };
-        let type_text = Type::Tensor {
-            dtype,
-            dims: shape.iter().map(|&d| Dim::Known(d)).collect(),
-        }
-        .to_string();
+        let type_text = Type::Tensor { dtype, dims: shape.iter().map(|&d| Dim::Known(d)).collect() }.to_string();
         let numel = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64));
         let nbytes = numel.and_then(|n| n.checked_mul(dtype.size() as u64));
         let data = match c.init {
@@ -560,25 +493,17 @@ impl<'s> Asm<'s> {
             ConstInit::List { elems, span } => {
                 if numel != Some(elems.len() as u64) {
                     self.err(
-                        Diagnostic::new(
-                            span,
-                            format!("wrong number of values for constant `@{name}`"),
-                        )
-                        .with_label(format!("{} values given", elems.len()))
-                        .with_secondary(
-                            c.ty.span,
-                            match numel {
-                                Some(n) => format!("{type_text} has {n} elements"),
-                                None => format!("{type_text} has too many elements"),
-                            },
-                        ),
+                        Diagnostic::new(span, format!("wrong number of values for constant `@{name}`"))
+                            .with_label(format!("{} values given", elems.len()))
+                            .with_secondary(
+                                c.ty.span,
+                                match numel {
+                                    Some(n) => format!("{type_text} has {n} elements"),
+                                    None => format!("{type_text} has too many elements"),
+                                },
+                            ),
                     );
-                    return Constant {
-                        name,
-                        dtype,
-                        shape,
-                        data: ConstData::Fill(0.0),
-                    };
+                    return Constant { name, dtype, shape, data: ConstData::Fill(0.0) };
                 }
                 let mut bytes = Vec::with_capacity(elems.len() * dtype.size());
                 for e in elems {
@@ -593,43 +518,31 @@ impl<'s> Asm<'s> {
                 None => ConstData::Fill(0.0),
             },
         };
-        Constant {
-            name,
-            dtype,
-            shape,
-            data,
-        }
+        Constant { name, dtype, shape, data }
     }
 
     fn fill_value(&mut self, d: DType, n: &Number<'_>) -> f64 {
-        let r = match (int_range(d), n) {
-            (None, Number::Int(i)) => i
-                .value
-                .map(|v| v as f64)
-                .ok_or_else(|| int_out_of_range(i.span, d.name())),
-            (None, Number::Float(f)) => f64_of(f),
-            (Some((lo, hi)), Number::Int(i)) => match i.value.filter(|v| (lo..=hi).contains(v)) {
-                Some(v) if (v as f64) as i128 == v => Ok(v as f64),
-                Some(_) => Err(
-                    Diagnostic::new(i.span, "fill value is not exactly representable")
+        let r =
+            match (int_range(d), n) {
+                (None, Number::Int(i)) => i.value.map(|v| v as f64).ok_or_else(|| int_out_of_range(i.span, d.name())),
+                (None, Number::Float(f)) => f64_of(f),
+                (Some((lo, hi)), Number::Int(i)) => match i.value.filter(|v| (lo..=hi).contains(v)) {
+                    Some(v) if (v as f64) as i128 == v => Ok(v as f64),
+                    Some(_) => Err(Diagnostic::new(i.span, "fill value is not exactly representable")
                         .with_label("fill values are stored as f64")
-                        .with_note("use a list of values instead"),
-                ),
-                None => Err(int_out_of_range(i.span, d.name())
-                    .with_note(format!("{} values are in {lo} ..= {hi}", d.name()))),
-            },
-            (Some((lo, hi)), Number::Float(f)) => match f.value {
-                FloatVal::Num(v) if v.fract() == 0.0 && v >= lo as f64 && v <= hi as f64 => Ok(v),
-                _ => Err(Diagnostic::new(
-                    f.span,
-                    format!(
-                        "fill value must be an integer in {lo} ..= {hi} for {} constant",
-                        a_dtype(d)
-                    ),
-                )
-                .with_label("not a valid element")),
-            },
-        };
+                        .with_note("use a list of values instead")),
+                    None => Err(int_out_of_range(i.span, d.name())
+                        .with_note(format!("{} values are in {lo} ..= {hi}", d.name()))),
+                },
+                (Some((lo, hi)), Number::Float(f)) => match f.value {
+                    FloatVal::Num(v) if v.fract() == 0.0 && v >= lo as f64 && v <= hi as f64 => Ok(v),
+                    _ => Err(Diagnostic::new(
+                        f.span,
+                        format!("fill value must be an integer in {lo} ..= {hi} for {} constant", a_dtype(d)),
+                    )
+                    .with_label("not a valid element")),
+                },
+            };
         match r {
             Ok(v) => v,
             Err(e) => {
@@ -639,12 +552,7 @@ impl<'s> Asm<'s> {
         }
     }
 
-    fn file_bytes(
-        &mut self,
-        s: StrLit<'_>,
-        nbytes: Option<u64>,
-        type_text: &str,
-    ) -> Option<Vec<u8>> {
+    fn file_bytes(&mut self, s: StrLit<'_>, nbytes: Option<u64>, type_text: &str) -> Option<Vec<u8>> {
         let rel = match decode_string(s) {
             Ok(p) => p,
             Err(d) => {
@@ -693,13 +601,7 @@ fn file_error(s: StrLit<'_>, rel: &str, path: &Path, e: &std::io::Error) -> Diag
         .with_note("paths are relative to the directory of the .rxa file")
 }
 
-fn size_error(
-    s: StrLit<'_>,
-    rel: &str,
-    len: u64,
-    nbytes: Option<u64>,
-    type_text: &str,
-) -> Diagnostic {
+fn size_error(s: StrLit<'_>, rel: &str, len: u64, nbytes: Option<u64>, type_text: &str) -> Diagnostic {
     Diagnostic::new(s.span, format!("`{rel}` has the wrong size"))
         .with_label(format!("this file has {len} bytes"))
         .with_note(match nbytes {
@@ -728,10 +630,7 @@ impl<'s> FuncAsm<'s> {
         let r = self.reg_names.len() as u32;
         if r > Arg::MAX_INDEX {
             if !self.too_many_regs {
-                errs.push(Diagnostic::new(
-                    n.span,
-                    "too many registers in this function",
-                ));
+                errs.push(Diagnostic::new(n.span, "too many registers in this function"));
                 self.too_many_regs = true;
             }
             return Reg(0);
@@ -814,18 +713,14 @@ pub fn assemble_ast(
     for c in ast.consts {
         if let Some(&(_, first)) = a.consts.get(c.name.text) {
             a.err(
-                Diagnostic::new(
-                    c.name.span,
-                    format!("duplicate constant `@{}`", c.name.text),
-                )
-                .with_label("declared again here")
-                .with_secondary(first, "first declared here"),
+                Diagnostic::new(c.name.span, format!("duplicate constant `@{}`", c.name.text))
+                    .with_label("declared again here")
+                    .with_secondary(first, "first declared here"),
             );
         } else if consts.len() as u64 > Arg::MAX_INDEX as u64 {
             a.err(Diagnostic::new(c.name.span, "too many constants"));
         } else {
-            a.consts
-                .insert(c.name.text, (ConstId(consts.len() as u32), c.name.span));
+            a.consts.insert(c.name.text, (ConstId(consts.len() as u32), c.name.span));
         }
         let k = a.constant(c);
         consts.push(k);
@@ -835,23 +730,17 @@ pub fn assemble_ast(
     for (i, f) in ast.funcs.iter().enumerate() {
         if let Some(&(_, first)) = a.funcs.get(f.name.text) {
             a.err(
-                Diagnostic::new(
-                    f.name.span,
-                    format!("duplicate function `@{}`", f.name.text),
-                )
-                .with_label("defined again here")
-                .with_secondary(first, "first defined here"),
+                Diagnostic::new(f.name.span, format!("duplicate function `@{}`", f.name.text))
+                    .with_label("defined again here")
+                    .with_secondary(first, "first defined here"),
             );
         } else {
             a.funcs.insert(f.name.text, (FuncId(i as u32), f.name.span));
         }
         if f.name.text.starts_with("vm.") {
             a.err(
-                Diagnostic::new(
-                    f.name.span,
-                    format!("function name `@{}` starts with `vm.`", f.name.text),
-                )
-                .with_label("reserved for builtins"),
+                Diagnostic::new(f.name.span, format!("function name `@{}` starts with `vm.`", f.name.text))
+                    .with_label("reserved for builtins"),
             );
         }
         let params = f.params.iter().map(|p| a.ty(&p.ty)).collect();
@@ -869,13 +758,7 @@ pub fn assemble_ast(
         a.errs.sort_by_key(|d| (d.span.start, d.span.end));
         return Err(a.errs);
     }
-    let module = Module {
-        name,
-        literals: a.literals,
-        consts,
-        funcs,
-        source_file: Some(file_name.to_string()),
-    };
+    let module = Module { name, literals: a.literals, consts, funcs, source_file: Some(file_name.to_string()) };
     Ok((module, smap))
 }
 
@@ -886,14 +769,11 @@ fn expect_dsts(ins: &InstrNode<'_>, n: usize, errs: &mut Vec<Diagnostic>) {
     let m = ins.mnemonic.text;
     let d = if n == 1 {
         let d = Diagnostic::new(
-            ins.dsts.first().map_or(ins.mnemonic.span, |f| {
-                f.span.to(ins.dsts[ins.dsts.len() - 1].span)
-            }),
+            ins.dsts.first().map_or(ins.mnemonic.span, |f| f.span.to(ins.dsts[ins.dsts.len() - 1].span)),
             format!("`{m}` writes exactly one register"),
         );
         if ins.dsts.is_empty() {
-            d.with_label("no destination")
-                .with_note(format!("write `%dst = {m} ...`"))
+            d.with_label("no destination").with_note(format!("write `%dst = {m} ...`"))
         } else {
             d.with_label(format!("{} destinations", ins.dsts.len()))
         }
@@ -922,12 +802,9 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
         if let Some(&r) = fa.regs.get(p.name.text) {
             let first = f.params[r as usize].name.span;
             a.errs.push(
-                Diagnostic::new(
-                    p.name.span,
-                    format!("duplicate parameter `%{}`", p.name.text),
-                )
-                .with_label("declared again here")
-                .with_secondary(first, "first declared here"),
+                Diagnostic::new(p.name.span, format!("duplicate parameter `%{}`", p.name.text))
+                    .with_label("declared again here")
+                    .with_secondary(first, "first declared here"),
             );
             // Still give the parameter its own register so that register i = parameter i.
             fa.reg_names.push(p.name.text.to_string());
@@ -978,10 +855,7 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
     for item in f.body {
         let BodyItem::Instr(ins) = item else { continue };
         let mut ops: SmallVec<[Span; 6]> = SmallVec::new();
-        let dst = |fa: &mut FuncAsm<'s>,
-                   ops: &mut SmallVec<[Span; 6]>,
-                   errs: &mut Vec<Diagnostic>|
-         -> Reg {
+        let dst = |fa: &mut FuncAsm<'s>, ops: &mut SmallVec<[Span; 6]>, errs: &mut Vec<Diagnostic>| -> Reg {
             match ins.dsts.first() {
                 Some(d) => {
                     ops.push(d.span);
@@ -999,10 +873,7 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
                 expect_dsts(ins, 1, &mut a.errs);
                 let dst = dst(&mut fa, &mut ops, &mut a.errs);
                 ops.push(src.span);
-                Instr::Mov {
-                    dst,
-                    src: fa.reg(&src, &mut a.errs),
-                }
+                Instr::Mov { dst, src: fa.reg(&src, &mut a.errs) }
             }
             InstrKind::Int { value } => {
                 expect_dsts(ins, 1, &mut a.errs);
@@ -1054,18 +925,9 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
                     let arg = operand(a, &mut fa, d, false);
                     fa.args.push(arg);
                 }
-                Instr::MakeShape {
-                    dst,
-                    dims: start,
-                    ndim,
-                }
+                Instr::MakeShape { dst, dims: start, ndim }
             }
-            InstrKind::AllocStorage {
-                size,
-                align,
-                device,
-                scope,
-            } => {
+            InstrKind::AllocStorage { size, align, device, scope } => {
                 expect_dsts(ins, 1, &mut a.errs);
                 let dst = dst(&mut fa, &mut ops, &mut a.errs);
                 ops.push(size.span());
@@ -1078,17 +940,14 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
                     Some(al) => {
                         ops.push(al.span());
                         if let Operand::Int(i) = al {
-                            let ok = i.value.is_some_and(|v| {
-                                v > 0 && (v as u128).is_power_of_two() && v <= i64::MAX as i128
-                            });
+                            let ok = i
+                                .value
+                                .is_some_and(|v| v > 0 && (v as u128).is_power_of_two() && v <= i64::MAX as i128);
                             if !ok {
                                 a.errs.push(
-                                    Diagnostic::new(
-                                        i.span,
-                                        "align must be a positive power of two",
-                                    )
-                                    .with_label("not a power of two")
-                                    .with_note("omit `align` to use the device's base alignment"),
+                                    Diagnostic::new(i.span, "align must be a positive power of two")
+                                        .with_label("not a power of two")
+                                        .with_note("omit `align` to use the device's base alignment"),
                                 );
                             }
                         }
@@ -1116,21 +975,9 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
                 };
                 ops.push(scope.map_or(ins.span, |s| s.span));
                 let scope = a.scope(scope);
-                Instr::AllocStorage {
-                    dst,
-                    size,
-                    align,
-                    device,
-                    scope,
-                }
+                Instr::AllocStorage { dst, size, align, device, scope }
             }
-            InstrKind::AllocTensor {
-                storage,
-                offset,
-                dtype,
-                dims,
-                scope,
-            } => {
+            InstrKind::AllocTensor { storage, offset, dtype, dims, scope } => {
                 expect_dsts(ins, 1, &mut a.errs);
                 let dst = dst(&mut fa, &mut ops, &mut a.errs);
                 ops.push(storage.span);
@@ -1148,21 +995,12 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
                 ops.push(scope.map_or(ins.span, |s| s.span));
                 let dt = a.dtype(&dtype).unwrap_or(DType::F32);
                 let scope = a.scope(scope);
-                Instr::AllocTensor {
-                    dst,
-                    storage,
-                    args: start,
-                    dtype: dt,
-                    scope,
-                    ndim,
-                }
+                Instr::AllocTensor { dst, storage, args: start, dtype: dt, scope, ndim }
             }
             InstrKind::Kill { reg } => {
                 expect_dsts(ins, 0, &mut a.errs);
                 ops.push(reg.span);
-                Instr::Kill {
-                    reg: fa.reg(&reg, &mut a.errs),
-                }
+                Instr::Kill { reg: fa.reg(&reg, &mut a.errs) }
             }
             InstrKind::Call { callee, args } => {
                 let ndst = count_u8(ins.dsts.len(), ins.span, "destinations", &mut a.errs);
@@ -1172,8 +1010,7 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
                 let target = if let Some(bname) = callee.text.strip_prefix("vm.") {
                     match Builtin::from_name(bname) {
                         Some(b) => {
-                            float_params =
-                                b.sig().params.iter().map(|k| *k == Kind::Float).collect();
+                            float_params = b.sig().params.iter().map(|k| *k == Kind::Float).collect();
                             Ok(BuiltinId(b as u32))
                         }
                         None => {
@@ -1194,15 +1031,9 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
                         }
                         None => {
                             float_params = SmallVec::new();
-                            let mut d = Diagnostic::new(
-                                callee.span,
-                                format!("unknown function `@{}`", callee.text),
-                            )
-                            .with_label("no function of this name");
-                            if let Some(s) = did_you_mean(
-                                "@",
-                                &close_names(callee.text, a.funcs.keys().copied()),
-                            ) {
+                            let mut d = Diagnostic::new(callee.span, format!("unknown function `@{}`", callee.text))
+                                .with_label("no function of this name");
+                            if let Some(s) = did_you_mean("@", &close_names(callee.text, a.funcs.keys().copied())) {
                                 d = d.with_note(s);
                             }
                             a.errs.push(d);
@@ -1223,18 +1054,8 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
                     fa.args.push(v);
                 }
                 match target {
-                    Ok(builtin) => Instr::CallBuiltin {
-                        builtin,
-                        list,
-                        ndst,
-                        nargs,
-                    },
-                    Err(func) => Instr::Call {
-                        func,
-                        list,
-                        ndst,
-                        nargs,
-                    },
+                    Ok(builtin) => Instr::CallBuiltin { builtin, list, ndst, nargs },
+                    Err(func) => Instr::Call { func, list, ndst, nargs },
                 }
             }
             InstrKind::Ret { values } => {
@@ -1252,9 +1073,7 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
             InstrKind::Br { target } => {
                 expect_dsts(ins, 0, &mut a.errs);
                 ops.push(target.span);
-                Instr::Br {
-                    target: label(&fa, &target, &mut a.errs),
-                }
+                Instr::Br { target: label(&fa, &target, &mut a.errs) }
             }
             InstrKind::BrIf { cond, then_, else_ } => {
                 expect_dsts(ins, 0, &mut a.errs);
@@ -1262,11 +1081,7 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
                 ops.push(then_.span);
                 ops.push(else_.span);
                 let cond = fa.reg(&cond, &mut a.errs);
-                Instr::BrIf {
-                    cond,
-                    then_: label(&fa, &then_, &mut a.errs),
-                    else_: label(&fa, &else_, &mut a.errs),
-                }
+                Instr::BrIf { cond, then_: label(&fa, &then_, &mut a.errs), else_: label(&fa, &else_, &mut a.errs) }
             }
         };
         // Destinations of single-result instructions beyond the first are reported by
@@ -1278,10 +1093,7 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
         }
         fa.code.push(instr);
         fa.locs.push(a.lines.loc(ins.span.start));
-        fa.map.push(InstrMap {
-            span: ins.span,
-            operands: ops,
-        });
+        fa.map.push(InstrMap { span: ins.span, operands: ops });
     }
 
     let num_regs = fa.reg_names.len() as u32;
@@ -1292,19 +1104,9 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
         num_regs,
         code: fa.code,
         args: fa.args,
-        debug: FuncDebug {
-            reg_names: fa.reg_names,
-            labels: debug_labels,
-            locs: fa.locs,
-        },
+        debug: FuncDebug { reg_names: fa.reg_names, labels: debug_labels, locs: fa.locs },
     };
-    (
-        func,
-        FuncMap {
-            header: f.header_span,
-            instrs: fa.map,
-        },
-    )
+    (func, FuncMap { header: f.header_span, instrs: fa.map })
 }
 
 fn unknown_builtin(callee: &Name<'_>) -> Diagnostic {
@@ -1316,11 +1118,7 @@ fn unknown_builtin(callee: &Name<'_>) -> Diagnostic {
         None => {
             d = d.with_note(format!(
                 "the builtins are {}",
-                BUILTINS
-                    .iter()
-                    .map(|b| format!("@vm.{}", b.name))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                BUILTINS.iter().map(|b| format!("@vm.{}", b.name)).collect::<Vec<_>>().join(", ")
             ))
         }
     }
@@ -1371,32 +1169,17 @@ mod tests {
 
     #[test]
     fn suggestions() {
-        assert_eq!(
-            close_names("ad", ["add", "sub", "iadd"].into_iter()),
-            vec!["add"]
-        );
-        assert_eq!(
-            close_names("iad", ["add", "sub", "iadd"].into_iter()),
-            vec!["iadd"]
-        );
-        assert_eq!(
-            close_names("matmull", ["matmul", "mul"].into_iter()),
-            vec!["matmul"]
-        );
+        assert_eq!(close_names("ad", ["add", "sub", "iadd"].into_iter()), vec!["add"]);
+        assert_eq!(close_names("iad", ["add", "sub", "iadd"].into_iter()), vec!["iadd"]);
+        assert_eq!(close_names("matmull", ["matmul", "mul"].into_iter()), vec!["matmul"]);
         assert!(close_names("zzzz", ["add", "sub"].into_iter()).is_empty());
     }
 
     #[test]
     fn nan_payloads() {
         let s = Span::default();
-        assert_eq!(
-            nan_bits(DType::F32, false, None, s).ok(),
-            Some(f32::NAN.to_bits() as u64)
-        );
-        assert_eq!(
-            nan_bits(DType::F64, false, None, s).ok(),
-            Some(f64::NAN.to_bits())
-        );
+        assert_eq!(nan_bits(DType::F32, false, None, s).ok(), Some(f32::NAN.to_bits() as u64));
+        assert_eq!(nan_bits(DType::F64, false, None, s).ok(), Some(f64::NAN.to_bits()));
         assert_eq!(nan_bits(DType::F16, true, Some(1), s).ok(), Some(0xfc01));
         assert!(nan_bits(DType::F16, false, Some(1 << 10), s).is_err());
         assert!(nan_bits(DType::F64, false, Some(0), s).is_err());
@@ -1405,17 +1188,10 @@ mod tests {
     #[test]
     fn escapes() {
         let raw = r#""a\"b\\c\n""#;
-        let s = StrLit {
-            raw,
-            span: Span::new(0, raw.len()),
-        };
+        let s = StrLit { raw, span: Span::new(0, raw.len()) };
         assert_eq!(decode_string(s).ok().as_deref(), Some("a\"b\\c\n"));
         let raw = r#""x\q""#;
-        let e = decode_string(StrLit {
-            raw,
-            span: Span::new(10, 10 + raw.len()),
-        })
-        .expect_err("bad escape");
+        let e = decode_string(StrLit { raw, span: Span::new(10, 10 + raw.len()) }).expect_err("bad escape");
         assert_eq!(e.span, 12..14);
     }
 }

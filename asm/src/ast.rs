@@ -17,10 +17,7 @@ impl Span {
 
     /// The smallest span covering both.
     pub fn to(self, other: Span) -> Span {
-        Span {
-            start: self.start.min(other.start),
-            end: self.end.max(other.end),
-        }
+        Span { start: self.start.min(other.start), end: self.end.max(other.end) }
     }
 
     pub fn range(self) -> Range<usize> {
@@ -55,10 +52,7 @@ pub enum FloatVal {
     Num(f64),
     /// `nan`, `-nan` or `nan(0xPAYLOAD)`: the payload is the mantissa bits of the type the
     /// value is stored in; `None` means that type's default quiet NaN.
-    Nan {
-        negative: bool,
-        payload: Option<u64>,
-    },
+    Nan { negative: bool, payload: Option<u64> },
 }
 
 /// A float literal; `text` is kept so that narrower types can be parsed from it exactly.
@@ -107,10 +101,7 @@ pub enum TypeKind<'a> {
     Shape,
     Storage,
     AnyTensor,
-    Tensor {
-        dtype: Name<'a>,
-        dims: &'a [DimExpr],
-    },
+    Tensor { dtype: Name<'a>, dims: &'a [DimExpr] },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

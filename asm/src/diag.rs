@@ -6,9 +6,7 @@
 
 use codespan_reporting::diagnostic::{Diagnostic as CsDiagnostic, Label};
 use codespan_reporting::files::SimpleFile;
-use codespan_reporting::term::termcolor::{
-    Buffer, ColorChoice, NoColor, StandardStream, WriteColor,
-};
+use codespan_reporting::term::termcolor::{Buffer, ColorChoice, NoColor, StandardStream, WriteColor};
 use codespan_reporting::term::{self, Config};
 use std::fmt;
 use std::ops::Range;
@@ -33,11 +31,7 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn new(span: impl Into<Range<usize>>, message: impl Into<String>) -> Diagnostic {
-        Diagnostic {
-            span: span.into(),
-            message: message.into(),
-            ..Diagnostic::default()
-        }
+        Diagnostic { span: span.into(), message: message.into(), ..Diagnostic::default() }
     }
 
     pub fn with_label(mut self, label: impl Into<String>) -> Diagnostic {
@@ -55,21 +49,13 @@ impl Diagnostic {
         self
     }
 
-    pub fn with_secondary(
-        mut self,
-        span: impl Into<Range<usize>>,
-        text: impl Into<String>,
-    ) -> Diagnostic {
+    pub fn with_secondary(mut self, span: impl Into<Range<usize>>, text: impl Into<String>) -> Diagnostic {
         self.secondary.push((span.into(), text.into()));
         self
     }
 
     /// A parse error: "expected one of: A, B, found X".
-    pub fn expected(
-        span: impl Into<Range<usize>>,
-        expected: Vec<String>,
-        found: String,
-    ) -> Diagnostic {
+    pub fn expected(span: impl Into<Range<usize>>, expected: Vec<String>, found: String) -> Diagnostic {
         let message = format!("{}, found {found}", expected_phrase(&expected));
         let label = match found.as_str() {
             "end of file" => "the file ends here".to_string(),
@@ -87,12 +73,9 @@ impl Diagnostic {
     }
 
     fn to_codespan(&self, src: &str, with_source: bool) -> CsDiagnostic<()> {
-        let mut d = CsDiagnostic::error()
-            .with_message(&self.message)
-            .with_notes(self.notes.clone());
+        let mut d = CsDiagnostic::error().with_message(&self.message).with_notes(self.notes.clone());
         if with_source {
-            let mut labels =
-                vec![Label::primary((), clamp(src, &self.span)).with_message(&self.label)];
+            let mut labels = vec![Label::primary((), clamp(src, &self.span)).with_message(&self.label)];
             for (s, t) in &self.secondary {
                 labels.push(Label::secondary((), clamp(src, s)).with_message(t));
             }
@@ -136,27 +119,13 @@ pub struct Diagnostics {
 }
 
 impl Diagnostics {
-    pub fn new(
-        file_name: impl Into<String>,
-        source: impl Into<String>,
-        items: Vec<Diagnostic>,
-    ) -> Diagnostics {
-        Diagnostics {
-            file_name: file_name.into(),
-            source: source.into(),
-            has_source: true,
-            items,
-        }
+    pub fn new(file_name: impl Into<String>, source: impl Into<String>, items: Vec<Diagnostic>) -> Diagnostics {
+        Diagnostics { file_name: file_name.into(), source: source.into(), has_source: true, items }
     }
 
     /// Diagnostics about a file whose text is not available (e.g. it could not be read).
     pub fn without_source(file_name: impl Into<String>, items: Vec<Diagnostic>) -> Diagnostics {
-        Diagnostics {
-            file_name: file_name.into(),
-            source: String::new(),
-            has_source: false,
-            items,
-        }
+        Diagnostics { file_name: file_name.into(), source: String::new(), has_source: false, items }
     }
 
     pub fn items(&self) -> &[Diagnostic] {
@@ -220,10 +189,7 @@ impl fmt::Display for Diagnostics {
 
 impl fmt::Debug for Diagnostics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Diagnostics")
-            .field("file_name", &self.file_name)
-            .field("items", &self.items)
-            .finish()
+        f.debug_struct("Diagnostics").field("file_name", &self.file_name).field("items", &self.items).finish()
     }
 }
 
@@ -243,10 +209,7 @@ pub fn offset_of(source: &str, line: u32, col: u32) -> Option<usize> {
     let line_end = text.find('\n').unwrap_or(text.len());
     let line_text = &text[..line_end];
     let skip = col.saturating_sub(1) as usize;
-    let off = line_text
-        .char_indices()
-        .nth(skip)
-        .map_or(line_end, |(i, _)| i);
+    let off = line_text.char_indices().nth(skip).map_or(line_end, |(i, _)| i);
     Some(start + off)
 }
 
@@ -260,22 +223,13 @@ pub fn line_col(source: &str, offset: usize) -> (u32, u32) {
     let line = before.bytes().filter(|&b| b == b'\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let col = before[line_start..].chars().count() + 1;
-    (
-        u32::try_from(line).unwrap_or(u32::MAX),
-        u32::try_from(col).unwrap_or(u32::MAX),
-    )
+    (u32::try_from(line).unwrap_or(u32::MAX), u32::try_from(col).unwrap_or(u32::MAX))
 }
 
 /// The diagnostic for a VM runtime error reported at `line`:`col` of `source`: the span runs
 /// from that position to the end of the instruction's text on that line (comments and
 /// trailing blanks excluded). With `line == 0` (unknown) it has no location.
-pub fn runtime_diagnostic(
-    source: &str,
-    line: u32,
-    col: u32,
-    message: &str,
-    notes: &[String],
-) -> Diagnostic {
+pub fn runtime_diagnostic(source: &str, line: u32, col: u32, message: &str, notes: &[String]) -> Diagnostic {
     let mut d = Diagnostic::new(0..0, message);
     d.notes = notes.to_vec();
     if let Some(start) = offset_of(source, line, col) {
@@ -292,14 +246,7 @@ pub fn runtime_diagnostic(
 
 /// Renders a VM runtime error that carries a source position with the same look as the
 /// assembler's diagnostics (no colour).
-pub fn render_runtime_error(
-    source: &str,
-    file: &str,
-    line: u32,
-    col: u32,
-    message: &str,
-    notes: &[String],
-) -> String {
+pub fn render_runtime_error(source: &str, file: &str, line: u32, col: u32, message: &str, notes: &[String]) -> String {
     runtime_diagnostics(source, file, line, col, message, notes).render()
 }
 
@@ -316,14 +263,7 @@ pub fn emit_runtime_error(
     runtime_diagnostics(source, file, line, col, message, notes).emit(w)
 }
 
-fn runtime_diagnostics(
-    source: &str,
-    file: &str,
-    line: u32,
-    col: u32,
-    message: &str,
-    notes: &[String],
-) -> Diagnostics {
+fn runtime_diagnostics(source: &str, file: &str, line: u32, col: u32, message: &str, notes: &[String]) -> Diagnostics {
     let d = runtime_diagnostic(source, line, col, message, notes);
     if line == 0 || offset_of(source, line, col).is_none() {
         Diagnostics::without_source(file, vec![d])

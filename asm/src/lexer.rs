@@ -129,20 +129,12 @@ pub fn lex(src: &str) -> Result<Vec<Tok<'_>>, Diagnostic> {
                     .with_label("this string has no closing `\"`")
                     .with_note("a string ends with `\"` on the line where it starts"));
             }
-            Ok(kind) => out.push(Tok {
-                kind,
-                text: lx.slice(),
-                span,
-            }),
+            Ok(kind) => out.push(Tok { kind, text: lx.slice(), span }),
             Err(()) => {
                 let text = lx.slice();
                 let c = text.chars().next().unwrap_or('?');
                 let span = Span::new(range.start, range.start + c.len_utf8());
-                let shown = if c.is_control() || c.is_whitespace() {
-                    format!("{:?}", c)
-                } else {
-                    format!("`{c}`")
-                };
+                let shown = if c.is_control() || c.is_whitespace() { format!("{:?}", c) } else { format!("`{c}`") };
                 return Err(Diagnostic::new(span, format!("invalid character {shown}"))
                     .with_label("not valid here")
                     .with_found(shown)
@@ -161,11 +153,7 @@ mod tests {
     use super::*;
 
     fn kinds(src: &str) -> Vec<(TokKind, &str)> {
-        lex(src)
-            .expect("lexes")
-            .into_iter()
-            .map(|t| (t.kind, t.text))
-            .collect()
+        lex(src).expect("lexes").into_iter().map(|t| (t.kind, t.text)).collect()
     }
 
     #[test]

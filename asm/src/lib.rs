@@ -21,9 +21,7 @@ pub mod lexer;
 pub mod parser;
 pub mod printer;
 
-pub use diag::{
-    emit_runtime_error, render_runtime_error, runtime_diagnostic, Diagnostic, Diagnostics,
-};
+pub use diag::{emit_runtime_error, render_runtime_error, runtime_diagnostic, Diagnostic, Diagnostics};
 pub use rxvm_vm::Module;
 
 use assemble::SourceMap;
@@ -43,26 +41,16 @@ pub fn assemble_with_map(
     assemble::assemble_ast(&ast, source, file_name, base_dir).map_err(fail)
 }
 
-fn assemble_in(
-    source: &str,
-    file_name: &str,
-    base_dir: Option<&Path>,
-) -> Result<Module, Diagnostics> {
+fn assemble_in(source: &str, file_name: &str, base_dir: Option<&Path>) -> Result<Module, Diagnostics> {
     let (module, map) = assemble_with_map(source, file_name, base_dir)?;
     match rxvm_vm::verify_module(&module) {
         Ok(()) => Ok(module),
-        Err(e) => Err(Diagnostics::new(
-            file_name,
-            source,
-            vec![map.verify_diagnostic(&e)],
-        )),
+        Err(e) => Err(Diagnostics::new(file_name, source, vec![map.verify_diagnostic(&e)])),
     }
 }
 
 fn dir_of(file_name: &str) -> Option<&Path> {
-    Path::new(file_name)
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
+    Path::new(file_name).parent().filter(|p| !p.as_os_str().is_empty())
 }
 
 /// Parses, assembles and verifies `source`. `file_name` is recorded in the module and
@@ -83,10 +71,7 @@ pub fn assemble_file(path: &Path) -> Result<Module, Diagnostics> {
     let source = std::fs::read_to_string(path).map_err(|e| {
         Diagnostics::without_source(
             file_name.as_str(),
-            vec![Diagnostic::new(
-                0..0,
-                format!("cannot read {file_name}: {e}"),
-            )],
+            vec![Diagnostic::new(0..0, format!("cannot read {file_name}: {e}"))],
         )
     })?;
     assemble_in(&source, &file_name, dir_of(&file_name))

@@ -66,10 +66,7 @@ impl Tracker {
     }
 
     fn expected(&self) -> Vec<String> {
-        self.expected[..self.len.get()]
-            .iter()
-            .map(|e| e.get().to_string())
-            .collect()
+        self.expected[..self.len.get()].iter().map(|e| e.get().to_string()).collect()
     }
 }
 
@@ -84,12 +81,7 @@ pub struct Toks<'a> {
 
 impl<'a> Toks<'a> {
     pub fn new(all: &'a [Tok<'a>], track: &'a Tracker) -> Toks<'a> {
-        Toks {
-            all,
-            start: 0,
-            end: all.len(),
-            track,
-        }
+        Toks { all, start: 0, end: all.len(), track }
     }
 
     fn slice(&self) -> &'a [Tok<'a>] {
@@ -105,10 +97,7 @@ impl<'a> Toks<'a> {
     }
 
     fn advance(self, n: usize) -> Toks<'a> {
-        Toks {
-            start: (self.start + n).min(self.end),
-            ..self
-        }
+        Toks { start: (self.start + n).min(self.end), ..self }
     }
 
     /// End of the last token consumed before this point.
@@ -128,9 +117,7 @@ impl<'a> Toks<'a> {
 
 impl std::fmt::Debug for Toks<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list()
-            .entries(self.slice().iter().map(|t| t.text))
-            .finish()
+        f.debug_list().entries(self.slice().iter().map(|t| t.text)).finish()
     }
 }
 
@@ -143,10 +130,7 @@ impl<'a> Input for Toks<'a> {
         self.end - self.start
     }
     fn take(&self, index: usize) -> Self {
-        Toks {
-            end: (self.start + index).min(self.end),
-            ..*self
-        }
+        Toks { end: (self.start + index).min(self.end), ..*self }
     }
     fn take_from(&self, index: usize) -> Self {
         self.advance(index)
@@ -212,11 +196,7 @@ fn kw<'a>(word: &'static str, what: &'static str) -> impl Fn(Toks<'a>) -> PResul
 }
 
 fn name_of(t: Tok<'_>, sigil: bool) -> Name<'_> {
-    let text = if sigil {
-        t.text.get(1..).unwrap_or("")
-    } else {
-        t.text
-    };
+    let text = if sigil { t.text.get(1..).unwrap_or("") } else { t.text };
     Name { text, span: t.span }
 }
 
@@ -235,11 +215,7 @@ fn ident<'a>(what: &'static str) -> impl Fn(Toks<'a>) -> PResult<'a, Name<'a>> {
 /// Any number of newlines (never fails, records nothing: blank lines are not worth
 /// listing among the alternatives).
 fn nls(i: Toks<'_>) -> PResult<'_, ()> {
-    let n = i
-        .slice()
-        .iter()
-        .take_while(|t| t.kind == TokKind::Newline)
-        .count();
+    let n = i.slice().iter().take_while(|t| t.kind == TokKind::Newline).count();
     Ok((i.advance(n), ()))
 }
 
@@ -266,10 +242,7 @@ pub fn int_value(text: &str) -> Option<i128> {
         Some(d) => (true, d),
         None => (false, text),
     };
-    let (radix, digits) = match digits
-        .strip_prefix("0x")
-        .or_else(|| digits.strip_prefix("0X"))
-    {
+    let (radix, digits) = match digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
         Some(h) => (16, h),
         None => (10, digits),
     };
@@ -298,20 +271,11 @@ pub fn float_value(text: &str) -> FloatVal {
 }
 
 fn int_lit(i: Toks<'_>) -> PResult<'_, IntLit> {
-    map(tok(TokKind::Int, "integer"), |t| IntLit {
-        value: int_value(t.text),
-        span: t.span,
-    })
-    .parse(i)
+    map(tok(TokKind::Int, "integer"), |t| IntLit { value: int_value(t.text), span: t.span }).parse(i)
 }
 
 fn float_lit(i: Toks<'_>) -> PResult<'_, FloatLit<'_>> {
-    map(tok(TokKind::Float, "float"), |t| FloatLit {
-        text: t.text,
-        value: float_value(t.text),
-        span: t.span,
-    })
-    .parse(i)
+    map(tok(TokKind::Float, "float"), |t| FloatLit { text: t.text, value: float_value(t.text), span: t.span }).parse(i)
 }
 
 fn number(i: Toks<'_>) -> PResult<'_, Number<'_>> {
@@ -319,11 +283,7 @@ fn number(i: Toks<'_>) -> PResult<'_, Number<'_>> {
 }
 
 fn string(i: Toks<'_>) -> PResult<'_, StrLit<'_>> {
-    map(tok(TokKind::Str, "string"), |t| StrLit {
-        raw: t.text,
-        span: t.span,
-    })
-    .parse(i)
+    map(tok(TokKind::Str, "string"), |t| StrLit { raw: t.text, span: t.span }).parse(i)
 }
 
 /// An argument: register, integer, float or constant.
@@ -344,10 +304,7 @@ fn int_operand(i: Toks<'_>) -> PResult<'_, Operand<'_>> {
 
 /// `elem (, elem)*` with newlines allowed after each comma; after a comma the element is
 /// required (cut). With `allow_empty`, zero elements are accepted.
-fn comma_list<'a, O, F>(
-    mut elem: F,
-    allow_empty: bool,
-) -> impl FnMut(Toks<'a>) -> PResult<'a, SmallVec<[O; 8]>>
+fn comma_list<'a, O, F>(mut elem: F, allow_empty: bool) -> impl FnMut(Toks<'a>) -> PResult<'a, SmallVec<[O; 8]>>
 where
     F: Parser<Toks<'a>, Output = O, Error = PErr>,
 {
@@ -393,11 +350,7 @@ where
     O: Copy,
     F: Parser<Toks<'a>, Output = O, Error = PErr>,
 {
-    let mut inner = delimited(
-        (punct(open), nls),
-        comma_list(elem, true),
-        (nls, cut(punct(close))),
-    );
+    let mut inner = delimited((punct(open), nls), comma_list(elem, true), (nls, cut(punct(close))));
     move |i| {
         let (i, items) = inner.parse(i)?;
         Ok((i, &*ar.alloc_slice_copy(&items)))
@@ -406,20 +359,11 @@ where
 
 // ---------------------------------------------------------------- types
 
-const SIMPLE_TYPES: [(&str, &str); 5] = [
-    ("int", "`int`"),
-    ("float", "`float`"),
-    ("shape", "`shape`"),
-    ("storage", "`storage`"),
-    ("tensor", "`tensor`"),
-];
+const SIMPLE_TYPES: [(&str, &str); 5] =
+    [("int", "`int`"), ("float", "`float`"), ("shape", "`shape`"), ("storage", "`storage`"), ("tensor", "`tensor`")];
 
 fn dim_expr(i: Toks<'_>) -> PResult<'_, DimExpr> {
-    alt((
-        map(int_lit, DimExpr::Known),
-        map(punct(TokKind::Question), |t| DimExpr::Any(t.span)),
-    ))
-    .parse(i)
+    alt((map(int_lit, DimExpr::Known), map(punct(TokKind::Question), |t| DimExpr::Any(t.span)))).parse(i)
 }
 
 fn type_expr<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, TypeExpr<'a>> {
@@ -449,21 +393,9 @@ fn type_expr<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, TypeExpr<'
             return i.fail("tensor type (e.g. `f32[4, ?]`)");
         }
         let dtype = name_of(*t, false);
-        let (rest, dims) = cut(bracketed(
-            ar,
-            TokKind::LBracket,
-            dim_expr,
-            TokKind::RBracket,
-        ))
-        .parse(i.advance(1))?;
+        let (rest, dims) = cut(bracketed(ar, TokKind::LBracket, dim_expr, TokKind::RBracket)).parse(i.advance(1))?;
         let span = Span::new(t.span.start, rest.prev_end());
-        Ok((
-            rest,
-            TypeExpr {
-                kind: TypeKind::Tensor { dtype, dims },
-                span,
-            },
-        ))
+        Ok((rest, TypeExpr { kind: TypeKind::Tensor { dtype, dims }, span }))
     }
 }
 
@@ -538,27 +470,16 @@ fn operands<'a>(ar: &'a Bump, m: &'a str, i: Toks<'a>) -> PResult<'a, InstrKind<
         "int" => map(int_lit, |value| InstrKind::Int { value }).parse(i),
         "float" => map(number, |value| InstrKind::Float { value }).parse(i),
         "const" => map(global("`@constant`"), |konst| InstrKind::Const { konst }).parse(i),
-        "shape" => map(
-            bracketed(ar, TokKind::LBracket, int_operand, TokKind::RBracket),
-            |dims| InstrKind::Shape { dims },
-        )
-        .parse(i),
+        "shape" => {
+            map(bracketed(ar, TokKind::LBracket, int_operand, TokKind::RBracket), |dims| InstrKind::Shape { dims })
+                .parse(i)
+        }
         "alloc_storage" => {
             let (i, size) = int_operand(i)?;
-            let (i, align) =
-                opt(preceded((comma, kw("align", "`align`")), cut(int_operand))).parse(i)?;
-            let (i, device) =
-                opt(preceded((comma, kw("device", "`device`")), cut(int_lit))).parse(i)?;
+            let (i, align) = opt(preceded((comma, kw("align", "`align`")), cut(int_operand))).parse(i)?;
+            let (i, device) = opt(preceded((comma, kw("device", "`device`")), cut(int_lit))).parse(i)?;
             let (i, scope) = scope_clause(i)?;
-            Ok((
-                i,
-                InstrKind::AllocStorage {
-                    size,
-                    align,
-                    device,
-                    scope,
-                },
-            ))
+            Ok((i, InstrKind::AllocStorage { size, align, device, scope }))
         }
         "alloc_tensor" => {
             let (i, storage) = reg(i)?;
@@ -566,16 +487,7 @@ fn operands<'a>(ar: &'a Bump, m: &'a str, i: Toks<'a>) -> PResult<'a, InstrKind<
             let (i, dtype) = preceded(comma, ident("dtype (e.g. `f32`)")).parse(i)?;
             let (i, dims) = bracketed(ar, TokKind::LBracket, int_operand, TokKind::RBracket)(i)?;
             let (i, scope) = scope_clause(i)?;
-            Ok((
-                i,
-                InstrKind::AllocTensor {
-                    storage,
-                    offset,
-                    dtype,
-                    dims,
-                    scope,
-                },
-            ))
+            Ok((i, InstrKind::AllocTensor { storage, offset, dtype, dims, scope }))
         }
         "kill" => map(reg, |reg| InstrKind::Kill { reg }).parse(i),
         "call" => {
@@ -585,12 +497,7 @@ fn operands<'a>(ar: &'a Bump, m: &'a str, i: Toks<'a>) -> PResult<'a, InstrKind<
         }
         "ret" => {
             let (i, values) = comma_list(operand, true)(i)?;
-            Ok((
-                i,
-                InstrKind::Ret {
-                    values: ar.alloc_slice_copy(&values),
-                },
-            ))
+            Ok((i, InstrKind::Ret { values: ar.alloc_slice_copy(&values) }))
         }
         "br" => map(label_ref, |target| InstrKind::Br { target }).parse(i),
         "br_if" => {
@@ -618,15 +525,7 @@ fn instr<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, InstrNode<'a>>
             None => &[],
         };
         let span = Span::new(start, i.prev_end());
-        Ok((
-            i,
-            InstrNode {
-                dsts,
-                mnemonic: mnem,
-                kind,
-                span,
-            },
-        ))
+        Ok((i, InstrNode { dsts, mnemonic: mnem, kind, span }))
     }
 }
 
@@ -690,16 +589,7 @@ fn func_decl<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, FuncDecl<'
             let (i, _) = punct(TokKind::LBrace)(i)?;
             let (i, body) = body(ar)(i)?;
             let (i, _) = punct(TokKind::RBrace)(i)?;
-            Ok((
-                i,
-                FuncDecl {
-                    name,
-                    params,
-                    results: results.unwrap_or(&[]),
-                    body,
-                    header_span,
-                },
-            ))
+            Ok((i, FuncDecl { name, params, results: results.unwrap_or(&[]), body, header_span }))
         };
         cut(rest).parse(i)
     }
@@ -718,45 +608,22 @@ fn const_init<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, ConstInit
     move |i: Toks<'a>| {
         let start = i.first().map_or(0, |t| t.span.start);
         alt((
+            map(bracketed(ar, TokKind::LBracket, elem, TokKind::RBracket), |elems| ConstInit::List {
+                elems,
+                span: Span::default(),
+            }),
             map(
-                bracketed(ar, TokKind::LBracket, elem, TokKind::RBracket),
-                |elems| ConstInit::List {
-                    elems,
-                    span: Span::default(),
-                },
-            ),
-            map(
-                preceded(
-                    kw("fill", "`fill`"),
-                    cut(delimited(
-                        punct(TokKind::LParen),
-                        number,
-                        punct(TokKind::RParen),
-                    )),
-                ),
+                preceded(kw("fill", "`fill`"), cut(delimited(punct(TokKind::LParen), number, punct(TokKind::RParen)))),
                 ConstInit::Fill,
             ),
             map(
-                preceded(
-                    kw("file", "`file`"),
-                    cut(delimited(
-                        punct(TokKind::LParen),
-                        string,
-                        punct(TokKind::RParen),
-                    )),
-                ),
+                preceded(kw("file", "`file`"), cut(delimited(punct(TokKind::LParen), string, punct(TokKind::RParen)))),
                 ConstInit::File,
             ),
         ))
         .parse(i)
         .map(|(rest, init)| match init {
-            ConstInit::List { elems, .. } => (
-                rest,
-                ConstInit::List {
-                    elems,
-                    span: Span::new(start, rest.prev_end()),
-                },
-            ),
+            ConstInit::List { elems, .. } => (rest, ConstInit::List { elems, span: Span::new(start, rest.prev_end()) }),
             other => (rest, other),
         })
     }
@@ -776,11 +643,7 @@ fn const_decl<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, ConstDecl
 }
 
 fn module_name(i: Toks<'_>) -> PResult<'_, ModuleName<'_>> {
-    alt((
-        map(ident("module name"), ModuleName::Ident),
-        map(string, ModuleName::Str),
-    ))
-    .parse(i)
+    alt((map(ident("module name"), ModuleName::Ident), map(string, ModuleName::Str))).parse(i)
 }
 
 /// A `module` line that is not the first declaration.
@@ -801,11 +664,7 @@ enum Item<'a> {
 
 fn source_module<'a>(ar: &'a Bump, i: Toks<'a>) -> PResult<'a, SourceModule<'a>> {
     let (i, ()) = nls(i)?;
-    let (mut i, name) = opt(preceded(
-        kw("module", "`module`"),
-        cut(terminated(module_name, stmt_end)),
-    ))
-    .parse(i)?;
+    let (mut i, name) = opt(preceded(kw("module", "`module`"), cut(terminated(module_name, stmt_end)))).parse(i)?;
     let mut consts = Vec::new();
     let mut funcs = Vec::new();
     loop {
@@ -832,14 +691,7 @@ fn source_module<'a>(ar: &'a Bump, i: Toks<'a>) -> PResult<'a, SourceModule<'a>>
         }
     }
     let (i, ()) = end_of_file(i)?;
-    Ok((
-        i,
-        SourceModule {
-            name,
-            consts: ar.alloc_slice_copy(&consts),
-            funcs: ar.alloc_slice_copy(&funcs),
-        },
-    ))
+    Ok((i, SourceModule { name, consts: ar.alloc_slice_copy(&consts), funcs: ar.alloc_slice_copy(&funcs) }))
 }
 
 /// Lexes and parses `src`. All nodes are allocated in `ar`.
@@ -864,9 +716,7 @@ fn error_from_tracker(src: &str, all: &[Tok<'_>], track: &Tracker) -> Diagnostic
     let pos = track.furthest.get();
     let (span, found) = match all.get(pos) {
         // A newline is shown as a point at the end of its line.
-        Some(t) if t.kind == TokKind::Newline => {
-            (Span::new(t.span.start, t.span.start), t.describe())
-        }
+        Some(t) if t.kind == TokKind::Newline => (Span::new(t.span.start, t.span.start), t.describe()),
         Some(t) => (t.span, t.describe()),
         None => (Span::new(src.len(), src.len()), "end of file".to_string()),
     };
@@ -911,10 +761,7 @@ mod tests {
         assert_eq!(t.input_len(), 3);
         let (rest, first) = t.take_split(1);
         assert_eq!(first.input_len(), 1);
-        assert_eq!(
-            rest.iter_elements().map(|t| t.text).collect::<Vec<_>>(),
-            vec!["b", "c"]
-        );
+        assert_eq!(rest.iter_elements().map(|t| t.text).collect::<Vec<_>>(), vec!["b", "c"]);
         assert_eq!(t.position(|t| t.text == "c"), Some(2));
         assert_eq!(t.slice_index(5), Err(Needed::new(2)));
         // A stock nom combinator runs on it.
@@ -931,59 +778,23 @@ mod tests {
                    func @main(%x: f32[?, 4], %n: int) -> (f32[4], tensor) {\n\
                    entry: %a, %b = call @f(%x, 1, 2.5, @w)\n  ret %a, %b\n}\n";
         let m = parse_ok(src, &ar);
-        assert!(matches!(
-            m.name,
-            Some(ModuleName::Ident(Name { text: "tiny", .. }))
-        ));
+        assert!(matches!(m.name, Some(ModuleName::Ident(Name { text: "tiny", .. }))));
         assert_eq!(m.consts.len(), 3);
-        assert!(matches!(
-            m.consts[1].init,
-            ConstInit::Fill(Number::Int(IntLit { value: Some(1), .. }))
-        ));
-        assert!(matches!(
-            m.consts[2].init,
-            ConstInit::File(StrLit {
-                raw: "\"x.bin\"",
-                ..
-            })
-        ));
+        assert!(matches!(m.consts[1].init, ConstInit::Fill(Number::Int(IntLit { value: Some(1), .. }))));
+        assert!(matches!(m.consts[2].init, ConstInit::File(StrLit { raw: "\"x.bin\"", .. })));
         let f = &m.funcs[0];
         assert_eq!(f.name.text, "main");
         assert_eq!(f.params.len(), 2);
-        assert!(matches!(
-            f.params[0].ty.kind,
-            TypeKind::Tensor {
-                dims: [DimExpr::Any(_), DimExpr::Known(_)],
-                ..
-            }
-        ));
+        assert!(matches!(f.params[0].ty.kind, TypeKind::Tensor { dims: [DimExpr::Any(_), DimExpr::Known(_)], .. }));
         assert_eq!(f.results.len(), 2);
-        assert_eq!(
-            &src[f.header_span.range()],
-            "func @main(%x: f32[?, 4], %n: int) -> (f32[4], tensor)"
-        );
-        assert!(matches!(
-            f.body[0],
-            BodyItem::Label(Name { text: "entry", .. })
-        ));
-        let BodyItem::Instr(call) = f.body[1] else {
-            panic!("not an instruction")
-        };
+        assert_eq!(&src[f.header_span.range()], "func @main(%x: f32[?, 4], %n: int) -> (f32[4], tensor)");
+        assert!(matches!(f.body[0], BodyItem::Label(Name { text: "entry", .. })));
+        let BodyItem::Instr(call) = f.body[1] else { panic!("not an instruction") };
         assert_eq!(call.dsts.len(), 2);
         assert_eq!(&src[call.span.range()], "%a, %b = call @f(%x, 1, 2.5, @w)");
-        let InstrKind::Call { callee, args } = call.kind else {
-            panic!("not a call")
-        };
+        let InstrKind::Call { callee, args } = call.kind else { panic!("not a call") };
         assert_eq!(callee.text, "f");
-        assert!(matches!(
-            args,
-            [
-                Operand::Reg(_),
-                Operand::Int(_),
-                Operand::Float(_),
-                Operand::Const(_)
-            ]
-        ));
+        assert!(matches!(args, [Operand::Reg(_), Operand::Int(_), Operand::Float(_), Operand::Const(_)]));
     }
 
     #[test]
@@ -1024,27 +835,17 @@ mod tests {
                 "ret"
             ]
         );
-        let BodyItem::Instr(st) = m.funcs[0].body[5] else {
-            panic!()
-        };
+        let BodyItem::Instr(st) = m.funcs[0].body[5] else { panic!() };
         assert!(matches!(
             st.kind,
-            InstrKind::AllocStorage {
-                align: Some(Operand::Int(_)),
-                device: Some(_),
-                scope: Some(_),
-                ..
-            }
+            InstrKind::AllocStorage { align: Some(Operand::Int(_)), device: Some(_), scope: Some(_), .. }
         ));
     }
 
     #[test]
     fn expected_lists_every_alternative() {
         let e = parse_err("func @f() {\n  call @g(%a, )\n}\n");
-        assert_eq!(
-            e.expected,
-            vec!["`%register`", "integer", "float", "`@constant`"]
-        );
+        assert_eq!(e.expected, vec!["`%register`", "integer", "float", "`@constant`"]);
         assert_eq!(e.found.as_deref(), Some("`)`"));
 
         let e = parse_err("func @f() {\n  ret %a %b\n}\n");
@@ -1055,11 +856,7 @@ mod tests {
         assert_eq!(e.found.as_deref(), Some("newline"));
 
         let e = parse_err("func @f() {\n  frob %x\n}\n");
-        assert!(
-            e.expected.contains(&"label".to_string()),
-            "{:?}",
-            e.expected
-        );
+        assert!(e.expected.contains(&"label".to_string()), "{:?}", e.expected);
         assert!(e.expected.contains(&"`br_if`".to_string()));
         assert!(e.expected.contains(&"`}`".to_string()));
         assert!(e.notes.iter().any(|n| n.contains("not an instruction")));
@@ -1084,27 +881,10 @@ mod tests {
     fn int_and_float_values() {
         assert_eq!(int_value("-0x8000000000000000"), Some(i64::MIN as i128));
         assert_eq!(int_value("18446744073709551615"), Some(u64::MAX as i128));
-        assert_eq!(
-            int_value("999999999999999999999999999999999999999999"),
-            None
-        );
+        assert_eq!(int_value("999999999999999999999999999999999999999999"), None);
         assert_eq!(float_value("-inf"), FloatVal::Num(f64::NEG_INFINITY));
-        assert_eq!(
-            float_value("nan"),
-            FloatVal::Nan {
-                negative: false,
-                payload: None
-            }
-        );
-        assert_eq!(
-            float_value("-nan(0x1f)"),
-            FloatVal::Nan {
-                negative: true,
-                payload: Some(0x1f)
-            }
-        );
-        assert!(
-            matches!(float_value("-0.0"), FloatVal::Num(v) if v.to_bits() == (-0.0f64).to_bits())
-        );
+        assert_eq!(float_value("nan"), FloatVal::Nan { negative: false, payload: None });
+        assert_eq!(float_value("-nan(0x1f)"), FloatVal::Nan { negative: true, payload: Some(0x1f) });
+        assert!(matches!(float_value("-0.0"), FloatVal::Num(v) if v.to_bits() == (-0.0f64).to_bits()));
     }
 }

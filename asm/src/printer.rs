@@ -60,9 +60,7 @@ pub fn is_ident(s: &str) -> bool {
 
 /// Can `s` follow `%` or `@`?
 pub fn is_sigil_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.')
+    !s.is_empty() && s.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.')
 }
 
 fn push_string(out: &mut String, s: &str) {
@@ -261,12 +259,7 @@ impl<'f> Names<'f> {
         let mut used: HashSet<&str> = HashSet::new();
         let mut regs: Vec<RegName<'f>> = Vec::with_capacity(n);
         for i in 0..n {
-            let name = f
-                .debug
-                .reg_names
-                .get(i)
-                .map(String::as_str)
-                .filter(|s| is_sigil_name(s));
+            let name = f.debug.reg_names.get(i).map(String::as_str).filter(|s| is_sigil_name(s));
             regs.push(match name {
                 Some(s) if used.insert(s) => RegName::Named(s),
                 _ => RegName::Generated(i as u32),
@@ -449,13 +442,7 @@ impl FnPrinter<'_> {
                 self.args(dims, ndim as usize);
                 self.out.push(']');
             }
-            Instr::AllocStorage {
-                dst,
-                size,
-                align,
-                device,
-                scope,
-            } => {
+            Instr::AllocStorage { dst, size, align, device, scope } => {
                 self.dst(dst);
                 self.out.push_str("alloc_storage ");
                 self.arg(size);
@@ -469,14 +456,7 @@ impl FnPrinter<'_> {
                 }
                 self.scope(scope);
             }
-            Instr::AllocTensor {
-                dst,
-                storage,
-                args,
-                dtype,
-                scope,
-                ndim,
-            } => {
+            Instr::AllocTensor { dst, storage, args, dtype, scope, ndim } => {
                 self.dst(dst);
                 self.out.push_str("alloc_tensor ");
                 self.reg(storage);
@@ -505,12 +485,7 @@ impl FnPrinter<'_> {
                 self.out.push_str("kill ");
                 self.reg(reg);
             }
-            Instr::Call {
-                func,
-                list,
-                ndst,
-                nargs,
-            } => {
+            Instr::Call { func, list, ndst, nargs } => {
                 self.call_dsts(list, ndst);
                 self.out.push_str("call @");
                 match self.m.funcs.get(func.0 as usize) {
@@ -521,12 +496,7 @@ impl FnPrinter<'_> {
                 }
                 self.call_args(list, ndst, nargs);
             }
-            Instr::CallBuiltin {
-                builtin,
-                list,
-                ndst,
-                nargs,
-            } => {
+            Instr::CallBuiltin { builtin, list, ndst, nargs } => {
                 self.call_dsts(list, ndst);
                 self.out.push_str("call @vm.");
                 match BUILTINS.get(builtin.0 as usize) {
@@ -639,26 +609,13 @@ mod tests {
     #[test]
     fn floats_lex_as_floats() {
         let mut s = String::new();
-        for v in [
-            1.0,
-            -0.0,
-            1e-7,
-            1e300,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            0.1,
-            123456789012345680.0,
-        ] {
+        for v in [1.0, -0.0, 1e-7, 1e300, f64::INFINITY, f64::NEG_INFINITY, 0.1, 123456789012345680.0] {
             s.clear();
             push_f64(&mut s, v);
             let toks = crate::lexer::lex(&s).expect("lexes");
             assert_eq!(toks.len(), 1, "{s}");
             assert_eq!(toks[0].kind, crate::lexer::TokKind::Float, "{s}");
-            assert_eq!(
-                crate::parser::float_value(&s),
-                crate::ast::FloatVal::Num(v),
-                "{s}"
-            );
+            assert_eq!(crate::parser::float_value(&s), crate::ast::FloatVal::Num(v), "{s}");
         }
         s.clear();
         push_f64(&mut s, f64::NAN);

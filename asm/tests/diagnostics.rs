@@ -23,88 +23,34 @@ macro_rules! diag_test {
 }
 
 diag_test!(lex_bad_char, "func @main() {\n  %x = int 4 $ 5\n  ret\n}\n");
-diag_test!(
-    lex_unterminated_string,
-    "func @main() {\n  %s = alloc_storage 64, scope \"global\n  ret\n}\n"
-);
-diag_test!(
-    parse_missing_operand,
-    "func @main() {\n  %x = mov\n  ret\n}\n"
-);
-diag_test!(
-    parse_missing_call_argument,
-    "func @main() {\n  call @vm.print(%a, )\n  ret\n}\n"
-);
-diag_test!(
-    parse_wrong_token,
-    "func @main() {\n  %s = alloc_storage 64\n  %t = alloc_tensor %s 0, f32[4]\n  ret\n}\n"
-);
-diag_test!(
-    parse_unknown_mnemonic,
-    "func @main() {\n  %s = alloc 64\n  ret\n}\n"
-);
-diag_test!(
-    parse_unknown_statement,
-    "func @main() {\n  frobnicate %x\n  ret\n}\n"
-);
-diag_test!(
-    parse_ret_values,
-    "func @main() -> int {\n  %a = int 1\n  ret %a %a\n}\n"
-);
+diag_test!(lex_unterminated_string, "func @main() {\n  %s = alloc_storage 64, scope \"global\n  ret\n}\n");
+diag_test!(parse_missing_operand, "func @main() {\n  %x = mov\n  ret\n}\n");
+diag_test!(parse_missing_call_argument, "func @main() {\n  call @vm.print(%a, )\n  ret\n}\n");
+diag_test!(parse_wrong_token, "func @main() {\n  %s = alloc_storage 64\n  %t = alloc_tensor %s 0, f32[4]\n  ret\n}\n");
+diag_test!(parse_unknown_mnemonic, "func @main() {\n  %s = alloc 64\n  ret\n}\n");
+diag_test!(parse_unknown_statement, "func @main() {\n  frobnicate %x\n  ret\n}\n");
+diag_test!(parse_ret_values, "func @main() -> int {\n  %a = int 1\n  ret %a %a\n}\n");
 diag_test!(parse_bad_type, "func @main(%x: matrix) {\n  ret\n}\n");
 diag_test!(parse_unclosed_brace, "func @main() {\n  ret\n");
-diag_test!(
-    parse_bad_clause,
-    "func @main() {\n  %s = alloc_storage 64, alignment 8\n  ret\n}\n"
-);
-diag_test!(
-    parse_module_not_first,
-    "func @main() {\n  ret\n}\nmodule late\n"
-);
-diag_test!(
-    unknown_builtin,
-    "func @main(%x: f32[4]) {\n  call @vm.addd(%x, %x, %x)\n  ret\n}\n"
-);
-diag_test!(
-    unknown_builtin_far,
-    "func @main() {\n  call @vm.frobnicate()\n  ret\n}\n"
-);
-diag_test!(
-    unknown_function,
-    "func @helper() {\n  ret\n}\n\nfunc @main() {\n  call @helpr()\n  ret\n}\n"
-);
+diag_test!(parse_bad_clause, "func @main() {\n  %s = alloc_storage 64, alignment 8\n  ret\n}\n");
+diag_test!(parse_module_not_first, "func @main() {\n  ret\n}\nmodule late\n");
+diag_test!(unknown_builtin, "func @main(%x: f32[4]) {\n  call @vm.addd(%x, %x, %x)\n  ret\n}\n");
+diag_test!(unknown_builtin_far, "func @main() {\n  call @vm.frobnicate()\n  ret\n}\n");
+diag_test!(unknown_function, "func @helper() {\n  ret\n}\n\nfunc @main() {\n  call @helpr()\n  ret\n}\n");
 diag_test!(unknown_label, "func @main() {\n  br loop\nlop:\n  ret\n}\n");
-diag_test!(
-    unknown_const,
-    "const @weights: f32[1] = [1.0]\n\nfunc @main() {\n  %w = const @weight\n  ret\n}\n"
-);
-diag_test!(
-    duplicate_function,
-    "func @f() {\n  ret\n}\n\nfunc @f() {\n  ret\n}\n"
-);
-diag_test!(
-    duplicate_const,
-    "const @w: f32[1] = [1.0]\nconst @w: f32[1] = [2.0]\n"
-);
+diag_test!(unknown_const, "const @weights: f32[1] = [1.0]\n\nfunc @main() {\n  %w = const @weight\n  ret\n}\n");
+diag_test!(duplicate_function, "func @f() {\n  ret\n}\n\nfunc @f() {\n  ret\n}\n");
+diag_test!(duplicate_const, "const @w: f32[1] = [1.0]\nconst @w: f32[1] = [2.0]\n");
 diag_test!(duplicate_label, "func @main() {\nl:\n  nop\nl:\n  ret\n}\n");
-diag_test!(
-    duplicate_parameter,
-    "func @main(%a: int, %a: float) {\n  ret\n}\n"
-);
+diag_test!(duplicate_parameter, "func @main(%a: int, %a: float) {\n  ret\n}\n");
 diag_test!(label_at_end, "func @main() {\n  ret\nend:\n}\n");
 diag_test!(unknown_dtype, "func @main(%x: f31[4]) {\n  ret\n}\n");
 diag_test!(
     unknown_dtype_in_alloc_tensor,
     "func @main() {\n  %s = alloc_storage 64\n  %t = alloc_tensor %s, 0, float32[4]\n  ret\n}\n"
 );
-diag_test!(
-    unknown_scope,
-    "func @main() {\n  %s = alloc_storage 64, scope \"texture\"\n  ret\n}\n"
-);
-diag_test!(
-    const_count_mismatch,
-    "const @w: f32[2, 2] = [1.0, 2.0, 3.0]\n"
-);
+diag_test!(unknown_scope, "func @main() {\n  %s = alloc_storage 64, scope \"texture\"\n  ret\n}\n");
+diag_test!(const_count_mismatch, "const @w: f32[2, 2] = [1.0, 2.0, 3.0]\n");
 diag_test!(const_not_a_tensor, "const @w: int = [1]\n");
 diag_test!(const_unknown_dim, "const @w: f32[?] = [1.0]\n");
 diag_test!(const_float_in_int, "const @w: i32[2] = [1, 2.5]\n");
@@ -112,30 +58,12 @@ diag_test!(const_int_out_of_range, "const @w: u8[3] = [0, 255, 256]\n");
 diag_test!(const_float_out_of_range, "const @w: f16[1] = [70000.0]\n");
 diag_test!(const_bool_out_of_range, "const @w: bool[2] = [true, 2]\n");
 diag_test!(const_fill_not_integral, "const @w: i32[2] = fill(0.5)\n");
-diag_test!(
-    int_out_of_range,
-    "func @main() {\n  %x = int 9223372036854775808\n  ret\n}\n"
-);
-diag_test!(
-    int_arg_out_of_range,
-    "func @main() {\n  %x = call @vm.iadd(1, -0x8000000000000001)\n  ret\n}\n"
-);
-diag_test!(
-    align_not_power_of_two,
-    "func @main() {\n  %s = alloc_storage 4096, align 48\n  ret\n}\n"
-);
-diag_test!(
-    device_out_of_range,
-    "func @main() {\n  %s = alloc_storage 4096, device 256\n  ret\n}\n"
-);
-diag_test!(
-    nan_payload_out_of_range,
-    "func @main() {\n  %x = float nan(0x10000000000000)\n  ret\n}\n"
-);
-diag_test!(
-    bad_escape,
-    "func @main() {\n  %s = alloc_storage 64, scope \"glo\\bal\"\n  ret\n}\n"
-);
+diag_test!(int_out_of_range, "func @main() {\n  %x = int 9223372036854775808\n  ret\n}\n");
+diag_test!(int_arg_out_of_range, "func @main() {\n  %x = call @vm.iadd(1, -0x8000000000000001)\n  ret\n}\n");
+diag_test!(align_not_power_of_two, "func @main() {\n  %s = alloc_storage 4096, align 48\n  ret\n}\n");
+diag_test!(device_out_of_range, "func @main() {\n  %s = alloc_storage 4096, device 256\n  ret\n}\n");
+diag_test!(nan_payload_out_of_range, "func @main() {\n  %x = float nan(0x10000000000000)\n  ret\n}\n");
+diag_test!(bad_escape, "func @main() {\n  %s = alloc_storage 64, scope \"glo\\bal\"\n  ret\n}\n");
 diag_test!(missing_destination, "func @main() {\n  int 5\n  ret\n}\n");
 diag_test!(extra_destination, "func @main() {\n  %x = ret\n}\n");
 diag_test!(
@@ -157,19 +85,13 @@ fn too_many_dimensions() {
 #[test]
 fn const_file_missing() {
     let src = "const @m: f32[4, 4] = file(\"no_such.bin\")\n";
-    insta::assert_snapshot!(
-        "const_file_missing",
-        render_named(src, "tests/data/prog.rxa")
-    );
+    insta::assert_snapshot!("const_file_missing", render_named(src, "tests/data/prog.rxa"));
 }
 
 #[test]
 fn const_file_wrong_size() {
     let src = "const @m: f32[2] = file(\"ten_bytes.bin\")\n";
-    insta::assert_snapshot!(
-        "const_file_wrong_size",
-        render_named(src, "tests/data/prog.rxa")
-    );
+    insta::assert_snapshot!("const_file_wrong_size", render_named(src, "tests/data/prog.rxa"));
 }
 
 #[test]
@@ -179,47 +101,29 @@ fn unreadable_source_file() {
         Err(d) => d,
     };
     let text = d.render();
-    assert!(
-        text.starts_with("error: cannot read tests/data/does_not_exist.rxa"),
-        "{text}"
-    );
+    assert!(text.starts_with("error: cannot read tests/data/does_not_exist.rxa"), "{text}");
 }
 
 #[test]
 fn parse_errors_carry_expected_and_found() {
-    let d: Diagnostics = match assemble(
-        "func @main() {\n  call @vm.print(%a, )\n  ret\n}\n",
-        "t.rxa",
-    ) {
+    let d: Diagnostics = match assemble("func @main() {\n  call @vm.print(%a, )\n  ret\n}\n", "t.rxa") {
         Ok(_) => panic!("must fail"),
         Err(d) => d,
     };
     let e = &d.items()[0];
-    assert_eq!(
-        e.expected,
-        ["`%register`", "integer", "float", "`@constant`"]
-    );
+    assert_eq!(e.expected, ["`%register`", "integer", "float", "`@constant`"]);
     assert_eq!(e.found.as_deref(), Some("`)`"));
     assert_eq!(e.span, 36..37);
     // Display is the rendering; Diagnostics is an Error.
     let as_error: &dyn std::error::Error = &d;
     assert_eq!(as_error.to_string(), d.render());
-    assert!(
-        d.render_color().contains("\u{1b}["),
-        "colour output has escapes"
-    );
+    assert!(d.render_color().contains("\u{1b}["), "colour output has escapes");
 }
 
 #[test]
 fn runtime_errors_render_like_assembler_errors() {
     let src = "func @main() {\n  %x = call @vm.idiv(1, 0)   ; boom\n  ret\n}\n";
-    let text = rxvm_asm::render_runtime_error(
-        src,
-        "prog.rxa",
-        2,
-        3,
-        "division by zero",
-        &["in @main, instruction 0".into()],
-    );
+    let text =
+        rxvm_asm::render_runtime_error(src, "prog.rxa", 2, 3, "division by zero", &["in @main, instruction 0".into()]);
     insta::assert_snapshot!("runtime_error", text);
 }

@@ -22,8 +22,7 @@ fn kinds(ks: &[Kind]) -> String {
 
 /// The builtin table as it must appear in the doc.
 fn builtin_table() -> String {
-    let mut s =
-        String::from("| builtin | parameters | results | what it does |\n|---|---|---|---|\n");
+    let mut s = String::from("| builtin | parameters | results | what it does |\n|---|---|---|---|\n");
     for b in BUILTINS {
         let mut params = kinds(b.params);
         if b.variadic {
@@ -34,13 +33,7 @@ fn builtin_table() -> String {
         }
         let results = kinds(b.results);
         let dash = |t: String| if t.is_empty() { "—".to_string() } else { t };
-        s.push_str(&format!(
-            "| `@vm.{}` | {} | {} | {} |\n",
-            b.name,
-            dash(params),
-            dash(results),
-            b.doc
-        ));
+        s.push_str(&format!("| `@vm.{}` | {} | {} | {} |\n", b.name, dash(params), dash(results), b.doc));
     }
     s
 }
@@ -48,46 +41,24 @@ fn builtin_table() -> String {
 #[test]
 fn builtin_table_matches_the_builtins() {
     let text = doc();
-    let start = text
-        .find(BEGIN)
-        .expect("the doc has the builtins:begin marker")
-        + BEGIN.len();
-    let end = text[start..]
-        .find(END)
-        .expect("the doc has the builtins:end marker")
-        + start;
+    let start = text.find(BEGIN).expect("the doc has the builtins:begin marker") + BEGIN.len();
+    let end = text[start..].find(END).expect("the doc has the builtins:end marker") + start;
     let table = text[start..end].trim();
     let want = builtin_table();
-    assert_eq!(
-        table,
-        want.trim(),
-        "docs/assembly.md's builtin table is out of date; replace it with:\n\n{want}"
-    );
+    assert_eq!(table, want.trim(), "docs/assembly.md's builtin table is out of date; replace it with:\n\n{want}");
 }
 
 #[test]
 fn every_mnemonic_dtype_and_scope_is_documented() {
     let text = doc();
     for op in Opcode::ALL {
-        assert!(
-            text.contains(&format!("### `{}`", op.mnemonic())),
-            "no section for `{}`",
-            op.mnemonic()
-        );
+        assert!(text.contains(&format!("### `{}`", op.mnemonic())), "no section for `{}`", op.mnemonic());
     }
     for d in DType::ALL {
-        assert!(
-            text.contains(&format!("`{}`", d.name())),
-            "dtype {} is not documented",
-            d.name()
-        );
+        assert!(text.contains(&format!("`{}`", d.name())), "dtype {} is not documented", d.name());
     }
     for s in Scope::ALL {
-        assert!(
-            text.contains(&format!("\"{}\"", s.name())),
-            "scope {} is not documented",
-            s.name()
-        );
+        assert!(text.contains(&format!("\"{}\"", s.name())), "scope {} is not documented", s.name());
     }
 }
 
@@ -113,28 +84,16 @@ fn blocks(text: &str, lang: &str) -> Vec<(usize, String)> {
 fn complete_examples_assemble_verify_and_round_trip() {
     let text = doc();
     let examples = blocks(&text, "rxa");
-    assert!(
-        examples.len() >= 10,
-        "only {} complete examples",
-        examples.len()
-    );
+    assert!(examples.len() >= 10, "only {} complete examples", examples.len());
     for (line, src) in examples {
         let name = format!("docs/assembly.md:{line}");
         let m = assemble(&src, &name).unwrap_or_else(|d| panic!("{name}:\n{}\n{src}", d.render()));
-        assert!(
-            m.func_by_name("main").is_some(),
-            "{name}: a complete example has @main"
-        );
-        let again =
-            assemble(&disassemble(&m), &name).unwrap_or_else(|d| panic!("{name}:\n{}", d.render()));
+        assert!(m.func_by_name("main").is_some(), "{name}: a complete example has @main");
+        let again = assemble(&disassemble(&m), &name).unwrap_or_else(|d| panic!("{name}:\n{}", d.render()));
         let (mut a, mut b) = (m, again);
         a.strip_debug();
         b.strip_debug();
-        assert_eq!(
-            rxvm_vm::write_module(&a),
-            rxvm_vm::write_module(&b),
-            "{name}"
-        );
+        assert_eq!(rxvm_vm::write_module(&a), rxvm_vm::write_module(&b), "{name}");
     }
 }
 
@@ -148,22 +107,13 @@ fn documented_diagnostics_are_current() {
             continue;
         };
         // The block before it (```rxa-bad) is the source.
-        let src_blocks = blocks(
-            &text[..text.lines().take(line).map(|l| l.len() + 1).sum::<usize>()],
-            "rxa-bad",
-        );
-        let (_, src) = src_blocks
-            .last()
-            .unwrap_or_else(|| panic!("line {line}: no ```rxa-bad block before"));
+        let src_blocks = blocks(&text[..text.lines().take(line).map(|l| l.len() + 1).sum::<usize>()], "rxa-bad");
+        let (_, src) = src_blocks.last().unwrap_or_else(|| panic!("line {line}: no ```rxa-bad block before"));
         let d = match assemble(src, "bad.rxa") {
             Ok(_) => panic!("line {line}: the bad example assembles"),
             Err(d) => d.render(),
         };
-        assert_eq!(
-            rest.trim_end(),
-            d.trim_end(),
-            "docs/assembly.md:{line}: the shown diagnostic is out of date"
-        );
+        assert_eq!(rest.trim_end(), d.trim_end(), "docs/assembly.md:{line}: the shown diagnostic is out of date");
         n += 1;
     }
     assert!(n >= 2, "expected documented diagnostics, found {n}");

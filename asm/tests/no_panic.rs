@@ -109,34 +109,23 @@ const VOCAB: &[&str] = &[
 
 fn check(src: &str) {
     let r = std::panic::catch_unwind(|| {
-        for result in [
-            assemble(src, "fuzz.rxa"),
-            assemble_unverified(src, "fuzz.rxa"),
-        ] {
+        for result in [assemble(src, "fuzz.rxa"), assemble_unverified(src, "fuzz.rxa")] {
             match result {
                 Err(d) => {
                     let text = d.render();
                     assert!(text.starts_with("error"), "{text}");
                     for item in d.items() {
-                        assert!(
-                            item.span.start <= item.span.end && item.span.end <= src.len(),
-                            "{item:?}"
-                        );
+                        assert!(item.span.start <= item.span.end && item.span.end <= src.len(), "{item:?}");
                     }
                 }
                 Ok(m) => {
                     let text = disassemble(&m);
-                    let m2 = assemble_unverified(&text, "fuzz.rxa").unwrap_or_else(|d| {
-                        panic!("disassembly does not assemble:\n{}\n{text}", d.render())
-                    });
+                    let m2 = assemble_unverified(&text, "fuzz.rxa")
+                        .unwrap_or_else(|d| panic!("disassembly does not assemble:\n{}\n{text}", d.render()));
                     let (mut a, mut b) = (m.clone(), m2);
                     a.strip_debug();
                     b.strip_debug();
-                    assert_eq!(
-                        write_module(&a),
-                        write_module(&b),
-                        "round trip differs:\n{text}"
-                    );
+                    assert_eq!(write_module(&a), write_module(&b), "round trip differs:\n{text}");
                 }
             }
         }
@@ -154,9 +143,7 @@ fn random_bytes() {
         let bytes: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
         check(&String::from_utf8_lossy(&bytes));
         // Mostly-ASCII printable text reaches the parser more often.
-        let text: String = (0..n)
-            .map(|_| (b' ' + (rng.next() % 95) as u8) as char)
-            .collect();
+        let text: String = (0..n).map(|_| (b' ' + (rng.next() % 95) as u8) as char).collect();
         check(&text);
     }
 }
@@ -187,11 +174,7 @@ fn seeds() -> Vec<String> {
             .to_string(),
     ];
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    for p in [
-        "tests/programs/all_forms.rxa",
-        "tests/programs/loops.rxa",
-        "tests/programs/tensors.rxa",
-    ] {
+    for p in ["tests/programs/all_forms.rxa", "tests/programs/loops.rxa", "tests/programs/tensors.rxa"] {
         if let Ok(t) = std::fs::read_to_string(root.join(p)) {
             v.push(t);
         }
@@ -255,24 +238,14 @@ fn mutated_programs() {
 #[test]
 fn pathological_sizes() {
     // Deep and wide inputs: long lists, many registers, long lines.
-    let many = (0..5000)
-        .map(|i| i.to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
-    check(&format!(
-        "func @main() {{\n  call @vm.print({many})\n  ret\n}}\n"
-    ));
-    check(&format!(
-        "func @main() {{\n  %s = shape [{many}]\n  ret\n}}\n"
-    ));
+    let many = (0..5000).map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+    check(&format!("func @main() {{\n  call @vm.print({many})\n  ret\n}}\n"));
+    check(&format!("func @main() {{\n  %s = shape [{many}]\n  ret\n}}\n"));
     let regs: String = (0..3000).map(|i| format!("  %r{i} = int {i}\n")).collect();
     check(&format!("func @main() {{\n{regs}  ret\n}}\n"));
     check(&"(".repeat(10_000));
     check(&"[".repeat(10_000));
-    check(&format!(
-        "const @w: f32[{}] = fill(1.0)\n",
-        "1, ".repeat(300)
-    ));
+    check(&format!("const @w: f32[{}] = fill(1.0)\n", "1, ".repeat(300)));
     check("const @w: f32[9223372036854775807, 9223372036854775807] = fill(1.0)\n");
     check("const @w: f32[9223372036854775807, 2] = []\n");
     check(&"\n".repeat(10_000));

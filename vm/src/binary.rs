@@ -31,11 +31,7 @@ pub enum SectionId {
 impl SectionId {
     fn from_u8(v: u8) -> Option<SectionId> {
         use SectionId::*;
-        [
-            Strings, Meta, Literals, Constants, Functions, Code, Names, Spans,
-        ]
-        .into_iter()
-        .find(|s| *s as u8 == v)
+        [Strings, Meta, Literals, Constants, Functions, Code, Names, Spans].into_iter().find(|s| *s as u8 == v)
     }
 }
 
@@ -48,11 +44,7 @@ pub struct LoadError {
 
 impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "malformed bytecode at byte {}: {}",
-            self.offset, self.message
-        )
+        write!(f, "malformed bytecode at byte {}: {}", self.offset, self.message)
     }
 }
 
@@ -194,8 +186,7 @@ pub fn write_module(m: &Module) -> Vec<u8> {
         }
     }
 
-    let has_debug =
-        m.source_file.is_some() || m.funcs.iter().any(|f| f.debug != FuncDebug::default());
+    let has_debug = m.source_file.is_some() || m.funcs.iter().any(|f| f.debug != FuncDebug::default());
     let mut names = Vec::new();
     let mut spans = Vec::new();
     if has_debug {
@@ -264,20 +255,14 @@ type R<T> = Result<T, LoadError>;
 
 impl<'a> Reader<'a> {
     fn err<T>(&self, message: impl Into<String>) -> R<T> {
-        Err(LoadError {
-            offset: self.base + self.pos,
-            message: message.into(),
-        })
+        Err(LoadError { offset: self.base + self.pos, message: message.into() })
     }
     fn remaining(&self) -> usize {
         self.bytes.len() - self.pos
     }
     fn take(&mut self, n: usize, what: &str) -> R<&'a [u8]> {
         if self.remaining() < n {
-            return self.err(format!(
-                "truncated: expected {n} bytes of {what}, found {}",
-                self.remaining()
-            ));
+            return self.err(format!("truncated: expected {n} bytes of {what}, found {}", self.remaining()));
         }
         let s = &self.bytes[self.pos..self.pos + n];
         self.pos += n;
@@ -305,10 +290,7 @@ impl<'a> Reader<'a> {
     fn count(&mut self, what: &str, min_item_bytes: usize) -> R<usize> {
         let n = self.u32(what)? as usize;
         if n.saturating_mul(min_item_bytes.max(1)) > self.remaining() {
-            return self.err(format!(
-                "{what} is {n} but only {} bytes remain",
-                self.remaining()
-            ));
+            return self.err(format!("{what} is {n} but only {} bytes remain", self.remaining()));
         }
         Ok(n)
     }
@@ -316,10 +298,7 @@ impl<'a> Reader<'a> {
         let i = self.u32(what)?;
         match strings.get(i as usize) {
             Some(s) => Ok(s),
-            None => self.err(format!(
-                "{what} refers to string {i}, but the module has {} strings",
-                strings.len()
-            )),
+            None => self.err(format!("{what} refers to string {i}, but the module has {} strings", strings.len())),
         }
     }
     fn dtype(&mut self) -> R<DType> {
@@ -365,10 +344,7 @@ impl<'a> Reader<'a> {
     }
     fn finish(&self, what: &str) -> R<()> {
         if self.remaining() != 0 {
-            return self.err(format!(
-                "{} unexpected bytes at the end of the {what} section",
-                self.remaining()
-            ));
+            return self.err(format!("{} unexpected bytes at the end of the {what} section", self.remaining()));
         }
         Ok(())
     }
@@ -382,38 +358,23 @@ struct FuncHeader {
 /// Decodes a `.rxb`. The result is well formed but not yet verified: run
 /// [`crate::verify::verify_module`] (or use [`crate::load_module`], which does both).
 pub fn read_module(bytes: &[u8]) -> R<Module> {
-    let mut hdr = Reader {
-        bytes,
-        pos: 0,
-        base: 0,
-    };
+    let mut hdr = Reader { bytes, pos: 0, base: 0 };
     let magic = hdr.take(4, "magic").map_err(|_| LoadError {
         offset: 0,
-        message: format!(
-            "not an rxvm module: {} bytes is shorter than the header",
-            bytes.len()
-        ),
+        message: format!("not an rxvm module: {} bytes is shorter than the header", bytes.len()),
     })?;
     if magic != MAGIC {
         return Err(LoadError {
             offset: 0,
-            message: format!(
-                "not an rxvm module: expected magic 00 52 58 42 (\"\\0RXB\"), found {magic:02x?}"
-            ),
+            message: format!("not an rxvm module: expected magic 00 52 58 42 (\"\\0RXB\"), found {magic:02x?}"),
         });
     }
     let version = hdr.u16("version")?;
     if version != VERSION {
-        return Err(LoadError {
-            offset: 4,
-            message: format!("unsupported version {version}, expected {VERSION}"),
-        });
+        return Err(LoadError { offset: 4, message: format!("unsupported version {version}, expected {VERSION}") });
     }
     if hdr.u16("reserved")? != 0 {
-        return Err(LoadError {
-            offset: 6,
-            message: "reserved header bytes must be zero".into(),
-        });
+        return Err(LoadError { offset: 6, message: "reserved header bytes must be zero".into() });
     }
 
     let mut m = Module::default();
@@ -425,16 +386,15 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
         let id_at = hdr.pos;
         let id = hdr.u8("section id")?;
         let Some(id) = SectionId::from_u8(id) else {
-            return Err(LoadError {
-                offset: id_at,
-                message: format!("unknown section id {id}"),
-            });
+            return Err(LoadError { offset: id_at, message: format!("unknown section id {id}") });
         };
         if let Some(l) = last {
             if id <= l {
                 return Err(LoadError {
                     offset: id_at,
-                    message: format!("section {id:?} after {l:?}: sections must appear once each, in increasing id order"),
+                    message: format!(
+                        "section {id:?} after {l:?}: sections must appear once each, in increasing id order"
+                    ),
                 });
             }
         }
@@ -442,11 +402,7 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
         let len = hdr.u32("section length")? as usize;
         let base = hdr.pos;
         let payload = hdr.take(len, "section payload")?;
-        let mut r = Reader {
-            bytes: payload,
-            pos: 0,
-            base,
-        };
+        let mut r = Reader { bytes: payload, pos: 0, base };
         match id {
             SectionId::Strings => {
                 let n = r.count("string count", 4)?;
@@ -477,9 +433,7 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                         1 => Literal::Float(f64::from_bits(v)),
                         t => {
                             r.pos -= 9;
-                            return r.err(format!(
-                                "invalid literal tag {t}, expected 0 (int) or 1 (float)"
-                            ));
+                            return r.err(format!("invalid literal tag {t}, expected 0 (int) or 1 (float)"));
                         }
                     });
                 }
@@ -516,17 +470,10 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                         1 => ConstData::Fill(f64::from_bits(r.u64("fill value")?)),
                         t => {
                             r.pos -= 1;
-                            return r.err(format!(
-                                "invalid constant data tag {t}, expected 0 (bytes) or 1 (fill)"
-                            ));
+                            return r.err(format!("invalid constant data tag {t}, expected 0 (bytes) or 1 (fill)"));
                         }
                     };
-                    let c = Constant {
-                        name,
-                        dtype,
-                        shape,
-                        data,
-                    };
+                    let c = Constant { name, dtype, shape, data };
                     let expected = c.numel().and_then(|n| n.checked_mul(dtype.size() as u64));
                     if let ConstData::Bytes(b) = &c.data {
                         if expected != Some(b.len() as u64) {
@@ -575,10 +522,7 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
             SectionId::Code => {
                 seen_code = true;
                 for (f, h) in m.funcs.iter_mut().zip(&headers) {
-                    let need = h
-                        .ninstr
-                        .checked_mul(WORD_SIZE)
-                        .and_then(|c| c.checked_add(h.nargs.checked_mul(4)?));
+                    let need = h.ninstr.checked_mul(WORD_SIZE).and_then(|c| c.checked_add(h.nargs.checked_mul(4)?));
                     match need {
                         Some(need) if need <= r.remaining() => {}
                         _ => {
@@ -614,9 +558,7 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                 for f in &mut m.funcs {
                     let n = r.count("register name count", 4)?;
                     for _ in 0..n {
-                        f.debug
-                            .reg_names
-                            .push(r.string(&strings, "register name")?.to_string());
+                        f.debug.reg_names.push(r.string(&strings, "register name")?.to_string());
                     }
                     let n = r.count("label count", 8)?;
                     for _ in 0..n {
@@ -646,10 +588,7 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
         r.finish(&format!("{id:?}"))?;
     }
     if !m.funcs.is_empty() && !seen_code {
-        return Err(LoadError {
-            offset: bytes.len(),
-            message: "module has functions but no code section".into(),
-        });
+        return Err(LoadError { offset: bytes.len(), message: "module has functions but no code section".into() });
     }
     Ok(m)
 }

@@ -30,28 +30,11 @@ pub struct ModuleBuilder {
 
 impl ModuleBuilder {
     pub fn new(name: &str) -> ModuleBuilder {
-        ModuleBuilder {
-            module: Module {
-                name: name.to_string(),
-                ..Module::default()
-            },
-            defined: Vec::new(),
-        }
+        ModuleBuilder { module: Module { name: name.to_string(), ..Module::default() }, defined: Vec::new() }
     }
 
-    pub fn constant(
-        &mut self,
-        name: &str,
-        dtype: DType,
-        shape: &[i64],
-        data: ConstData,
-    ) -> ConstId {
-        self.module.consts.push(Constant {
-            name: name.to_string(),
-            dtype,
-            shape: shape.to_vec(),
-            data,
-        });
+    pub fn constant(&mut self, name: &str, dtype: DType, shape: &[i64], data: ConstData) -> ConstId {
+        self.module.consts.push(Constant { name: name.to_string(), dtype, shape: shape.to_vec(), data });
         ConstId(self.module.consts.len() as u32 - 1)
     }
 
@@ -75,12 +58,7 @@ impl ModuleBuilder {
     }
 
     /// Starts a function body (declaring it if needed).
-    pub fn function(
-        &mut self,
-        name: &str,
-        params: Vec<Type>,
-        results: Vec<Type>,
-    ) -> FunctionBuilder {
+    pub fn function(&mut self, name: &str, params: Vec<Type>, results: Vec<Type>) -> FunctionBuilder {
         let nparams = params.len();
         let id = self.declare(name, params, results);
         FunctionBuilder {
@@ -104,9 +82,7 @@ impl ModuleBuilder {
     fn encode(&mut self, o: Operand) -> Arg {
         match o {
             Operand::Reg(r) => Arg::reg(r),
-            Operand::Int(v) => {
-                Arg::imm(v).unwrap_or_else(|| Arg::lit(self.intern(Literal::Int(v))))
-            }
+            Operand::Int(v) => Arg::imm(v).unwrap_or_else(|| Arg::lit(self.intern(Literal::Int(v)))),
             Operand::Float(v) => Arg::lit(self.intern(Literal::Float(v))),
             Operand::Const(c) => Arg::konst(c),
         }
@@ -115,25 +91,13 @@ impl ModuleBuilder {
     /// Adds a finished body: resolves labels and encodes operands.
     pub fn add_function(&mut self, fb: FunctionBuilder) {
         let args: Vec<Arg> = fb.ops.iter().map(|o| self.encode(*o)).collect();
-        let at = |l: Label| {
-            Label(
-                fb.labels
-                    .get(l.0 as usize)
-                    .copied()
-                    .flatten()
-                    .unwrap_or(u32::MAX),
-            )
-        };
+        let at = |l: Label| Label(fb.labels.get(l.0 as usize).copied().flatten().unwrap_or(u32::MAX));
         let code = fb
             .code
             .iter()
             .map(|i| match *i {
                 Instr::Br { target } => Instr::Br { target: at(target) },
-                Instr::BrIf { cond, then_, else_ } => Instr::BrIf {
-                    cond,
-                    then_: at(then_),
-                    else_: at(else_),
-                },
+                Instr::BrIf { cond, then_, else_ } => Instr::BrIf { cond, then_: at(then_), else_: at(else_) },
                 other => other,
             })
             .collect();
@@ -219,32 +183,16 @@ impl FunctionBuilder {
     pub fn shape(&mut self, dims: &[Operand]) -> Reg {
         let dst = self.new_reg();
         let start = self.list(dims);
-        self.code.push(Instr::MakeShape {
-            dst,
-            dims: start,
-            ndim: dims.len() as u8,
-        });
+        self.code.push(Instr::MakeShape { dst, dims: start, ndim: dims.len() as u8 });
         dst
     }
 
     /// `align: None` uses the device's base alignment.
-    pub fn alloc_storage(
-        &mut self,
-        size: Operand,
-        align: Option<Operand>,
-        device: u8,
-        scope: Scope,
-    ) -> Reg {
+    pub fn alloc_storage(&mut self, size: Operand, align: Option<Operand>, device: u8, scope: Scope) -> Reg {
         let dst = self.new_reg();
         let size = self.encode_now(size);
         let align = self.encode_now(align.unwrap_or(Operand::Int(0)));
-        self.code.push(Instr::AllocStorage {
-            dst,
-            size,
-            align,
-            device,
-            scope,
-        });
+        self.code.push(Instr::AllocStorage { dst, size, align, device, scope });
         dst
     }
 
@@ -262,27 +210,13 @@ impl FunctionBuilder {
         }
     }
 
-    pub fn alloc_tensor(
-        &mut self,
-        storage: Reg,
-        offset: Operand,
-        dtype: DType,
-        dims: &[Operand],
-        scope: Scope,
-    ) -> Reg {
+    pub fn alloc_tensor(&mut self, storage: Reg, offset: Operand, dtype: DType, dims: &[Operand], scope: Scope) -> Reg {
         let dst = self.new_reg();
         let mut ops = Vec::with_capacity(dims.len() + 1);
         ops.push(offset);
         ops.extend_from_slice(dims);
         let args = self.list(&ops);
-        self.code.push(Instr::AllocTensor {
-            dst,
-            storage,
-            args,
-            dtype,
-            scope,
-            ndim: dims.len() as u8,
-        });
+        self.code.push(Instr::AllocTensor { dst, storage, args, dtype, scope, ndim: dims.len() as u8 });
         dst
     }
 
@@ -296,12 +230,7 @@ impl FunctionBuilder {
         let mut ops: Vec<Operand> = dsts.iter().map(|r| Operand::Reg(*r)).collect();
         ops.extend_from_slice(args);
         let list = self.list(&ops);
-        self.code.push(Instr::Call {
-            func,
-            list,
-            ndst: nresults as u8,
-            nargs: args.len() as u16,
-        });
+        self.code.push(Instr::Call { func, list, ndst: nresults as u8, nargs: args.len() as u16 });
         dsts
     }
 
@@ -324,10 +253,7 @@ impl FunctionBuilder {
 
     pub fn ret(&mut self, vals: &[Operand]) {
         let list = self.list(vals);
-        self.code.push(Instr::Ret {
-            list,
-            nvals: vals.len() as u16,
-        });
+        self.code.push(Instr::Ret { list, nvals: vals.len() as u16 });
     }
 
     /// A new label, placed later with [`FunctionBuilder::place`].
@@ -351,3 +277,7 @@ impl FunctionBuilder {
         self.code.push(Instr::BrIf { cond, then_, else_ });
     }
 }
+
+/// The name the embedding API documents for [`ModuleBuilder`]: it builds programs
+/// (modules) without text.
+pub type ProgramBuilder = ModuleBuilder;

@@ -106,10 +106,7 @@ mod tests {
         assert_eq!(Builtin::ALL.len(), BUILTINS.len());
         for (i, b) in Builtin::ALL.iter().enumerate() {
             assert_eq!(*b as usize, i);
-            assert_eq!(
-                Builtin::from_name(&format!("vm.{}", b.sig().name)),
-                Some(*b)
-            );
+            assert_eq!(Builtin::from_name(&format!("vm.{}", b.sig().name)), Some(*b));
         }
     }
 }

@@ -57,9 +57,7 @@ impl Arg {
     }
     /// `None` when `v` does not fit the 30-bit immediate.
     pub fn imm(v: i64) -> Option<Arg> {
-        (Self::IMM_MIN..=Self::IMM_MAX)
-            .contains(&v)
-            .then_some(Arg((1 << Self::TAG_SHIFT) | (v as u32 & Self::PAYLOAD)))
+        (Self::IMM_MIN..=Self::IMM_MAX).contains(&v).then_some(Arg((1 << Self::TAG_SHIFT) | (v as u32 & Self::PAYLOAD)))
     }
     pub fn lit(i: u32) -> Arg {
         debug_assert!(i <= Self::PAYLOAD);
@@ -158,15 +156,7 @@ impl Word {
 
     pub fn from_bytes(b: &[u8; WORD_SIZE]) -> Word {
         let u = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        Word {
-            op: b[0],
-            x: b[1],
-            y: b[2],
-            z: b[3],
-            a: u(4),
-            b: u(8),
-            c: u(12),
-        }
+        Word { op: b[0], x: b[1], y: b[2], z: b[3], a: u(4), b: u(8), c: u(12) }
     }
 }
 
@@ -437,10 +427,7 @@ define_opcodes! {
 impl Instr {
     /// True when control never falls through to the next instruction.
     pub fn is_terminator(&self) -> bool {
-        matches!(
-            self,
-            Instr::Ret { .. } | Instr::Br { .. } | Instr::BrIf { .. }
-        )
+        matches!(self, Instr::Ret { .. } | Instr::Br { .. } | Instr::BrIf { .. })
     }
 }
 
@@ -459,27 +446,11 @@ mod tests {
     fn every_opcode_round_trips() {
         let samples = [
             Instr::Nop {},
-            Instr::Mov {
-                dst: Reg(1),
-                src: Reg(2),
-            },
-            Instr::LoadInt {
-                dst: Reg(3),
-                value: -5_000_000_000,
-            },
-            Instr::LoadFloat {
-                dst: Reg(3),
-                value: -1.25,
-            },
-            Instr::LoadConst {
-                dst: Reg(0),
-                konst: ConstId(7),
-            },
-            Instr::MakeShape {
-                dst: Reg(1),
-                dims: 4,
-                ndim: 3,
-            },
+            Instr::Mov { dst: Reg(1), src: Reg(2) },
+            Instr::LoadInt { dst: Reg(3), value: -5_000_000_000 },
+            Instr::LoadFloat { dst: Reg(3), value: -1.25 },
+            Instr::LoadConst { dst: Reg(0), konst: ConstId(7) },
+            Instr::MakeShape { dst: Reg(1), dims: 4, ndim: 3 },
             Instr::AllocStorage {
                 dst: Reg(9),
                 size: Arg::imm(4096).unwrap(),
@@ -496,25 +467,11 @@ mod tests {
                 ndim: 4,
             },
             Instr::Kill { reg: Reg(4) },
-            Instr::Call {
-                func: FuncId(2),
-                list: 5,
-                ndst: 1,
-                nargs: 300,
-            },
-            Instr::CallBuiltin {
-                builtin: BuiltinId(3),
-                list: 0,
-                ndst: 0,
-                nargs: 2,
-            },
+            Instr::Call { func: FuncId(2), list: 5, ndst: 1, nargs: 300 },
+            Instr::CallBuiltin { builtin: BuiltinId(3), list: 0, ndst: 0, nargs: 2 },
             Instr::Ret { list: 3, nvals: 2 },
             Instr::Br { target: Label(17) },
-            Instr::BrIf {
-                cond: Reg(1),
-                then_: Label(2),
-                else_: Label(9),
-            },
+            Instr::BrIf { cond: Reg(1), then_: Label(2), else_: Label(9) },
         ];
         assert_eq!(samples.len(), Opcode::ALL.len());
         for ins in samples {
@@ -526,25 +483,11 @@ mod tests {
 
     #[test]
     fn decoder_refuses_garbage() {
-        let w = Word {
-            op: 0x7f,
-            ..Word::default()
-        };
+        let w = Word { op: 0x7f, ..Word::default() };
         assert_eq!(Instr::decode(w), Err(DecodeError::UnknownOpcode(0x7f)));
-        let w = Word {
-            op: Opcode::Kill as u8,
-            c: 1,
-            ..Word::default()
-        };
-        assert!(matches!(
-            Instr::decode(w),
-            Err(DecodeError::NonZeroUnusedSlot { slot: "c", .. })
-        ));
-        let w = Word {
-            op: Opcode::AllocTensor as u8,
-            x: 200,
-            ..Word::default()
-        };
+        let w = Word { op: Opcode::Kill as u8, c: 1, ..Word::default() };
+        assert!(matches!(Instr::decode(w), Err(DecodeError::NonZeroUnusedSlot { slot: "c", .. })));
+        let w = Word { op: Opcode::AllocTensor as u8, x: 200, ..Word::default() };
         assert_eq!(Instr::decode(w), Err(DecodeError::BadDType(200)));
     }
 

@@ -53,11 +53,9 @@ impl DeviceCaps {
     /// `max-alloc`, `mem`.
     pub fn with_overrides(mut self, spec: &str) -> Result<DeviceCaps, String> {
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (k, v) = item
-                .split_once('=')
-                .ok_or_else(|| format!("expected KEY=VALUE in device caps, found `{item}`"))?;
-            let v: u64 = parse_size(v)
-                .ok_or_else(|| format!("`{v}` is not a size (e.g. 64, 4k, 2M, 1G)"))?;
+            let (k, v) =
+                item.split_once('=').ok_or_else(|| format!("expected KEY=VALUE in device caps, found `{item}`"))?;
+            let v: u64 = parse_size(v).ok_or_else(|| format!("`{v}` is not a size (e.g. 64, 4k, 2M, 1G)"))?;
             let pow2 = |name: &str, v: u64| {
                 if v.is_power_of_two() {
                     Ok(v)
@@ -125,8 +123,7 @@ pub struct HostBlock {
 impl HostBlock {
     /// A zeroed block of `capacity` bytes; `None` if the system refuses.
     pub fn new(capacity: u64, align: u64) -> Option<HostBlock> {
-        let layout =
-            Layout::from_size_align(usize::try_from(capacity.max(1)).ok()?, align as usize).ok()?;
+        let layout = Layout::from_size_align(usize::try_from(capacity.max(1)).ok()?, align as usize).ok()?;
         // SAFETY: the layout has a non-zero size.
         let ptr = NonNull::new(unsafe { alloc_zeroed(layout) })?;
         Some(HostBlock { ptr, layout })
@@ -193,10 +190,7 @@ impl HostPool {
 
     pub fn release(&mut self, b: HostBlock) {
         self.free_bytes += b.capacity();
-        self.free
-            .entry((b.capacity(), b.align()))
-            .or_default()
-            .push(b);
+        self.free.entry((b.capacity(), b.align())).or_default().push(b);
     }
 
     /// Returns every cached block to the system.
@@ -238,13 +232,8 @@ mod tests {
 
     #[test]
     fn caps_overrides_parse_and_reject() {
-        let c = DeviceCaps::host()
-            .with_overrides("pitch=32, image-base=256, mem=1G")
-            .unwrap();
-        assert_eq!(
-            (c.image_pitch_align_px, c.image_base_align, c.global_mem),
-            (32, 256, 1 << 30)
-        );
+        let c = DeviceCaps::host().with_overrides("pitch=32, image-base=256, mem=1G").unwrap();
+        assert_eq!((c.image_pitch_align_px, c.image_base_align, c.global_mem), (32, 256, 1 << 30));
         assert!(DeviceCaps::host().with_overrides("image-base=100").is_err());
         assert!(DeviceCaps::host().with_overrides("bogus=1").is_err());
         assert!(DeviceCaps::host().with_overrides("pitch").is_err());

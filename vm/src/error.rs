@@ -25,12 +25,7 @@ pub struct VmError {
 impl VmError {
     #[cold]
     pub fn api(message: impl Into<String>) -> VmError {
-        VmError {
-            message: message.into(),
-            notes: vec![],
-            stack: vec![],
-            source_file: None,
-        }
+        VmError { message: message.into(), notes: vec![], stack: vec![], source_file: None }
     }
 
     /// Where the error happened: `file:line:col` or `@func instruction N`.
@@ -38,10 +33,7 @@ impl VmError {
         let top = self.stack.first()?;
         let file = self.source_file.as_deref().unwrap_or("<module>");
         Some(if top.loc.line > 0 {
-            format!(
-                "{file}:{}:{} (in @{}, instruction {})",
-                top.loc.line, top.loc.col, top.func, top.pc
-            )
+            format!("{file}:{}:{} (in @{}, instruction {})", top.loc.line, top.loc.col, top.func, top.pc)
         } else {
             format!("@{} instruction {}", top.func, top.pc)
         })

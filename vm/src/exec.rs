@@ -3,7 +3,9 @@
 
 use crate::builtins::Builtin;
 use crate::host_tensor::{format_nested, load_f64, load_i64, store_f64, store_i64, HostTensor};
+use crate::cl_kernels::{self, Access};
 use crate::memory::View;
+use crate::opencl::{ClDevice, KernelArg, ViewKind};
 use crate::types::DType;
 use crate::value::Value;
 use std::io::Write;
@@ -18,59 +20,134 @@ fn fail<T>(msg: String) -> Result<T, Fail> {
 }
 
 /// Copies a view's elements, row-major and without padding, into a new host tensor.
-pub fn read_view(v: &View) -> HostTensor {
+pub fn read_view(v: &View) -> Result<HostTensor, Fail> {
+    v.check_coherent_read().map_err(Box::new)?;
     let es = v.dtype.size();
-    let (run, stride) = v.runs();
     let n = v.numel();
     let mut data = vec![0u8; n as usize * es];
+    if let (Some(dev), Some(h)) = (v.storage.device_state().cl(), v.cl) {
+        dev.read(&h, data.len(), v.image.as_ref(), &mut data).map_err(|e| Box::new(e.to_string()))?;
+        return Ok(HostTensor { dtype: v.dtype, shape: v.shape.to_vec(), data });
+    }
+    let (run, stride) = v.runs();
     if run > 0 {
         let run_bytes = run as usize * es;
         for (r, chunk) in data.chunks_mut(run_bytes).enumerate() {
             let src = v.offset as usize + r * stride as usize;
             // SAFETY: view creation checked that every run lies inside the storage.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    v.storage.host_ptr().add(src),
-                    chunk.as_mut_ptr(),
-                    chunk.len(),
-                )
-            }
+            unsafe { std::ptr::copy_nonoverlapping(v.storage.host_ptr().add(src), chunk.as_mut_ptr(), chunk.len()) }
         }
     }
-    HostTensor {
-        dtype: v.dtype,
-        shape: v.shape.to_vec(),
-        data,
-    }
+    Ok(HostTensor { dtype: v.dtype, shape: v.shape.to_vec(), data })
 }
 
-/// Writes row-major element bytes into a view (same element count and dtype, checked).
+/// Writes row-major element bytes into a view (same element count and dtype, checked);
+/// refuses constants.
 pub fn write_view(v: &View, data: &[u8]) -> Result<(), Fail> {
-    let es = v.dtype.size();
-    if data.len() as u64 != v.numel() * es as u64 {
-        return fail(format!(
-            "expected {} bytes for the view, found {}",
-            v.numel() * es as u64,
-            data.len()
-        ));
-    }
     if v.storage.is_constant() {
         return fail("cannot write to a constant".into());
+    }
+    store_bytes(v, data)
+}
+
+/// Writes row-major element bytes into any view, constants included (for loading them).
+pub fn store_bytes(v: &View, data: &[u8]) -> Result<(), Fail> {
+    let es = v.dtype.size();
+    if data.len() as u64 != v.numel() * es as u64 {
+        return fail(format!("expected {} bytes for the view, found {}", v.numel() * es as u64, data.len()));
+    }
+    if let (Some(dev), Some(h)) = (v.storage.device_state().cl(), v.cl) {
+        dev.write(&h, v.image.as_ref(), data).map_err(|e| Box::new(e.to_string()))?;
+        v.record_write();
+        return Ok(());
     }
     let (run, stride) = v.runs();
     if run > 0 {
         for (r, chunk) in data.chunks(run as usize * es).enumerate() {
             let dst = v.offset as usize + r * stride as usize;
             // SAFETY: as in `read_view`; `data` is host memory apart from any storage.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    chunk.as_ptr(),
-                    v.storage.host_ptr().add(dst),
-                    chunk.len(),
-                )
+            unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), v.storage.host_ptr().add(dst), chunk.len()) }
+        }
+    }
+    Ok(())
+}
+
+/// The OpenCL device all `views` live on, `None` on the host; an error if they live on
+/// different devices.
+fn device_of<'a>(name: &str, views: &[&'a View]) -> Result<Option<&'a ClDevice>, Fail> {
+    let first = &views[0].storage;
+    for v in &views[1..] {
+        if v.storage.device != first.device {
+            return fail(format!(
+                "@vm.{name}: tensors on different devices ({} and {}); copy them to one device first",
+                first.device_state().caps.name,
+                v.storage.device_state().caps.name
+            ));
+        }
+    }
+    Ok(first.device_state().cl())
+}
+
+/// A scalar in the kernel's compute type, converted the way the host converts.
+fn compute_scalar(dtype: DType, v: f64) -> KernelArg {
+    let mut b = [0u8; 8];
+    match dtype {
+        DType::F32 | DType::F16 => {
+            let mut e = [0u8; 8];
+            store_f64(dtype, v, &mut e);
+            b[..4].copy_from_slice(&(load_f64(dtype, &e) as f32).to_le_bytes());
+            KernelArg::Bytes(b, 4)
+        }
+        DType::F64 => KernelArg::Bytes(v.to_le_bytes(), 8),
+        _ => {
+            store_f64(dtype, v, &mut b);
+            KernelArg::Bytes(b, dtype.size())
+        }
+    }
+}
+
+/// Runs builtin `b` as an OpenCL kernel: `views` are the operands, output last.
+fn cl_run(dev: &ClDevice, b: Builtin, dtype: DType, views: &[&View], scalars: Vec<KernelArg>) -> Result<(), Fail> {
+    let out = views[views.len() - 1];
+    for v in &views[..views.len() - 1] {
+        v.check_coherent_read().map_err(Box::new)?;
+    }
+    let ops: Vec<Access> = views
+        .iter()
+        .map(|v| match (v.image, v.cl) {
+            (Some(l), Some(h)) if h.kind != ViewKind::Buffer => Access::Image { channels: l.channels },
+            _ => Access::Buffer,
+        })
+        .collect();
+    let Some(src) = cl_kernels::source(b, dtype, &ops) else {
+        return fail(format!("@vm.{} has no OpenCL kernel for {dtype}", b.sig().name));
+    };
+    let kernel = dev.kernel(&src).map_err(Box::new)?;
+    let mut args = Vec::with_capacity(3 * views.len() + 3);
+    for (v, a) in views.iter().zip(&ops) {
+        let Some(h) = v.cl else { return fail("internal: an OpenCL view without a device handle".into()) };
+        match a {
+            Access::Buffer => {
+                args.push(KernelArg::Mem(h.mem));
+                args.push(KernelArg::U64(h.offset / dtype.size() as u64));
+            }
+            Access::Image { channels } => {
+                let width = v.image.map_or(0, |l| l.width);
+                args.push(KernelArg::Mem(h.mem));
+                args.push(KernelArg::I32(width as i32));
+                args.push(KernelArg::I32(*channels as i32));
             }
         }
     }
+    let n = out.numel();
+    args.push(KernelArg::U64(n));
+    args.extend(scalars);
+    let global = match ops[ops.len() - 1] {
+        Access::Buffer => n,
+        Access::Image { channels } => n / channels,
+    };
+    dev.launch(kernel, &args, global as usize).map_err(|e| Box::new(format!("@vm.{}: {e}", b.sig().name)))?;
+    out.record_write();
     Ok(())
 }
 
@@ -132,19 +209,13 @@ fn as_tensor(v: &Value) -> Result<&Rc<View>, Fail> {
 fn int_op(name: &str, a: i64, b: i64, r: Option<i64>) -> Result<Option<Value>, Fail> {
     match r {
         Some(v) => Ok(Some(Value::Int(v))),
-        None if b == 0 && matches!(name, "idiv" | "irem") => {
-            fail(format!("@vm.{name}: division by zero ({a} / 0)"))
-        }
+        None if b == 0 && matches!(name, "idiv" | "irem") => fail(format!("@vm.{name}: division by zero ({a} / 0)")),
         None => fail(format!("@vm.{name}: integer overflow with {a} and {b}")),
     }
 }
 
 /// Runs a builtin. The verifier has checked arity and argument kinds.
-pub fn call_builtin(
-    b: Builtin,
-    args: &[Value],
-    out: &mut dyn Write,
-) -> Result<Option<Value>, Fail> {
+pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<Option<Value>, Fail> {
     let i = |k: usize| as_int(&args[k]);
     let f = |k: usize| as_float(&args[k]);
     let cmp = |c: bool| Ok(Some(Value::Int(c as i64)));
@@ -187,10 +258,7 @@ pub fn call_builtin(
             let idx = if k < 0 { k + s.len() as i64 } else { k };
             match usize::try_from(idx).ok().and_then(|x| s.get(x)) {
                 Some(d) => Ok(Some(Value::Int(*d))),
-                None => fail(format!(
-                    "@vm.dim: index {k} is out of range for a shape of rank {}",
-                    s.len()
-                )),
+                None => fail(format!("@vm.dim: index {k} is out of range for a shape of rank {}", s.len())),
             }
         }
         Builtin::Rank => match &args[0] {
@@ -204,6 +272,9 @@ pub fn call_builtin(
         }
         Builtin::Fill => {
             let t = writable("fill", as_tensor(&args[0])?)?;
+            if let Some(dev) = device_of("fill", &[t])? {
+                return cl_run(dev, b, t.dtype, &[t], vec![compute_scalar(t.dtype, f(1))]).map(|_| None);
+            }
             let mut b = [0u8; 8];
             store_f64(t.dtype, f(1), &mut b);
             for k in 0..t.numel() {
@@ -214,6 +285,10 @@ pub fn call_builtin(
         Builtin::Iota => {
             let t = writable("iota", as_tensor(&args[0])?)?;
             let (start, step) = (f(1), f(2));
+            if let Some(dev) = device_of("iota", &[t])? {
+                let scalars = vec![compute_scalar(t.dtype, start), compute_scalar(t.dtype, step)];
+                return cl_run(dev, b, t.dtype, &[t], scalars).map(|_| None);
+            }
             for k in 0..t.numel() {
                 let mut b = [0u8; 8];
                 store_f64(t.dtype, start + k as f64 * step, &mut b);
@@ -222,10 +297,7 @@ pub fn call_builtin(
             Ok(None)
         }
         Builtin::Copy => {
-            let (src, dst) = (
-                as_tensor(&args[0])?,
-                writable("copy", as_tensor(&args[1])?)?,
-            );
+            let (src, dst) = (as_tensor(&args[0])?, writable("copy", as_tensor(&args[1])?)?);
             same_dtype("copy", &[src, dst])?;
             if src.numel() != dst.numel() {
                 return fail(format!(
@@ -234,18 +306,17 @@ pub fn call_builtin(
                     shape_str(dst)
                 ));
             }
+            if let Some(dev) = device_of("copy", &[src, dst])? {
+                return cl_run(dev, b, src.dtype, &[src, dst], vec![]).map(|_| None);
+            }
             // Through a temporary, so overlapping views copy as if simultaneously.
-            let tmp = read_view(src);
+            let tmp = read_view(src)?;
             write_view(dst, &tmp.data)?;
             Ok(None)
         }
         Builtin::Add | Builtin::Sub | Builtin::Mul => {
             let name = b.sig().name;
-            let (a, bb, o) = (
-                as_tensor(&args[0])?,
-                as_tensor(&args[1])?,
-                writable(name, as_tensor(&args[2])?)?,
-            );
+            let (a, bb, o) = (as_tensor(&args[0])?, as_tensor(&args[1])?, writable(name, as_tensor(&args[2])?)?);
             let dtype = same_dtype(name, &[a, bb, o])?;
             let n = a.numel();
             if o.numel() != n || (bb.numel() != n && bb.numel() != 1) {
@@ -257,6 +328,9 @@ pub fn call_builtin(
                 ));
             }
             let bstep = (bb.numel() != 1) as u64;
+            if let Some(dev) = device_of(name, &[a, bb, o])? {
+                return cl_run(dev, b, dtype, &[a, bb, o], vec![KernelArg::U64(bstep)]).map(|_| None);
+            }
             for k in 0..n {
                 let (x, y) = (get(a, k), get(bb, k * bstep));
                 let mut r = [0u8; 8];
@@ -282,17 +356,13 @@ pub fn call_builtin(
             Ok(None)
         }
         Builtin::Relu => {
-            let (x, o) = (
-                as_tensor(&args[0])?,
-                writable("relu", as_tensor(&args[1])?)?,
-            );
+            let (x, o) = (as_tensor(&args[0])?, writable("relu", as_tensor(&args[1])?)?);
             let dtype = same_dtype("relu", &[x, o])?;
             if x.numel() != o.numel() {
-                return fail(format!(
-                    "@vm.relu: x is {} but out is {}",
-                    shape_str(x),
-                    shape_str(o)
-                ));
+                return fail(format!("@vm.relu: x is {} but out is {}", shape_str(x), shape_str(o)));
+            }
+            if let Some(dev) = device_of("relu", &[x, o])? {
+                return cl_run(dev, b, dtype, &[x, o], vec![]).map(|_| None);
             }
             for k in 0..x.numel() {
                 let mut r = [0u8; 8];
@@ -302,18 +372,10 @@ pub fn call_builtin(
             Ok(None)
         }
         Builtin::MatMul => {
-            let (a, bb, o) = (
-                as_tensor(&args[0])?,
-                as_tensor(&args[1])?,
-                writable("matmul", as_tensor(&args[2])?)?,
-            );
+            let (a, bb, o) = (as_tensor(&args[0])?, as_tensor(&args[1])?, writable("matmul", as_tensor(&args[2])?)?);
             let dtype = same_dtype("matmul", &[a, bb, o])?;
             let ok = a.shape.len() == 2 && bb.shape.len() == 2 && o.shape.len() == 2;
-            if !ok
-                || a.shape[1] != bb.shape[0]
-                || o.shape[0] != a.shape[0]
-                || o.shape[1] != bb.shape[1]
-            {
+            if !ok || a.shape[1] != bb.shape[0] || o.shape[0] != a.shape[0] || o.shape[1] != bb.shape[1] {
                 return fail(format!(
                     "@vm.matmul: expected a[M, K], b[K, N], out[M, N]; found a {}, b {}, out {}",
                     shape_str(a),
@@ -322,6 +384,9 @@ pub fn call_builtin(
                 ));
             }
             let (m, k, n) = (a.shape[0] as u64, a.shape[1] as u64, bb.shape[1] as u64);
+            if let Some(dev) = device_of("matmul", &[a, bb, o])? {
+                return cl_run(dev, b, dtype, &[a, bb, o], vec![KernelArg::U64(k), KernelArg::U64(n)]).map(|_| None);
+            }
             let av: Vec<f64> = (0..m * k).map(|e| load_f64(dtype, &get(a, e))).collect();
             let bv: Vec<f64> = (0..k * n).map(|e| load_f64(dtype, &get(bb, e))).collect();
             let mut acc = vec![0f64; (m * n) as usize];
@@ -342,10 +407,9 @@ pub fn call_builtin(
             Ok(None)
         }
         Builtin::Sum => {
-            let t = as_tensor(&args[0])?;
-            Ok(Some(Value::Float(
-                (0..t.numel()).map(|k| load_f64(t.dtype, &get(t, k))).sum(),
-            )))
+            // Summed on the host in f64, in element order, on every device.
+            let h = read_view(as_tensor(&args[0])?)?;
+            Ok(Some(Value::Float(h.to_f64().iter().sum())))
         }
         Builtin::Print => {
             let mut line = String::new();
@@ -353,7 +417,7 @@ pub fn call_builtin(
                 if k > 0 {
                     line.push(' ');
                 }
-                format_value(a, &mut line);
+                format_value(a, &mut line)?;
             }
             line.push('\n');
             if let Err(e) = out.write_all(line.as_bytes()) {
@@ -365,15 +429,16 @@ pub fn call_builtin(
 }
 
 /// Appends the printed form of a value.
-pub fn format_value(v: &Value, s: &mut String) {
+pub fn format_value(v: &Value, s: &mut String) -> Result<(), Fail> {
     match v {
         Value::Int(i) => s.push_str(&i.to_string()),
         Value::Float(f) => s.push_str(&format!("{f:?}")),
         Value::Shape(sh) => s.push_str(&format!("{:?}", &sh[..])),
         Value::Tensor(t) => {
-            let h = read_view(t);
+            let h = read_view(t)?;
             format_nested(h.dtype, &h.shape, &h.data, s);
         }
         other => s.push_str(&other.describe()),
     }
+    Ok(())
 }

@@ -88,22 +88,16 @@ impl HostTensor {
     /// Checks that `data` holds exactly the shape's elements.
     pub fn new(dtype: DType, shape: Vec<i64>, data: Vec<u8>) -> Result<HostTensor, String> {
         let n = numel(&shape).ok_or_else(|| format!("invalid shape {shape:?}"))?;
-        let need = n
-            .checked_mul(dtype.size() as u64)
-            .ok_or("tensor too large")?;
+        let need = n.checked_mul(dtype.size() as u64).ok_or("tensor too large")?;
         if data.len() as u64 != need {
-            return Err(format!(
-                "{dtype}{shape:?} needs {need} bytes, found {}",
-                data.len()
-            ));
+            return Err(format!("{dtype}{shape:?} needs {need} bytes, found {}", data.len()));
         }
         Ok(HostTensor { dtype, shape, data })
     }
 
     pub fn zeros(dtype: DType, shape: &[i64]) -> Result<HostTensor, String> {
         let n = numel(shape).ok_or_else(|| format!("invalid shape {shape:?}"))?;
-        let bytes =
-            usize::try_from(n * dtype.size() as u64).map_err(|_| "tensor too large".to_string())?;
+        let bytes = usize::try_from(n * dtype.size() as u64).map_err(|_| "tensor too large".to_string())?;
         HostTensor::new(dtype, shape.to_vec(), vec![0; bytes])
     }
 
@@ -141,25 +135,17 @@ impl HostTensor {
 
     /// Every element converted to f64.
     pub fn to_f64(&self) -> Vec<f64> {
-        self.data
-            .chunks(self.dtype.size())
-            .map(|c| load_f64(self.dtype, c))
-            .collect()
+        self.data.chunks(self.dtype.size()).map(|c| load_f64(self.dtype, c)).collect()
     }
 
     /// Every element converted to i64.
     pub fn to_i64(&self) -> Vec<i64> {
-        self.data
-            .chunks(self.dtype.size())
-            .map(|c| load_i64(self.dtype, c))
-            .collect()
+        self.data.chunks(self.dtype.size()).map(|c| load_i64(self.dtype, c)).collect()
     }
 }
 
 pub fn numel(shape: &[i64]) -> Option<u64> {
-    shape
-        .iter()
-        .try_fold(1u64, |a, &d| a.checked_mul(u64::try_from(d).ok()?))
+    shape.iter().try_fold(1u64, |a, &d| a.checked_mul(u64::try_from(d).ok()?))
 }
 
 /// Formats one element for printing: floats with their shortest round-trip form.
@@ -206,11 +192,7 @@ pub fn format_nested(dtype: DType, shape: &[i64], data: &[u8], out: &mut String)
         }
         return;
     }
-    let inner: usize = shape[1..]
-        .iter()
-        .map(|&d| d.max(0) as usize)
-        .product::<usize>()
-        * es;
+    let inner: usize = shape[1..].iter().map(|&d| d.max(0) as usize).product::<usize>() * es;
     out.push('[');
     for i in 0..shape[0].max(0) as usize {
         if i > 0 {
@@ -243,11 +225,7 @@ mod tests {
         for d in DType::ALL {
             let mut b = [0u8; 8];
             store_f64(d, 3.0, &mut b);
-            assert_eq!(
-                load_f64(d, &b),
-                if d == DType::Bool { 1.0 } else { 3.0 },
-                "{d}"
-            );
+            assert_eq!(load_f64(d, &b), if d == DType::Bool { 1.0 } else { 3.0 }, "{d}");
         }
         let mut b = [0u8; 1];
         store_i64(DType::I8, -2, &mut b);

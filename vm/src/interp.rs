@@ -5,9 +5,9 @@ use crate::builtins::Builtin;
 use crate::bytecode::{Arg, ArgKind, FuncId, Instr, Reg};
 use crate::device::DeviceCaps;
 use crate::error::{FrameLoc, VmError};
-use crate::exec::{call_builtin, read_view, write_view};
+use crate::exec::{call_builtin, read_view, store_bytes, write_view};
 use crate::host_tensor::{store_f64, HostTensor, HostValue};
-use crate::memory::{Ledger, Runtime, Site, Stats, Storage, View};
+use crate::memory::{DeviceSpec, Ledger, Runtime, Site, Stats, Storage, View};
 use crate::module::{ConstData, Function, Literal, Module};
 use crate::types::{ImageLayout, Scope, Type};
 use crate::value::Value;
@@ -27,10 +27,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_call_depth: 10_000,
-            max_instructions: None,
-        }
+        Limits { max_call_depth: 10_000, max_instructions: None }
     }
 }
 
@@ -60,10 +57,7 @@ type Step<T> = Result<T, Box<Fault>>;
 
 #[cold]
 fn fault<T>(message: String) -> Step<T> {
-    Err(Box::new(Fault {
-        message,
-        notes: Vec::new(),
-    }))
+    Err(Box::new(Fault { message, notes: Vec::new() }))
 }
 
 /// A virtual machine: a module, its devices, its constants and a register stack.
@@ -81,45 +75,33 @@ impl Vm {
     /// A VM on the given devices (device 0 holds the constants). The module is verified
     /// here, so the interpreter only ever runs verified code.
     pub fn new(module: Arc<Module>, devices: Vec<DeviceCaps>) -> Result<Vm, VmError> {
-        crate::verify::verify_module(&module)
-            .map_err(|e| VmError::api(format!("invalid module: {e}")))?;
+        Vm::with_devices(module, devices.into_iter().map(DeviceSpec::Host).collect())
+    }
+
+    /// A VM on host and/or OpenCL devices (device 0 holds the constants).
+    pub fn with_devices(module: Arc<Module>, devices: Vec<DeviceSpec>) -> Result<Vm, VmError> {
+        crate::verify::verify_module(&module).map_err(|e| VmError::api(format!("invalid module: {e}")))?;
         if devices.is_empty() {
             return Err(VmError::api("a VM needs at least one device"));
         }
-        let rt = Runtime::new(devices);
+        let rt = Runtime::new(devices).map_err(VmError::api)?;
         let mut consts = Vec::with_capacity(module.consts.len());
         for c in &module.consts {
             let numel = c.numel().unwrap_or(0);
             let bytes = numel * c.dtype.size() as u64;
-            let st = Storage::alloc(&rt, 0, bytes, 0, Scope::Global, Site::API, true)
-                .map_err(|e| VmError::api(format!("cannot load constant @{}: {e}", c.name)))?;
+            let fail = |e: String| VmError::api(format!("cannot load constant @{}: {e}", c.name));
+            let st = Storage::alloc(&rt, 0, bytes, 0, Scope::Global, Site::API, true).map_err(|e| fail(e.to_string()))?;
+            let view = View::make(st, 0, c.dtype, &c.shape, Scope::Global, None, bytes, Site::API).map_err(fail)?;
             match &c.data {
-                ConstData::Bytes(b) => {
-                    // SAFETY: the storage holds `bytes` == b.len() bytes (checked by the verifier).
-                    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), st.host_ptr(), b.len()) }
-                }
+                ConstData::Bytes(b) => store_bytes(&view, b).map_err(|e| fail(*e))?,
                 ConstData::Fill(v) => {
-                    let es = c.dtype.size();
                     let mut e = [0u8; 8];
                     store_f64(c.dtype, *v, &mut e);
-                    for i in 0..numel as usize {
-                        // SAFETY: i * es + es <= bytes.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(e.as_ptr(), st.host_ptr().add(i * es), es)
-                        }
-                    }
+                    let data = e[..c.dtype.size()].repeat(numel as usize);
+                    store_bytes(&view, &data).map_err(|e| fail(*e))?;
                 }
             }
-            consts.push(View::new(
-                st,
-                0,
-                c.dtype,
-                &c.shape,
-                Scope::Global,
-                None,
-                bytes,
-                Site::API,
-            ));
+            consts.push(view);
         }
         Ok(Vm {
             module,
@@ -167,25 +149,49 @@ impl Vm {
 
     /// Live and peak bytes of device `d`.
     pub fn device_bytes(&self, d: usize) -> Option<(u64, u64)> {
-        self.rt
-            .devices
-            .get(d)
-            .map(|s| (s.live_bytes.get(), s.peak_bytes.get()))
+        self.rt.devices.get(d).map(|s| (s.live_bytes.get(), s.peak_bytes.get()))
     }
 
     /// Bytes cached in the pools, not in use.
     pub fn pool_free_bytes(&self) -> u64 {
-        self.rt
-            .devices
-            .iter()
-            .map(|d| d.pool.borrow().free_bytes)
-            .sum()
+        self.rt.devices.iter().map(|d| d.pool_free_bytes()).sum()
+    }
+
+    /// OpenCL counters summed over the VM's devices (all zero on the host):
+    /// `cl_buffers_created`, `cl_sub_buffers_created`, `cl_images_created`,
+    /// `compat_images`, `compat_image_bytes`, `live_cl_mem`, `cl_kernels_built`.
+    pub fn cl_stats(&self) -> [(&'static str, u64); 7] {
+        let mut v = [
+            ("cl_buffers_created", 0),
+            ("cl_sub_buffers_created", 0),
+            ("cl_images_created", 0),
+            ("compat_images", 0),
+            ("compat_image_bytes", 0),
+            ("live_cl_mem", 0),
+            ("cl_kernels_built", 0),
+        ];
+        for d in self.rt.devices.iter().filter_map(|d| d.cl()) {
+            let c = &d.counters;
+            let vals = [
+                c.buffers_created.get(),
+                c.sub_buffers_created.get(),
+                c.images_created.get(),
+                c.compat_images.get(),
+                c.compat_image_bytes.get(),
+                c.live_cl_mem.get(),
+                c.kernels_built.get(),
+            ];
+            for (slot, x) in v.iter_mut().zip(vals) {
+                slot.1 += x;
+            }
+        }
+        v
     }
 
     /// Returns every pooled block to the system.
     pub fn release_pool(&mut self) {
         for d in &self.rt.devices {
-            d.pool.borrow_mut().clear();
+            d.clear_pool();
         }
     }
 
@@ -193,12 +199,7 @@ impl Vm {
     /// results are copied back.
     pub fn invoke(&mut self, func: &str, args: &[HostValue]) -> Result<Vec<HostValue>, VmError> {
         let id = self.module.func_by_name(func).ok_or_else(|| {
-            let names: Vec<String> = self
-                .module
-                .funcs
-                .iter()
-                .map(|f| format!("@{}", f.name))
-                .collect();
+            let names: Vec<String> = self.module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
             VmError::api(format!(
                 "no function @{} in module `{}`; it has: {}",
                 func.trim_start_matches('@'),
@@ -208,13 +209,10 @@ impl Vm {
         })?;
         let mut vals = Vec::with_capacity(args.len());
         for (i, a) in args.iter().enumerate() {
-            vals.push(
-                self.to_value(a)
-                    .map_err(|e| VmError::api(format!("argument {}: {e}", i + 1)))?,
-            );
+            vals.push(self.to_value(a).map_err(|e| VmError::api(format!("argument {}: {e}", i + 1)))?);
         }
         let out = self.invoke_values(id, vals)?;
-        Ok(out.iter().map(to_host).collect())
+        out.iter().map(to_host).collect::<Result<Vec<_>, String>>().map_err(|e| VmError::api(format!("reading the results: {e}")))
     }
 
     /// Copies a host value into the VM (tensors into a fresh storage on device 0).
@@ -223,23 +221,12 @@ impl Vm {
             HostValue::Int(i) => Value::Int(*i),
             HostValue::Float(f) => Value::Float(*f),
             HostValue::Shape(s) => Value::Shape(s.iter().copied().collect()),
-            HostValue::Storage { .. } => {
-                return Err("a storage cannot be passed from the host".into())
-            }
+            HostValue::Storage { .. } => return Err("a storage cannot be passed from the host".into()),
             HostValue::Tensor(t) => {
                 let bytes = t.data.len() as u64;
                 let st = Storage::alloc(&self.rt, 0, bytes, 0, Scope::Global, Site::API, false)
                     .map_err(|e| e.to_string())?;
-                let view = View::new(
-                    st,
-                    0,
-                    t.dtype,
-                    &t.shape,
-                    Scope::Global,
-                    None,
-                    bytes,
-                    Site::API,
-                );
+                let view = View::make(st, 0, t.dtype, &t.shape, Scope::Global, None, bytes, Site::API)?;
                 write_view(&view, &t.data).map_err(|e| *e)?;
                 Value::Tensor(view)
             }
@@ -249,24 +236,13 @@ impl Vm {
     /// Invokes a function with VM values: checks arity and declared types, then runs.
     pub fn invoke_values(&mut self, id: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
         let module = self.module.clone();
-        let f = module
-            .func(id)
-            .ok_or_else(|| VmError::api(format!("no function with index {}", id.0)))?;
+        let f = module.func(id).ok_or_else(|| VmError::api(format!("no function with index {}", id.0)))?;
         if args.len() != f.params.len() {
-            return Err(VmError::api(format!(
-                "@{} takes {} arguments, found {}",
-                f.name,
-                f.params.len(),
-                args.len()
-            )));
+            return Err(VmError::api(format!("@{} takes {} arguments, found {}", f.name, f.params.len(), args.len())));
         }
         for (i, (v, t)) in args.iter().zip(&f.params).enumerate() {
             if let Err(m) = check_type(v, t) {
-                return Err(VmError::api(format!(
-                    "argument {} of @{}: {m}",
-                    i + 1,
-                    f.name
-                )));
+                return Err(VmError::api(format!("argument {} of @{}: {m}", i + 1, f.name)));
             }
         }
         let base = self.regs.len();
@@ -282,23 +258,14 @@ impl Vm {
         let mut stack = Vec::new();
         let at = |func: usize, pc: usize| {
             let func_ref = &m.funcs[func];
-            FrameLoc {
-                func: func_ref.name.clone(),
-                pc,
-                loc: func_ref.loc(pc),
-            }
+            FrameLoc { func: func_ref.name.clone(), pc, loc: func_ref.loc(pc) }
         };
         stack.push(at(fid, pc));
         // Callers resume after their call instruction.
         for fr in self.frames.iter().rev().skip(1) {
             stack.push(at(fr.func as usize, fr.pc.saturating_sub(1)));
         }
-        VmError {
-            message: f.message,
-            notes: f.notes,
-            stack,
-            source_file: m.source_file.clone(),
-        }
+        VmError { message: f.message, notes: f.notes, stack, source_file: m.source_file.clone() }
     }
 
     fn run(&mut self, m: &Module, entry: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
@@ -310,13 +277,7 @@ impl Vm {
         for (i, v) in args.into_iter().enumerate() {
             self.regs[base + i] = v;
         }
-        self.frames.push(Frame {
-            func: fid as u32,
-            pc: 0,
-            base,
-            ret_list: 0,
-            ret_ndst: 0,
-        });
+        self.frames.push(Frame { func: fid as u32, pc: 0, base, ret_list: 0, ret_ndst: 0 });
         let mut pc = 0usize;
         let mut count: u64 = 0;
         let limit = self.limits.max_instructions.unwrap_or(u64::MAX);
@@ -327,9 +288,7 @@ impl Vm {
                     pc,
                     Box::new(Fault {
                         message: format!("instruction limit of {limit} reached"),
-                        notes: vec![
-                            "raise it with --max-instructions or Limits::max_instructions".into(),
-                        ],
+                        notes: vec!["raise it with --max-instructions or Limits::max_instructions".into()],
                     }),
                 ));
             }
@@ -338,9 +297,7 @@ impl Vm {
             pc += 1;
             let step: Step<()> = match ins {
                 Instr::Nop {} => Ok(()),
-                Instr::Mov { dst, src } => {
-                    self.read_reg(f, base, src).map(|v| self.set(base, dst, v))
-                }
+                Instr::Mov { dst, src } => self.read_reg(f, base, src).map(|v| self.set(base, dst, v)),
                 Instr::LoadInt { dst, value } => {
                     self.set(base, dst, Value::Int(value));
                     Ok(())
@@ -354,38 +311,13 @@ impl Vm {
                     self.set(base, dst, v);
                     Ok(())
                 }
-                Instr::MakeShape { dst, dims, ndim } => self
-                    .make_shape(m, f, base, dims, ndim)
+                Instr::MakeShape { dst, dims, ndim } => {
+                    self.make_shape(m, f, base, dims, ndim).map(|v| self.set(base, dst, v))
+                }
+                Instr::AllocStorage { dst, size, align, device, scope } => self
+                    .alloc_storage(m, f, base, size, align, device, scope, Site { func: fid as u32, pc: at as u32 })
                     .map(|v| self.set(base, dst, v)),
-                Instr::AllocStorage {
-                    dst,
-                    size,
-                    align,
-                    device,
-                    scope,
-                } => self
-                    .alloc_storage(
-                        m,
-                        f,
-                        base,
-                        size,
-                        align,
-                        device,
-                        scope,
-                        Site {
-                            func: fid as u32,
-                            pc: at as u32,
-                        },
-                    )
-                    .map(|v| self.set(base, dst, v)),
-                Instr::AllocTensor {
-                    dst,
-                    storage,
-                    args,
-                    dtype,
-                    scope,
-                    ndim,
-                } => self
+                Instr::AllocTensor { dst, storage, args, dtype, scope, ndim } => self
                     .alloc_tensor(
                         m,
                         f,
@@ -395,10 +327,7 @@ impl Vm {
                         dtype,
                         scope,
                         ndim,
-                        Site {
-                            func: fid as u32,
-                            pc: at as u32,
-                        },
+                        Site { func: fid as u32, pc: at as u32 },
                     )
                     .map(|v| self.set(base, dst, v)),
                 Instr::Kill { reg } => match &self.regs[base + reg.0 as usize] {
@@ -408,18 +337,10 @@ impl Vm {
                         Ok(())
                     }
                 },
-                Instr::CallBuiltin {
-                    builtin,
-                    list,
-                    ndst,
-                    nargs,
-                } => self.builtin(m, f, base, builtin.0, list, ndst, nargs),
-                Instr::Call {
-                    func,
-                    list,
-                    ndst,
-                    nargs,
-                } => {
+                Instr::CallBuiltin { builtin, list, ndst, nargs } => {
+                    self.builtin(m, f, base, builtin.0, list, ndst, nargs)
+                }
+                Instr::Call { func, list, ndst, nargs } => {
                     let callee = &m.funcs[func.0 as usize];
                     match self.enter(m, f, base, callee, list, ndst, nargs) {
                         Ok(new_base) => {
@@ -474,11 +395,7 @@ impl Vm {
                 }
                 Instr::BrIf { cond, then_, else_ } => match &self.regs[base + cond.0 as usize] {
                     Value::Int(c) => {
-                        pc = if *c != 0 {
-                            then_.0 as usize
-                        } else {
-                            else_.0 as usize
-                        };
+                        pc = if *c != 0 { then_.0 as usize } else { else_.0 as usize };
                         Ok(())
                     }
                     _ => self.read_reg(f, base, cond).map(|_| ()),
@@ -535,9 +452,7 @@ impl Vm {
             ArgKind::Imm(v) => Ok(v as i64),
             ArgKind::Reg(r) => match &self.regs[base + r.0 as usize] {
                 Value::Int(v) => Ok(*v),
-                _ => self
-                    .read_reg(f, base, r)
-                    .and_then(|v| fault(format!("expected an int, found {}", v.describe()))),
+                _ => self.read_reg(f, base, r).and_then(|v| fault(format!("expected an int, found {}", v.describe()))),
             },
             _ => match self.read(m, f, base, a)? {
                 Value::Int(v) => Ok(v),
@@ -553,22 +468,12 @@ impl Vm {
         }
     }
 
-    fn make_shape(
-        &self,
-        m: &Module,
-        f: &Function,
-        base: usize,
-        dims: u32,
-        ndim: u8,
-    ) -> Step<Value> {
+    fn make_shape(&self, m: &Module, f: &Function, base: usize, dims: u32, ndim: u8) -> Step<Value> {
         let mut out: SmallVec<[i64; 4]> = SmallVec::new();
         for a in &f.args[dims as usize..][..ndim as usize] {
             let v = self.read_int(m, f, base, *a)?;
             if v < 0 {
-                return fault(format!(
-                    "a shape dimension must be >= 0, found {}",
-                    self.arg_name(f, *a, v)
-                ));
+                return fault(format!("a shape dimension must be >= 0, found {}", self.arg_name(f, *a, v)));
             }
             out.push(v);
         }
@@ -589,17 +494,11 @@ impl Vm {
     ) -> Step<Value> {
         let sz = self.read_int(m, f, base, size)?;
         if sz < 0 {
-            return fault(format!(
-                "storage size must be >= 0, found {}",
-                self.arg_name(f, size, sz)
-            ));
+            return fault(format!("storage size must be >= 0, found {}", self.arg_name(f, size, sz)));
         }
         let al = self.read_int(m, f, base, align)?;
         if al < 0 || (al != 0 && !(al as u64).is_power_of_two()) {
-            return fault(format!(
-                "alignment must be a power of two, found {}",
-                self.arg_name(f, align, al)
-            ));
+            return fault(format!("alignment must be a power of two, found {}", self.arg_name(f, align, al)));
         }
         match Storage::alloc(&self.rt, device, sz as u64, al as u64, scope, site, false) {
             Ok(s) => Ok(Value::Storage(s)),
@@ -624,28 +523,19 @@ impl Vm {
             Value::Storage(s) => s.clone(),
             _ => {
                 let v = self.read_reg(f, base, storage)?;
-                return fault(format!(
-                    "alloc_tensor needs a storage, found {}",
-                    v.describe()
-                ));
+                return fault(format!("alloc_tensor needs a storage, found {}", v.describe()));
             }
         };
         let list = &f.args[args as usize..][..ndim as usize + 1];
         let offset = self.read_int(m, f, base, list[0])?;
         if offset < 0 {
-            return fault(format!(
-                "view offset must be >= 0, found {}",
-                self.arg_name(f, list[0], offset)
-            ));
+            return fault(format!("view offset must be >= 0, found {}", self.arg_name(f, list[0], offset)));
         }
         let mut dims: SmallVec<[i64; 4]> = SmallVec::new();
         for a in &list[1..] {
             let d = self.read_int(m, f, base, *a)?;
             if d < 0 {
-                return fault(format!(
-                    "a view dimension must be >= 0, found {}",
-                    self.arg_name(f, *a, d)
-                ));
+                return fault(format!("a view dimension must be >= 0, found {}", self.arg_name(f, *a, d)));
             }
             dims.push(d);
         }
@@ -653,8 +543,7 @@ impl Vm {
         let offset = offset as u64;
         let shape_txt = || format!("{dtype}{:?}", &dims[..]);
         let (image, bytes) = if scope.is_texture() {
-            let layout =
-                ImageLayout::new(scope, dtype, &dims, caps.image_pitch_align_px).or_else(fault)?;
+            let layout = ImageLayout::new(scope, dtype, &dims, caps.image_pitch_align_px).or_else(fault)?;
             if layout.width > caps.max_image2d_width || layout.height > caps.max_image2d_height {
                 return fault(format!(
                     "image of {}x{} texels for {} is larger than device `{}` allows ({}x{})",
@@ -683,20 +572,14 @@ impl Vm {
                     dtype.size()
                 ));
             }
-            match dims
-                .iter()
-                .try_fold(dtype.size() as u64, |a, &d| a.checked_mul(d as u64))
-            {
+            match dims.iter().try_fold(dtype.size() as u64, |a, &d| a.checked_mul(d as u64)) {
                 Some(b) => (None, b),
                 None => return fault(format!("view {} is too large", shape_txt())),
             }
         };
         let end = offset.checked_add(bytes);
         if end.is_none_or(|e| e > st.size) {
-            let mut notes = vec![format!(
-                "storage #{} was allocated with {} bytes",
-                st.id, st.size
-            )];
+            let mut notes = vec![format!("storage #{} was allocated with {} bytes", st.id, st.size)];
             if let Some(l) = image {
                 notes.push(format!(
                     "a {}x{} image with rows padded to {} texels of {} bytes takes {bytes} bytes",
@@ -713,22 +596,14 @@ impl Vm {
                 notes,
             }));
         }
-        Ok(Value::Tensor(View::new(
-            st, offset, dtype, &dims, scope, image, bytes, site,
-        )))
+        match View::make(st, offset, dtype, &dims, scope, image, bytes, site) {
+            Ok(v) => Ok(Value::Tensor(v)),
+            Err(e) => fault(e),
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn builtin(
-        &mut self,
-        m: &Module,
-        f: &Function,
-        base: usize,
-        id: u32,
-        list: u32,
-        ndst: u8,
-        nargs: u16,
-    ) -> Step<()> {
+    fn builtin(&mut self, m: &Module, f: &Function, base: usize, id: u32, list: u32, ndst: u8, nargs: u16) -> Step<()> {
         let b = Builtin::ALL[id as usize];
         let items = &f.args[list as usize..][..ndst as usize + nargs as usize];
         let mut args: SmallVec<[Value; 4]> = SmallVec::new();
@@ -739,12 +614,7 @@ impl Vm {
             Output::Stdout => &mut std::io::stdout(),
             Output::Buffer(b) => b,
         };
-        let r = call_builtin(b, &args, out).map_err(|e| {
-            Box::new(Fault {
-                message: *e,
-                notes: vec![],
-            })
-        })?;
+        let r = call_builtin(b, &args, out).map_err(|e| Box::new(Fault { message: *e, notes: vec![] }))?;
         if let (Some(v), Some(d)) = (r, items.first()) {
             if let ArgKind::Reg(d) = d.kind() {
                 self.set(base, d, v);
@@ -773,8 +643,7 @@ impl Vm {
         }
         let new_base = self.regs.len();
         let args = &f.args[list as usize + ndst as usize..][..nargs as usize];
-        self.regs
-            .resize(new_base + callee.num_regs as usize, Value::Null);
+        self.regs.resize(new_base + callee.num_regs as usize, Value::Null);
         for (i, a) in args.iter().enumerate() {
             let v = match self.read(m, f, base, *a) {
                 Ok(v) => v,
@@ -792,14 +661,7 @@ impl Vm {
         Ok(new_base)
     }
 
-    fn collect_results(
-        &self,
-        m: &Module,
-        f: &Function,
-        base: usize,
-        list: u32,
-        n: u16,
-    ) -> Step<SmallVec<[Value; 2]>> {
+    fn collect_results(&self, m: &Module, f: &Function, base: usize, list: u32, n: u16) -> Step<SmallVec<[Value; 2]>> {
         let mut vals = SmallVec::new();
         for (i, a) in f.args[list as usize..][..n as usize].iter().enumerate() {
             let v = self.read(m, f, base, *a)?;
@@ -819,11 +681,7 @@ fn check_type(v: &Value, t: &Type) -> Result<(), String> {
             if crate::verify::type_admits(t, view.dtype, &view.shape) {
                 Ok(())
             } else {
-                Err(format!(
-                    "expected {t}, found {}{:?}",
-                    view.dtype,
-                    &view.shape[..]
-                ))
+                Err(format!("expected {t}, found {}{:?}", view.dtype, &view.shape[..]))
             }
         }
         (v, t) if v.kind() == Some(t.kind()) => Ok(()),
@@ -831,22 +689,19 @@ fn check_type(v: &Value, t: &Type) -> Result<(), String> {
     }
 }
 
-/// Copies a VM value out to the host.
-pub fn to_host(v: &Value) -> HostValue {
-    match v {
+/// Copies a VM value out to the host (tensors are read back from their device).
+pub fn to_host(v: &Value) -> Result<HostValue, String> {
+    Ok(match v {
         Value::Int(i) => HostValue::Int(*i),
         Value::Float(f) => HostValue::Float(*f),
         Value::Shape(s) => HostValue::Shape(s.to_vec()),
-        Value::Tensor(t) => HostValue::Tensor(read_view(t)),
-        Value::Storage(s) => HostValue::Storage {
-            id: s.id,
-            size: s.size,
-        },
-        Value::Null | Value::Killed(_) => HostValue::Int(0),
-    }
+        Value::Tensor(t) => HostValue::Tensor(read_view(t).map_err(|e| *e)?),
+        Value::Storage(s) => HostValue::Storage { id: s.id, size: s.size },
+        Value::Null | Value::Killed(_) => return Err("a result register holds no value".into()),
+    })
 }
 
 /// Reads a tensor value to the host (for callers that hold [`Value`]s).
-pub fn tensor_to_host(v: &View) -> HostTensor {
-    read_view(v)
+pub fn tensor_to_host(v: &View) -> Result<HostTensor, String> {
+    read_view(v).map_err(|e| *e)
 }

@@ -31,6 +31,8 @@ pub mod host_tensor;
 pub mod interp;
 pub mod memory;
 pub mod module;
+pub mod opencl;
+pub mod cl_kernels;
 pub mod types;
 pub mod value;
 pub mod verify;

@@ -5,6 +5,7 @@
 //! reference dies the memory goes back to its device's pool and the ledger forgets it.
 
 use crate::device::{AllocSource, DeviceCaps, HostBlock, HostPool};
+use crate::opencl::{ClBlock, ClDevice, ClDeviceInfo, ClView, ViewKind};
 use crate::types::{DType, ImageLayout, Scope};
 use smallvec::SmallVec;
 use std::cell::{Cell, RefCell};
@@ -19,19 +20,59 @@ pub struct Site {
 }
 
 impl Site {
-    pub const API: Site = Site {
-        func: u32::MAX,
-        pc: 0,
-    };
+    pub const API: Site = Site { func: u32::MAX, pc: 0 };
+}
+
+/// Where a device's memory lives.
+pub enum Backend {
+    Host(RefCell<HostPool>),
+    OpenCl(ClDevice),
+}
+
+/// What a VM runs on: the host (with capabilities to emulate) or an OpenCL device.
+#[derive(Clone, Debug)]
+pub enum DeviceSpec {
+    Host(DeviceCaps),
+    OpenCl(ClDeviceInfo),
 }
 
 /// One device's memory state.
 pub struct DeviceState {
     pub caps: DeviceCaps,
-    pub pool: RefCell<HostPool>,
+    pub backend: Backend,
     pub live_bytes: Cell<u64>,
     pub peak_bytes: Cell<u64>,
 }
+
+impl DeviceState {
+    pub fn cl(&self) -> Option<&ClDevice> {
+        match &self.backend {
+            Backend::OpenCl(d) => Some(d),
+            Backend::Host(_) => None,
+        }
+    }
+
+    /// True on OpenCL devices whose texture views are standalone images: bytes written
+    /// through one kind of view are not visible through the other.
+    pub fn has_compat_images(&self) -> bool {
+        self.cl().is_some() && self.caps.image_support && !self.caps.image_from_buffer
+    }
+
+    pub fn pool_free_bytes(&self) -> u64 {
+        match &self.backend {
+            Backend::Host(p) => p.borrow().free_bytes,
+            Backend::OpenCl(d) => d.pool_free_bytes.get(),
+        }
+    }
+
+    pub fn clear_pool(&self) {
+        match &self.backend {
+            Backend::Host(p) => p.borrow_mut().clear(),
+            Backend::OpenCl(d) => d.clear_pool(),
+        }
+    }
+}
+
 
 /// State shared by a VM and every storage it created.
 pub struct Runtime {
@@ -40,19 +81,20 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    pub fn new(caps: Vec<DeviceCaps>) -> Rc<Runtime> {
-        Rc::new(Runtime {
-            devices: caps
-                .into_iter()
-                .map(|caps| DeviceState {
-                    caps,
-                    pool: RefCell::default(),
-                    live_bytes: Cell::new(0),
-                    peak_bytes: Cell::new(0),
-                })
-                .collect(),
-            ledger: RefCell::default(),
-        })
+    /// Opens every device (OpenCL contexts and queues are created here).
+    pub fn new(specs: Vec<DeviceSpec>) -> Result<Rc<Runtime>, String> {
+        let mut devices = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let (caps, backend) = match spec {
+                DeviceSpec::Host(caps) => (caps, Backend::Host(RefCell::default())),
+                DeviceSpec::OpenCl(info) => {
+                    let d = ClDevice::open(&info).map_err(|e| format!("cannot open `{}`: {e}", info.caps.name))?;
+                    (d.caps.clone(), Backend::OpenCl(d))
+                }
+            };
+            devices.push(DeviceState { caps, backend, live_bytes: Cell::new(0), peak_bytes: Cell::new(0) });
+        }
+        Ok(Rc::new(Runtime { devices, ledger: RefCell::default() }))
     }
 }
 
@@ -129,10 +171,7 @@ struct Slab<T> {
 
 impl<T> Default for Slab<T> {
     fn default() -> Self {
-        Slab {
-            items: Vec::new(),
-            free: Vec::new(),
-        }
+        Slab { items: Vec::new(), free: Vec::new() }
     }
 }
 
@@ -190,6 +229,16 @@ impl Ledger {
 /// Device memory owned by a storage.
 pub enum DeviceMem {
     Host(HostBlock),
+    OpenCl(ClBlock),
+}
+
+/// Who last wrote a byte range of a storage on a device with compat images: the buffer
+/// (tag 0) or a standalone image (its `cl_mem` address).
+#[derive(Clone, Copy, Debug)]
+pub struct WriteRecord {
+    pub start: u64,
+    pub end: u64,
+    pub tag: u64,
 }
 
 /// A global buffer on a device.
@@ -203,27 +252,19 @@ pub struct Storage {
     constant: bool,
     mem: Option<DeviceMem>,
     rt: Rc<Runtime>,
+    /// Only used on devices with compat images (see [`DeviceState::has_compat_images`]).
+    pub writes: RefCell<Vec<WriteRecord>>,
 }
 
 /// Why an allocation failed.
 #[derive(Debug)]
 pub enum AllocError {
-    NoDevice {
-        device: u8,
-        count: usize,
-    },
-    TooLarge {
-        size: u64,
-        max_alloc: u64,
-        device: String,
-    },
-    OutOfMemory {
-        size: u64,
-        live: u64,
-        limit: u64,
-        device: String,
-    },
+    NoDevice { device: u8, count: usize },
+    TooLarge { size: u64, max_alloc: u64, device: String },
+    OutOfMemory { size: u64, live: u64, limit: u64, device: String },
     BadAlign(u64),
+    AlignTooLarge { align: u64, device: String, max: u64 },
+    Device(String),
 }
 
 impl std::fmt::Display for AllocError {
@@ -241,6 +282,10 @@ impl std::fmt::Display for AllocError {
                 "out of device memory on `{device}`: {size} more bytes with {live} live would exceed its {limit} bytes"
             ),
             AllocError::BadAlign(a) => write!(f, "alignment must be a power of two, found {a}"),
+            AllocError::AlignTooLarge { align, device, max } => {
+                write!(f, "alignment {align} is stricter than device `{device}` guarantees for its buffers ({max} bytes)")
+            }
+            AllocError::Device(e) => f.write_str(e),
         }
     }
 }
@@ -258,10 +303,7 @@ impl Storage {
         constant: bool,
     ) -> Result<Rc<Storage>, AllocError> {
         let Some(dev) = rt.devices.get(device as usize) else {
-            return Err(AllocError::NoDevice {
-                device,
-                count: rt.devices.len(),
-            });
+            return Err(AllocError::NoDevice { device, count: rt.devices.len() });
         };
         let caps = &dev.caps;
         let align = if align == 0 { caps.base_align } else { align };
@@ -269,53 +311,43 @@ impl Storage {
             return Err(AllocError::BadAlign(align));
         }
         if size > caps.max_alloc {
-            return Err(AllocError::TooLarge {
-                size,
-                max_alloc: caps.max_alloc,
-                device: caps.name.clone(),
-            });
+            return Err(AllocError::TooLarge { size, max_alloc: caps.max_alloc, device: caps.name.clone() });
         }
         let live = dev.live_bytes.get();
         if live.saturating_add(size) > caps.global_mem {
-            return Err(AllocError::OutOfMemory {
-                size,
-                live,
-                limit: caps.global_mem,
-                device: caps.name.clone(),
-            });
+            return Err(AllocError::OutOfMemory { size, live, limit: caps.global_mem, device: caps.name.clone() });
         }
-        let (block, source) = if constant {
-            (HostBlock::new(size, align), AllocSource::Fresh)
-        } else {
-            match dev.pool.borrow_mut().alloc(size, align) {
-                Some((b, s)) => (Some(b), s),
-                None => (None, AllocSource::Fresh),
+        let oom = || AllocError::OutOfMemory { size, live, limit: caps.global_mem, device: caps.name.clone() };
+        let (block, source) = match &dev.backend {
+            Backend::Host(_) if constant => {
+                (DeviceMem::Host(HostBlock::new(size, align).ok_or_else(oom)?), AllocSource::Fresh)
             }
-        };
-        let Some(block) = block else {
-            return Err(AllocError::OutOfMemory {
-                size,
-                live,
-                limit: caps.global_mem,
-                device: caps.name.clone(),
-            });
+            Backend::Host(pool) => {
+                let (b, s) = pool.borrow_mut().alloc(size, align).ok_or_else(oom)?;
+                (DeviceMem::Host(b), s)
+            }
+            Backend::OpenCl(d) => {
+                if align > caps.mem_base_addr_align {
+                    return Err(AllocError::AlignTooLarge {
+                        align,
+                        device: caps.name.clone(),
+                        max: caps.mem_base_addr_align,
+                    });
+                }
+                let (b, s) = d.alloc(size).map_err(|e| AllocError::Device(format!("on `{}`: {e}", caps.name)))?;
+                (DeviceMem::OpenCl(b), s)
+            }
         };
         dev.live_bytes.set(live + size);
         dev.peak_bytes.set(dev.peak_bytes.get().max(live + size));
         let mut l = rt.ledger.borrow_mut();
         let id = l.next_storage;
         l.next_storage += 1;
-        let capacity = block.capacity();
-        let slot = l.storages.insert(StorageInfo {
-            id,
-            device,
-            size,
-            capacity,
-            align,
-            scope,
-            site,
-            constant,
-        });
+        let capacity = match &block {
+            DeviceMem::Host(b) => b.capacity(),
+            DeviceMem::OpenCl(b) => b.capacity(),
+        };
+        let slot = l.storages.insert(StorageInfo { id, device, size, capacity, align, scope, site, constant });
         let s = &mut l.stats;
         if constant {
             s.constant_bytes += size;
@@ -338,17 +370,29 @@ impl Storage {
             scope,
             slot,
             constant,
-            mem: Some(DeviceMem::Host(block)),
+            mem: Some(block),
             rt: rt.clone(),
+            writes: RefCell::default(),
         }))
     }
 
-    /// Base address of host memory.
+    /// Base address of host memory (null for device memory).
     pub fn host_ptr(&self) -> *mut u8 {
         match &self.mem {
             Some(DeviceMem::Host(b)) => b.as_ptr(),
-            None => std::ptr::null_mut(),
+            _ => std::ptr::null_mut(),
         }
+    }
+
+    pub fn cl_block(&self) -> Option<&ClBlock> {
+        match &self.mem {
+            Some(DeviceMem::OpenCl(b)) => Some(b),
+            _ => None,
+        }
+    }
+
+    pub fn device_state(&self) -> &DeviceState {
+        &self.rt.devices[self.device as usize]
     }
 
     /// True for storages that hold module constants (read-only).
@@ -365,10 +409,10 @@ impl Drop for Storage {
     fn drop(&mut self) {
         let dev = &self.rt.devices[self.device as usize];
         dev.live_bytes.set(dev.live_bytes.get() - self.size);
-        if let Some(DeviceMem::Host(b)) = self.mem.take() {
-            if !self.constant {
-                dev.pool.borrow_mut().release(b);
-            }
+        match (self.mem.take(), &dev.backend) {
+            (Some(DeviceMem::Host(b)), Backend::Host(pool)) if !self.constant => pool.borrow_mut().release(b),
+            (Some(DeviceMem::OpenCl(b)), Backend::OpenCl(d)) => d.release(b),
+            _ => {}
         }
         let mut l = self.rt.ledger.borrow_mut();
         l.storages.remove(self.slot);
@@ -391,6 +435,10 @@ pub struct View {
     pub shape: SmallVec<[i64; 4]>,
     pub scope: Scope,
     pub image: Option<ImageLayout>,
+    /// The device handle on OpenCL devices.
+    pub cl: Option<ClView>,
+    /// Bytes the view covers in its storage (pitched for images).
+    pub bytes: u64,
     slot: u32,
 }
 
@@ -406,6 +454,7 @@ impl View {
         image: Option<ImageLayout>,
         bytes: u64,
         site: Site,
+        cl: Option<ClView>,
     ) -> Rc<View> {
         let mut l = storage.rt.ledger.borrow_mut();
         let id = l.next_view;
@@ -424,20 +473,57 @@ impl View {
         l.stats.views_created += 1;
         l.stats.live_views += 1;
         drop(l);
-        Rc::new(View {
-            id,
-            storage,
-            offset,
-            dtype,
-            shape: SmallVec::from_slice(shape),
-            scope,
-            image,
-            slot,
-        })
+        Rc::new(View { id, storage, offset, dtype, shape: SmallVec::from_slice(shape), scope, image, cl, bytes, slot })
     }
 
     pub fn numel(&self) -> u64 {
         self.shape.iter().map(|&d| d as u64).product()
+    }
+
+    /// The writer tag of this view for compat-image coherence (see [`WriteRecord`]).
+    pub fn writer_tag(&self) -> u64 {
+        match self.cl {
+            Some(c) if c.kind == ViewKind::CompatImage => c.mem as u64,
+            _ => 0,
+        }
+    }
+
+    /// Refuses to read bytes through this view that were last written through a view that
+    /// does not share memory with it (devices with compat images only).
+    pub fn check_coherent_read(&self) -> Result<(), String> {
+        let dev = self.storage.device_state();
+        if !dev.has_compat_images() {
+            return Ok(());
+        }
+        let (s, e, tag) = (self.offset, self.offset + self.bytes, self.writer_tag());
+        for w in self.storage.writes.borrow().iter() {
+            if w.start < e && s < w.end && w.tag != tag {
+                let (written, reader) = if w.tag == 0 {
+                    ("a buffer view", "a texture view (a separate image there)")
+                } else {
+                    ("a texture view (a separate image there)", "this view")
+                };
+                return Err(format!(
+                    "bytes {}..{} of storage #{} were written through {written}, and {reader} cannot see them: device `{}` has no cl_khr_image2d_from_buffer, so texture views do not share memory with buffer views. Give textures their own storage on this device, or use a device with image2d-from-buffer",
+                    s.max(w.start),
+                    e.min(w.end),
+                    self.storage.id,
+                    dev.caps.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a write through this view (devices with compat images only).
+    pub fn record_write(&self) {
+        if !self.storage.device_state().has_compat_images() {
+            return;
+        }
+        let (s, e) = (self.offset, self.offset + self.bytes);
+        let mut w = self.storage.writes.borrow_mut();
+        w.retain(|r| !(s <= r.start && r.end <= e));
+        w.push(WriteRecord { start: s, end: e, tag: self.writer_tag() });
     }
 
     /// Elements per contiguous run and the byte distance between runs: the whole tensor
@@ -478,5 +564,27 @@ impl Drop for View {
         let mut l = self.storage.rt.ledger.borrow_mut();
         l.views.remove(self.slot);
         l.stats.live_views -= 1;
+    }
+}
+
+impl View {
+    /// Creates a view whose geometry the caller has checked, making its device handle (a
+    /// sub-buffer or an image, cached on the storage's block) on OpenCL devices.
+    #[allow(clippy::too_many_arguments)]
+    pub fn make(
+        storage: Rc<Storage>,
+        offset: u64,
+        dtype: DType,
+        shape: &[i64],
+        scope: Scope,
+        image: Option<ImageLayout>,
+        bytes: u64,
+        site: Site,
+    ) -> Result<Rc<View>, String> {
+        let cl = match (storage.device_state().cl(), storage.cl_block()) {
+            (Some(dev), Some(block)) => Some(dev.view(block, offset, dtype, image.as_ref())?),
+            _ => None,
+        };
+        Ok(View::new(storage, offset, dtype, shape, scope, image, bytes, site, cl))
     }
 }

@@ -42,9 +42,7 @@ pub struct Constant {
 
 impl Constant {
     pub fn numel(&self) -> Option<u64> {
-        self.shape
-            .iter()
-            .try_fold(1u64, |a, &d| a.checked_mul(u64::try_from(d).ok()?))
+        self.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(u64::try_from(d).ok()?))
     }
 }
 
@@ -100,11 +98,7 @@ impl Function {
     }
 
     pub fn label_at(&self, pc: u32) -> Option<&str> {
-        self.debug
-            .labels
-            .binary_search_by_key(&pc, |(p, _)| *p)
-            .ok()
-            .map(|i| self.debug.labels[i].1.as_str())
+        self.debug.labels.binary_search_by_key(&pc, |(p, _)| *p).ok().map(|i| self.debug.labels[i].1.as_str())
     }
 }
 
@@ -122,10 +116,7 @@ pub struct Module {
 impl Module {
     pub fn func_by_name(&self, name: &str) -> Option<FuncId> {
         let name = name.strip_prefix('@').unwrap_or(name);
-        self.funcs
-            .iter()
-            .position(|f| f.name == name)
-            .map(|i| FuncId(i as u32))
+        self.funcs.iter().position(|f| f.name == name).map(|i| FuncId(i as u32))
     }
 
     pub fn func(&self, id: FuncId) -> Option<&Function> {
@@ -133,10 +124,7 @@ impl Module {
     }
 
     pub fn const_by_name(&self, name: &str) -> Option<ConstId> {
-        self.consts
-            .iter()
-            .position(|c| c.name == name)
-            .map(|i| ConstId(i as u32))
+        self.consts.iter().position(|c| c.name == name).map(|i| ConstId(i as u32))
     }
 
     /// Removes names and source positions (what `asm --strip` emits).

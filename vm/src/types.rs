@@ -97,12 +97,7 @@ pub enum Scope {
 }
 
 impl Scope {
-    pub const ALL: [Scope; 4] = [
-        Scope::Global,
-        Scope::Texture,
-        Scope::TextureWeight,
-        Scope::TextureNhwc,
-    ];
+    pub const ALL: [Scope; 4] = [Scope::Global, Scope::Texture, Scope::TextureWeight, Scope::TextureNhwc];
 
     pub fn from_u8(v: u8) -> Option<Scope> {
         Scope::ALL.get(v as usize).copied()
@@ -171,13 +166,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
-        Kind::Int,
-        Kind::Float,
-        Kind::Shape,
-        Kind::Storage,
-        Kind::Tensor,
-    ];
+    pub const ALL: [Kind; 5] = [Kind::Int, Kind::Float, Kind::Shape, Kind::Storage, Kind::Tensor];
 
     pub fn from_u8(v: u8) -> Option<Kind> {
         Kind::ALL.get(v as usize).copied()
@@ -299,18 +288,9 @@ pub struct ImageLayout {
 
 impl ImageLayout {
     /// Folds `shape` per `scope` and pads rows to `pitch_align_px` texels.
-    pub fn new(
-        scope: Scope,
-        dtype: DType,
-        shape: &[i64],
-        pitch_align_px: u64,
-    ) -> Result<ImageLayout, String> {
+    pub fn new(scope: Scope, dtype: DType, shape: &[i64], pitch_align_px: u64) -> Result<ImageLayout, String> {
         let (w, h, c) = scope.image_dims(shape).ok_or_else(|| {
-            format!(
-                "scope \"{scope}\" needs a shape of rank >= {}, found rank {}",
-                scope.min_rank(),
-                shape.len()
-            )
+            format!("scope \"{scope}\" needs a shape of rank >= {}, found rank {}", scope.min_rank(), shape.len())
         })?;
         if !matches!(c, 1 | 2 | 4) {
             return Err(format!(
@@ -322,13 +302,7 @@ impl ImageLayout {
         }
         let (w, h, c) = (w as u64, h as u64, c as u64);
         let pitch_px = align_up(w, pitch_align_px.max(1)).ok_or("image pitch overflows")?;
-        Ok(ImageLayout {
-            width: w,
-            height: h,
-            pitch_px,
-            channels: c,
-            bytes_per_texel: c * dtype.size() as u64,
-        })
+        Ok(ImageLayout { width: w, height: h, pitch_px, channels: c, bytes_per_texel: c * dtype.size() as u64 })
     }
 
     pub fn row_pitch_bytes(&self) -> u64 {
@@ -349,14 +323,8 @@ mod tests {
     fn texture_folding_rules() {
         let s = [1, 2, 8, 4];
         assert_eq!(Scope::Texture.image_dims(&s), Some((8, 2, 4)));
-        assert_eq!(
-            Scope::TextureWeight.image_dims(&[16, 3, 3, 4]),
-            Some((9, 16, 4))
-        );
-        assert_eq!(
-            Scope::TextureNhwc.image_dims(&[2, 5, 7, 3, 4]),
-            Some((21, 10, 4))
-        );
+        assert_eq!(Scope::TextureWeight.image_dims(&[16, 3, 3, 4]), Some((9, 16, 4)));
+        assert_eq!(Scope::TextureNhwc.image_dims(&[2, 5, 7, 3, 4]), Some((21, 10, 4)));
         assert_eq!(Scope::TextureNhwc.image_dims(&[2, 4]), None);
         assert_eq!(Scope::Global.image_dims(&s), None);
     }

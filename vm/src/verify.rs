@@ -43,14 +43,8 @@ impl std::error::Error for VerifyError {}
 
 /// Verifies a whole module; returns the first error found.
 pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
-    let module_err = |message: String| VerifyError {
-        func: None,
-        pc: None,
-        operand: None,
-        message,
-        notes: vec![],
-        context: None,
-    };
+    let module_err =
+        |message: String| VerifyError { func: None, pc: None, operand: None, message, notes: vec![], context: None };
     let mut names = HashSet::new();
     for c in &m.consts {
         if !names.insert(c.name.as_str()) {
@@ -58,12 +52,7 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
         }
         let need = c.numel().and_then(|n| n.checked_mul(c.dtype.size() as u64));
         match (&c.data, need) {
-            (_, None) => {
-                return Err(module_err(format!(
-                    "constant @{} has too many elements",
-                    c.name
-                )))
-            }
+            (_, None) => return Err(module_err(format!("constant @{} has too many elements", c.name))),
             (ConstData::Bytes(b), Some(n)) if b.len() as u64 != n => {
                 return Err(module_err(format!(
                     "constant @{} needs {n} bytes for {}{:?}, found {}",
@@ -161,13 +150,7 @@ type VResult<T> = Result<T, VerifyError>;
 impl<'m> FuncVerifier<'m> {
     fn new(m: &'m Module, id: FuncId) -> Self {
         let f = &m.funcs[id.0 as usize];
-        FuncVerifier {
-            m,
-            id,
-            f,
-            kinds: Vec::new(),
-            kind_site: Vec::new(),
-        }
+        FuncVerifier { m, id, f, kinds: Vec::new(), kind_site: Vec::new() }
     }
 
     fn err(&self, pc: Option<usize>, operand: Option<usize>, message: String) -> VerifyError {
@@ -179,14 +162,7 @@ impl<'m> FuncVerifier<'m> {
                 context.push_str(&format!(" (line {}, column {})", l.line, l.col));
             }
         }
-        VerifyError {
-            func: Some(self.id),
-            pc,
-            operand,
-            message,
-            notes: Vec::new(),
-            context: Some(context),
-        }
+        VerifyError { func: Some(self.id), pc, operand, message, notes: Vec::new(), context: Some(context) }
     }
 
     fn at<T>(&self, pc: usize, operand: Option<usize>, message: String) -> VResult<T> {
@@ -212,12 +188,7 @@ impl<'m> FuncVerifier<'m> {
             return Err(self.err(
                 None,
                 None,
-                format!(
-                    "@{} has {} parameters but only {} registers",
-                    f.name,
-                    f.params.len(),
-                    f.num_regs
-                ),
+                format!("@{} has {} parameters but only {} registers", f.name, f.params.len(), f.num_regs),
             ));
         }
         if f.num_regs > Arg::MAX_INDEX {
@@ -236,18 +207,19 @@ impl<'m> FuncVerifier<'m> {
             return Err(self.err(
                 None,
                 None,
-                format!(
-                    "@{} has no instructions; a function must end with `ret`",
-                    f.name
-                ),
+                format!("@{} has no instructions; a function must end with `ret`", f.name),
             ));
         };
         if !last.is_terminator() {
-            return self.at(f.code.len() - 1, None, format!(
-                "@{} can run past its last instruction: expected `ret`, `br` or `br_if` at the end, found `{}`",
-                f.name,
-                last.opcode().mnemonic()
-            ));
+            return self.at(
+                f.code.len() - 1,
+                None,
+                format!(
+                    "@{} can run past its last instruction: expected `ret`, `br` or `br_if` at the end, found `{}`",
+                    f.name,
+                    last.opcode().mnemonic()
+                ),
+            );
         }
         for pc in 0..f.code.len() {
             self.check_indices(pc)?;
@@ -282,10 +254,7 @@ impl<'m> FuncVerifier<'m> {
             return self.at(
                 pc,
                 Some(op),
-                format!(
-                    "register r{} is out of range: the function has {} registers",
-                    r.0, self.f.num_regs
-                ),
+                format!("register r{} is out of range: the function has {} registers", r.0, self.f.num_regs),
             );
         }
         Ok(())
@@ -299,20 +268,13 @@ impl<'m> FuncVerifier<'m> {
             ArgKind::Lit(i) => self.at(
                 pc,
                 Some(op),
-                format!(
-                    "literal {i} is out of range: the module has {} literals",
-                    self.m.literals.len()
-                ),
+                format!("literal {i} is out of range: the module has {} literals", self.m.literals.len()),
             ),
             ArgKind::Const(c) if (c.0 as usize) < self.m.consts.len() => Ok(()),
             ArgKind::Const(c) => self.at(
                 pc,
                 Some(op),
-                format!(
-                    "constant {} is out of range: the module has {} constants",
-                    c.0,
-                    self.m.consts.len()
-                ),
+                format!("constant {} is out of range: the module has {} constants", c.0, self.m.consts.len()),
             ),
         }
     }
@@ -325,10 +287,7 @@ impl<'m> FuncVerifier<'m> {
                 return self.at(
                     pc,
                     Some(op),
-                    format!(
-                        "branch target {} is outside the function's {} instructions",
-                        l.0, nlabels
-                    ),
+                    format!("branch target {} is outside the function's {} instructions", l.0, nlabels),
                 );
             }
             Ok(())
@@ -339,9 +298,7 @@ impl<'m> FuncVerifier<'m> {
                 self.check_reg(pc, 0, dst)?;
                 self.check_reg(pc, 1, src)?;
             }
-            Instr::LoadInt { dst, .. } | Instr::LoadFloat { dst, .. } => {
-                self.check_reg(pc, 0, dst)?
-            }
+            Instr::LoadInt { dst, .. } | Instr::LoadFloat { dst, .. } => self.check_reg(pc, 0, dst)?,
             Instr::LoadConst { dst, konst } => {
                 self.check_reg(pc, 0, dst)?;
                 self.check_arg(pc, 1, Arg::konst(konst))?;
@@ -355,20 +312,12 @@ impl<'m> FuncVerifier<'m> {
                     self.check_arg(pc, 1 + i, *a)?;
                 }
             }
-            Instr::AllocStorage {
-                dst, size, align, ..
-            } => {
+            Instr::AllocStorage { dst, size, align, .. } => {
                 self.check_reg(pc, 0, dst)?;
                 self.check_arg(pc, 1, size)?;
                 self.check_arg(pc, 2, align)?;
             }
-            Instr::AllocTensor {
-                dst,
-                storage,
-                args,
-                ndim,
-                ..
-            } => {
+            Instr::AllocTensor { dst, storage, args, ndim, .. } => {
                 self.check_reg(pc, 0, dst)?;
                 self.check_reg(pc, 1, storage)?;
                 for (i, a) in self.list(pc, args, ndim as usize + 1)?.iter().enumerate() {
@@ -376,21 +325,12 @@ impl<'m> FuncVerifier<'m> {
                 }
             }
             Instr::Kill { reg } => self.check_reg(pc, 0, reg)?,
-            Instr::Call {
-                func,
-                list,
-                ndst,
-                nargs,
-            } => {
+            Instr::Call { func, list, ndst, nargs } => {
                 let Some(callee) = self.m.func(func) else {
                     return self.at(
                         pc,
                         None,
-                        format!(
-                            "call of function {} but the module has {} functions",
-                            func.0,
-                            self.m.funcs.len()
-                        ),
+                        format!("call of function {} but the module has {} functions", func.0, self.m.funcs.len()),
                     );
                 };
                 self.check_call_list(
@@ -404,12 +344,7 @@ impl<'m> FuncVerifier<'m> {
                     callee.results.len(),
                 )?;
             }
-            Instr::CallBuiltin {
-                builtin,
-                list,
-                ndst,
-                nargs,
-            } => {
+            Instr::CallBuiltin { builtin, list, ndst, nargs } => {
                 let Some(b) = Builtin::from_id(builtin.0) else {
                     return self.at(
                         pc,
@@ -485,11 +420,7 @@ impl<'m> FuncVerifier<'m> {
                 ),
             );
         }
-        let arity_ok = if variadic {
-            nargs as usize >= nparams
-        } else {
-            nargs as usize == nparams
-        };
+        let arity_ok = if variadic { nargs as usize >= nparams } else { nargs as usize == nparams };
         if !arity_ok {
             return self.at(
                 pc,
@@ -523,40 +454,23 @@ impl<'m> FuncVerifier<'m> {
             Instr::MakeShape { dst, .. } => vec![(dst, Some(Kind::Shape))],
             Instr::AllocStorage { dst, .. } => vec![(dst, Some(Kind::Storage))],
             Instr::AllocTensor { dst, .. } => vec![(dst, Some(Kind::Tensor))],
-            Instr::Call {
-                func, list, ndst, ..
-            } => {
+            Instr::Call { func, list, ndst, .. } => {
                 let callee = &self.m.funcs[func.0 as usize];
-                self.call_dsts(list, ndst)
-                    .zip(callee.results.iter().map(|t| Some(t.kind())))
-                    .collect()
+                self.call_dsts(list, ndst).zip(callee.results.iter().map(|t| Some(t.kind()))).collect()
             }
-            Instr::CallBuiltin {
-                builtin,
-                list,
-                ndst,
-                ..
-            } => {
+            Instr::CallBuiltin { builtin, list, ndst, .. } => {
                 let sig = Builtin::ALL[builtin.0 as usize].sig();
-                self.call_dsts(list, ndst)
-                    .zip(sig.results.iter().map(|k| Some(*k)))
-                    .collect()
+                self.call_dsts(list, ndst).zip(sig.results.iter().map(|k| Some(*k))).collect()
             }
-            Instr::Nop {}
-            | Instr::Kill { .. }
-            | Instr::Ret { .. }
-            | Instr::Br { .. }
-            | Instr::BrIf { .. } => vec![],
+            Instr::Nop {} | Instr::Kill { .. } | Instr::Ret { .. } | Instr::Br { .. } | Instr::BrIf { .. } => vec![],
         }
     }
 
     fn call_dsts(&self, list: u32, ndst: u8) -> impl Iterator<Item = Reg> + '_ {
-        self.f.args[list as usize..list as usize + ndst as usize]
-            .iter()
-            .map(|a| match a.kind() {
-                ArgKind::Reg(r) => r,
-                _ => unreachable!("checked in pass 1"),
-            })
+        self.f.args[list as usize..list as usize + ndst as usize].iter().map(|a| match a.kind() {
+            ArgKind::Reg(r) => r,
+            _ => unreachable!("checked in pass 1"),
+        })
     }
 
     fn set_kind(&mut self, pc: usize, r: Reg, k: Kind) -> VResult<bool> {
@@ -569,21 +483,20 @@ impl<'m> FuncVerifier<'m> {
             Some(old) if old == k => Ok(false),
             Some(old) => {
                 let site = self.kind_site[r.0 as usize];
-                let mut e = self.err(Some(pc), Some(0), format!(
-                    "register {} would hold {} here, but it holds {} elsewhere: a register keeps one kind",
-                    self.rn(r),
-                    k.with_article(),
-                    old.with_article()
-                ));
+                let mut e = self.err(
+                    Some(pc),
+                    Some(0),
+                    format!(
+                        "register {} would hold {} here, but it holds {} elsewhere: a register keeps one kind",
+                        self.rn(r),
+                        k.with_article(),
+                        old.with_article()
+                    ),
+                );
                 e.notes.push(if site == usize::MAX {
                     format!("{} is {} parameter", self.rn(r), old.with_article())
                 } else {
-                    format!(
-                        "{} is first {} at {}",
-                        self.rn(r),
-                        old.with_article(),
-                        self.line_note(site)
-                    )
+                    format!("{} is first {} at {}", self.rn(r), old.with_article(), self.line_note(site))
                 });
                 Err(e)
             }
@@ -639,18 +552,10 @@ impl<'m> FuncVerifier<'m> {
                     ArgKind::Const(_) => "found a constant tensor".to_string(),
                     _ => format!("found {} literal", k.with_article()),
                 };
-                self.at(
-                    pc,
-                    Some(op),
-                    format!("{role} must be {}, but {what}", want.with_article()),
-                )
+                self.at(pc, Some(op), format!("{role} must be {}, but {what}", want.with_article()))
             }
             None => match a.kind() {
-                ArgKind::Reg(r) => self.at(
-                    pc,
-                    Some(op),
-                    format!("{} is used but never defined", self.rn(r)),
-                ),
+                ArgKind::Reg(r) => self.at(pc, Some(op), format!("{} is used but never defined", self.rn(r))),
                 _ => unreachable!("literals always have a kind"),
             },
         }
@@ -667,11 +572,7 @@ impl<'m> FuncVerifier<'m> {
             | Instr::Br { .. } => {}
             Instr::Mov { src, .. } => {
                 if self.kinds[src.0 as usize].is_none() {
-                    return self.at(
-                        pc,
-                        Some(1),
-                        format!("{} is used but never defined", self.rn(src)),
-                    );
+                    return self.at(pc, Some(1), format!("{} is used but never defined", self.rn(src)));
                 }
             }
             Instr::MakeShape { dims, ndim, .. } => {
@@ -683,46 +584,19 @@ impl<'m> FuncVerifier<'m> {
                 self.expect_kind(pc, 1, size, Kind::Int, "the storage size")?;
                 self.expect_kind(pc, 2, align, Kind::Int, "the alignment")?;
             }
-            Instr::AllocTensor {
-                storage,
-                args,
-                ndim,
-                ..
-            } => {
-                self.expect_kind(
-                    pc,
-                    1,
-                    reg(storage),
-                    Kind::Storage,
-                    "the first operand of `alloc_tensor`",
-                )?;
-                for (i, a) in f.args[args as usize..][..ndim as usize + 1]
-                    .iter()
-                    .enumerate()
-                {
-                    let role = if i == 0 {
-                        "the view offset"
-                    } else {
-                        "a view dimension"
-                    };
+            Instr::AllocTensor { storage, args, ndim, .. } => {
+                self.expect_kind(pc, 1, reg(storage), Kind::Storage, "the first operand of `alloc_tensor`")?;
+                for (i, a) in f.args[args as usize..][..ndim as usize + 1].iter().enumerate() {
+                    let role = if i == 0 { "the view offset" } else { "a view dimension" };
                     self.expect_kind(pc, 2 + i, *a, Kind::Int, role)?;
                 }
             }
             Instr::Kill { reg: r } => {
                 if self.kinds[r.0 as usize].is_none() {
-                    return self.at(
-                        pc,
-                        Some(0),
-                        format!("{} is killed but never defined", self.rn(r)),
-                    );
+                    return self.at(pc, Some(0), format!("{} is killed but never defined", self.rn(r)));
                 }
             }
-            Instr::Call {
-                func,
-                list,
-                ndst,
-                nargs,
-            } => {
+            Instr::Call { func, list, ndst, nargs } => {
                 let callee = &self.m.funcs[func.0 as usize];
                 let args = &f.args[list as usize + ndst as usize..][..nargs as usize];
                 for (i, (a, t)) in args.iter().zip(&callee.params).enumerate() {
@@ -730,32 +604,19 @@ impl<'m> FuncVerifier<'m> {
                     self.expect_kind(pc, ndst as usize + i, *a, t.kind(), &role)?;
                 }
             }
-            Instr::CallBuiltin {
-                builtin,
-                list,
-                ndst,
-                nargs,
-            } => {
+            Instr::CallBuiltin { builtin, list, ndst, nargs } => {
                 let sig = Builtin::ALL[builtin.0 as usize].sig();
                 let args = &f.args[list as usize + ndst as usize..][..nargs as usize];
                 for (i, a) in args.iter().enumerate() {
                     let op = ndst as usize + i;
                     match sig.params.get(i) {
-                        Some(k) => self.expect_kind(
-                            pc,
-                            op,
-                            *a,
-                            *k,
-                            &format!("argument {} of @vm.{}", i + 1, sig.name),
-                        )?,
+                        Some(k) => {
+                            self.expect_kind(pc, op, *a, *k, &format!("argument {} of @vm.{}", i + 1, sig.name))?
+                        }
                         None => {
                             if self.arg_kind(*a).is_none() {
                                 if let ArgKind::Reg(r) = a.kind() {
-                                    return self.at(
-                                        pc,
-                                        Some(op),
-                                        format!("{} is used but never defined", self.rn(r)),
-                                    );
+                                    return self.at(pc, Some(op), format!("{} is used but never defined", self.rn(r)));
                                 }
                             }
                         }
@@ -763,23 +624,11 @@ impl<'m> FuncVerifier<'m> {
                 }
             }
             Instr::Ret { list, nvals } => {
-                for (i, (a, t)) in f.args[list as usize..][..nvals as usize]
-                    .iter()
-                    .zip(&f.results)
-                    .enumerate()
-                {
-                    self.expect_kind(
-                        pc,
-                        i,
-                        *a,
-                        t.kind(),
-                        &format!("result {} of @{}", i + 1, f.name),
-                    )?;
+                for (i, (a, t)) in f.args[list as usize..][..nvals as usize].iter().zip(&f.results).enumerate() {
+                    self.expect_kind(pc, i, *a, t.kind(), &format!("result {} of @{}", i + 1, f.name))?;
                 }
             }
-            Instr::BrIf { cond, .. } => {
-                self.expect_kind(pc, 0, reg(cond), Kind::Int, "the branch condition")?
-            }
+            Instr::BrIf { cond, .. } => self.expect_kind(pc, 0, reg(cond), Kind::Int, "the branch condition")?,
         }
         Ok(())
     }
@@ -804,37 +653,24 @@ impl<'m> FuncVerifier<'m> {
                 out.push((1, Access::Use(src)));
                 out.push((0, Access::Def(dst)));
             }
-            Instr::LoadInt { dst, .. }
-            | Instr::LoadFloat { dst, .. }
-            | Instr::LoadConst { dst, .. } => out.push((0, Access::Def(dst))),
+            Instr::LoadInt { dst, .. } | Instr::LoadFloat { dst, .. } | Instr::LoadConst { dst, .. } => {
+                out.push((0, Access::Def(dst)))
+            }
             Instr::MakeShape { dst, dims, ndim } => {
                 uses(1, &f.args[dims as usize..][..ndim as usize], out);
                 out.push((0, Access::Def(dst)));
             }
-            Instr::AllocStorage {
-                dst, size, align, ..
-            } => {
+            Instr::AllocStorage { dst, size, align, .. } => {
                 uses(1, &[size, align], out);
                 out.push((0, Access::Def(dst)));
             }
-            Instr::AllocTensor {
-                dst,
-                storage,
-                args,
-                ndim,
-                ..
-            } => {
+            Instr::AllocTensor { dst, storage, args, ndim, .. } => {
                 out.push((1, Access::Use(storage)));
                 uses(2, &f.args[args as usize..][..ndim as usize + 1], out);
                 out.push((0, Access::Def(dst)));
             }
             Instr::Kill { reg } => out.push((0, Access::Kill(reg))),
-            Instr::Call {
-                list, ndst, nargs, ..
-            }
-            | Instr::CallBuiltin {
-                list, ndst, nargs, ..
-            } => {
+            Instr::Call { list, ndst, nargs, .. } | Instr::CallBuiltin { list, ndst, nargs, .. } => {
                 let items = &f.args[list as usize..][..ndst as usize + nargs as usize];
                 uses(ndst as usize, &items[ndst as usize..], out);
                 for (i, a) in items[..ndst as usize].iter().enumerate() {
@@ -860,10 +696,7 @@ impl<'m> FuncVerifier<'m> {
     /// The most recent `kill` of `r` before `pc` in code order, for the error note.
     fn kill_site(&self, r: Reg, pc: usize) -> Option<usize> {
         let is_kill = |p: &usize| matches!(self.f.code[*p], Instr::Kill { reg } if reg == r);
-        (0..pc)
-            .rev()
-            .find(is_kill)
-            .or_else(|| (pc..self.f.code.len()).find(is_kill))
+        (0..pc).rev().find(is_kill).or_else(|| (pc..self.f.code.len()).find(is_kill))
     }
 
     fn dataflow(&self) -> VResult<()> {
@@ -894,10 +727,7 @@ impl<'m> FuncVerifier<'m> {
         }
         let nblocks = starts.len();
         let mut entry: Vec<Option<State>> = vec![None; nblocks];
-        let mut init = State {
-            defined: RegSet::new(nregs, false),
-            killed: RegSet::new(nregs, false),
-        };
+        let mut init = State { defined: RegSet::new(nregs, false), killed: RegSet::new(nregs, false) };
         for i in 0..f.params.len() {
             init.defined.set(i as u32, true);
         }
@@ -915,27 +745,16 @@ impl<'m> FuncVerifier<'m> {
                 for &(op, a) in &acc {
                     match a {
                         Access::Use(r) | Access::Kill(r) => {
-                            let verb = if matches!(a, Access::Kill(_)) {
-                                "killed"
-                            } else {
-                                "used"
-                            };
+                            let verb = if matches!(a, Access::Kill(_)) { "killed" } else { "used" };
                             if st.killed.has(r.0) {
                                 let message = if matches!(a, Access::Kill(_)) {
                                     format!("{} is killed twice: it is already killed on some path to here", self.rn(r))
                                 } else {
-                                    format!(
-                                        "{} is used after `kill` on some path to here",
-                                        self.rn(r)
-                                    )
+                                    format!("{} is used after `kill` on some path to here", self.rn(r))
                                 };
                                 let mut e = self.err(Some(pc), Some(op), message);
                                 if let Some(k) = self.kill_site(r, pc) {
-                                    e.notes.push(format!(
-                                        "{} is killed at {}",
-                                        self.rn(r),
-                                        self.line_note(k)
-                                    ));
+                                    e.notes.push(format!("{} is killed at {}", self.rn(r), self.line_note(k)));
                                 }
                                 return Err(e);
                             }
@@ -943,10 +762,7 @@ impl<'m> FuncVerifier<'m> {
                                 return self.at(
                                     pc,
                                     Some(op),
-                                    format!(
-                                        "{} is {verb} before it is defined on some path to here",
-                                        self.rn(r)
-                                    ),
+                                    format!("{} is {verb} before it is defined on some path to here", self.rn(r)),
                                 );
                             }
                             if matches!(a, Access::Kill(_)) {
@@ -1004,27 +820,17 @@ impl<'m> FuncVerifier<'m> {
         let mut storage: Vec<Option<(u64, u64, usize)>> = vec![None; f.num_regs as usize];
         for (pc, ins) in f.code.iter().enumerate() {
             match *ins {
-                Instr::AllocStorage {
-                    dst, size, align, ..
-                } => {
+                Instr::AllocStorage { dst, size, align, .. } => {
                     let size_v = self.m.const_int(size);
                     if let Some(s) = size_v {
                         if s < 0 {
-                            return self.at(
-                                pc,
-                                Some(1),
-                                format!("storage size must be >= 0, found {s}"),
-                            );
+                            return self.at(pc, Some(1), format!("storage size must be >= 0, found {s}"));
                         }
                     }
                     let align_v = self.m.const_int(align);
                     if let Some(a) = align_v {
                         if a < 0 || (a != 0 && !(a as u64).is_power_of_two()) {
-                            return self.at(
-                                pc,
-                                Some(2),
-                                format!("alignment must be a power of two, found {a}"),
-                            );
+                            return self.at(pc, Some(2), format!("alignment must be a power of two, found {a}"));
                         }
                     }
                     if let (Some(s), Some(a), 1) = (size_v, align_v, ndefs[dst.0 as usize]) {
@@ -1035,49 +841,34 @@ impl<'m> FuncVerifier<'m> {
                     for (i, a) in f.args[dims as usize..][..ndim as usize].iter().enumerate() {
                         if let Some(v) = self.m.const_int(*a) {
                             if v < 0 {
-                                return self.at(
-                                    pc,
-                                    Some(1 + i),
-                                    format!("a dimension must be >= 0, found {v}"),
-                                );
+                                return self.at(pc, Some(1 + i), format!("a dimension must be >= 0, found {v}"));
                             }
                         }
                     }
                 }
-                Instr::AllocTensor {
-                    storage: s,
-                    args,
-                    dtype,
-                    scope,
-                    ndim,
-                    ..
-                } => {
+                Instr::AllocTensor { storage: s, args, dtype, scope, ndim, .. } => {
                     let list = &f.args[args as usize..][..ndim as usize + 1];
                     let offset = self.m.const_int(list[0]);
                     if let Some(o) = offset {
                         if o < 0 {
+                            return self.at(pc, Some(2), format!("view offset must be >= 0, found {o}"));
+                        }
+                        if !(o as u64).is_multiple_of(dtype.size() as u64) {
                             return self.at(
                                 pc,
                                 Some(2),
-                                format!("view offset must be >= 0, found {o}"),
+                                format!(
+                                    "view offset {o} is not a multiple of the {dtype} element size ({} bytes)",
+                                    dtype.size()
+                                ),
                             );
-                        }
-                        if !(o as u64).is_multiple_of(dtype.size() as u64) {
-                            return self.at(pc, Some(2), format!(
-                                "view offset {o} is not a multiple of the {dtype} element size ({} bytes)",
-                                dtype.size()
-                            ));
                         }
                     }
                     let mut dims = Vec::with_capacity(ndim as usize);
                     for (i, a) in list[1..].iter().enumerate() {
                         if let Some(v) = self.m.const_int(*a) {
                             if v < 0 {
-                                return self.at(
-                                    pc,
-                                    Some(3 + i),
-                                    format!("a dimension must be >= 0, found {v}"),
-                                );
+                                return self.at(pc, Some(3 + i), format!("a dimension must be >= 0, found {v}"));
                             }
                             dims.push(v);
                         }
@@ -1108,11 +899,7 @@ impl<'m> FuncVerifier<'m> {
                                 end.map_or("2^64".into(), |e| e.to_string()),
                                 self.rn(s)
                             ));
-                            e.notes.push(format!(
-                                "{} is allocated at {}",
-                                self.rn(s),
-                                self.line_note(spc)
-                            ));
+                            e.notes.push(format!("{} is allocated at {}", self.rn(s), self.line_note(spc)));
                             if scope.is_texture() {
                                 e.notes.push("image rows are counted unpadded here; the device's pitch alignment can only add bytes".into());
                             }
@@ -1146,10 +933,7 @@ fn min_view_bytes(dtype: DType, scope: Scope, dims: &[i64]) -> Result<Option<u64
         let l = ImageLayout::new(scope, dtype, dims, 1)?;
         return Ok(l.byte_size());
     }
-    Ok(dims
-        .iter()
-        .try_fold(1u64, |a, &d| a.checked_mul(d as u64))
-        .and_then(|n| n.checked_mul(dtype.size() as u64)))
+    Ok(dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64)).and_then(|n| n.checked_mul(dtype.size() as u64)))
 }
 
 /// True if a declared type admits the tensor shape (for run-time checks at call boundaries).

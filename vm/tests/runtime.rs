@@ -8,10 +8,7 @@ use rxvm_vm::{read_module, write_module, DeviceCaps, HostTensor, HostValue, Vm};
 use std::sync::Arc;
 
 fn f32s(dims: &[i64]) -> Type {
-    Type::Tensor {
-        dtype: DType::F32,
-        dims: dims.iter().map(|&d| Dim::Known(d)).collect(),
-    }
+    Type::Tensor { dtype: DType::F32, dims: dims.iter().map(|&d| Dim::Known(d)).collect() }
 }
 
 fn int(v: i64) -> Operand {
@@ -34,8 +31,7 @@ fn alloc_loop(size: i64) -> rxvm_vm::Module {
     f.place(body);
     let s = f.alloc_storage(int(size), None, 0, Scope::Global);
     let t = f.alloc_tensor(s, int(0), DType::F32, &[int(size / 4)], Scope::Global);
-    f.call_builtin("fill", &[t.into(), Operand::Float(1.0)])
-        .unwrap();
+    f.call_builtin("fill", &[t.into(), Operand::Float(1.0)]).unwrap();
     f.kill(t);
     f.kill(s);
     let next = f.call_builtin("iadd", &[i.into(), int(1)]).unwrap()[0];
@@ -53,10 +49,7 @@ fn a_loop_of_1000_allocations_hits_the_pool_999_times() {
     vm.invoke("main", &[HostValue::Int(1000)]).unwrap();
     let s = vm.stats();
     assert_eq!((s.fresh_allocations, s.pool_hits), (1, 999));
-    assert_eq!(
-        (s.live_bytes, s.peak_bytes, s.live_storages, s.live_views),
-        (0, 4096, 0, 0)
-    );
+    assert_eq!((s.live_bytes, s.peak_bytes, s.live_storages, s.live_views), (0, 4096, 0, 0));
     assert_eq!(s.storages_created, 1000);
     assert!(vm.pool_free_bytes() >= 4096);
     vm.release_pool();
@@ -77,13 +70,7 @@ fn texture_at() -> rxvm_vm::Module {
     let mut f = mb.function("main", vec![Type::Int, Type::Int], vec![Type::AnyTensor]);
     let (off, w) = (f.param(0), f.param(1));
     let s = f.alloc_storage(int(4096), None, 0, Scope::Global);
-    let t = f.alloc_tensor(
-        s,
-        off.into(),
-        DType::F32,
-        &[int(1), int(1), w.into(), int(4)],
-        Scope::Texture,
-    );
+    let t = f.alloc_tensor(s, off.into(), DType::F32, &[int(1), int(1), w.into(), int(4)], Scope::Texture);
     f.ret(&[t.into()]);
     mb.add_function(f);
     mb.build().unwrap()
@@ -101,33 +88,18 @@ fn texture_views_check_pitch_alignment_and_limits_at_run_time() {
     let m = Arc::new(texture_at());
     let mut vm = Vm::host(m.clone()).unwrap();
     // 30 texels pad to 64: one row of 64 * 16 bytes.
-    let ok = vm
-        .invoke("main", &[HostValue::Int(0), HostValue::Int(30)])
-        .unwrap();
+    let ok = vm.invoke("main", &[HostValue::Int(0), HostValue::Int(30)]).unwrap();
     assert!(matches!(&ok[0], HostValue::Tensor(t) if t.shape == vec![1, 1, 30, 4]));
     let e = run_err(&mut vm, &[HostValue::Int(32), HostValue::Int(30)]);
-    assert!(
-        e.contains("image view offset 32 is not a multiple of the image base-address alignment"),
-        "{e}"
-    );
+    assert!(e.contains("image view offset 32 is not a multiple of the image base-address alignment"), "{e}");
     // 3072 + 1024 fits exactly; 3136 + 1024 does not.
-    vm.invoke("main", &[HostValue::Int(3072), HostValue::Int(30)])
-        .unwrap();
+    vm.invoke("main", &[HostValue::Int(3072), HostValue::Int(30)]).unwrap();
     let e = run_err(&mut vm, &[HostValue::Int(3136), HostValue::Int(30)]);
-    assert!(
-        e.contains("ends past the end of") && e.contains("rows padded to 64 texels"),
-        "{e}"
-    );
-    let caps = DeviceCaps::host()
-        .with_overrides("max-width=16,pitch=1")
-        .unwrap();
+    assert!(e.contains("ends past the end of") && e.contains("rows padded to 64 texels"), "{e}");
+    let caps = DeviceCaps::host().with_overrides("max-width=16,pitch=1").unwrap();
     let mut small = Vm::new(m, vec![caps]).unwrap();
     let e = run_err(&mut small, &[HostValue::Int(0), HostValue::Int(30)]);
-    assert!(
-        e.contains("image of 30x1 texels")
-            && e.contains("larger than device `host` allows (16x16384)"),
-        "{e}"
-    );
+    assert!(e.contains("image of 30x1 texels") && e.contains("larger than device `host` allows (16x16384)"), "{e}");
 }
 
 #[test]
@@ -145,10 +117,7 @@ fn storage_beyond_device_memory_is_an_error_not_an_abort() {
     let e = run_err(&mut vm, &[HostValue::Int((1 << 20) + 1)]);
     assert!(e.contains("out of device memory on `host`"), "{e}");
     let e = run_err(&mut vm, &[HostValue::Int(-5)]);
-    assert!(
-        e.contains("storage size must be >= 0, found %r0 = -5"),
-        "{e}"
-    );
+    assert!(e.contains("storage size must be >= 0, found %r0 = -5"), "{e}");
     assert_eq!(vm.stats().live_bytes, 0);
 }
 
@@ -170,18 +139,11 @@ fn recursion_and_instruction_limits_stop_runaway_programs() {
     let mut vm = Vm::host(m).unwrap();
     vm.limits.max_call_depth = 100;
     let e = vm.invoke("spin", &[HostValue::Int(1)]).unwrap_err();
-    assert!(
-        e.message
-            .contains("call depth limit of 100 reached calling @spin"),
-        "{e}"
-    );
+    assert!(e.message.contains("call depth limit of 100 reached calling @spin"), "{e}");
     assert_eq!(e.stack.len(), 100);
     vm.limits.max_instructions = Some(1000);
     let e = vm.invoke("main", &[]).unwrap_err();
-    assert!(
-        e.message.contains("instruction limit of 1000 reached"),
-        "{e}"
-    );
+    assert!(e.message.contains("instruction limit of 1000 reached"), "{e}");
 }
 
 #[test]
@@ -189,26 +151,18 @@ fn constants_are_read_only_and_typed_parameters_are_checked() {
     let mut mb = ModuleBuilder::new("c");
     let w = mb.constant("w", DType::F32, &[2], ConstData::Fill(3.0));
     let mut f = mb.function("main", vec![f32s(&[2])], vec![]);
-    f.call_builtin("fill", &[Operand::Const(w), Operand::Float(1.0)])
-        .unwrap();
+    f.call_builtin("fill", &[Operand::Const(w), Operand::Float(1.0)]).unwrap();
     f.ret(&[]);
     mb.add_function(f);
     let mut vm = Vm::host(Arc::new(mb.build().unwrap())).unwrap();
     let bad = HostTensor::from_f32(&[3], &[1.0, 2.0, 3.0]).unwrap();
     let e = vm.invoke("main", &[HostValue::Tensor(bad)]).unwrap_err();
-    assert_eq!(
-        e.message,
-        "argument 1 of @main: expected f32[2], found f32[3]"
-    );
+    assert_eq!(e.message, "argument 1 of @main: expected f32[2], found f32[3]");
     let good = HostTensor::from_f32(&[2], &[1.0, 2.0]).unwrap();
     let e = vm.invoke("main", &[HostValue::Tensor(good)]).unwrap_err();
     assert_eq!(e.message, "@vm.fill cannot write to a constant tensor");
     let s = vm.stats();
-    assert_eq!(
-        (s.live_storages, s.live_views, s.live_bytes),
-        (1, 1, 0),
-        "only the constant is left"
-    );
+    assert_eq!((s.live_storages, s.live_views, s.live_bytes), (1, 1, 0), "only the constant is left");
 }
 
 #[test]
