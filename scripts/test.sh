@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
-# Sets up what the tests need and runs every check CI runs: formatting, clippy with
-# warnings as errors, the whole test suite, and a build of the benchmarks.
+# Sets up what the tests need and runs every check CI runs: the three OpenCL runtimes
+# (PoCL, Intel CPU, Oclgrind), formatting, clippy with warnings as errors, the whole test
+# suite on the host and on each OpenCL platform, and a build of the benchmarks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Rust components the checks use (present on a rustup toolchain; added if missing).
 if command -v rustup >/dev/null 2>&1; then
   rustup component add rustfmt clippy >/dev/null 2>&1 || true
+fi
+
+echo "== OpenCL runtimes"
+bash scripts/setup-opencl.sh
+# shellcheck source=scripts/opencl-env.sh
+source scripts/opencl-env.sh
+# In CI a missing platform fails the OpenCL tests instead of skipping them.
+if [ "${CI:-}" = "true" ]; then
+  export RXVM_REQUIRE_OPENCL="${RXVM_REQUIRE_OPENCL:-pocl,intel,oclgrind}"
 fi
 
 echo "== cargo fmt --check"

@@ -5,9 +5,9 @@ use crate::npy::{read_npy, write_npy};
 use crate::stats::{print_stats, StatsFormat};
 use clap::{Args, Parser, Subcommand};
 use rxvm_vm::host_tensor::{HostTensor, HostValue};
+use rxvm_vm::memory::DeviceSpec;
 use rxvm_vm::module::Module;
 use rxvm_vm::types::{Dim, Type};
-use rxvm_vm::memory::DeviceSpec;
 use rxvm_vm::{load_module, DeviceCaps, ModuleError, Vm, VmError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -298,7 +298,17 @@ pub fn describe_caps(c: &DeviceCaps) -> String {
         ("max allocation", format!("{} B", c.max_alloc)),
         ("max image2d", format!("{} x {}", c.max_image2d_width, c.max_image2d_height)),
         ("global memory", format!("{} B", c.global_mem)),
-        ("texture views", if c.image_from_buffer { "share the buffer" } else if c.image_support { "separate images (compat)" } else { "unsupported" }.into()),
+        (
+            "texture views",
+            if c.image_from_buffer {
+                "share the buffer"
+            } else if c.image_support {
+                "separate images (compat)"
+            } else {
+                "unsupported"
+            }
+            .into(),
+        ),
     ];
     for (k, v) in rows {
         s.push_str(&format!("    {k:<30} {v}\n"));

@@ -182,3 +182,13 @@ fn unsafe_code_is_refused_by_the_verifier() {
     }
     insta::assert_snapshot!(out);
 }
+
+/// Found by `fuzz_smoke`: a `const` instruction whose index does not fit an operand
+/// tripped a debug assertion in the verifier instead of being refused.
+#[test]
+fn huge_constant_index_is_refused() {
+    let mut m = base();
+    main_fn(&mut m).code.insert(0, Instr::LoadConst { dst: Reg(0), konst: ConstId(u32::MAX) });
+    let e = refuse_module(&m);
+    assert!(e.contains("constant 4294967295 is out of range: the module has 1 constants"), "{e}");
+}

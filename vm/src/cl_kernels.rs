@@ -171,7 +171,11 @@ fn matmul_source(dtype: DType, ops: &[Access]) -> Option<String> {
     let body = format!("{acc} a = 0; for (ulong q = 0; q < kk; q++) a += {la} * {lb};");
     match ops[2] {
         Access::Buffer => {
-            let store = if dtype == DType::F16 { "vstore_half(a, o2 + i, p2);".to_string() } else { format!("p2[o2 + i] = ({t})a;") };
+            let store = if dtype == DType::F16 {
+                "vstore_half(a, o2 + i, p2);".to_string()
+            } else {
+                format!("p2[o2 + i] = ({t})a;")
+            };
             let _ = writeln!(s, "  ulong i = get_global_id(0);\n  if (i >= n) return;\n  ulong r = i / nn, c = i % nn;\n  {body}\n  {store}");
         }
         Access::Image { .. } => {

@@ -2,8 +2,8 @@
 //! host memory (honouring image row pitch).
 
 use crate::builtins::Builtin;
-use crate::host_tensor::{format_nested, load_f64, load_i64, store_f64, store_i64, HostTensor};
 use crate::cl_kernels::{self, Access};
+use crate::host_tensor::{format_nested, load_f64, load_i64, store_f64, store_i64, HostTensor};
 use crate::memory::View;
 use crate::opencl::{ClDevice, KernelArg, ViewKind};
 use crate::types::DType;

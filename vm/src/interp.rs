@@ -90,7 +90,8 @@ impl Vm {
             let numel = c.numel().unwrap_or(0);
             let bytes = numel * c.dtype.size() as u64;
             let fail = |e: String| VmError::api(format!("cannot load constant @{}: {e}", c.name));
-            let st = Storage::alloc(&rt, 0, bytes, 0, Scope::Global, Site::API, true).map_err(|e| fail(e.to_string()))?;
+            let st =
+                Storage::alloc(&rt, 0, bytes, 0, Scope::Global, Site::API, true).map_err(|e| fail(e.to_string()))?;
             let view = View::make(st, 0, c.dtype, &c.shape, Scope::Global, None, bytes, Site::API).map_err(fail)?;
             match &c.data {
                 ConstData::Bytes(b) => store_bytes(&view, b).map_err(|e| fail(*e))?,
@@ -212,7 +213,10 @@ impl Vm {
             vals.push(self.to_value(a).map_err(|e| VmError::api(format!("argument {}: {e}", i + 1)))?);
         }
         let out = self.invoke_values(id, vals)?;
-        out.iter().map(to_host).collect::<Result<Vec<_>, String>>().map_err(|e| VmError::api(format!("reading the results: {e}")))
+        out.iter()
+            .map(to_host)
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| VmError::api(format!("reading the results: {e}")))
     }
 
     /// Copies a host value into the VM (tensors into a fresh storage on device 0).

@@ -26,7 +26,7 @@ impl Site {
 /// Where a device's memory lives.
 pub enum Backend {
     Host(RefCell<HostPool>),
-    OpenCl(ClDevice),
+    OpenCl(Box<ClDevice>),
 }
 
 /// What a VM runs on: the host (with capabilities to emulate) or an OpenCL device.
@@ -73,7 +73,6 @@ impl DeviceState {
     }
 }
 
-
 /// State shared by a VM and every storage it created.
 pub struct Runtime {
     pub devices: Vec<DeviceState>,
@@ -89,7 +88,7 @@ impl Runtime {
                 DeviceSpec::Host(caps) => (caps, Backend::Host(RefCell::default())),
                 DeviceSpec::OpenCl(info) => {
                     let d = ClDevice::open(&info).map_err(|e| format!("cannot open `{}`: {e}", info.caps.name))?;
-                    (d.caps.clone(), Backend::OpenCl(d))
+                    (d.caps.clone(), Backend::OpenCl(Box::new(d)))
                 }
             };
             devices.push(DeviceState { caps, backend, live_bytes: Cell::new(0), peak_bytes: Cell::new(0) });
@@ -283,7 +282,10 @@ impl std::fmt::Display for AllocError {
             ),
             AllocError::BadAlign(a) => write!(f, "alignment must be a power of two, found {a}"),
             AllocError::AlignTooLarge { align, device, max } => {
-                write!(f, "alignment {align} is stricter than device `{device}` guarantees for its buffers ({max} bytes)")
+                write!(
+                    f,
+                    "alignment {align} is stricter than device `{device}` guarantees for its buffers ({max} bytes)"
+                )
             }
             AllocError::Device(e) => f.write_str(e),
         }

@@ -242,17 +242,14 @@ impl ClDevice {
             return Ok((b, AllocSource::PoolHit));
         }
         // SAFETY: no host pointer; the context is valid.
-        let mem = cl(
-            "clCreateBuffer",
-            unsafe {
-                opencl3::memory::create_buffer(
-                    self.context.get(),
-                    opencl3::memory::CL_MEM_READ_WRITE,
-                    class as usize,
-                    std::ptr::null_mut(),
-                )
-            },
-        )?;
+        let mem = cl("clCreateBuffer", unsafe {
+            opencl3::memory::create_buffer(
+                self.context.get(),
+                opencl3::memory::CL_MEM_READ_WRITE,
+                class as usize,
+                std::ptr::null_mut(),
+            )
+        })?;
         bump(&self.counters.buffers_created, 1);
         let block = ClBlock { mem: ClMem::new(mem, &self.counters), capacity: class, views: RefCell::default() };
         Ok((block, AllocSource::Fresh))
@@ -271,9 +268,15 @@ impl ClDevice {
     }
 
     /// The handle for a view of `block` at `offset`: a buffer view, or an image.
-    pub fn view(&self, block: &ClBlock, offset: u64, dtype: DType, image: Option<&ImageLayout>) -> Result<ClView, String> {
+    pub fn view(
+        &self,
+        block: &ClBlock,
+        offset: u64,
+        dtype: DType,
+        image: Option<&ImageLayout>,
+    ) -> Result<ClView, String> {
         let Some(l) = image else {
-            if offset == 0 || offset % self.caps.mem_base_addr_align != 0 {
+            if offset == 0 || !offset.is_multiple_of(self.caps.mem_base_addr_align) {
                 return Ok(ClView { mem: block.raw(), offset, kind: ViewKind::Buffer });
             }
             let key = ViewKey { offset, kind: ViewKind::Buffer, width: 0, height: 0, pitch: 0, channels: 0, dtype: 0 };
@@ -306,7 +309,7 @@ impl ClDevice {
                 if offset == 0 {
                     desc.buffer = block.raw();
                 } else {
-                    if offset % self.caps.mem_base_addr_align != 0 {
+                    if !offset.is_multiple_of(self.caps.mem_base_addr_align) {
                         return Err(format!(
                             "an image view at byte offset {offset} needs a sub-buffer there, but device `{}` requires sub-buffer offsets to be multiples of CL_DEVICE_MEM_BASE_ADDR_ALIGN ({} bytes)",
                             self.caps.name, self.caps.mem_base_addr_align
@@ -343,7 +346,12 @@ impl ClDevice {
         Ok(ClView { mem, offset: 0, kind })
     }
 
-    fn cached(&self, block: &ClBlock, key: ViewKey, make: impl FnOnce() -> Result<ClMem, String>) -> Result<cl_mem, String> {
+    fn cached(
+        &self,
+        block: &ClBlock,
+        key: ViewKey,
+        make: impl FnOnce() -> Result<ClMem, String>,
+    ) -> Result<cl_mem, String> {
         if let Some(m) = block.views.borrow().get(&key) {
             return Ok(m.raw());
         }
@@ -453,22 +461,23 @@ impl ClDevice {
     }
 
     /// Builds (once per device) and returns the kernel named `k` in `source`.
-    pub fn kernel(&self, source: &str) -> Result<opencl3::types::cl_kernel, String> {
+    pub fn kernel(&self, source: &str) -> Result<KernelHandle, String> {
         if let Some((_, k)) = self.kernels.borrow().get(source) {
-            return Ok(k.get());
+            return Ok(KernelHandle(k.get()));
         }
         let program = Program::create_and_build_from_source(&self.context, source, "").map_err(|log| {
             format!("building an OpenCL kernel for `{}` failed:\n{log}\n--- source ---\n{source}", self.caps.name)
         })?;
         let kernel = cl3("clCreateKernel", Kernel::create(&program, "k")).map_err(|e| e.to_string())?;
         bump(&self.counters.kernels_built, 1);
-        let raw = kernel.get();
+        let raw = KernelHandle(kernel.get());
         self.kernels.borrow_mut().insert(source.to_string(), (program, kernel));
         Ok(raw)
     }
 
     /// Sets raw kernel arguments and runs `global` work-items, waiting for completion.
-    pub fn launch(&self, kernel: opencl3::types::cl_kernel, args: &[KernelArg], global: usize) -> Result<(), ClError> {
+    pub fn launch(&self, kernel: KernelHandle, args: &[KernelArg], global: usize) -> Result<(), ClError> {
+        let kernel = kernel.0;
         for (i, a) in args.iter().enumerate() {
             let (size, ptr): (usize, *const c_void) = match a {
                 KernelArg::Mem(m) => (std::mem::size_of::<cl_mem>(), m as *const cl_mem as *const c_void),
@@ -504,6 +513,10 @@ impl ClDevice {
         cl("clFinish", opencl3::command_queue::finish(self.queue.get()))
     }
 }
+
+/// A kernel built by [`ClDevice::kernel`] (owned by the device's cache).
+#[derive(Clone, Copy, Debug)]
+pub struct KernelHandle(opencl3::types::cl_kernel);
 
 /// A kernel argument value.
 pub enum KernelArg {

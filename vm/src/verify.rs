@@ -301,9 +301,16 @@ impl<'m> FuncVerifier<'m> {
             Instr::LoadInt { dst, .. } | Instr::LoadFloat { dst, .. } => self.check_reg(pc, 0, dst)?,
             Instr::LoadConst { dst, konst } => {
                 self.check_reg(pc, 0, dst)?;
-                self.check_arg(pc, 1, Arg::konst(konst))?;
-                if konst.0 as usize >= self.m.consts.len() || konst.0 > Arg::MAX_INDEX {
-                    return self.at(pc, Some(1), format!("constant {} is out of range", konst.0));
+                if konst.0 as usize >= self.m.consts.len() {
+                    return self.at(
+                        pc,
+                        Some(1),
+                        format!(
+                            "constant {} is out of range: the module has {} constants",
+                            konst.0,
+                            self.m.consts.len()
+                        ),
+                    );
                 }
             }
             Instr::MakeShape { dst, dims, ndim } => {

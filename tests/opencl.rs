@@ -1,0 +1,324 @@
+//! The OpenCL device on three real runtimes: PoCL (images, no image2d-from-buffer), the
+//! Intel CPU runtime (image2d-from-buffer, 64-texel pitch) and Oclgrind (a simulator that
+//! reports invalid memory accesses). `scripts/setup-opencl.sh` installs them and
+//! `source scripts/opencl-env.sh` selects them. A platform named in
+//! `RXVM_REQUIRE_OPENCL` (e.g. `pocl,intel,oclgrind`, as CI sets it) must be present;
+//! others are skipped when absent.
+
+use rxvm::asm::{assemble, assemble_file};
+use rxvm::vm::memory::DeviceSpec;
+use rxvm::vm::opencl::{find_device, ClDeviceInfo};
+use rxvm::vm::types::{Dim, Type};
+use rxvm::vm::{DeviceCaps, HostTensor, HostValue, Module, Vm};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The platform for `name` (`pocl`, `intel`, `oclgrind`), or `None` when it is absent and
+/// not required.
+fn platform(name: &str) -> Option<ClDeviceInfo> {
+    let required = std::env::var("RXVM_REQUIRE_OPENCL").unwrap_or_default();
+    let required = required.split(',').any(|r| r.trim() == name);
+    match find_device(name) {
+        Ok(info) => Some(info),
+        Err(e) if required => panic!("RXVM_REQUIRE_OPENCL names `{name}` but it is not available: {e}"),
+        Err(e) => {
+            eprintln!("skipping OpenCL platform `{name}`: {e}");
+            None
+        }
+    }
+}
+
+fn vm_on(m: &Arc<Module>, info: Option<&ClDeviceInfo>) -> Vm {
+    let spec = match info {
+        Some(i) => DeviceSpec::OpenCl(i.clone()),
+        None => DeviceSpec::Host(DeviceCaps::host()),
+    };
+    let mut vm = Vm::with_devices(m.clone(), vec![spec]).expect("a VM");
+    vm.capture_output();
+    vm
+}
+
+fn inputs(m: &Module) -> Vec<HostValue> {
+    let f = &m.funcs[m.func_by_name("main").expect("@main").0 as usize];
+    f.params
+        .iter()
+        .enumerate()
+        .map(|(i, t)| match t {
+            Type::Int => HostValue::Int(6),
+            Type::Float => HostValue::Float(0.25),
+            Type::Shape => HostValue::Shape(vec![2, 3]),
+            Type::Tensor { dtype, dims } => {
+                let shape: Vec<i64> = dims.iter().map(|d| if let Dim::Known(v) = d { *v } else { 3 }).collect();
+                HostValue::Tensor(HostTensor::random(*dtype, &shape, 11 + i as u64).expect("input"))
+            }
+            other => panic!("@main takes a {other}"),
+        })
+        .collect()
+}
+
+/// Runs `@main`; the results and what it printed.
+fn run(m: &Arc<Module>, info: Option<&ClDeviceInfo>) -> Result<(Vec<HostValue>, String), String> {
+    let mut vm = vm_on(m, info);
+    let r = vm.invoke("main", &inputs(m)).map_err(|e| e.to_string())?;
+    Ok((r, vm.take_output()))
+}
+
+fn close(a: f64, b: f64) -> bool {
+    a == b || (a - b).abs() <= 1e-6 * a.abs().max(b.abs()) || (a.is_nan() && b.is_nan())
+}
+
+fn assert_same(name: &str, host: &[HostValue], dev: &[HostValue]) {
+    assert_eq!(host.len(), dev.len(), "{name}");
+    for (h, d) in host.iter().zip(dev) {
+        match (h, d) {
+            (HostValue::Tensor(h), HostValue::Tensor(d)) if h.dtype.is_float() => {
+                assert_eq!((h.dtype, &h.shape), (d.dtype, &d.shape), "{name}");
+                for (x, y) in h.to_f64().iter().zip(d.to_f64()) {
+                    assert!(close(*x, y), "{name}: host {x} vs device {y}");
+                }
+            }
+            (HostValue::Float(x), HostValue::Float(y)) => assert!(close(*x, *y), "{name}: {x} vs {y}"),
+            _ => assert_eq!(h, d, "{name}"),
+        }
+    }
+}
+
+fn programs() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut v = Vec::new();
+    for dir in ["examples", "tests/programs"] {
+        for e in std::fs::read_dir(root.join(dir)).expect("dir") {
+            let p = e.expect("entry").path();
+            if p.extension().is_some_and(|x| x == "rxa") {
+                v.push(p);
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+/// The error a device without image2d-from-buffer gives when bytes written through one
+/// kind of view are read through the other.
+const COMPAT_REFUSAL: &str =
+    "has no cl_khr_image2d_from_buffer, so texture views do not share memory with buffer views";
+
+#[test]
+fn every_program_matches_the_host_on_each_platform() {
+    for name in ["intel", "pocl"] {
+        let Some(info) = platform(name) else { continue };
+        for p in programs() {
+            let m = Arc::new(assemble_file(&p).unwrap_or_else(|d| panic!("{}", d.render())));
+            let label = format!("{} on {name}", p.display());
+            let (host, host_out) = run(&m, None).unwrap_or_else(|e| panic!("{label} (host): {e}"));
+            match run(&m, Some(&info)) {
+                Ok((dev, dev_out)) => {
+                    assert_same(&label, &host, &dev);
+                    assert_eq!(host_out, dev_out, "{label}: printed output");
+                }
+                // textures.rxa reads image-written bytes through a buffer view.
+                Err(e) if !info.caps.image_from_buffer && p.ends_with("textures.rxa") => {
+                    assert!(e.contains(COMPAT_REFUSAL), "{label}: {e}");
+                }
+                Err(e) => panic!("{label}: {e}"),
+            }
+        }
+    }
+}
+
+/// Writes through one view and reads the same bytes through the other: a buffer view of
+/// two full pitched rows (64 texels each) and a 30x2 RGBA image view at the same offset.
+const ALIAS: &str = r#"
+func @main() -> (f32[1, 2, 30, 4], f32[2, 64, 4]) {
+  %s = alloc_storage 4096
+  %buf = alloc_tensor %s, 0, f32[2, 64, 4]
+  %img = alloc_tensor %s, 0, f32[1, 2, 30, 4], scope "global.texture"
+  call @vm.iota(%buf, 0.0, 1.0)            ; write through the buffer
+  %o1s = alloc_storage 960
+  %o1 = alloc_tensor %o1s, 0, f32[1, 2, 30, 4]
+  call @vm.copy(%img, %o1)                 ; read through the image
+  call @vm.iota(%img, 1000.0, 1.0)         ; write through the image
+  %o2s = alloc_storage 2048
+  %o2 = alloc_tensor %o2s, 0, f32[2, 64, 4]
+  call @vm.copy(%buf, %o2)                 ; read through the buffer
+  ret %o1, %o2
+}
+"#;
+
+fn check_alias_results(label: &str, r: &[HostValue]) {
+    let (HostValue::Tensor(img), HostValue::Tensor(buf)) = (&r[0], &r[1]) else { panic!("{label}: two tensors") };
+    let img = img.to_f64();
+    let buf = buf.to_f64();
+    for y in 0..2 {
+        for x in 0..30 {
+            for c in 0..4 {
+                let i = (y * 30 + x) * 4 + c;
+                let b = (y * 64 + x) * 4 + c;
+                assert_eq!(img[i], b as f64, "{label}: image texel ({x}, {y}) channel {c} sees buffer element {b}");
+                assert_eq!(buf[b], 1000.0 + i as f64, "{label}: buffer element {b} sees image element {i}");
+            }
+        }
+    }
+}
+
+#[test]
+fn buffer_and_image_views_share_bytes_with_a_padded_pitch() {
+    let m = Arc::new(assemble(ALIAS, "alias.rxa").unwrap_or_else(|d| panic!("{}", d.render())));
+    // The host emulates the same pitch (64 texels), so it is the reference.
+    let (host, _) = run(&m, None).expect("host run");
+    check_alias_results("host", &host);
+    if let Some(intel) = platform("intel") {
+        assert!(intel.caps.image_from_buffer && intel.caps.image_pitch_align_px == 64, "{:?}", intel.caps);
+        let mut vm = vm_on(&m, Some(&intel));
+        let r = vm.invoke("main", &[]).expect("intel run");
+        check_alias_results("intel", &r);
+        let stats: std::collections::HashMap<_, _> = vm.cl_stats().into_iter().collect();
+        assert_eq!(stats["compat_images"], 0);
+        assert!(stats["cl_images_created"] >= 1);
+    }
+    if let Some(pocl) = platform("pocl") {
+        assert!(!pocl.caps.image_from_buffer);
+        let e = run(&m, Some(&pocl)).expect_err("PoCL cannot alias images and buffers");
+        assert!(e.contains(COMPAT_REFUSAL), "{e}");
+        assert!(e.contains("written through a buffer view"), "{e}");
+    }
+}
+
+/// Sub-buffer views (offset 128), a (buffer, offset) view (offset 32), image views and
+/// kernels: everything a second run could create again.
+const STEADY: &str = r#"
+func @main(%x: f32[16]) -> f32[16] {
+  %s = alloc_storage 8192
+  %a = alloc_tensor %s, 128, f32[16]
+  %b = alloc_tensor %s, 32, f32[16]
+  %t = alloc_tensor %s, 4096, f32[1, 1, 4, 4], scope "global.texture"
+  call @vm.relu(%x, %a)
+  call @vm.add(%a, %x, %b)
+  call @vm.copy(%b, %t)
+  %out = alloc_storage 64
+  %y = alloc_tensor %out, 0, f32[16]
+  call @vm.copy(%t, %y)
+  kill %s
+  ret %y
+}
+"#;
+
+#[test]
+fn a_second_run_creates_no_cl_mem_objects() {
+    let m = Arc::new(assemble(STEADY, "steady.rxa").unwrap_or_else(|d| panic!("{}", d.render())));
+    let (host, _) = run(&m, None).expect("host");
+    for name in ["intel", "pocl"] {
+        let Some(info) = platform(name) else { continue };
+        let mut vm = vm_on(&m, Some(&info));
+        let args = inputs(&m);
+        let first = vm.invoke("main", &args).expect("first run");
+        assert_same(name, &host, &first);
+        let before: std::collections::HashMap<_, _> = vm.cl_stats().into_iter().collect();
+        assert!(before["cl_sub_buffers_created"] >= 1, "{name}: {before:?}");
+        let second = vm.invoke("main", &args).expect("second run");
+        assert_eq!(first, second);
+        let after: std::collections::HashMap<_, _> = vm.cl_stats().into_iter().collect();
+        for k in
+            ["cl_buffers_created", "cl_sub_buffers_created", "cl_images_created", "cl_kernels_built", "live_cl_mem"]
+        {
+            assert_eq!(before[k], after[k], "{name}: {k} changed on the second run ({before:?} -> {after:?})");
+        }
+        assert!(vm.stats().pool_hits >= 3, "{name}: {:?}", vm.stats());
+        vm.release_pool();
+        let released: std::collections::HashMap<_, _> = vm.cl_stats().into_iter().collect();
+        assert!(released["live_cl_mem"] < after["live_cl_mem"], "{name}: releasing the pool frees cl_mem objects");
+    }
+}
+
+fn run_err(src: &str, info: &ClDeviceInfo) -> String {
+    let m = Arc::new(assemble(src, "err.rxa").unwrap_or_else(|d| panic!("{}", d.render())));
+    run(&m, Some(info)).expect_err("must fail")
+}
+
+#[test]
+fn device_limits_give_clear_errors() {
+    let Some(intel) = platform("intel") else { return };
+    // 64 meets the image base-address alignment (64 B) but not the sub-buffer alignment
+    // (CL_DEVICE_MEM_BASE_ADDR_ALIGN, 128 B) that an image at a non-zero offset needs.
+    let e = run_err(
+        "func @main() {\n  %s = alloc_storage 8192\n  %o = int 64\n  %t = alloc_tensor %s, %o, f32[1, 2, 30, 4], scope \"global.texture\"\n  ret\n}\n",
+        &intel,
+    );
+    assert!(
+        e.contains("requires sub-buffer offsets to be multiples of CL_DEVICE_MEM_BASE_ADDR_ALIGN (128 bytes)"),
+        "{e}"
+    );
+    let e = run_err(
+        "func @main() {\n  %s = alloc_storage 1024\n  %n = int 300\n  %t = alloc_tensor %s, 0, f32[%n]\n  ret\n}\n",
+        &intel,
+    );
+    assert!(e.contains("ends past the end of %s (1024 bytes)"), "{e}");
+    let e = run_err(
+        "func @main() {\n  %s = alloc_storage 1048576\n  %w = int 16385\n  %t = alloc_tensor %s, 0, f32[1, 1, %w, 4], scope \"global.texture\"\n  ret\n}\n",
+        &intel,
+    );
+    assert!(e.contains("image of 16385x1 texels") && e.contains("(16384x16384)"), "{e}");
+    let e = run_err(
+        "func @main() {\n  %g = int 1073741824\n  %n = call @vm.imul(%g, 64)\n  %s = alloc_storage %n\n  ret\n}\n",
+        &intel,
+    );
+    assert!(e.contains("exceeds the largest allocation of device `Intel(R) OpenCL"), "{e}");
+    let e = run_err("func @main() {\n  %s = alloc_storage 64, align 256\n  ret\n}\n", &intel);
+    assert!(e.contains("alignment 256 is stricter than device"), "{e}");
+}
+
+#[test]
+fn out_of_device_memory_is_an_error() {
+    // Oclgrind's device has 128 MiB: two live 100 MB storages do not fit.
+    let Some(grind) = platform("oclgrind") else { return };
+    assert!(grind.caps.global_mem < 200_000_000, "{:?}", grind.caps);
+    let e =
+        run_err("func @main() {\n  %a = alloc_storage 100000000\n  %b = alloc_storage 100000000\n  ret\n}\n", &grind);
+    assert!(e.contains("out of device memory on `Oclgrind"), "{e}");
+}
+
+#[test]
+fn oclgrind_finds_no_invalid_accesses_in_the_kernels() {
+    let Some(_) = platform("oclgrind") else { return };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (file, inputs) in [
+        ("examples/mlp.rxa", vec!["x=random:2"]),
+        ("examples/tiny.rxa", vec!["x=random:3"]),
+        ("examples/storage_reuse.rxa", vec!["x=random:4"]),
+        ("examples/calls.rxa", vec!["x=random:5"]),
+        ("examples/dynamic_loop.rxa", vec!["n=3"]),
+    ] {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_rxvm"));
+        cmd.current_dir(root).args(["run", file, "--device", "opencl:oclgrind"]);
+        for i in &inputs {
+            cmd.args(["--input", i]);
+        }
+        let out = cmd.output().expect("run rxvm");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{file}: {stderr}");
+        for bad in ["Invalid", "invalid read", "invalid write", "out-of-bounds", "Uninitialized"] {
+            assert!(!stderr.contains(bad), "{file}: Oclgrind reported `{bad}`:\n{stderr}");
+        }
+        let host = std::process::Command::new(env!("CARGO_BIN_EXE_rxvm"))
+            .current_dir(root)
+            .args(["run", file])
+            .args(inputs.iter().flat_map(|i| ["--input", i]))
+            .output()
+            .expect("run rxvm");
+        let (h, d) = (String::from_utf8_lossy(&host.stdout), String::from_utf8_lossy(&out.stdout));
+        let words = |s: &str| {
+            s.split(|c: char| c.is_whitespace() || ",[]".contains(c))
+                .filter(|w| !w.is_empty())
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        let (hw, dw) = (words(&h), words(&d));
+        assert_eq!(hw.len(), dw.len(), "{file}:\n{h}\n{d}");
+        for (a, b) in hw.iter().zip(&dw) {
+            match (a.parse::<f64>(), b.parse::<f64>()) {
+                (Ok(x), Ok(y)) => assert!(close(x, y), "{file}: host {x} vs Oclgrind {y}"),
+                _ => assert_eq!(a, b, "{file}"),
+            }
+        }
+    }
+}
