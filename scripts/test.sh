@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up what the tests need and runs every check CI runs: the three OpenCL runtimes
-# (PoCL, Intel CPU, Oclgrind), formatting, clippy with warnings as errors, the whole test
+# (PoCL, Intel CPU, Oclgrind), ONNX's test data (from the onnx wheel), formatting, clippy with warnings as errors, the whole test
 # suite on the host and on each OpenCL platform, and a build of the benchmarks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +18,10 @@ source scripts/opencl-env.sh
 if [ "${CI:-}" = "true" ]; then
   export RXVM_REQUIRE_OPENCL="${RXVM_REQUIRE_OPENCL:-pocl,intel,oclgrind}"
 fi
+
+echo "== ONNX test data"
+bash scripts/fetch-onnx-data.sh
+export RXVM_REQUIRE_ONNX_DATA=1
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

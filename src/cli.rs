@@ -46,6 +46,16 @@ pub enum Command {
     /// List the host device and every OpenCL platform and device with the capabilities
     /// the VM and planner use.
     Devices,
+    /// Run ONNX backend test cases (folders with model.onnx and test_data_set_*/) and
+    /// compare with their expected outputs; ends with `N passed, M failed, K skipped`.
+    Conformance {
+        /// Case folders, or folders of case folders.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Where to run: host, opencl or opencl:NAME.
+        #[arg(long, default_value = "host")]
+        device: String,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -161,6 +171,7 @@ pub fn main_with(cli: Cli) -> i32 {
         Command::Check { file } => cmd_check(&file),
         Command::Run(args) => cmd_run(args),
         Command::Devices => cmd_devices(),
+        Command::Conformance { dirs, device } => cmd_conformance(&dirs, &device),
     };
     match r {
         Ok(()) => 0,
@@ -314,6 +325,18 @@ pub fn describe_caps(c: &DeviceCaps) -> String {
         s.push_str(&format!("    {k:<30} {v}\n"));
     }
     s
+}
+
+fn cmd_conformance(dirs: &[PathBuf], device: &str) -> Result<(), Failure> {
+    let spec = device_spec(device, None)?;
+    let cases = crate::conformance::find_cases(dirs)?;
+    let results = crate::conformance::run_all(&cases, &spec);
+    print!("{}", crate::conformance::report(&results));
+    let failed = results.iter().filter(|r| matches!(r.outcome, crate::conformance::Outcome::Fail(_))).count();
+    if failed > 0 {
+        return Err(Failure::Message(format!("{failed} conformance case(s) failed")));
+    }
+    Ok(())
 }
 
 fn cmd_devices() -> Result<(), Failure> {

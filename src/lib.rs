@@ -2,8 +2,11 @@
 //! The VM itself is the `rxvm-vm` crate, the assembler the `rxvm-asm` crate.
 
 pub mod cli;
+pub mod conformance;
+pub mod graph;
 pub mod inputs;
 pub mod npy;
+pub mod onnx;
 pub mod stats;
 
 pub use rxvm_asm as asm;

@@ -41,10 +41,16 @@ fn default_input(t: &Type) -> HostValue {
 fn documented_programs_assemble_and_run() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut total = 0;
-    for doc in ["docs/assembly.md", "README.md", "docs/architecture.md", "docs/bytecode.md"] {
-        let Ok(text) = std::fs::read_to_string(root.join(doc)) else {
-            continue;
-        };
+    let mut docs: Vec<String> = vec!["README.md".into()];
+    for e in std::fs::read_dir(root.join("docs")).expect("docs/") {
+        let p = e.expect("entry").path();
+        if p.extension().is_some_and(|x| x == "md") {
+            docs.push(format!("docs/{}", p.file_name().and_then(|n| n.to_str()).expect("utf-8 name")));
+        }
+    }
+    docs.sort();
+    for doc in &docs {
+        let text = std::fs::read_to_string(root.join(doc)).expect("readable doc");
         for (line, src) in rxa_blocks(&text) {
             let name = format!("{doc}:{line}");
             let m = assemble(&src, &name).unwrap_or_else(|d| panic!("{name}:\n{}", d.render()));

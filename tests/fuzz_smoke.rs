@@ -89,7 +89,7 @@ fn mutated_bytecode_is_refused_or_runs_within_limits() {
     let mut loaded = 0;
     for m in example_modules() {
         let good = write_module(&m);
-        for _ in 0..1500 {
+        for _ in 0..500 {
             let mut b = good.clone();
             for _ in 0..1 + rng.below(4) {
                 let i = rng.below(b.len());

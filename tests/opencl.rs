@@ -116,8 +116,8 @@ fn every_program_matches_the_host_on_each_platform() {
                     assert_same(&label, &host, &dev);
                     assert_eq!(host_out, dev_out, "{label}: printed output");
                 }
-                // textures.rxa reads image-written bytes through a buffer view.
-                Err(e) if !info.caps.image_from_buffer && p.ends_with("textures.rxa") => {
+                // texture_alias.rxa reads image-written bytes through a buffer view.
+                Err(e) if !info.caps.image_from_buffer && p.ends_with("texture_alias.rxa") => {
                     assert!(e.contains(COMPAT_REFUSAL), "{label}: {e}");
                 }
                 Err(e) => panic!("{label}: {e}"),

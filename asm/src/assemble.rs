@@ -5,8 +5,9 @@
 use crate::ast::*;
 use crate::diag::Diagnostic;
 use rxvm_vm::builtins::{Builtin, BUILTINS};
-use rxvm_vm::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, Reg};
+use rxvm_vm::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, OpId, Reg};
 use rxvm_vm::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, SourceLoc};
+use rxvm_vm::ops::{AttrValue, Attrs, OPS};
 use rxvm_vm::types::{DType, Dim, Kind, Scope, Type};
 use rxvm_vm::VerifyError;
 use smallvec::SmallVec;
@@ -32,8 +33,34 @@ pub struct FuncMap {
 pub struct InstrMap {
     pub span: Span,
     /// Operands in written order, destinations first (absent optional clauses of
-    /// `alloc_storage`/`alloc_tensor` get the instruction's span).
+    /// `alloc_storage`/`alloc_tensor` get the instruction's span). An operator call has its
+    /// inputs, its outputs, then its attribute block (the instruction's span when absent).
     pub operands: SmallVec<[Span; 6]>,
+    /// An operator call's attributes: name and the span of `name = value`.
+    pub attrs: Vec<(String, Span)>,
+}
+
+impl InstrMap {
+    /// The attribute a verifier message is about: the first one named in backquotes, else
+    /// the one whose name appears first as a word.
+    fn attr_in_message(&self, message: &str) -> Option<Span> {
+        if let Some(&(_, s)) = self.attrs.iter().find(|(n, _)| message.contains(&format!("`{n}`"))) {
+            return Some(s);
+        }
+        let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        self.attrs
+            .iter()
+            .filter_map(|(n, s)| {
+                let pos = message.match_indices(n.as_str()).map(|(p, _)| p).find(|&p| {
+                    let before = message[..p].chars().next_back();
+                    let after = message[p + n.len()..].chars().next();
+                    !before.is_some_and(is_word) && !after.is_some_and(is_word)
+                })?;
+                Some((pos, *s))
+            })
+            .min_by_key(|(p, _)| *p)
+            .map(|(_, s)| s)
+    }
 }
 
 impl SourceMap {
@@ -44,6 +71,10 @@ impl SourceMap {
         let span = match (fmap, e.pc) {
             (Some(f), Some(pc)) => match f.instrs.get(pc) {
                 Some(ins) => match e.operand {
+                    // The attribute block of an operator call: the attribute the message names.
+                    Some(o) if o + 1 == ins.operands.len() && !ins.attrs.is_empty() => {
+                        ins.attr_in_message(&e.message).unwrap_or(ins.operands[o])
+                    }
                     Some(o) => ins.operands.get(o).copied().unwrap_or(ins.span),
                     None => ins.span,
                 },
@@ -310,6 +341,8 @@ struct Asm<'s> {
     consts: HashMap<&'s str, (ConstId, Span)>,
     funcs: HashMap<&'s str, (FuncId, Span)>,
     func_params: Vec<Vec<Type>>,
+    /// Operator attribute sets, in text order.
+    attrs: Vec<Attrs>,
 }
 
 impl<'s> Asm<'s> {
@@ -369,6 +402,53 @@ impl<'s> Asm<'s> {
         }
         self.err(d);
         ConstId(0)
+    }
+
+    /// The attribute set of an operator call; records where each attribute is written.
+    fn attr_set(&mut self, b: &AttrBlock<'_>, spans: &mut Vec<(String, Span)>) -> Attrs {
+        let mut set = Attrs::default();
+        let mut seen: HashMap<&str, Span> = HashMap::new();
+        for n in b.attrs {
+            if let Some(&first) = seen.get(n.name.text) {
+                self.err(
+                    Diagnostic::new(n.name.span, format!("duplicate attribute `{}`", n.name.text))
+                        .with_label("given again here")
+                        .with_secondary(first, "first given here"),
+                );
+                continue;
+            }
+            seen.insert(n.name.text, n.name.span);
+            let value = match n.value {
+                AttrExpr::Int(i) => i64_of(&i).map(AttrValue::Int),
+                AttrExpr::Float(f) => f64_of(&f).map(AttrValue::Float),
+                AttrExpr::Str(s) => decode_string(s).map(AttrValue::Str),
+                AttrExpr::List { elems, .. } if elems.iter().any(|e| matches!(e, Number::Float(_))) => elems
+                    .iter()
+                    .map(|e| match e {
+                        Number::Int(i) => i.value.map(|v| v as f64).ok_or_else(|| int_out_of_range(i.span, "a float")),
+                        Number::Float(f) => f64_of(f),
+                    })
+                    .collect::<Result<Vec<f64>, _>>()
+                    .map(AttrValue::Floats),
+                // No floats (the arm above): every element is an integer.
+                AttrExpr::List { elems, .. } => elems
+                    .iter()
+                    .filter_map(|e| match e {
+                        Number::Int(i) => Some(i64_of(i)),
+                        Number::Float(_) => None,
+                    })
+                    .collect::<Result<Vec<i64>, _>>()
+                    .map(AttrValue::Ints),
+            };
+            match value {
+                Ok(v) => {
+                    spans.push((n.name.text.to_string(), n.span()));
+                    set.0.push((n.name.text.to_string(), v));
+                }
+                Err(d) => self.err(d),
+            }
+        }
+        set
     }
 
     fn scope(&mut self, s: Option<StrLit<'_>>) -> Scope {
@@ -690,6 +770,7 @@ pub fn assemble_ast(
         consts: HashMap::new(),
         funcs: HashMap::new(),
         func_params: Vec::new(),
+        attrs: Vec::new(),
     };
     let mut smap = SourceMap::default();
 
@@ -743,6 +824,12 @@ pub fn assemble_ast(
                     .with_label("reserved for builtins"),
             );
         }
+        if f.name.text.starts_with("onnx.") {
+            a.err(
+                Diagnostic::new(f.name.span, format!("function name `@{}` starts with `onnx.`", f.name.text))
+                    .with_label("reserved for operators"),
+            );
+        }
         let params = f.params.iter().map(|p| a.ty(&p.ty)).collect();
         a.func_params.push(params);
     }
@@ -758,7 +845,8 @@ pub fn assemble_ast(
         a.errs.sort_by_key(|d| (d.span.start, d.span.end));
         return Err(a.errs);
     }
-    let module = Module { name, literals: a.literals, consts, funcs, source_file: Some(file_name.to_string()) };
+    let module =
+        Module { name, literals: a.literals, consts, funcs, attrs: a.attrs, source_file: Some(file_name.to_string()) };
     Ok((module, smap))
 }
 
@@ -855,6 +943,7 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
     for item in f.body {
         let BodyItem::Instr(ins) = item else { continue };
         let mut ops: SmallVec<[Span; 6]> = SmallVec::new();
+        let mut attr_spans: Vec<(String, Span)> = Vec::new();
         let dst = |fa: &mut FuncAsm<'s>, ops: &mut SmallVec<[Span; 6]>, errs: &mut Vec<Diagnostic>| -> Reg {
             match ins.dsts.first() {
                 Some(d) => {
@@ -1058,6 +1147,65 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
                     Err(func) => Instr::Call { func, list, ndst, nargs },
                 }
             }
+            InstrKind::OpCall { op, inputs, outputs, arrow, attrs } => {
+                if !ins.dsts.is_empty() {
+                    a.errs.push(op_call_dsts(a.lines.src, ins, arrow.is_some(), attrs.map(|b| b.span)));
+                }
+                let id = OpId::from_name(op.text).unwrap_or_else(|| {
+                    a.errs.push(unknown_operator(&op));
+                    OpId(0)
+                });
+                let nin = count_u16(inputs.len(), ins.span, "operator inputs", &mut a.errs);
+                let nout = count_u8(outputs.len(), ins.span, "operator outputs", &mut a.errs);
+                let list = fa.list_start(ins.span, &mut a.errs);
+                for x in inputs {
+                    ops.push(x.span());
+                    let v = operand(a, &mut fa, x, false);
+                    fa.args.push(v);
+                }
+                for (k, y) in outputs.iter().enumerate() {
+                    ops.push(y.span());
+                    match y {
+                        Operand::Reg(_) => {}
+                        Operand::None(s) => a.errs.push(
+                            Diagnostic::new(*s, "`none` cannot be an operator output")
+                                .with_label("not a tensor")
+                                .with_note(format!(
+                                    "output {} must be a register holding a tensor the program allocated \
+                                     (`alloc_tensor`); `none` only marks an omitted optional input",
+                                    k + 1
+                                )),
+                        ),
+                        _ => a.errs.push(
+                            Diagnostic::new(y.span(), "an operator output must be a register")
+                                .with_label("not a register")
+                                .with_note("outputs are tensors the program allocated, written in place"),
+                        ),
+                    }
+                    let v = operand(a, &mut fa, y, false);
+                    fa.args.push(v);
+                }
+                let attrs = match attrs {
+                    None => {
+                        ops.push(ins.span);
+                        0
+                    }
+                    Some(block) => {
+                        ops.push(block.span);
+                        let set = a.attr_set(&block, &mut attr_spans);
+                        if set.is_empty() {
+                            0
+                        } else if a.attrs.len() >= u32::MAX as usize {
+                            a.err(Diagnostic::new(block.span, "too many attribute sets in the module"));
+                            0
+                        } else {
+                            a.attrs.push(set);
+                            a.attrs.len() as u32
+                        }
+                    }
+                };
+                Instr::CallOp { op: id, list, attrs, nout, nin }
+            }
             InstrKind::Ret { values } => {
                 expect_dsts(ins, 0, &mut a.errs);
                 let nvals = count_u16(values.len(), ins.span, "return values", &mut a.errs);
@@ -1086,14 +1234,14 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
         };
         // Destinations of single-result instructions beyond the first are reported by
         // `expect_dsts`; still number them so later diagnostics stay consistent.
-        if !matches!(ins.kind, InstrKind::Call { .. }) {
+        if !matches!(ins.kind, InstrKind::Call { .. } | InstrKind::OpCall { .. }) {
             for d in ins.dsts.iter().skip(1) {
                 fa.reg(d, &mut a.errs);
             }
         }
         fa.code.push(instr);
         fa.locs.push(a.lines.loc(ins.span.start));
-        fa.map.push(InstrMap { span: ins.span, operands: ops });
+        fa.map.push(InstrMap { span: ins.span, operands: ops, attrs: attr_spans });
     }
 
     let num_regs = fa.reg_names.len() as u32;
@@ -1123,6 +1271,42 @@ fn unknown_builtin(callee: &Name<'_>) -> Diagnostic {
         }
     }
     d
+}
+
+fn unknown_operator(op: &Name<'_>) -> Diagnostic {
+    let name = op.text.strip_prefix("onnx.").unwrap_or(op.text);
+    let d = Diagnostic::new(op.span, format!("unknown operator `@{}`", op.text)).with_label("no operator of this name");
+    let names = || OPS.iter().map(|o| o.name);
+    // A difference in case only is the likeliest mistake (`relu` for `Relu`).
+    let close = match names().find(|n| n.eq_ignore_ascii_case(name)) {
+        Some(n) => vec![n],
+        None => close_names(name, names()),
+    };
+    match did_you_mean("@onnx.", &close) {
+        Some(s) => d.with_note(s),
+        None if OPS.len() <= 24 => d.with_note(format!(
+            "the operators are {}",
+            names().map(|n| format!("@onnx.{n}")).collect::<Vec<_>>().join(", ")
+        )),
+        None => d.with_note(format!("docs/operators.md lists the {} operators", OPS.len())),
+    }
+}
+
+/// `%y = call @onnx.Relu(%x)`: operators write into tensors the program passes after `->`.
+fn op_call_dsts(src: &str, ins: &InstrNode<'_>, has_arrow: bool, block: Option<Span>) -> Diagnostic {
+    let span = ins.dsts[0].span.to(ins.dsts[ins.dsts.len() - 1].span);
+    let d = Diagnostic::new(span, "an operator call has no destinations")
+        .with_label("remove this")
+        .with_note("operators are destination-passing: they write into output tensors the program allocated");
+    let dsts: Vec<String> = ins.dsts.iter().map(|n| format!("%{}", n.text)).collect();
+    let call_end = block.map_or(ins.span.end, |b| b.start);
+    match (has_arrow, src.get(ins.mnemonic.span.start..call_end)) {
+        (false, Some(call)) => {
+            let attrs = block.and_then(|b| src.get(b.range())).map(|t| format!(" {t}")).unwrap_or_default();
+            d.with_note(format!("name the outputs after `->`: `{} -> ({}){attrs}`", call.trim_end(), dsts.join(", ")))
+        }
+        _ => d.with_note(format!("write the call without `{} =`", dsts.join(", "))),
+    }
 }
 
 fn label(fa: &FuncAsm<'_>, n: &Name<'_>, errs: &mut Vec<Diagnostic>) -> Label {
@@ -1160,6 +1344,7 @@ fn operand<'s>(a: &mut Asm<'s>, fa: &mut FuncAsm<'s>, op: &Operand<'s>, float: b
             let c = a.const_ref(n);
             Arg::konst(c)
         }
+        Operand::None(_) => Arg::NONE,
     }
 }
 

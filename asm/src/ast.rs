@@ -117,6 +117,8 @@ pub enum Operand<'a> {
     Int(IntLit),
     Float(FloatLit<'a>),
     Const(Name<'a>),
+    /// `none`: an omitted optional operator input (only parsed in operator calls).
+    None(Span),
 }
 
 impl Operand<'_> {
@@ -125,8 +127,55 @@ impl Operand<'_> {
             Operand::Reg(n) | Operand::Const(n) => n.span,
             Operand::Int(i) => i.span,
             Operand::Float(f) => f.span,
+            Operand::None(s) => *s,
         }
     }
+}
+
+/// An operator attribute value as written.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum AttrExpr<'a> {
+    Int(IntLit),
+    Float(FloatLit<'a>),
+    Str(StrLit<'a>),
+    /// `[v0, v1, ...]` of numbers; `span` covers the brackets.
+    List {
+        elems: &'a [Number<'a>],
+        span: Span,
+    },
+}
+
+impl AttrExpr<'_> {
+    pub fn span(&self) -> Span {
+        match self {
+            AttrExpr::Int(i) => i.span,
+            AttrExpr::Float(f) => f.span,
+            AttrExpr::Str(s) => s.span,
+            AttrExpr::List { span, .. } => *span,
+        }
+    }
+}
+
+/// One `name = value` of an attribute block.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttrNode<'a> {
+    pub name: Name<'a>,
+    pub value: AttrExpr<'a>,
+}
+
+impl AttrNode<'_> {
+    /// From the name to the end of the value.
+    pub fn span(&self) -> Span {
+        self.name.span.to(self.value.span())
+    }
+}
+
+/// `{ name = value, ... }` after an operator call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttrBlock<'a> {
+    pub attrs: &'a [AttrNode<'a>],
+    /// From `{` to `}`.
+    pub span: Span,
 }
 
 /// The operands of an instruction, by mnemonic.
@@ -167,6 +216,17 @@ pub enum InstrKind<'a> {
     Call {
         callee: Name<'a>,
         args: &'a [Operand<'a>],
+    },
+    /// `call @onnx.Name(inputs) [-> (outputs)] [{ attributes }]`. `op` is the name after
+    /// `@` (`onnx.Name`). Inputs are registers, constants or `none`; outputs are parsed as
+    /// registers, constants or `none` so that the assembler can explain the last two.
+    OpCall {
+        op: Name<'a>,
+        inputs: &'a [Operand<'a>],
+        outputs: &'a [Operand<'a>],
+        /// The `->` token, when written.
+        arrow: Option<Span>,
+        attrs: Option<AttrBlock<'a>>,
     },
     Ret {
         values: &'a [Operand<'a>],

@@ -2,7 +2,7 @@
 //!
 //! Whitespace (other than newlines) and `;` comments are skipped. Newlines are tokens:
 //! every declaration and instruction ends at the end of its line (the parser lets lists in
-//! `(...)` and `[...]` continue over several lines).
+//! `(...)` and `[...]`, and operator attribute blocks `{...}`, continue over several lines).
 
 use crate::ast::Span;
 use crate::diag::Diagnostic;

@@ -29,6 +29,9 @@ pub struct Tracker {
     len: Cell<usize>,
     expected: [Cell<&'static str>; MAX_EXPECTED],
     custom: Cell<Option<(Custom, Span)>>,
+    /// The `{` of an attribute block being parsed (set after `{`, cleared after `}`), so
+    /// that an error inside an unclosed block can point back at it.
+    open_block: Cell<Option<Span>>,
 }
 
 /// Errors detected by the parser that are not "expected X".
@@ -44,6 +47,7 @@ impl Default for Tracker {
             len: Cell::new(0),
             expected: std::array::from_fn(|_| Cell::new("")),
             custom: Cell::new(None),
+            open_block: Cell::new(None),
         }
     }
 }
@@ -492,6 +496,9 @@ fn operands<'a>(ar: &'a Bump, m: &'a str, i: Toks<'a>) -> PResult<'a, InstrKind<
         "kill" => map(reg, |reg| InstrKind::Kill { reg }).parse(i),
         "call" => {
             let (i, callee) = global("`@function`")(i)?;
+            if callee.text.starts_with("onnx.") {
+                return op_call(ar, callee, i);
+            }
             let (i, args) = bracketed(ar, TokKind::LParen, operand, TokKind::RParen)(i)?;
             Ok((i, InstrKind::Call { callee, args }))
         }
@@ -508,6 +515,85 @@ fn operands<'a>(ar: &'a Bump, m: &'a str, i: Toks<'a>) -> PResult<'a, InstrKind<
         }
         _ => i.fail("instruction"),
     }
+}
+
+/// An operator input: register, constant or `none`.
+fn op_input(i: Toks<'_>) -> PResult<'_, Operand<'_>> {
+    alt((
+        map(reg, Operand::Reg),
+        map(global("`@constant`"), Operand::Const),
+        map(kw("none", "`none`"), |t| Operand::None(t.span)),
+    ))
+    .parse(i)
+}
+
+/// An operator output. Only registers are valid (and listed as expected); `none` and
+/// constants are accepted here so that the assembler can say why they are wrong.
+fn op_output(i: Toks<'_>) -> PResult<'_, Operand<'_>> {
+    match i.first() {
+        Some(t) if t.kind == TokKind::Reg => Ok((i.advance(1), Operand::Reg(name_of(*t, true)))),
+        Some(t) if t.kind == TokKind::Global => Ok((i.advance(1), Operand::Const(name_of(*t, true)))),
+        Some(t) if t.kind == TokKind::Ident && t.text == "none" => Ok((i.advance(1), Operand::None(t.span))),
+        _ => i.fail("`%register`"),
+    }
+}
+
+fn attr_value<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, AttrExpr<'a>> {
+    move |i: Toks<'a>| {
+        let start = i.first().map_or(0, |t| t.span.start);
+        alt((
+            map(int_lit, AttrExpr::Int),
+            map(float_lit, AttrExpr::Float),
+            map(string, AttrExpr::Str),
+            map(bracketed(ar, TokKind::LBracket, number, TokKind::RBracket), |elems| AttrExpr::List {
+                elems,
+                span: Span::default(),
+            }),
+        ))
+        .parse(i)
+        .map(|(rest, v)| match v {
+            AttrExpr::List { elems, .. } => (rest, AttrExpr::List { elems, span: Span::new(start, rest.prev_end()) }),
+            other => (rest, other),
+        })
+    }
+}
+
+/// `name = value`
+fn attr_node<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, AttrNode<'a>> {
+    move |i| {
+        let (i, name) = ident("attribute name")(i)?;
+        let (i, value) = cut(preceded(punct(TokKind::Eq), attr_value(ar))).parse(i)?;
+        Ok((i, AttrNode { name, value }))
+    }
+}
+
+/// `{ name = value, ... }`, possibly empty; newlines allowed after `{` and `,` and before
+/// `}`.
+fn attr_block<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, AttrBlock<'a>> {
+    move |i: Toks<'a>| {
+        let (i, open) = punct(TokKind::LBrace)(i)?;
+        i.track.open_block.set(Some(open.span));
+        let (i, ()) = nls(i)?;
+        let (i, attrs) = cut(comma_list(attr_node(ar), true)).parse(i)?;
+        let (i, ()) = nls(i)?;
+        let (i, _) = cut(punct(TokKind::RBrace)).parse(i)?;
+        i.track.open_block.set(None);
+        let span = Span::new(open.span.start, i.prev_end());
+        Ok((i, AttrBlock { attrs: ar.alloc_slice_copy(&attrs), span }))
+    }
+}
+
+/// The rest of `call @onnx.Name`: `(inputs) [-> (outputs)] [{ attributes }]`.
+fn op_call<'a>(ar: &'a Bump, op: Name<'a>, i: Toks<'a>) -> PResult<'a, InstrKind<'a>> {
+    let (i, inputs) = bracketed(ar, TokKind::LParen, op_input, TokKind::RParen)(i)?;
+    let (i, outs) =
+        opt((punct(TokKind::Arrow), cut(bracketed(ar, TokKind::LParen, op_output, TokKind::RParen)))).parse(i)?;
+    let (i, attrs) = opt(attr_block(ar)).parse(i)?;
+    let (arrow, outputs) = match outs {
+        Some((a, o)) => (Some(a.span), o),
+        None => (None, &[][..]),
+    };
+    Ok((i, InstrKind::OpCall { op, inputs, outputs, arrow, attrs }))
 }
 
 /// `[%d, ... =] mnemonic operands`
@@ -721,6 +807,15 @@ fn error_from_tracker(src: &str, all: &[Tok<'_>], track: &Tracker) -> Diagnostic
         None => (Span::new(src.len(), src.len()), "end of file".to_string()),
     };
     let mut d = Diagnostic::expected(span, track.expected(), found);
+    if let Some(open) = track.open_block.get() {
+        d = d.with_secondary(open, "attribute block opened here");
+        if d.expected.iter().any(|e| e == "`}`") {
+            d = d.with_note(
+                "an attribute block ends with `}`; attributes are separated by `,`, and the block may \
+                 continue on the next line after `{` or `,`",
+            );
+        }
+    }
     if let Some(t) = all.get(pos) {
         if t.kind == TokKind::Ident
             && d.expected.iter().any(|e| e == "`nop`" || e == "`mov`")
@@ -869,6 +964,73 @@ mod tests {
 
         let e = parse_err("func @f() {\n %s = alloc_storage 4, frob 3\n}\n");
         assert_eq!(e.expected, vec!["`align`", "`device`", "`scope`"]);
+    }
+
+    #[test]
+    fn parses_operator_calls() {
+        let ar = Bump::new();
+        let src = "func @f(%x: f32[4]) {\n\
+                   call @onnx.Conv(%x, @w, none) -> (%y) { strides = [2, 2], alpha = 0.5, s = \"x\",\n\
+                   \x20  fs = [1, 2.5], e = [] }\n\
+                   call @onnx.Relu(%x) -> (%a, none)\n\
+                   %d = call @onnx.Relu(%x)\n\
+                   call @onnx.Relu() -> () {\n}\n ret\n}";
+        let m = parse_ok(src, &ar);
+        let ins: Vec<&InstrNode<'_>> = m.funcs[0]
+            .body
+            .iter()
+            .filter_map(|b| match b {
+                BodyItem::Instr(i) => Some(*i),
+                BodyItem::Label(_) => None,
+            })
+            .collect();
+        let InstrKind::OpCall { op, inputs, outputs, arrow, attrs: Some(block) } = ins[0].kind else {
+            panic!("not an operator call with attributes: {:?}", ins[0].kind)
+        };
+        assert_eq!(op.text, "onnx.Conv");
+        assert!(matches!(inputs, [Operand::Reg(_), Operand::Const(_), Operand::None(_)]));
+        assert!(matches!(outputs, [Operand::Reg(Name { text: "y", .. })]));
+        assert!(arrow.is_some());
+        let names: Vec<&str> = block.attrs.iter().map(|a| a.name.text).collect();
+        assert_eq!(names, ["strides", "alpha", "s", "fs", "e"]);
+        assert!(matches!(block.attrs[0].value, AttrExpr::List { elems: [Number::Int(_), Number::Int(_)], .. }));
+        assert!(matches!(block.attrs[1].value, AttrExpr::Float(_)));
+        assert!(matches!(block.attrs[2].value, AttrExpr::Str(_)));
+        assert!(matches!(block.attrs[3].value, AttrExpr::List { elems: [Number::Int(_), Number::Float(_)], .. }));
+        assert!(matches!(block.attrs[4].value, AttrExpr::List { elems: [], .. }));
+        assert_eq!(&src[block.attrs[3].span().range()], "fs = [1, 2.5]");
+        assert!(src[block.span.range()].starts_with("{ strides") && src[block.span.range()].ends_with("e = [] }"));
+        assert!(matches!(ins[1].kind, InstrKind::OpCall { outputs: [Operand::Reg(_), Operand::None(_)], .. }));
+        // A destination parses (the assembler explains it); `->` is optional.
+        assert!(matches!(ins[2].kind, InstrKind::OpCall { arrow: None, outputs: [], attrs: None, .. }));
+        assert_eq!(ins[2].dsts.len(), 1);
+        assert!(matches!(
+            ins[3].kind,
+            InstrKind::OpCall { inputs: [], outputs: [], attrs: Some(AttrBlock { attrs: [], .. }), .. }
+        ));
+    }
+
+    #[test]
+    fn operator_call_errors() {
+        let e = parse_err("func @f() {\n  call @onnx.Relu(1) -> (%y)\n}\n");
+        assert_eq!(e.expected, vec!["`%register`", "`@constant`", "`none`", "`)`"]);
+        let e = parse_err("func @f() {\n  call @onnx.Relu(%x) -> (1)\n}\n");
+        assert_eq!(e.expected, vec!["`%register`", "`)`"]);
+        let e = parse_err("func @f() {\n  call @onnx.Relu(%x) %y\n}\n");
+        assert_eq!(e.expected, vec!["`->`", "`{`", "newline"]);
+        let e = parse_err("func @f() {\n  call @onnx.Relu(%x) -> (%y) { a 1 }\n}\n");
+        assert_eq!(e.expected, vec!["`=`"]);
+        assert_eq!(e.secondary.len(), 1, "points back at the block");
+        let e = parse_err("func @f() {\n  call @onnx.Relu(%x) -> (%y) { a = [1, \"s\"] }\n}\n");
+        assert_eq!(e.expected, vec!["integer", "float"]);
+        let e = parse_err("func @f() {\n  call @onnx.Relu(%x) -> (%y) { a = 1 b = 2 }\n}\n");
+        assert_eq!(e.expected, vec!["`,`", "`}`"]);
+        // `none` is not an operand elsewhere.
+        let e = parse_err("func @f() {\n  call @vm.print(none)\n}\n");
+        assert!(!e.expected.contains(&"`none`".to_string()), "{:?}", e.expected);
+        // Not an operator call: no `->` or attributes.
+        let e = parse_err("func @f() {\n  call @g(%x) -> (%y)\n}\n");
+        assert_eq!(e.expected, vec!["newline"]);
     }
 
     #[test]

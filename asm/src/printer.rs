@@ -4,7 +4,9 @@
 //! debug names, for every module the assembler produces (with or without debug info).
 //! Floats are printed with Rust's shortest round-trip formatting (`{:?}`), which always
 //! has a `.` or an exponent so that they lex as floats; NaNs print as `nan`, `-nan` or
-//! `nan(0xPAYLOAD)`.
+//! `nan(0xPAYLOAD)`. Operator calls print as `call @onnx.Name(inputs) -> (outputs)` with
+//! their attributes, if any, as `{ name = value, ... }` (the form of `Attrs`'s `Display`,
+//! with floats and strings written the same exact way).
 //!
 //! Everything is written into one `String`; names are resolved once per function, so that
 //! printing an instruction allocates nothing.
@@ -12,6 +14,7 @@
 use rxvm_vm::builtins::BUILTINS;
 use rxvm_vm::bytecode::{Arg, ArgKind, Instr, Reg};
 use rxvm_vm::module::{ConstData, Constant, Function, Literal, Module};
+use rxvm_vm::ops::{AttrValue, Attrs, OpId};
 use rxvm_vm::types::{DType, Scope, Type};
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -140,6 +143,37 @@ fn push_f16(out: &mut String, bits: u16) {
     }
 }
 
+/// `{ a = 1, b = [2, 3], c = [0.5, 1.0], d = "x" }`: the form of [`Attrs`]'s `Display`,
+/// with floats (NaN payloads included) and strings written so that they read back exactly;
+/// every element of a float list is written as a float.
+pub(crate) fn push_attrs(out: &mut String, attrs: &Attrs) {
+    out.push('{');
+    for (i, (name, v)) in attrs.iter().enumerate() {
+        out.push_str(if i == 0 { " " } else { ", " });
+        out.push_str(name);
+        out.push_str(" = ");
+        match v {
+            AttrValue::Int(x) => push_i64(out, *x),
+            AttrValue::Float(x) => push_f64(out, *x),
+            AttrValue::Ints(xs) => push_list(out, xs, |out, x| push_i64(out, *x)),
+            AttrValue::Floats(xs) => push_list(out, xs, |out, x| push_f64(out, *x)),
+            AttrValue::Str(s) => push_string(out, s),
+        }
+    }
+    out.push_str(if attrs.is_empty() { "}" } else { " }" });
+}
+
+fn push_list<T>(out: &mut String, xs: &[T], mut each: impl FnMut(&mut String, &T)) {
+    out.push('[');
+    for (i, x) in xs.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        each(out, x);
+    }
+    out.push(']');
+}
+
 fn push_type(out: &mut String, t: &Type) {
     let _ = write!(out, "{t}");
 }
@@ -247,6 +281,7 @@ impl<'f> Names<'f> {
                 | Instr::Call { .. }
                 | Instr::CallBuiltin { .. }
                 | Instr::Ret { .. }
+                | Instr::CallOp { .. }
                 | Instr::Br { .. } => {}
             }
         }
@@ -381,6 +416,7 @@ impl FnPrinter<'_> {
                     let _ = write!(self.out, "<bad constant {}>", c.0);
                 }
             },
+            ArgKind::None => self.out.push_str("none"),
         }
     }
 
@@ -507,6 +543,29 @@ impl FnPrinter<'_> {
                 }
                 self.call_args(list, ndst, nargs);
             }
+            Instr::CallOp { op, list, attrs, nout, nin } => {
+                self.out.push_str("call @onnx.");
+                match OpId::get(op.0) {
+                    Some(d) => self.out.push_str(d.name),
+                    None => {
+                        let _ = write!(self.out, "<bad operator {}>", op.0);
+                    }
+                }
+                self.out.push('(');
+                self.args(list, nin as usize);
+                self.out.push_str(") -> (");
+                self.args(list.wrapping_add(nin as u32), nout as usize);
+                self.out.push(')');
+                if attrs != 0 {
+                    self.out.push(' ');
+                    match self.m.attrs.get(attrs as usize - 1) {
+                        Some(set) => push_attrs(self.out, set),
+                        None => {
+                            let _ = write!(self.out, "<bad attributes {}>", attrs - 1);
+                        }
+                    }
+                }
+            }
             Instr::Ret { list, nvals } => {
                 self.out.push_str("ret");
                 if nvals > 0 {
@@ -623,6 +682,36 @@ mod tests {
         s.clear();
         push_f64(&mut s, -f64::from_bits(0x7ff0_0000_0000_0001));
         assert_eq!(s, "-nan(0x1)");
+    }
+
+    #[test]
+    fn attributes_print_like_their_display() {
+        let attrs = Attrs(vec![
+            ("i".into(), AttrValue::Int(-3)),
+            ("f".into(), AttrValue::Float(2.0)),
+            ("g".into(), AttrValue::Float(1e-7)),
+            ("is".into(), AttrValue::Ints(vec![1, 2])),
+            ("e".into(), AttrValue::Ints(vec![])),
+            ("fs".into(), AttrValue::Floats(vec![1.0, -0.5, 1e300])),
+            ("s".into(), AttrValue::Str("a\"b\\".into())),
+        ]);
+        let mut s = String::new();
+        push_attrs(&mut s, &attrs);
+        assert_eq!(s, attrs.to_string());
+        assert_eq!(
+            s,
+            "{ i = -3, f = 2.0, g = 1e-7, is = [1, 2], e = [], fs = [1.0, -0.5, 1e300], s = \"a\\\"b\\\\\" }"
+        );
+        // NaNs keep their payload, in the form the lexer reads.
+        s.clear();
+        push_attrs(
+            &mut s,
+            &Attrs(vec![("n".into(), AttrValue::Floats(vec![f64::NAN, -f64::from_bits(0x7ff0_0000_0000_0002)]))]),
+        );
+        assert_eq!(s, "{ n = [nan, -nan(0x2)] }");
+        s.clear();
+        push_attrs(&mut s, &Attrs::default());
+        assert_eq!(s, "{}");
     }
 
     #[test]

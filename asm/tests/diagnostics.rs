@@ -13,6 +13,18 @@ fn render_named(src: &str, file: &str) -> String {
     }
 }
 
+/// Through the verifier: the module assembles, and is refused.
+fn render_verified(src: &str) -> String {
+    match assemble_unverified(src, "test.rxa") {
+        Ok(_) => {}
+        Err(d) => panic!("expected the assembler to accept:\n{src}\n{}", d.render()),
+    }
+    match assemble(src, "test.rxa") {
+        Ok(_) => panic!("expected a verifier diagnostic for:\n{src}"),
+        Err(d) => d.render(),
+    }
+}
+
 macro_rules! diag_test {
     ($name:ident, $src:expr) => {
         #[test]
@@ -70,6 +82,120 @@ diag_test!(
     several_errors_in_text_order,
     "func @main() {\n  br nowhere\n  %x = int 99999999999999999999\n  call @vm.nope()\n  ret\n}\n"
 );
+
+// Operator calls.
+const OP_PRELUDE: &str = "func @main(%x: f32[4]) {\n  %s = alloc_storage 16\n  %y = alloc_tensor %s, 0, f32[4]\n";
+
+fn op_prog(body: &str) -> String {
+    format!("{OP_PRELUDE}{body}  ret\n}}\n")
+}
+
+#[test]
+fn op_unknown_operator() {
+    insta::assert_snapshot!("op_unknown_operator", render(&op_prog("  call @onnx.Relux(%x) -> (%y)\n")));
+}
+
+#[test]
+fn op_unknown_operator_case() {
+    let d = match assemble_unverified(&op_prog("  call @onnx.relu(%x) -> (%y)\n"), "t.rxa") {
+        Ok(_) => panic!("must fail"),
+        Err(d) => d,
+    };
+    assert_eq!(d.items()[0].message, "unknown operator `@onnx.relu`");
+    assert_eq!(d.items()[0].notes, ["did you mean `@onnx.Relu`?"]);
+}
+
+#[test]
+fn op_none_output() {
+    insta::assert_snapshot!("op_none_output", render(&op_prog("  call @onnx.Relu(%x) -> (none)\n")));
+}
+
+#[test]
+fn op_constant_output() {
+    let src = format!("const @w: f32[4] = fill(1.0)\n\n{}", op_prog("  call @onnx.Relu(%x) -> (@w)\n"));
+    insta::assert_snapshot!("op_constant_output", render(&src));
+}
+
+#[test]
+fn op_literal_input() {
+    insta::assert_snapshot!("op_literal_input", render(&op_prog("  call @onnx.Relu(1.5) -> (%y)\n")));
+}
+
+#[test]
+fn op_destination() {
+    insta::assert_snapshot!("op_destination", render(&op_prog("  %y = call @onnx.Relu(%x)\n")));
+}
+
+#[test]
+fn op_destination_with_outputs() {
+    let src = op_prog("  %y = call @onnx.Add(%x, %x) -> (%y) { axis = 0 }\n");
+    insta::assert_snapshot!("op_destination_with_outputs", render(&src));
+}
+
+#[test]
+fn op_duplicate_attribute() {
+    let src = op_prog("  call @onnx.Add(%x, %x) -> (%y) { axis = 0, broadcast = 1, axis = 1 }\n");
+    insta::assert_snapshot!("op_duplicate_attribute", render(&src));
+}
+
+#[test]
+fn op_unterminated_attribute_block() {
+    let src = op_prog("  call @onnx.Add(%x, %x) -> (%y) { broadcast = 1,\n    axis = 0\n");
+    insta::assert_snapshot!("op_unterminated_attribute_block", render(&src));
+}
+
+#[test]
+fn op_bad_attribute_value() {
+    let src = op_prog("  call @onnx.Add(%x, %x) -> (%y) { axis = %x }\n");
+    insta::assert_snapshot!("op_bad_attribute_value", render(&src));
+}
+
+#[test]
+fn op_none_required_input() {
+    insta::assert_snapshot!(
+        "op_none_required_input",
+        render_verified(&op_prog("  call @onnx.Add(%x, none) -> (%y)\n"))
+    );
+}
+
+#[test]
+fn op_too_many_inputs() {
+    insta::assert_snapshot!("op_too_many_inputs", render_verified(&op_prog("  call @onnx.Relu(%x, %x) -> (%y)\n")));
+}
+
+#[test]
+fn op_output_not_a_tensor() {
+    let src = op_prog("  %n = int 4\n  call @onnx.Relu(%x) -> (%n)\n");
+    insta::assert_snapshot!("op_output_not_a_tensor", render_verified(&src));
+}
+
+#[test]
+fn op_unknown_attribute() {
+    // The message lists the operator's attributes; the caret is under the attribute.
+    let src = op_prog("  call @onnx.Add(%x, %x) -> (%y) {\n    broadcast = 1,\n    axes = 0\n  }\n");
+    insta::assert_snapshot!("op_unknown_attribute", render_verified(&src));
+}
+
+#[test]
+fn op_attribute_wrong_kind() {
+    let src = op_prog("  call @onnx.Add(%x, %x) -> (%y) { broadcast = 1, axis = [0] }\n");
+    insta::assert_snapshot!("op_attribute_wrong_kind", render_verified(&src));
+}
+
+#[test]
+fn op_attribute_of_an_operator_without_attributes() {
+    let src = op_prog("  call @onnx.Relu(%x) -> (%y) { alpha = 0.5 }\n");
+    insta::assert_snapshot!("op_attribute_of_an_operator_without_attributes", render_verified(&src));
+}
+
+#[test]
+fn op_function_name_reserved() {
+    let d = match assemble_unverified("func @onnx.Mine() {\n  ret\n}\n", "t.rxa") {
+        Ok(_) => panic!("must fail"),
+        Err(d) => d,
+    };
+    assert_eq!(d.items()[0].message, "function name `@onnx.Mine` starts with `onnx.`");
+}
 
 #[test]
 fn too_many_dimensions() {

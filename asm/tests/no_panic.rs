@@ -53,6 +53,16 @@ const VOCAB: &[&str] = &[
     "@vm.print",
     "@vm.iadd",
     "@vm.nope",
+    "@onnx.Relu",
+    "@onnx.Add",
+    "@onnx.relu",
+    "none",
+    "->",
+    "{",
+    "}",
+    "alpha",
+    "axis",
+    "broadcast",
     "@f",
     "int",
     "float",
@@ -172,9 +182,18 @@ fn seeds() -> Vec<String> {
         "func @main(%n: int) -> int {\n  %i = int 0\nloop:\n  %i = call @vm.iadd(%i, 1)\n  %c = call @vm.ilt(%i, %n)\n  \
          br_if %c, loop, done\ndone:\n  ret %i\n}\n"
             .to_string(),
+        "func @main(%x: f32[2, 3]) -> f32[2, 3] {\n  %s = alloc_storage 24\n  %y = alloc_tensor %s, 0, f32[2, 3]\n  \
+         call @onnx.Relu(%x) -> (%y)\n  call @onnx.Add(%y, %x) -> (%y) { broadcast = 1, axis = 0 }\n  kill %s\n  \
+         ret %y\n}\n"
+            .to_string(),
     ];
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    for p in ["tests/programs/all_forms.rxa", "tests/programs/loops.rxa", "tests/programs/tensors.rxa"] {
+    for p in [
+        "tests/programs/all_forms.rxa",
+        "tests/programs/loops.rxa",
+        "tests/programs/tensors.rxa",
+        "tests/programs/op_calls.rxa",
+    ] {
         if let Ok(t) = std::fs::read_to_string(root.join(p)) {
             v.push(t);
         }

@@ -1,9 +1,10 @@
 //! assemble → disassemble → assemble gives the same module: byte-identical `.rxb` once
 //! debug info is stripped, the same register and label names, and a printer fixed point.
 
-use rxvm_asm::{assemble, assemble_file, assemble_unverified, disassemble};
-use rxvm_vm::bytecode::{Arg, Instr};
+use rxvm_asm::{assemble, assemble_file, assemble_unverified, assemble_with_map, disassemble};
+use rxvm_vm::bytecode::{Arg, ArgKind, Instr, OpId, Reg};
 use rxvm_vm::module::{ConstData, Literal, Module};
+use rxvm_vm::ops::{AttrValue, Attrs};
 use rxvm_vm::types::{DType, Dim, Type};
 use rxvm_vm::write_module;
 use std::path::Path;
@@ -57,6 +58,157 @@ fn all_forms_round_trip() {
     let m = assemble_unverified(&text, &path).unwrap_or_else(|d| panic!("{}", d.render()));
     let out = round_trip(&path, &m);
     insta::assert_snapshot!("all_forms_disassembly", out);
+}
+
+#[test]
+fn op_calls_round_trip() {
+    let (path, text) = program("op_calls.rxa");
+    let m = assemble_unverified(&text, &path).unwrap_or_else(|d| panic!("{}", d.render()));
+    let out = round_trip(&path, &m);
+    insta::assert_snapshot!("op_calls_disassembly", out);
+}
+
+#[test]
+fn op_call_encoding() {
+    let (path, text) = program("op_calls.rxa");
+    let (m, map) = assemble_with_map(&text, &path, None).unwrap_or_else(|d| panic!("{}", d.render()));
+    let f = &m.funcs[0];
+    let calls: Vec<(OpId, u32, u32, u8, u16)> = f
+        .code
+        .iter()
+        .filter_map(|i| match *i {
+            Instr::CallOp { op, list, attrs, nout, nin } => Some((op, list, attrs, nout, nin)),
+            _ => None,
+        })
+        .collect();
+    let (relu, add) = (OpId::from_name("Relu").expect("Relu"), OpId::from_name("onnx.Add").expect("Add"));
+    let summary: Vec<(OpId, u32, u8, u16)> = calls.iter().map(|&(op, _, a, o, i)| (op, a, o, i)).collect();
+    assert_eq!(
+        summary,
+        [
+            (relu, 0, 1, 1),
+            (add, 0, 1, 2),
+            (add, 1, 2, 2),
+            (relu, 2, 1, 1),
+            (add, 0, 1, 2),
+            (relu, 0, 0, 0),
+            (relu, 0, 0, 1)
+        ]
+    );
+    // The list holds the inputs then the outputs; `none` is Arg::NONE.
+    let (x, y, z) = (Reg(0), Reg(2), Reg(3));
+    assert_eq!(f.debug.reg_names[..4], ["x", "s", "y", "z"]);
+    let list = |k: usize| {
+        let (_, start, _, nout, nin) = calls[k];
+        f.args[start as usize..][..nin as usize + nout as usize].iter().map(|a| a.kind()).collect::<Vec<_>>()
+    };
+    assert_eq!(list(0), [ArgKind::Reg(x), ArgKind::Reg(y)]);
+    assert!(matches!(list(1)[..], [ArgKind::Reg(r), ArgKind::Const(_), ArgKind::Reg(o)] if r == y && o == z));
+    assert_eq!(list(2), [ArgKind::Reg(x), ArgKind::None, ArgKind::Reg(y), ArgKind::Reg(z)]);
+    assert_eq!(list(3), [Arg::NONE.kind(), ArgKind::Reg(z)]);
+    assert!(matches!(list(6)[..], [ArgKind::Const(_)]));
+
+    // One attribute set per non-empty block, in text order; `{ }` is no set.
+    assert_eq!(m.attrs.len(), 2);
+    let want = Attrs(
+        [
+            ("int", AttrValue::Int(3)),
+            ("neg", AttrValue::Int(-16)),
+            ("big", AttrValue::Int(i64::MAX)),
+            ("float", AttrValue::Float(0.5)),
+            ("tiny", AttrValue::Float(1e-7)),
+            ("negzero", AttrValue::Float(-0.0)),
+            ("minf", AttrValue::Float(f64::NEG_INFINITY)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+    );
+    assert_eq!(m.attrs[0].0[..7], want.0[..]);
+    let bits = |n: &str| match m.attrs[0].get(n) {
+        Some(AttrValue::Float(v)) => v.to_bits(),
+        other => panic!("{n}: {other:?}"),
+    };
+    assert_eq!(bits("negzero"), (-0.0f64).to_bits());
+    assert_eq!(bits("quiet"), f64::NAN.to_bits());
+    assert_eq!(bits("payload"), 0x7ff0_0000_0000_0005);
+    assert_eq!(m.attrs[0].get("ints"), Some(&AttrValue::Ints(vec![1, -2, 3])));
+    assert_eq!(m.attrs[0].get("empty"), Some(&AttrValue::Ints(vec![])));
+    assert_eq!(m.attrs[0].get("floats"), Some(&AttrValue::Floats(vec![0.5, 1.0])));
+    assert_eq!(m.attrs[0].get("mixed"), Some(&AttrValue::Floats(vec![1.0, 2.5, -3.0])));
+    assert_eq!(m.attrs[0].get("str"), Some(&AttrValue::Str("NOTSET".into())));
+    assert_eq!(m.attrs[0].get("escaped"), Some(&AttrValue::Str("a\"b\\c\n".into())));
+    assert_eq!(
+        m.attrs[1].0,
+        [
+            ("strides".to_string(), AttrValue::Ints(vec![2, 2])),
+            ("pads".to_string(), AttrValue::Ints(vec![1, 1, 1, 1])),
+            ("alpha".to_string(), AttrValue::Int(1)),
+        ]
+    );
+
+    // Operand spans: inputs, outputs, then the attribute block; and each attribute.
+    let pcs: Vec<usize> =
+        f.code.iter().enumerate().filter(|(_, i)| matches!(i, Instr::CallOp { .. })).map(|(pc, _)| pc).collect();
+    let spans =
+        |pc: usize| -> Vec<&str> { map.funcs[0].instrs[pc].operands.iter().map(|s| &text[s.range()]).collect() };
+    let third = spans(pcs[2]);
+    assert_eq!(third[..4], ["%x", "none", "%y", "%z"]);
+    assert!(third[4].starts_with("{ int = 3,") && third[4].ends_with('}'), "{}", third[4]);
+    let fourth = spans(pcs[3]);
+    assert!(fourth[2].starts_with("{\n    strides") && fourth[2].ends_with("alpha = 1\n  }"), "{}", fourth[2]);
+    let attrs: Vec<(&str, &str)> =
+        map.funcs[0].instrs[pcs[3]].attrs.iter().map(|(n, s)| (n.as_str(), &text[s.range()])).collect();
+    assert_eq!(
+        attrs,
+        [("strides", "strides = [2, 2]"), ("pads", "pads = [1, 1,\n            1, 1]"), ("alpha", "alpha = 1")]
+    );
+    // Without a block, the instruction's span stands for it.
+    let first = &map.funcs[0].instrs[pcs[0]];
+    assert_eq!(&text[first.operands[2].range()], "call @onnx.Relu(%x) -> (%y)");
+}
+
+/// A verified program with operator calls (and an attribute set the verifier accepts)
+/// round-trips, and runs.
+#[test]
+fn verified_op_calls_round_trip() {
+    let src = "const @b: f32[3] = [0.5, -1.0, 2.0]\n\n\
+               func @main(%x: f32[2, 3]) -> f32[2, 3] {\n  %s = alloc_storage 48\n\
+               \x20 %h = alloc_tensor %s, 0, f32[2, 3]\n  %y = alloc_tensor %s, 24, f32[2, 3]\n\
+               \x20 call @onnx.Relu(%x) -> (%h)\n\
+               \x20 call @onnx.Add(%h, @b) -> (%y) { broadcast = 1, axis = 1 }\n\
+               \x20 call @onnx.Add(%y, %y) -> (%y)\n  kill %h\n  kill %s\n  ret %y\n}\n";
+    let m = assemble(src, "ops.rxa").unwrap_or_else(|d| panic!("{}", d.render()));
+    assert_eq!(m.attrs.len(), 1);
+    let text = round_trip("ops.rxa", &m);
+    assert!(text.contains("  call @onnx.Add(%h, @b) -> (%y) { broadcast = 1, axis = 1 }\n"), "{text}");
+    assert!(text.contains("  call @onnx.Relu(%x) -> (%h)\n"), "{text}");
+}
+
+/// Operators with attributes of several kinds, optional inputs and several outputs: the
+/// verifier accepts the attribute sets the assembler builds, and they round-trip.
+#[test]
+fn verified_attribute_kinds_round_trip() {
+    let src = "func @main(%x: f32[2, 4]) -> (f32[4, 2], f32[2, 2], f32[2, 2], f32[2, 6]) {\n\
+               \x20 %s = alloc_storage 160\n\
+               \x20 %t = alloc_tensor %s, 0, f32[4, 2]\n\
+               \x20 %a = alloc_tensor %s, 32, f32[2, 2]\n\
+               \x20 %b = alloc_tensor %s, 48, f32[2, 2]\n\
+               \x20 %p = alloc_tensor %s, 64, f32[2, 6]\n\
+               \x20 call @onnx.Transpose(%x) -> (%t) { perm = [1, 0] }\n\
+               \x20 call @onnx.Split(%x) -> (%a, %b) {\n    axis = 1,\n    split = [2, 2]\n  }\n\
+               \x20 call @onnx.Pad(%x) -> (%p) { mode = \"constant\", pads = [0, 1, 0, 1], value = 0.5 }\n\
+               \x20 ret %t, %a, %b, %p\n}\n";
+    let m = match assemble(src, "attrs.rxa") {
+        Ok(m) => m,
+        Err(d) => panic!("{}", d.render()),
+    };
+    assert_eq!(m.attrs.len(), 3);
+    assert_eq!(m.attrs[2].get("value"), Some(&AttrValue::Float(0.5)));
+    assert_eq!(m.attrs[2].get("mode"), Some(&AttrValue::Str("constant".into())));
+    let text = round_trip("attrs.rxa", &m);
+    assert!(text.contains("  call @onnx.Split(%x) -> (%a, %b) { axis = 1, split = [2, 2] }\n"), "{text}");
+    assert!(text.contains("{ mode = \"constant\", pads = [0, 1, 0, 1], value = 0.5 }"), "{text}");
 }
 
 #[test]

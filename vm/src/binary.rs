@@ -8,6 +8,7 @@
 
 use crate::bytecode::{Arg, Instr, Word, WORD_SIZE};
 use crate::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, SourceLoc};
+use crate::ops::{AttrValue, Attrs};
 use crate::types::{DType, Dim, Type};
 use std::fmt;
 
@@ -26,12 +27,14 @@ pub enum SectionId {
     Code = 6,
     Names = 7,
     Spans = 8,
+    /// Operator attribute sets (optional; omitted when the module has none).
+    Attrs = 9,
 }
 
 impl SectionId {
     fn from_u8(v: u8) -> Option<SectionId> {
         use SectionId::*;
-        [Strings, Meta, Literals, Constants, Functions, Code, Names, Spans].into_iter().find(|s| *s as u8 == v)
+        [Strings, Meta, Literals, Constants, Functions, Code, Names, Spans, Attrs].into_iter().find(|s| *s as u8 == v)
     }
 }
 
@@ -217,6 +220,39 @@ pub fn write_module(m: &Module) -> Vec<u8> {
         }
     }
 
+    let mut attrs = Vec::new();
+    put_len(&mut attrs, m.attrs.len());
+    for set in &m.attrs {
+        put_len(&mut attrs, set.0.len());
+        for (name, v) in &set.0 {
+            put_u32(&mut attrs, strings.id(name));
+            match v {
+                AttrValue::Int(x) => {
+                    put_u8(&mut attrs, 0);
+                    put_u64(&mut attrs, *x as u64);
+                }
+                AttrValue::Float(x) => {
+                    put_u8(&mut attrs, 1);
+                    put_u64(&mut attrs, x.to_bits());
+                }
+                AttrValue::Ints(xs) => {
+                    put_u8(&mut attrs, 2);
+                    put_len(&mut attrs, xs.len());
+                    xs.iter().for_each(|x| put_u64(&mut attrs, *x as u64));
+                }
+                AttrValue::Floats(xs) => {
+                    put_u8(&mut attrs, 3);
+                    put_len(&mut attrs, xs.len());
+                    xs.iter().for_each(|x| put_u64(&mut attrs, x.to_bits()));
+                }
+                AttrValue::Str(s) => {
+                    put_u8(&mut attrs, 4);
+                    put_u32(&mut attrs, strings.id(s));
+                }
+            }
+        }
+    }
+
     let mut strs = Vec::new();
     put_len(&mut strs, strings.list.len());
     for s in &strings.list {
@@ -237,6 +273,9 @@ pub fn write_module(m: &Module) -> Vec<u8> {
     if has_debug {
         section(&mut out, SectionId::Names, names);
         section(&mut out, SectionId::Spans, spans);
+    }
+    if !m.attrs.is_empty() {
+        section(&mut out, SectionId::Attrs, attrs);
     }
     out
 }
@@ -569,6 +608,40 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                     if !f.debug.labels.windows(2).all(|w| w[0].0 < w[1].0) {
                         return r.err(format!("labels of @{} are not sorted by position", f.name));
                     }
+                }
+            }
+            SectionId::Attrs => {
+                let n = r.count("attribute set count", 4)?;
+                for _ in 0..n {
+                    let k = r.count("attribute count", 9)?;
+                    let mut set = Attrs::default();
+                    for _ in 0..k {
+                        let name = r.string(&strings, "attribute name")?.to_string();
+                        let tag = r.u8("attribute tag")?;
+                        let v = match tag {
+                            0 => AttrValue::Int(r.u64("integer attribute")? as i64),
+                            1 => AttrValue::Float(f64::from_bits(r.u64("float attribute")?)),
+                            2 | 3 => {
+                                let len = r.count("attribute list length", 8)?;
+                                let mut xs = Vec::with_capacity(len);
+                                for _ in 0..len {
+                                    xs.push(r.u64("attribute list element")?);
+                                }
+                                if tag == 2 {
+                                    AttrValue::Ints(xs.into_iter().map(|x| x as i64).collect())
+                                } else {
+                                    AttrValue::Floats(xs.into_iter().map(f64::from_bits).collect())
+                                }
+                            }
+                            4 => AttrValue::Str(r.string(&strings, "string attribute")?.to_string()),
+                            t => {
+                                r.pos -= 1;
+                                return r.err(format!("invalid attribute tag {t}, expected 0 (int), 1 (float), 2 (ints), 3 (floats) or 4 (string)"));
+                            }
+                        };
+                        set.0.push((name, v));
+                    }
+                    m.attrs.push(set);
                 }
             }
             SectionId::Spans => {

@@ -2,8 +2,9 @@
 //! frontends). The result is verified like any loaded module.
 
 use crate::builtins::Builtin;
-use crate::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, Reg};
+use crate::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, OpId, Reg};
 use crate::module::{ConstData, Constant, FuncDebug, Function, Literal, Module};
+use crate::ops::Attrs;
 use crate::types::{DType, Scope, Type};
 use crate::verify::{verify_module, VerifyError};
 
@@ -14,6 +15,8 @@ pub enum Operand {
     Int(i64),
     Float(f64),
     Const(ConstId),
+    /// An omitted optional operator input.
+    None,
 }
 
 impl From<Reg> for Operand {
@@ -68,6 +71,7 @@ impl ModuleBuilder {
             ops: Vec::new(),
             labels: Vec::new(),
             reg_names: vec![String::new(); nparams],
+            attrs: Vec::new(),
         }
     }
 
@@ -85,12 +89,16 @@ impl ModuleBuilder {
             Operand::Int(v) => Arg::imm(v).unwrap_or_else(|| Arg::lit(self.intern(Literal::Int(v)))),
             Operand::Float(v) => Arg::lit(self.intern(Literal::Float(v))),
             Operand::Const(c) => Arg::konst(c),
+            Operand::None => Arg::NONE,
         }
     }
 
     /// Adds a finished body: resolves labels and encodes operands.
     pub fn add_function(&mut self, fb: FunctionBuilder) {
         let args: Vec<Arg> = fb.ops.iter().map(|o| self.encode(*o)).collect();
+        // Attribute sets are numbered per function while building; make them module-wide.
+        let attr_base = self.module.attrs.len() as u32;
+        self.module.attrs.extend(fb.attrs);
         let at = |l: Label| Label(fb.labels.get(l.0 as usize).copied().flatten().unwrap_or(u32::MAX));
         let code = fb
             .code
@@ -98,6 +106,9 @@ impl ModuleBuilder {
             .map(|i| match *i {
                 Instr::Br { target } => Instr::Br { target: at(target) },
                 Instr::BrIf { cond, then_, else_ } => Instr::BrIf { cond, then_: at(then_), else_: at(else_) },
+                Instr::CallOp { op, list, attrs, nout, nin } if attrs != 0 => {
+                    Instr::CallOp { op, list, attrs: attrs + attr_base, nout, nin }
+                }
                 other => other,
             })
             .collect();
@@ -128,6 +139,7 @@ pub struct FunctionBuilder {
     ops: Vec<Operand>,
     labels: Vec<Option<u32>>,
     reg_names: Vec<String>,
+    attrs: Vec<Attrs>,
 }
 
 impl FunctionBuilder {
@@ -207,6 +219,7 @@ impl FunctionBuilder {
             },
             Operand::Float(v) => Arg::reg(self.float(v)),
             Operand::Const(c) => Arg::reg(self.konst(c)),
+            Operand::None => Arg::NONE,
         }
     }
 
@@ -249,6 +262,23 @@ impl FunctionBuilder {
             nargs: args.len() as u16,
         });
         Ok(dsts)
+    }
+
+    /// `call @onnx.NAME(inputs) -> (outputs) { attrs }`; `Operand::None` omits an optional
+    /// input. Outputs are tensors the caller allocated.
+    pub fn call_op(&mut self, name: &str, inputs: &[Operand], outputs: &[Reg], attrs: Attrs) -> Result<(), String> {
+        let op = OpId::from_name(name).ok_or_else(|| format!("unknown operator @onnx.{name}"))?;
+        let mut ops: Vec<Operand> = inputs.to_vec();
+        ops.extend(outputs.iter().map(|r| Operand::Reg(*r)));
+        let list = self.list(&ops);
+        let attrs = if attrs.is_empty() {
+            0
+        } else {
+            self.attrs.push(attrs);
+            self.attrs.len() as u32
+        };
+        self.code.push(Instr::CallOp { op, list, attrs, nout: outputs.len() as u8, nin: inputs.len() as u16 });
+        Ok(())
     }
 
     pub fn ret(&mut self, vals: &[Operand]) {

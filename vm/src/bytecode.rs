@@ -5,6 +5,7 @@
 //! endian. Each opcode names which of those slots its operands occupy; unused slots must be
 //! zero (the decoder refuses anything else, so every valid word has exactly one meaning).
 
+pub use crate::ops::OpId;
 use crate::types::{DType, Scope};
 
 /// A register index within a function frame. Parameters occupy `0..nparams`.
@@ -41,6 +42,8 @@ pub enum ArgKind {
     /// Index into the module's literal pool (large integers and all floats).
     Lit(u32),
     Const(ConstId),
+    /// An omitted optional operator input (`none` in assembly text).
+    None,
 }
 
 impl Arg {
@@ -49,7 +52,9 @@ impl Arg {
     pub const IMM_MIN: i64 = -(1 << 29);
     pub const IMM_MAX: i64 = (1 << 29) - 1;
     /// Largest register, literal or constant index an `Arg` can hold.
-    pub const MAX_INDEX: u32 = Self::PAYLOAD;
+    pub const MAX_INDEX: u32 = Self::PAYLOAD - 1;
+    /// The omitted optional input.
+    pub const NONE: Arg = Arg(u32::MAX);
 
     pub fn reg(r: Reg) -> Arg {
         debug_assert!(r.0 <= Self::PAYLOAD);
@@ -70,6 +75,9 @@ impl Arg {
 
     #[inline]
     pub fn kind(self) -> ArgKind {
+        if self == Arg::NONE {
+            return ArgKind::None;
+        }
         let p = self.0 & Self::PAYLOAD;
         match self.0 >> Self::TAG_SHIFT {
             0 => ArgKind::Reg(Reg(p)),
@@ -174,7 +182,7 @@ macro_rules! newtype_field {
         }
     )*};
 }
-newtype_field!(Reg, FuncId, ConstId, BuiltinId, Label, Arg);
+newtype_field!(Reg, FuncId, ConstId, BuiltinId, Label, Arg, OpId);
 
 impl Field for u8 {
     fn to_raw(self) -> u64 {
@@ -422,6 +430,11 @@ define_opcodes! {
     0x0c Br "br" { target: Label = a }
     /// `br_if %cond, L_then, L_else`: branches on a non-zero int.
     0x0d BrIf "br_if" { cond: Reg = a, then_: Label = b, else_: Label = c }
+    /// `call @onnx.Name(inputs) -> (outputs) { attributes }`: an operator from
+    /// [`crate::ops::OPS`]. The list holds `nin` inputs (`none` for omitted optional ones)
+    /// then `nout` output tensors; `attrs` is 0 for none, else 1 + an index into
+    /// [`crate::module::Module::attrs`].
+    0x0e CallOp "call" { op: OpId = a, list: u32 = b, attrs: u32 = c, nout: u8 = x, nin: u16 = yz }
 }
 
 impl Instr {
@@ -472,6 +485,7 @@ mod tests {
             Instr::Ret { list: 3, nvals: 2 },
             Instr::Br { target: Label(17) },
             Instr::BrIf { cond: Reg(1), then_: Label(2), else_: Label(9) },
+            Instr::CallOp { op: OpId(1), list: 4, attrs: 2, nout: 1, nin: 3 },
         ];
         assert_eq!(samples.len(), Opcode::ALL.len());
         for ins in samples {

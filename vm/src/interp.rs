@@ -2,13 +2,14 @@
 //! run-time checks for everything the verifier cannot prove.
 
 use crate::builtins::Builtin;
-use crate::bytecode::{Arg, ArgKind, FuncId, Instr, Reg};
+use crate::bytecode::{Arg, ArgKind, FuncId, Instr, OpId, Reg};
 use crate::device::DeviceCaps;
 use crate::error::{FrameLoc, VmError};
 use crate::exec::{call_builtin, read_view, store_bytes, write_view};
 use crate::host_tensor::{store_f64, HostTensor, HostValue};
 use crate::memory::{DeviceSpec, Ledger, Runtime, Site, Stats, Storage, View};
 use crate::module::{ConstData, Function, Literal, Module};
+use crate::ops::{Attrs, TensorInfo};
 use crate::types::{ImageLayout, Scope, Type};
 use crate::value::Value;
 use smallvec::SmallVec;
@@ -393,6 +394,7 @@ impl Vm {
                         Ok(())
                     }
                 },
+                Instr::CallOp { op, list, attrs, nout, nin } => self.op_call(m, f, base, op, list, attrs, nout, nin),
                 Instr::Br { target } => {
                     pc = target.0 as usize;
                     Ok(())
@@ -447,7 +449,93 @@ impl Vm {
                 Literal::Float(v) => Value::Float(v),
             }),
             ArgKind::Const(c) => Ok(Value::Tensor(self.consts[c.0 as usize].clone())),
+            ArgKind::None => fault("`none` used as a value".into()),
         }
+    }
+
+    /// `call @onnx.Name(inputs) -> (outputs) { attrs }`: infers the output types from the
+    /// inputs, checks them against the output views, then runs the kernel.
+    #[allow(clippy::too_many_arguments)]
+    fn op_call(
+        &self,
+        m: &Module,
+        f: &Function,
+        base: usize,
+        op: OpId,
+        list: u32,
+        attrs: u32,
+        nout: u8,
+        nin: u16,
+    ) -> Step<()> {
+        let def = op.def();
+        let empty = Attrs::default();
+        let attrs = if attrs == 0 { &empty } else { &m.attrs[attrs as usize - 1] };
+        let items = &f.args[list as usize..][..nin as usize + nout as usize];
+        let mut views: SmallVec<[Option<Rc<View>>; 6]> = SmallVec::new();
+        for a in items {
+            views.push(match a.kind() {
+                ArgKind::None => None,
+                _ => match self.read(m, f, base, *a)? {
+                    Value::Tensor(t) => Some(t),
+                    v => return fault(format!("@onnx.{} expects tensors, found {}", def.name, v.describe())),
+                },
+            });
+        }
+        let (inputs, outputs) = views.split_at(nin as usize);
+        if let Some(v) = views.iter().flatten().find(|v| v.storage.device_state().cl().is_some()) {
+            return fault(format!(
+                "@onnx.{} has no OpenCL kernel yet (tensor on `{}`); run it on the host device",
+                def.name,
+                v.storage.device_state().caps.name
+            ));
+        }
+        let mut host_in: SmallVec<[Option<HostTensor>; 6]> = SmallVec::new();
+        for v in inputs {
+            host_in.push(match v {
+                Some(v) => Some(read_view(v).map_err(|e| Box::new(Fault { message: *e, notes: vec![] }))?),
+                None => None,
+            });
+        }
+        let infos: SmallVec<[Option<TensorInfo>; 6]> = host_in
+            .iter()
+            .map(|t| t.as_ref().map(|t| TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) }))
+            .collect();
+        let inferred = (def.infer)(&infos, attrs).or_else(|e| fault(format!("@onnx.{}: {e}", def.name)))?;
+        if inferred.len() < outputs.len() {
+            return fault(format!(
+                "@onnx.{} produces {} outputs here, but the call names {}",
+                def.name,
+                inferred.len(),
+                outputs.len()
+            ));
+        }
+        for (i, (v, (dtype, shape))) in outputs.iter().zip(&inferred).enumerate() {
+            let Some(v) = v else { continue };
+            if v.dtype != *dtype || v.shape[..] != shape[..] {
+                return fault(format!(
+                    "@onnx.{}: output {} is {dtype}{shape:?} for these inputs and attributes, but its view is {}{:?}",
+                    def.name,
+                    i + 1,
+                    v.dtype,
+                    &v.shape[..]
+                ));
+            }
+            if v.storage.is_constant() {
+                return fault(format!("@onnx.{} cannot write output {} into a constant", def.name, i + 1));
+            }
+        }
+        let mut outs = Vec::with_capacity(inferred.len());
+        for (dtype, shape) in &inferred {
+            outs.push(HostTensor::zeros(*dtype, shape).or_else(|e| fault(format!("@onnx.{}: {e}", def.name)))?);
+        }
+        let refs: SmallVec<[Option<&HostTensor>; 6]> = host_in.iter().map(|t| t.as_ref()).collect();
+        (def.host)(&refs, attrs, &mut outs).or_else(|e| fault(format!("@onnx.{}: {e}", def.name)))?;
+        for (v, t) in outputs.iter().zip(&outs) {
+            if let Some(v) = v {
+                write_view(v, &t.data).map_err(|e| Box::new(Fault { message: *e, notes: vec![] }))?;
+            }
+        }
+        Ok(())
     }
 
     #[inline]
@@ -563,6 +651,15 @@ impl Vm {
                 return fault(format!(
                     "image view offset {offset} is not a multiple of the image base-address alignment of device `{}` ({} bytes)",
                     caps.name, caps.image_base_align
+                ));
+            }
+            // An image at a non-zero offset is made from a sub-buffer there, so the offset must
+            // also meet the sub-buffer alignment (checked on every device, so the host catches
+            // what an OpenCL device would refuse).
+            if offset != 0 && !offset.is_multiple_of(caps.mem_base_addr_align) {
+                return fault(format!(
+                    "an image view at byte offset {offset} needs a sub-buffer there, but device `{}` requires sub-buffer offsets to be multiples of CL_DEVICE_MEM_BASE_ADDR_ALIGN ({} bytes)",
+                    caps.name, caps.mem_base_addr_align
                 ));
             }
             match layout.byte_size() {

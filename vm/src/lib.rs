@@ -33,6 +33,7 @@ pub mod interp;
 pub mod memory;
 pub mod module;
 pub mod opencl;
+pub mod ops;
 pub mod types;
 pub mod value;
 pub mod verify;

@@ -109,6 +109,8 @@ pub struct Module {
     pub literals: Vec<Literal>,
     pub consts: Vec<Constant>,
     pub funcs: Vec<Function>,
+    /// Operator attribute sets, referenced by `call_op` instructions (1-based).
+    pub attrs: Vec<crate::ops::Attrs>,
     /// The source file the module was assembled from, for diagnostics.
     pub source_file: Option<String>,
 }

@@ -8,8 +8,9 @@
 //! register sets, (4) constant-size views against constant-size storages.
 
 use crate::builtins::Builtin;
-use crate::bytecode::{Arg, ArgKind, FuncId, Instr, Reg};
+use crate::bytecode::{Arg, ArgKind, FuncId, Instr, OpId, Reg};
 use crate::module::{ConstData, Function, Literal, Module};
+use crate::ops::OPS;
 use crate::types::{DType, ImageLayout, Kind, Scope, Type};
 use std::collections::HashSet;
 
@@ -276,7 +277,83 @@ impl<'m> FuncVerifier<'m> {
                 Some(op),
                 format!("constant {} is out of range: the module has {} constants", c.0, self.m.consts.len()),
             ),
+            ArgKind::None => self.at(pc, Some(op), "`none` is only allowed as an omitted operator input".into()),
         }
+    }
+
+    /// An operator call: arities, attribute set and attributes, inputs and outputs.
+    fn check_op_call(&self, pc: usize, op: OpId, list: u32, attrs: u32, nout: u8, nin: u16) -> VResult<()> {
+        let Some(def) = OpId::get(op.0) else {
+            return self.at(pc, None, format!("operator {} does not exist: there are {} operators", op.0, OPS.len()));
+        };
+        let items = self.list(pc, list, nin as usize + nout as usize)?;
+        let (nin, nout) = (nin as usize, nout as usize);
+        if nin < def.min_inputs || nin > def.max_inputs {
+            return self.at(
+                pc,
+                None,
+                format!(
+                    "@onnx.{} takes {}, found {nin}",
+                    def.name,
+                    range_text(def.min_inputs, def.max_inputs, "input")
+                ),
+            );
+        }
+        if nout < def.min_outputs || nout > def.max_outputs {
+            return self.at(
+                pc,
+                None,
+                format!(
+                    "@onnx.{} produces {}, found {nout}",
+                    def.name,
+                    range_text(def.min_outputs, def.max_outputs, "output")
+                ),
+            );
+        }
+        for (i, a) in items.iter().enumerate() {
+            match a.kind() {
+                ArgKind::None if i < def.min_inputs => {
+                    return self.at(
+                        pc,
+                        Some(i),
+                        format!(
+                            "input {} of @onnx.{} is required; `none` marks omitted optional inputs",
+                            i + 1,
+                            def.name
+                        ),
+                    );
+                }
+                ArgKind::None if i >= nin => {
+                    return self.at(pc, Some(i), "an operator output must be a tensor register, not `none`".into());
+                }
+                ArgKind::None => {}
+                ArgKind::Reg(_) => self.check_arg(pc, i, *a)?,
+                ArgKind::Const(_) if i < nin => self.check_arg(pc, i, *a)?,
+                _ if i >= nin => return self.at(pc, Some(i), "an operator output must be a tensor register".into()),
+                _ => {
+                    return self.at(
+                        pc,
+                        Some(i),
+                        format!("input {} of @onnx.{} must be a tensor register or a constant", i + 1, def.name),
+                    )
+                }
+            }
+        }
+        if attrs != 0 {
+            let Some(set) = self.m.attrs.get(attrs as usize - 1) else {
+                return self.at(
+                    pc,
+                    None,
+                    format!("attribute set {} is out of range: the module has {}", attrs - 1, self.m.attrs.len()),
+                );
+            };
+            if let Err(e) = def.check_attrs(set) {
+                return self.at(pc, Some(nin + nout), e);
+            }
+        } else if let Err(e) = def.check_attrs(&crate::ops::Attrs::default()) {
+            return self.at(pc, None, e);
+        }
+        Ok(())
     }
 
     fn check_indices(&self, pc: usize) -> VResult<()> {
@@ -393,6 +470,7 @@ impl<'m> FuncVerifier<'m> {
                     self.check_arg(pc, i, *a)?;
                 }
             }
+            Instr::CallOp { op, list, attrs, nout, nin } => self.check_op_call(pc, op, list, attrs, nout, nin)?,
             Instr::Br { target } => label(0, target)?,
             Instr::BrIf { cond, then_, else_ } => {
                 self.check_reg(pc, 0, cond)?;
@@ -469,7 +547,12 @@ impl<'m> FuncVerifier<'m> {
                 let sig = Builtin::ALL[builtin.0 as usize].sig();
                 self.call_dsts(list, ndst).zip(sig.results.iter().map(|k| Some(*k))).collect()
             }
-            Instr::Nop {} | Instr::Kill { .. } | Instr::Ret { .. } | Instr::Br { .. } | Instr::BrIf { .. } => vec![],
+            Instr::Nop {}
+            | Instr::Kill { .. }
+            | Instr::Ret { .. }
+            | Instr::Br { .. }
+            | Instr::BrIf { .. }
+            | Instr::CallOp { .. } => vec![],
         }
     }
 
@@ -546,7 +629,7 @@ impl<'m> FuncVerifier<'m> {
                 Literal::Int(_) => Kind::Int,
                 Literal::Float(_) => Kind::Float,
             }),
-            ArgKind::Const(_) => Some(Kind::Tensor),
+            ArgKind::Const(_) | ArgKind::None => Some(Kind::Tensor),
         }
     }
 
@@ -577,6 +660,17 @@ impl<'m> FuncVerifier<'m> {
             | Instr::LoadFloat { .. }
             | Instr::LoadConst { .. }
             | Instr::Br { .. } => {}
+            Instr::CallOp { op, list, nout, nin, .. } => {
+                let name = OPS[op.0 as usize].name;
+                for (i, a) in f.args[list as usize..][..nin as usize + nout as usize].iter().enumerate() {
+                    let role = if i < nin as usize {
+                        format!("input {} of @onnx.{name}", i + 1)
+                    } else {
+                        format!("output {} of @onnx.{name}", i + 1 - nin as usize)
+                    };
+                    self.expect_kind(pc, i, *a, Kind::Tensor, &role)?;
+                }
+            }
             Instr::Mov { src, .. } => {
                 if self.kinds[src.0 as usize].is_none() {
                     return self.at(pc, Some(1), format!("{} is used but never defined", self.rn(src)));
@@ -687,6 +781,9 @@ impl<'m> FuncVerifier<'m> {
                 }
             }
             Instr::Ret { list, nvals } => uses(0, &f.args[list as usize..][..nvals as usize], out),
+            Instr::CallOp { list, nout, nin, .. } => {
+                uses(0, &f.args[list as usize..][..nin as usize + nout as usize], out)
+            }
             Instr::BrIf { cond, .. } => out.push((0, Access::Use(cond))),
         }
     }
@@ -918,6 +1015,15 @@ impl<'m> FuncVerifier<'m> {
             }
         }
         Ok(())
+    }
+}
+
+/// `1 input`, `1 to 3 inputs`.
+fn range_text(min: usize, max: usize, noun: &str) -> String {
+    if min == max {
+        count(min, noun)
+    } else {
+        format!("{min} to {max} {noun}s")
     }
 }
 

@@ -92,9 +92,11 @@ fn texture_views_check_pitch_alignment_and_limits_at_run_time() {
     assert!(matches!(&ok[0], HostValue::Tensor(t) if t.shape == vec![1, 1, 30, 4]));
     let e = run_err(&mut vm, &[HostValue::Int(32), HostValue::Int(30)]);
     assert!(e.contains("image view offset 32 is not a multiple of the image base-address alignment"), "{e}");
-    // 3072 + 1024 fits exactly; 3136 + 1024 does not.
+    // 3072 + 1024 fits exactly; 3200 + 1024 does not (3200 meets the 128-byte sub-buffer alignment).
     vm.invoke("main", &[HostValue::Int(3072), HostValue::Int(30)]).unwrap();
-    let e = run_err(&mut vm, &[HostValue::Int(3136), HostValue::Int(30)]);
+    let e = run_err(&mut vm, &[HostValue::Int(64), HostValue::Int(30)]);
+    assert!(e.contains("needs a sub-buffer there") && e.contains("(128 bytes)"), "{e}");
+    let e = run_err(&mut vm, &[HostValue::Int(3200), HostValue::Int(30)]);
     assert!(e.contains("ends past the end of") && e.contains("rows padded to 64 texels"), "{e}");
     let caps = DeviceCaps::host().with_overrides("max-width=16,pitch=1").unwrap();
     let mut small = Vm::new(m, vec![caps]).unwrap();

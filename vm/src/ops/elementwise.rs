@@ -1,0 +1,2113 @@
+//! Operators: elementwise family — activations, broadcasting arithmetic, the variadic
+//! Max/Min/Sum, Dropout and Identity, Softmax/LogSoftmax, ReduceMean/ReduceSum and the
+//! normalizations (BatchNormalization, InstanceNormalization, LRN). See `OPS` below.
+//!
+//! Shape inference checks dtypes, ranks and shapes. Every host kernel first re-runs the
+//! attribute validation and the shape inference on its actual inputs and checks that every
+//! tensor's data matches its shape ([`prepare`]), so the kernels only index tensors whose
+//! sizes are known to be right.
+//!
+//! Operators whose semantics changed between ONNX opsets take an optional `onnx_opset`
+//! attribute (the importer passes the model's opset); without it the newest semantics apply.
+
+use super::shape::{broadcast, broadcast_strides};
+use super::{attr, op, AttrValue, Attrs, InferFn, OpDef, OutInfo, TensorInfo};
+use crate::host_tensor::{numel, HostTensor};
+use crate::types::DType;
+use std::mem::size_of;
+
+/// This family's operators, in encoding order (append only).
+pub static OPS: &[OpDef] = &[
+    op!("Clip", in 1..=3, out 1..=1, attrs &[attr!("min", Float), attr!("max", Float)],
+        validate validate_clip, infer infer_clip, host clip,
+        "clamp to [min, max]: attributes (opset 6) or scalar inputs 2, 3 (opset 11+); default ±inf"),
+    op!("LeakyRelu", in 1..=1, out 1..=1, attrs &[attr!("alpha", Float)],
+        validate validate_leaky_relu, infer infer_f32, host leaky_relu, "x > 0 ? x : alpha * x (alpha 0.01)"),
+    op!("Sigmoid", in 1..=1, out 1..=1, attrs &[], infer infer_f32, host sigmoid, "1 / (1 + exp(-x))"),
+    op!("Tanh", in 1..=1, out 1..=1, attrs &[], infer infer_f32, host tanh, "tanh(x)"),
+    op!("Exp", in 1..=1, out 1..=1, attrs &[], infer infer_f32, host exp, "exp(x)"),
+    op!("Sqrt", in 1..=1, out 1..=1, attrs &[], infer infer_f32, host sqrt, "sqrt(x) (NaN for x < 0)"),
+    op!("Pow", in 2..=2, out 1..=1, attrs &[attr!("broadcast", Int), attr!("axis", Int)],
+        validate validate_pow, infer infer_pow, host pow,
+        "x ^ y for f32 x and y with numpy broadcasting (opset ≤ 6 `broadcast`/`axis` accepted)"),
+    op!("Neg", in 1..=1, out 1..=1, attrs &[], infer infer_signed, host neg, "-x (f32, i32, i64; integers wrap)"),
+    op!("Abs", in 1..=1, out 1..=1, attrs &[], infer infer_signed, host abs, "|x| (f32, i32, i64; integers wrap)"),
+    op!("Elu", in 1..=1, out 1..=1, attrs &[attr!("alpha", Float)],
+        validate validate_elu, infer infer_f32, host elu, "x > 0 ? x : alpha * (exp(x) - 1) (alpha 1.0)"),
+    op!("Selu", in 1..=1, out 1..=1, attrs &[attr!("alpha", Float), attr!("gamma", Float)],
+        validate validate_selu, infer infer_f32, host selu,
+        "gamma * (x > 0 ? x : alpha * (exp(x) - 1)) (alpha 1.6732632, gamma 1.0507010)"),
+    op!("Softplus", in 1..=1, out 1..=1, attrs &[], infer infer_f32, host softplus, "ln(1 + exp(x)), computed stably"),
+    op!("Softsign", in 1..=1, out 1..=1, attrs &[], infer infer_f32, host softsign, "x / (1 + |x|)"),
+    op!("PRelu", in 2..=2, out 1..=1, attrs &[attr!("onnx_opset", Int)],
+        validate validate_prelu, infer infer_prelu, host prelu,
+        "x > 0 ? x : slope * x; slope broadcasts to x, or is 1-D per channel (opset 6, preferred if `onnx_opset` < 7)"),
+    op!("Add", in 2..=2, out 1..=1, attrs &[attr!("broadcast", Int), attr!("axis", Int)],
+        validate validate_add, infer infer_arith, host add,
+        "a + b with numpy broadcasting (f32, f64, i32, i64; opset ≤ 6 `broadcast`/`axis` accepted)"),
+    op!("Sub", in 2..=2, out 1..=1, attrs &[attr!("broadcast", Int), attr!("axis", Int)],
+        validate validate_sub, infer infer_arith, host sub,
+        "a - b with numpy broadcasting (f32, i32, i64; opset ≤ 6 `broadcast`/`axis` accepted)"),
+    op!("Mul", in 2..=2, out 1..=1, attrs &[attr!("broadcast", Int), attr!("axis", Int)],
+        validate validate_mul, infer infer_arith, host mul,
+        "a * b with numpy broadcasting (f32, i32, i64; opset ≤ 6 `broadcast`/`axis` accepted)"),
+    op!("Div", in 2..=2, out 1..=1, attrs &[attr!("broadcast", Int), attr!("axis", Int)],
+        validate validate_div, infer infer_arith, host div,
+        "a / b with numpy broadcasting (f32, i32, i64; integer division truncates, by zero is an error)"),
+    op!("Max", in 1..=64, out 1..=1, attrs &[], infer infer_variadic, host max,
+        "elementwise maximum of 1 to 64 inputs with broadcasting (f32 propagates NaN, i32, i64)"),
+    op!("Min", in 1..=64, out 1..=1, attrs &[], infer infer_variadic, host min,
+        "elementwise minimum of 1 to 64 inputs with broadcasting (f32 propagates NaN, i32, i64)"),
+    op!("Sum", in 1..=64, out 1..=1, attrs &[], infer infer_variadic, host sum,
+        "elementwise sum of 1 to 64 inputs with broadcasting (f32, i32, i64)"),
+    op!("Dropout", in 1..=3, out 1..=2,
+        attrs &[attr!("ratio", Float), attr!("seed", Int), attr!("is_test", Int)],
+        validate validate_dropout, infer infer_dropout, host dropout,
+        "inference: output = x, mask = all true (bool); training_mode true is an error"),
+    op!("Identity", in 1..=1, out 1..=1, attrs &[], infer infer_any, host identity, "a copy of x (any dtype)"),
+    op!("Softmax", in 1..=1, out 1..=1, attrs &[attr!("axis", Int), attr!("onnx_opset", Int)],
+        validate validate_softmax, infer infer_softmax, host softmax,
+        "softmax along `axis` (default -1); `onnx_opset` < 13: over x coerced to 2-D at `axis` (default 1)"),
+    op!("LogSoftmax", in 1..=1, out 1..=1, attrs &[attr!("axis", Int), attr!("onnx_opset", Int)],
+        validate validate_log_softmax, infer infer_softmax, host log_softmax,
+        "log of softmax along `axis` (default -1); `onnx_opset` < 13: over x coerced to 2-D at `axis` (default 1)"),
+    op!("ReduceMean", in 1..=2, out 1..=1,
+        attrs &[attr!("axes", Ints), attr!("keepdims", Int), attr!("noop_with_empty_axes", Int)],
+        validate validate_reduce_mean, infer infer_reduce_mean, host reduce_mean,
+        "f32 mean over `axes` (attribute or constant input 2; default all); keepdims 1, noop_with_empty_axes 0"),
+    op!("ReduceSum", in 1..=2, out 1..=1,
+        attrs &[attr!("axes", Ints), attr!("keepdims", Int), attr!("noop_with_empty_axes", Int)],
+        validate validate_reduce_sum, infer infer_reduce_sum, host reduce_sum,
+        "f32/i32/i64 sum over `axes` (attribute or constant input 2; default all); keepdims 1, noop_with_empty_axes 0"),
+    op!("BatchNormalization", in 5..=5, out 1..=5,
+        attrs &[attr!("epsilon", Float), attr!("momentum", Float), attr!("spatial", Int), attr!("is_test", Int),
+            attr!("training_mode", Int)],
+        validate validate_batch_norm, infer infer_batch_norm, host batch_norm,
+        "inference: scale * (x - mean) / sqrt(var + epsilon) + B per channel (spatial 0: per C×D1×…); only Y"),
+    op!("InstanceNormalization", in 3..=3, out 1..=1, attrs &[attr!("epsilon", Float)],
+        validate validate_instance_norm, infer infer_instance_norm, host instance_norm,
+        "scale * (x - mean) / sqrt(var + epsilon) + B with statistics per (n, c) (epsilon 1e-5)"),
+    op!("LRN", in 1..=1, out 1..=1,
+        attrs &[attr!("alpha", Float), attr!("beta", Float), attr!("bias", Float), attr!("size", Int)],
+        validate validate_lrn, infer infer_lrn, host lrn,
+        "x / (bias + alpha / size * Σ x² over `size` channels) ^ beta (alpha 1e-4, beta 0.75, bias 1)"),
+];
+
+// ---------------------------------------------------------------------------------------
+// Shared helpers.
+
+type Validate = fn(&Attrs) -> Result<(), String>;
+
+const F32: &[DType] = &[DType::F32];
+const FLOATS: &[DType] = &[DType::F32, DType::F16, DType::F64];
+const SIGNED: &[DType] = &[DType::F32, DType::I32, DType::I64];
+/// The dtypes Add, Sub, Mul and Div compute in.
+const ARITH: &[DType] = &[DType::F32, DType::F64, DType::I32, DType::I64];
+
+/// An element type the kernels compute in, read from and written to little-endian bytes.
+trait Elem: Copy {
+    fn read(b: &[u8]) -> Self;
+    fn write(self, b: &mut [u8]);
+}
+
+macro_rules! elem {
+    ($t:ty, $n:literal) => {
+        impl Elem for $t {
+            #[inline(always)]
+            fn read(b: &[u8]) -> Self {
+                let mut a = [0u8; $n];
+                a.copy_from_slice(&b[..$n]);
+                <$t>::from_le_bytes(a)
+            }
+            #[inline(always)]
+            fn write(self, b: &mut [u8]) {
+                b[..$n].copy_from_slice(&self.to_le_bytes());
+            }
+        }
+    };
+}
+elem!(f32, 4);
+elem!(f64, 8);
+elem!(i32, 4);
+elem!(i64, 8);
+
+/// The elements of `t` (its data length has been checked by [`prepare`]).
+fn values<T: Elem>(t: &HostTensor) -> Vec<T> {
+    t.data.chunks_exact(size_of::<T>()).map(T::read).collect()
+}
+
+/// Writes `v` into `out` element by element.
+fn store<T: Elem>(out: &mut HostTensor, v: &[T]) {
+    for (c, x) in out.data.chunks_exact_mut(size_of::<T>()).zip(v) {
+        x.write(c);
+    }
+}
+
+/// `out = f(x)` elementwise, straight from bytes to bytes.
+fn map<T: Elem>(x: &HostTensor, out: &mut HostTensor, f: impl Fn(T) -> T) {
+    let n = size_of::<T>();
+    for (o, i) in out.data.chunks_exact_mut(n).zip(x.data.chunks_exact(n)) {
+        f(T::read(i)).write(o);
+    }
+}
+
+/// The integer elements of an i32 or i64 tensor (empty for other dtypes).
+fn ints_of(t: &HostTensor) -> Vec<i64> {
+    match t.dtype {
+        DType::I64 => values::<i64>(t),
+        DType::I32 => values::<i32>(t).into_iter().map(i64::from).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The product of `dims` (callers only use it on shapes of tensors that exist with at
+/// least one element, so it cannot overflow; it saturates anyway).
+fn prod(dims: &[i64]) -> usize {
+    dims.iter().fold(1usize, |a, &d| a.saturating_mul(d.max(0) as usize))
+}
+
+fn input<'a, 'b>(ins: &'a [Option<TensorInfo<'b>>], i: usize, name: &str) -> Result<&'a TensorInfo<'b>, String> {
+    ins.get(i).and_then(|x| x.as_ref()).ok_or_else(|| format!("input {} ({name}) is required", i + 1))
+}
+
+fn optional<'a, 'b>(ins: &'a [Option<TensorInfo<'b>>], i: usize) -> Option<&'a TensorInfo<'b>> {
+    ins.get(i).and_then(|x| x.as_ref())
+}
+
+/// `f32`, `f32 or i64`, `f32, i32 or i64`.
+fn dtype_list(allowed: &[DType]) -> String {
+    match allowed {
+        [] => "nothing".into(),
+        [one] => one.name().into(),
+        [rest @ .., last] => {
+            let rest: Vec<&str> = rest.iter().map(|d| d.name()).collect();
+            format!("{} or {}", rest.join(", "), last.name())
+        }
+    }
+}
+
+fn check_dtype(t: &TensorInfo, i: usize, name: &str, allowed: &[DType]) -> Result<(), String> {
+    if allowed.contains(&t.dtype) {
+        Ok(())
+    } else {
+        Err(format!("input {} ({name}) must be {}, found {}", i + 1, dtype_list(allowed), t.dtype))
+    }
+}
+
+/// Checks that an input holds exactly one element (ONNX scalars; `[1]` is accepted too).
+fn check_scalar(t: &TensorInfo, i: usize, name: &str) -> Result<(), String> {
+    if numel(t.shape) == Some(1) {
+        Ok(())
+    } else {
+        Err(format!("input {} ({name}) must be a scalar (one element), found shape {:?}", i + 1, t.shape))
+    }
+}
+
+/// Normalizes a possibly negative axis.
+fn norm_axis(axis: i64, rank: usize) -> Result<usize, String> {
+    let r = rank as i64;
+    if axis < -r || axis >= r {
+        return Err(format!("axis {axis} is out of range for rank {rank}"));
+    }
+    Ok((if axis < 0 { axis + r } else { axis }) as usize)
+}
+
+fn infos<'a>(ins: &[Option<&'a HostTensor>]) -> Vec<Option<TensorInfo<'a>>> {
+    ins.iter().map(|t| t.map(|t| TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) })).collect()
+}
+
+/// Checks that a tensor's data holds exactly its shape's elements.
+fn check_data(t: &HostTensor, what: &str) -> Result<(), String> {
+    match numel(&t.shape).and_then(|n| n.checked_mul(t.dtype.size() as u64)) {
+        Some(n) if n == t.data.len() as u64 => Ok(()),
+        Some(n) => Err(format!("{what} ({}{:?}) holds {} bytes, expected {n}", t.dtype, t.shape, t.data.len())),
+        None => Err(format!("{what} has an invalid shape {:?}", t.shape)),
+    }
+}
+
+/// The prologue of every kernel: checks the inputs' data, validates the attributes, infers
+/// the outputs and checks the given outputs against them.
+fn prepare(
+    ins: &[Option<&HostTensor>],
+    attrs: &Attrs,
+    outs: &[HostTensor],
+    validate: Validate,
+    infer: InferFn,
+) -> Result<Vec<OutInfo>, String> {
+    for (i, t) in ins.iter().enumerate() {
+        if let Some(t) = t {
+            check_data(t, &format!("input {}", i + 1))?;
+        }
+    }
+    validate(attrs)?;
+    let inferred = infer(&infos(ins), attrs)?;
+    if outs.is_empty() || outs.len() > inferred.len() {
+        return Err(format!("expected 1 to {} output tensors, found {}", inferred.len(), outs.len()));
+    }
+    for (i, (o, (dtype, shape))) in outs.iter().zip(&inferred).enumerate() {
+        if o.dtype != *dtype || o.shape != *shape {
+            return Err(format!("output {} is {}{:?}, expected {dtype}{shape:?}", i + 1, o.dtype, o.shape));
+        }
+        check_data(o, &format!("output {}", i + 1))?;
+    }
+    Ok(inferred)
+}
+
+fn req<'a>(ins: &[Option<&'a HostTensor>], i: usize) -> Result<&'a HostTensor, String> {
+    ins.get(i).copied().flatten().ok_or_else(|| format!("input {} is required", i + 1))
+}
+
+fn first(outs: &mut [HostTensor]) -> Result<&mut HostTensor, String> {
+    outs.first_mut().ok_or_else(|| "an output tensor is required".to_string())
+}
+
+fn unsupported(d: DType) -> String {
+    format!("unsupported dtype {d}")
+}
+
+// Attribute checks.
+
+fn finite_attr(a: &Attrs, name: &str, op: &str) -> Result<(), String> {
+    if a.get(name).is_some() {
+        let v = a.float(name, 0.0);
+        if !v.is_finite() {
+            return Err(format!("attribute `{name}` of @onnx.{op} must be finite, found {v}"));
+        }
+    }
+    Ok(())
+}
+
+fn flag_attr(a: &Attrs, name: &str, op: &str) -> Result<(), String> {
+    match a.get(name) {
+        Some(AttrValue::Int(v)) if *v != 0 && *v != 1 => {
+            Err(format!("attribute `{name}` of @onnx.{op} must be 0 or 1, found {v}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn opset_attr(a: &Attrs, op: &str) -> Result<(), String> {
+    match a.get("onnx_opset") {
+        Some(AttrValue::Int(v)) if *v < 1 => {
+            Err(format!("attribute `onnx_opset` of @onnx.{op} must be a positive opset version, found {v}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn no_checks(_: &Attrs) -> Result<(), String> {
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Broadcasting.
+
+/// `f(a, b)` for every element of the numpy broadcast of `a` (shape `ash`) and `b` (shape
+/// `bsh`) to `out`, in row-major order. `a` and `b` must hold their shapes' elements and
+/// `out` must be their broadcast. Dimensions are coalesced so the inner loop runs over the
+/// longest contiguous (or repeated) stretch.
+fn broadcast_map<A: Copy, B: Copy, T>(
+    a: &[A],
+    ash: &[i64],
+    b: &[B],
+    bsh: &[i64],
+    out: &[i64],
+    f: impl Fn(A, B) -> T,
+) -> Vec<T> {
+    let n = match numel(out) {
+        Some(n) if n > 0 => n as usize,
+        _ => return Vec::new(),
+    };
+    if a.len() == n && b.len() == n {
+        return a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect();
+    }
+    if a.len() == n && b.len() == 1 {
+        let y = b[0];
+        return a.iter().map(|&x| f(x, y)).collect();
+    }
+    if a.len() == 1 && b.len() == n {
+        let x = a[0];
+        return b.iter().map(|&y| f(x, y)).collect();
+    }
+    let (sa, sb) = (broadcast_strides(ash, out), broadcast_strides(bsh, out));
+    // Coalesce: drop unit dimensions, merge a dimension into the previous one when both
+    // operands step through them as one.
+    let (mut dims, mut ta, mut tb) = (Vec::new(), Vec::new(), Vec::<usize>::new());
+    for i in 0..out.len() {
+        let d = out[i].max(0) as usize;
+        if d == 1 {
+            continue;
+        }
+        if let (Some(ld), Some(la), Some(lb)) = (dims.last_mut(), ta.last_mut(), tb.last_mut()) {
+            if *la == sa[i] * d && *lb == sb[i] * d {
+                *ld *= d;
+                *la = sa[i];
+                *lb = sb[i];
+                continue;
+            }
+        }
+        dims.push(d);
+        ta.push(sa[i]);
+        tb.push(sb[i]);
+    }
+    let (Some(&inner), Some(&ia), Some(&ib)) = (dims.last(), ta.last(), tb.last()) else {
+        // Only unit dimensions: one element (handled above, kept for completeness).
+        return a.iter().zip(b).map(|(&x, &y)| f(x, y)).take(n).collect();
+    };
+    let k = dims.len() - 1;
+    let mut y = Vec::with_capacity(n);
+    let mut idx = vec![0usize; k];
+    let (mut oa, mut ob) = (0usize, 0usize);
+    for _ in 0..n / inner {
+        match (ia, ib) {
+            (1, 1) => y.extend(a[oa..oa + inner].iter().zip(&b[ob..ob + inner]).map(|(&x, &z)| f(x, z))),
+            (1, 0) => {
+                let z = b[ob];
+                y.extend(a[oa..oa + inner].iter().map(|&x| f(x, z)));
+            }
+            (0, 1) => {
+                let x = a[oa];
+                y.extend(b[ob..ob + inner].iter().map(|&z| f(x, z)));
+            }
+            _ => y.extend((0..inner).map(|j| f(a[oa + j * ia], b[ob + j * ib]))),
+        }
+        for d in (0..k).rev() {
+            idx[d] += 1;
+            oa += ta[d];
+            ob += tb[d];
+            if idx[d] < dims[d] {
+                break;
+            }
+            oa -= ta[d] * dims[d];
+            ob -= tb[d] * dims[d];
+            idx[d] = 0;
+        }
+    }
+    y
+}
+
+/// B's shape for the opset ≤ 6 form: with `broadcast = 1` and `axis`, B's dimensions line up
+/// with A's starting at `axis` (trailing 1s are appended); otherwise B's own shape (numpy
+/// broadcasting, which covers the legacy suffix matching).
+fn legacy_b_shape(a: &[i64], b: &[i64], attrs: &Attrs) -> Result<Vec<i64>, String> {
+    let Some(AttrValue::Int(axis)) = attrs.get("axis") else { return Ok(b.to_vec()) };
+    if attrs.int("broadcast", 0) != 1 {
+        return Ok(b.to_vec());
+    }
+    let r = a.len() as i64;
+    let start = if *axis < 0 { axis + r } else { *axis };
+    if start < 0 || start + b.len() as i64 > r {
+        return Err(format!(
+            "axis {axis} is out of range: B (rank {}) placed at axis {axis} does not fit in A's rank {r}",
+            b.len()
+        ));
+    }
+    let mut s = b.to_vec();
+    s.resize((r - start) as usize, 1);
+    Ok(s)
+}
+
+/// Dtype, effective B shape and output shape of a binary arithmetic operator.
+fn arith_shapes(ins: &[Option<TensorInfo>], attrs: &Attrs, allowed: &[DType]) -> Result<(DType, Vec<i64>), String> {
+    let (a, b) = (input(ins, 0, "A")?, input(ins, 1, "B")?);
+    check_dtype(a, 0, "A", allowed)?;
+    if b.dtype != a.dtype {
+        return Err(format!("inputs 1 and 2 must have the same dtype, found {} and {}", a.dtype, b.dtype));
+    }
+    let bsh = legacy_b_shape(a.shape, b.shape, attrs)?;
+    Ok((a.dtype, broadcast(a.shape, &bsh)?))
+}
+
+fn legacy_bcast_attrs(a: &Attrs, op: &str) -> Result<(), String> {
+    flag_attr(a, "broadcast", op)
+}
+
+fn validate_pow(a: &Attrs) -> Result<(), String> {
+    legacy_bcast_attrs(a, "Pow")
+}
+fn validate_sub(a: &Attrs) -> Result<(), String> {
+    legacy_bcast_attrs(a, "Sub")
+}
+fn validate_mul(a: &Attrs) -> Result<(), String> {
+    legacy_bcast_attrs(a, "Mul")
+}
+fn validate_div(a: &Attrs) -> Result<(), String> {
+    legacy_bcast_attrs(a, "Div")
+}
+
+fn infer_arith(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let (dtype, shape) = arith_shapes(ins, attrs, ARITH)?;
+    Ok(vec![(dtype, shape)])
+}
+
+fn infer_pow(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let (dtype, shape) = arith_shapes(ins, attrs, F32)?;
+    Ok(vec![(dtype, shape)])
+}
+
+/// `out = f(a, b)` with broadcasting, for inputs checked by [`prepare`].
+fn bin<T: Elem>(
+    a: &HostTensor,
+    b: &HostTensor,
+    attrs: &Attrs,
+    out: &mut HostTensor,
+    f: impl Fn(T, T) -> T,
+) -> Result<(), String> {
+    let bsh = legacy_b_shape(&a.shape, &b.shape, attrs)?;
+    let y = broadcast_map(&values::<T>(a), &a.shape, &values::<T>(b), &bsh, &out.shape, f);
+    store(out, &y);
+    Ok(())
+}
+
+/// Validates and prepares a binary arithmetic call: returns its two inputs.
+fn arith_inputs<'a>(
+    ins: &[Option<&'a HostTensor>],
+    attrs: &Attrs,
+    outs: &[HostTensor],
+    validate: Validate,
+    infer: InferFn,
+) -> Result<(&'a HostTensor, &'a HostTensor), String> {
+    prepare(ins, attrs, outs, validate, infer)?;
+    Ok((req(ins, 0)?, req(ins, 1)?))
+}
+
+fn pow(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    let (a, b) = arith_inputs(ins, attrs, outs, validate_pow, infer_pow)?;
+    bin::<f32>(a, b, attrs, first(outs)?, f32::powf)
+}
+
+fn validate_add(a: &Attrs) -> Result<(), String> {
+    legacy_bcast_attrs(a, "Add")
+}
+
+fn add(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    let (a, b) = arith_inputs(ins, attrs, outs, validate_add, infer_arith)?;
+    let out = first(outs)?;
+    match a.dtype {
+        DType::F32 => bin(a, b, attrs, out, |x: f32, y| x + y),
+        DType::F64 => bin(a, b, attrs, out, |x: f64, y| x + y),
+        DType::I32 => bin(a, b, attrs, out, i32::wrapping_add),
+        DType::I64 => bin(a, b, attrs, out, i64::wrapping_add),
+        d => Err(unsupported(d)),
+    }
+}
+
+fn sub(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    let (a, b) = arith_inputs(ins, attrs, outs, validate_sub, infer_arith)?;
+    let out = first(outs)?;
+    match a.dtype {
+        DType::F32 => bin(a, b, attrs, out, |x: f32, y| x - y),
+        DType::F64 => bin(a, b, attrs, out, |x: f64, y| x - y),
+        DType::I32 => bin(a, b, attrs, out, i32::wrapping_sub),
+        DType::I64 => bin(a, b, attrs, out, i64::wrapping_sub),
+        d => Err(unsupported(d)),
+    }
+}
+
+fn mul(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    let (a, b) = arith_inputs(ins, attrs, outs, validate_mul, infer_arith)?;
+    let out = first(outs)?;
+    match a.dtype {
+        DType::F32 => bin(a, b, attrs, out, |x: f32, y| x * y),
+        DType::F64 => bin(a, b, attrs, out, |x: f64, y| x * y),
+        DType::I32 => bin(a, b, attrs, out, i32::wrapping_mul),
+        DType::I64 => bin(a, b, attrs, out, i64::wrapping_mul),
+        d => Err(unsupported(d)),
+    }
+}
+
+fn div(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    let (a, b) = arith_inputs(ins, attrs, outs, validate_div, infer_arith)?;
+    let out = first(outs)?;
+    // Every element of B is used when the output is not empty.
+    if !a.dtype.is_float() && out.numel() > 0 && ints_of(b).contains(&0) {
+        return Err("integer division by zero (input 2 has a zero element)".into());
+    }
+    match a.dtype {
+        DType::F32 => bin(a, b, attrs, out, |x: f32, y| x / y),
+        DType::F64 => bin(a, b, attrs, out, |x: f64, y| x / y),
+        DType::I32 => bin(a, b, attrs, out, |x: i32, y| if y == 0 { 0 } else { x.wrapping_div(y) }),
+        DType::I64 => bin(a, b, attrs, out, |x: i64, y| if y == 0 { 0 } else { x.wrapping_div(y) }),
+        d => Err(unsupported(d)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Unary operators.
+
+fn infer_f32(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let x = input(ins, 0, "X")?;
+    check_dtype(x, 0, "X", F32)?;
+    Ok(vec![(x.dtype, x.shape.to_vec())])
+}
+
+fn infer_signed(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let x = input(ins, 0, "X")?;
+    check_dtype(x, 0, "X", SIGNED)?;
+    Ok(vec![(x.dtype, x.shape.to_vec())])
+}
+
+fn infer_any(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let x = input(ins, 0, "input")?;
+    Ok(vec![(x.dtype, x.shape.to_vec())])
+}
+
+/// A unary f32 operator: `out = f(x)`.
+fn unary_f32(
+    ins: &[Option<&HostTensor>],
+    attrs: &Attrs,
+    outs: &mut [HostTensor],
+    validate: Validate,
+    f: impl Fn(f32) -> f32,
+) -> Result<(), String> {
+    prepare(ins, attrs, outs, validate, infer_f32)?;
+    map::<f32>(req(ins, 0)?, first(outs)?, f);
+    Ok(())
+}
+
+fn validate_clip(a: &Attrs) -> Result<(), String> {
+    for name in ["min", "max"] {
+        if a.get(name).is_some() && a.float(name, 0.0).is_nan() {
+            return Err(format!("attribute `{name}` of @onnx.Clip must not be NaN"));
+        }
+    }
+    Ok(())
+}
+
+fn infer_clip(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let x = input(ins, 0, "input")?;
+    check_dtype(x, 0, "input", F32)?;
+    for (i, name) in [(1, "min"), (2, "max")] {
+        if let Some(t) = optional(ins, i) {
+            if attrs.get(name).is_some() {
+                return Err(format!("`{name}` is given both as an attribute and as input {}", i + 1));
+            }
+            check_dtype(t, i, name, F32)?;
+            check_scalar(t, i, name)?;
+        }
+    }
+    Ok(vec![(x.dtype, x.shape.to_vec())])
+}
+
+fn clip(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    prepare(ins, attrs, outs, validate_clip, infer_clip)?;
+    let bound = |i: usize, name: &str, default: f32| match ins.get(i).copied().flatten() {
+        Some(t) => values::<f32>(t).first().copied().unwrap_or(default),
+        None => attrs.float(name, default as f64) as f32,
+    };
+    let (lo, hi) = (bound(1, "min", f32::NEG_INFINITY), bound(2, "max", f32::INFINITY));
+    map::<f32>(req(ins, 0)?, first(outs)?, |v| {
+        // max(v, lo) then min(., hi), keeping NaN; lo > hi gives hi, as numpy.clip.
+        let v = if v < lo { lo } else { v };
+        if v > hi {
+            hi
+        } else {
+            v
+        }
+    });
+    Ok(())
+}
+
+fn validate_leaky_relu(a: &Attrs) -> Result<(), String> {
+    finite_attr(a, "alpha", "LeakyRelu")
+}
+
+fn leaky_relu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    let alpha = attrs.float("alpha", 0.01) as f32;
+    unary_f32(ins, attrs, outs, validate_leaky_relu, |v| if v > 0.0 { v } else { v * alpha })
+}
+
+fn sigmoid(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    unary_f32(ins, attrs, outs, no_checks, |v| {
+        if v >= 0.0 {
+            1.0 / (1.0 + (-v).exp())
+        } else {
+            let e = v.exp();
+            e / (1.0 + e)
+        }
+    })
+}
+
+fn tanh(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    unary_f32(ins, attrs, outs, no_checks, f32::tanh)
+}
+
+fn exp(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    unary_f32(ins, attrs, outs, no_checks, f32::exp)
+}
+
+fn sqrt(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    unary_f32(ins, attrs, outs, no_checks, f32::sqrt)
+}
+
+fn validate_elu(a: &Attrs) -> Result<(), String> {
+    finite_attr(a, "alpha", "Elu")
+}
+
+fn elu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    let alpha = attrs.float("alpha", 1.0) as f32;
+    unary_f32(ins, attrs, outs, validate_elu, |v| if v > 0.0 { v } else { alpha * v.exp_m1() })
+}
+
+fn validate_selu(a: &Attrs) -> Result<(), String> {
+    finite_attr(a, "alpha", "Selu")?;
+    finite_attr(a, "gamma", "Selu")
+}
+
+fn selu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    // The ONNX defaults 1.67326319217681884765625 and 1.05070102214813232421875 are these
+    // f32 values exactly.
+    let alpha = attrs.float("alpha", 1.673_263_2_f32 as f64) as f32;
+    let gamma = attrs.float("gamma", 1.050_701_f32 as f64) as f32;
+    unary_f32(ins, attrs, outs, validate_selu, |v| if v > 0.0 { gamma * v } else { gamma * (alpha * v.exp() - alpha) })
+}
+
+fn softplus(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    // ln(1 + e^x) = max(x, 0) + ln(1 + e^-|x|): no overflow for large x.
+    unary_f32(ins, attrs, outs, no_checks, |v| v.max(0.0) + (-v.abs()).exp().ln_1p())
+}
+
+fn softsign(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    unary_f32(ins, attrs, outs, no_checks, |v| v / (1.0 + v.abs()))
+}
+
+fn neg(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    prepare(ins, attrs, outs, no_checks, infer_signed)?;
+    let (x, out) = (req(ins, 0)?, first(outs)?);
+    match x.dtype {
+        DType::F32 => map(x, out, |v: f32| -v),
+        DType::I32 => map(x, out, i32::wrapping_neg),
+        DType::I64 => map(x, out, i64::wrapping_neg),
+        d => return Err(unsupported(d)),
+    }
+    Ok(())
+}
+
+fn abs(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    prepare(ins, attrs, outs, no_checks, infer_signed)?;
+    let (x, out) = (req(ins, 0)?, first(outs)?);
+    match x.dtype {
+        DType::F32 => map(x, out, f32::abs),
+        DType::I32 => map(x, out, i32::wrapping_abs),
+        DType::I64 => map(x, out, i64::wrapping_abs),
+        d => return Err(unsupported(d)),
+    }
+    Ok(())
+}
+
+// PRelu.
+
+fn validate_prelu(a: &Attrs) -> Result<(), String> {
+    opset_attr(a, "PRelu")
+}
+
+/// The shape slope broadcasts with: its own when it broadcasts to X unidirectionally, or
+/// `[C, 1, …]` (aligned to X's channel dimension 1) for an opset 6 per-channel 1-D slope.
+/// With `onnx_opset` < 7 the per-channel reading is tried first.
+fn prelu_slope_shape(x: &[i64], s: &[i64], attrs: &Attrs) -> Result<Vec<i64>, String> {
+    let legacy = attrs.int("onnx_opset", 7) < 7;
+    let channel = || -> Option<Vec<i64>> {
+        if s.len() == 1 && x.len() >= 2 && s[0] == x[1] {
+            let mut v = vec![1; x.len() - 1];
+            v[0] = s[0];
+            Some(v)
+        } else {
+            None
+        }
+    };
+    if legacy {
+        if let Some(v) = channel() {
+            return Ok(v);
+        }
+    }
+    if broadcast(x, s).is_ok_and(|o| o == x) {
+        return Ok(s.to_vec());
+    }
+    if let Some(v) = channel() {
+        return Ok(v);
+    }
+    Err(format!(
+        "slope of shape {s:?} does not broadcast to X of shape {x:?} \
+         (it must broadcast unidirectionally, or be 1-D with X's channel count)"
+    ))
+}
+
+fn infer_prelu(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let (x, s) = (input(ins, 0, "X")?, input(ins, 1, "slope")?);
+    check_dtype(x, 0, "X", F32)?;
+    check_dtype(s, 1, "slope", F32)?;
+    prelu_slope_shape(x.shape, s.shape, attrs)?;
+    Ok(vec![(x.dtype, x.shape.to_vec())])
+}
+
+fn prelu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    prepare(ins, attrs, outs, validate_prelu, infer_prelu)?;
+    let (x, s) = (req(ins, 0)?, req(ins, 1)?);
+    let ssh = prelu_slope_shape(&x.shape, &s.shape, attrs)?;
+    let out = first(outs)?;
+    let y =
+        broadcast_map(
+            &values::<f32>(x),
+            &x.shape,
+            &values::<f32>(s),
+            &ssh,
+            &x.shape,
+            |v, a| {
+                if v > 0.0 {
+                    v
+                } else {
+                    v * a
+                }
+            },
+        );
+    store(out, &y);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Variadic Max, Min, Sum.
+
+fn infer_variadic(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let x = input(ins, 0, "data_0")?;
+    check_dtype(x, 0, "data_0", SIGNED)?;
+    let mut shape = x.shape.to_vec();
+    for i in 1..ins.len() {
+        let t = input(ins, i, &format!("data_{i}"))?;
+        if t.dtype != x.dtype {
+            return Err(format!(
+                "input {} is {}, but input 1 is {}: all inputs must have one dtype",
+                i + 1,
+                t.dtype,
+                x.dtype
+            ));
+        }
+        shape = broadcast(&shape, t.shape).map_err(|e| format!("input {}: {e}", i + 1))?;
+    }
+    Ok(vec![(x.dtype, shape)])
+}
+
+/// Folds the inputs with `f`, broadcasting as it goes.
+fn fold<T: Elem>(ins: &[Option<&HostTensor>], out: &mut HostTensor, f: impl Fn(T, T) -> T) -> Result<(), String> {
+    let mut it = ins.iter().flatten();
+    let Some(x) = it.next() else { return Err("input 1 is required".into()) };
+    let (mut acc, mut shape) = (values::<T>(x), x.shape.clone());
+    for t in it {
+        let s = broadcast(&shape, &t.shape)?;
+        acc = broadcast_map(&acc, &shape, &values::<T>(t), &t.shape, &s, &f);
+        shape = s;
+    }
+    store(out, &acc);
+    Ok(())
+}
+
+fn variadic(
+    ins: &[Option<&HostTensor>],
+    outs: &mut [HostTensor],
+    ff: impl Fn(f32, f32) -> f32,
+    fi: impl Fn(i32, i32) -> i32,
+    fl: impl Fn(i64, i64) -> i64,
+) -> Result<(), String> {
+    prepare(ins, &Attrs::default(), outs, no_checks, infer_variadic)?;
+    let out = first(outs)?;
+    match req(ins, 0)?.dtype {
+        DType::F32 => fold(ins, out, ff),
+        DType::I32 => fold(ins, out, fi),
+        DType::I64 => fold(ins, out, fl),
+        d => Err(unsupported(d)),
+    }
+}
+
+fn max(ins: &[Option<&HostTensor>], _: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    variadic(ins, outs, |a, b| if a > b || a.is_nan() { a } else { b }, i32::max, i64::max)
+}
+
+fn min(ins: &[Option<&HostTensor>], _: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    variadic(ins, outs, |a, b| if a < b || a.is_nan() { a } else { b }, i32::min, i64::min)
+}
+
+fn sum(ins: &[Option<&HostTensor>], _: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    variadic(ins, outs, |a, b| a + b, i32::wrapping_add, i64::wrapping_add)
+}
+
+// ---------------------------------------------------------------------------------------
+// Dropout and Identity.
+
+fn validate_dropout(a: &Attrs) -> Result<(), String> {
+    if a.get("ratio").is_some() {
+        let r = a.float("ratio", 0.5);
+        if !(0.0..1.0).contains(&r) {
+            return Err(format!("attribute `ratio` of @onnx.Dropout must be in [0, 1), found {r}"));
+        }
+    }
+    flag_attr(a, "is_test", "Dropout")
+}
+
+fn infer_dropout(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
+    validate_dropout(attrs)?;
+    let x = input(ins, 0, "data")?;
+    check_dtype(x, 0, "data", FLOATS)?;
+    if let Some(r) = optional(ins, 1) {
+        check_dtype(r, 1, "ratio", FLOATS)?;
+        check_scalar(r, 1, "ratio")?;
+    }
+    if let Some(t) = optional(ins, 2) {
+        check_dtype(t, 2, "training_mode", &[DType::Bool])?;
+        check_scalar(t, 2, "training_mode")?;
+        if t.value.is_some_and(|v| v.data.iter().any(|&b| b != 0)) {
+            return Err("training_mode is true, but only inference is supported (Dropout copies its input)".into());
+        }
+    }
+    Ok(vec![(x.dtype, x.shape.to_vec()), (DType::Bool, x.shape.to_vec())])
+}
+
+fn dropout(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    prepare(ins, attrs, outs, validate_dropout, infer_dropout)?;
+    let x = req(ins, 0)?;
+    first(outs)?.data.copy_from_slice(&x.data);
+    if let Some(mask) = outs.get_mut(1) {
+        mask.data.fill(1);
+    }
+    Ok(())
+}
+
+fn identity(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    prepare(ins, attrs, outs, no_checks, infer_any)?;
+    first(outs)?.data.copy_from_slice(&req(ins, 0)?.data);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Softmax and LogSoftmax.
+
+fn validate_softmax(a: &Attrs) -> Result<(), String> {
+    opset_attr(a, "Softmax")
+}
+
+fn validate_log_softmax(a: &Attrs) -> Result<(), String> {
+    opset_attr(a, "LogSoftmax")
+}
+
+/// `(outer, n, inner)`: the input is `outer` blocks of `n` × `inner` elements and the
+/// softmax runs over the `n` elements of each block at stride `inner`. Opset < 13 coerces
+/// the input to 2-D at `axis` (default 1): `n` is the product of dimensions `axis..`.
+/// Opset 13 normalizes along `axis` alone (default -1).
+fn softmax_dims(shape: &[i64], attrs: &Attrs) -> Result<(usize, usize, usize), String> {
+    let legacy = attrs.int("onnx_opset", 13) < 13;
+    let axis = attrs.int("axis", if legacy { 1 } else { -1 });
+    let ax = norm_axis(axis, shape.len())?;
+    Ok(if legacy {
+        (prod(&shape[..ax]), prod(&shape[ax..]), 1)
+    } else {
+        (prod(&shape[..ax]), prod(&shape[ax..ax + 1]), prod(&shape[ax + 1..]))
+    })
+}
+
+fn infer_softmax(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let x = input(ins, 0, "input")?;
+    check_dtype(x, 0, "input", F32)?;
+    softmax_dims(x.shape, attrs)?;
+    Ok(vec![(x.dtype, x.shape.to_vec())])
+}
+
+/// Softmax (or its log) of the `n` elements at stride `inner` in each block; sums in f64.
+fn softmax_kernel(x: &[f32], y: &mut [f32], n: usize, inner: usize, log: bool) {
+    if n == 0 || inner == 0 {
+        return;
+    }
+    if inner == 1 {
+        for (xr, yr) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)) {
+            let m = xr.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            let mut s = 0f64;
+            if log {
+                for &v in xr {
+                    s += ((v - m).exp()) as f64;
+                }
+                let ls = s.ln();
+                for (o, &v) in yr.iter_mut().zip(xr) {
+                    *o = ((v - m) as f64 - ls) as f32;
+                }
+            } else {
+                for (o, &v) in yr.iter_mut().zip(xr) {
+                    let e = (v - m).exp();
+                    *o = e;
+                    s += e as f64;
+                }
+                for o in yr.iter_mut() {
+                    *o = (*o as f64 / s) as f32;
+                }
+            }
+        }
+        return;
+    }
+    let mut m = vec![0f32; inner];
+    let mut s = vec![0f64; inner];
+    for (xb, yb) in x.chunks_exact(n * inner).zip(y.chunks_exact_mut(n * inner)) {
+        m.fill(f32::NEG_INFINITY);
+        for row in xb.chunks_exact(inner) {
+            for (mm, &v) in m.iter_mut().zip(row) {
+                *mm = mm.max(v);
+            }
+        }
+        s.fill(0.0);
+        for (xr, yr) in xb.chunks_exact(inner).zip(yb.chunks_exact_mut(inner)) {
+            for (((o, &v), &mm), ss) in yr.iter_mut().zip(xr).zip(&m).zip(s.iter_mut()) {
+                let e = (v - mm).exp();
+                *ss += e as f64;
+                if !log {
+                    *o = e;
+                }
+            }
+        }
+        if log {
+            for v in s.iter_mut() {
+                *v = v.ln();
+            }
+            for (xr, yr) in xb.chunks_exact(inner).zip(yb.chunks_exact_mut(inner)) {
+                for (((o, &v), &mm), &ls) in yr.iter_mut().zip(xr).zip(&m).zip(&s) {
+                    *o = ((v - mm) as f64 - ls) as f32;
+                }
+            }
+        } else {
+            for yr in yb.chunks_exact_mut(inner) {
+                for (o, &ss) in yr.iter_mut().zip(&s) {
+                    *o = (*o as f64 / ss) as f32;
+                }
+            }
+        }
+    }
+}
+
+fn softmax_host(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor], log: bool) -> Result<(), String> {
+    prepare(ins, attrs, outs, if log { validate_log_softmax } else { validate_softmax }, infer_softmax)?;
+    let x = req(ins, 0)?;
+    if x.numel() == 0 {
+        return Ok(());
+    }
+    let (_, n, inner) = softmax_dims(&x.shape, attrs)?;
+    let xv = values::<f32>(x);
+    let mut y = vec![0f32; xv.len()];
+    softmax_kernel(&xv, &mut y, n, inner, log);
+    store(first(outs)?, &y);
+    Ok(())
+}
+
+fn softmax(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    softmax_host(ins, attrs, outs, false)
+}
+
+fn log_softmax(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    softmax_host(ins, attrs, outs, true)
+}
+
+// ---------------------------------------------------------------------------------------
+// ReduceMean and ReduceSum.
+
+fn validate_reduce(a: &Attrs, op: &str) -> Result<(), String> {
+    flag_attr(a, "keepdims", op)?;
+    flag_attr(a, "noop_with_empty_axes", op)?;
+    if let Some(axes) = a.ints("axes") {
+        for (i, x) in axes.iter().enumerate() {
+            if axes[..i].contains(x) {
+                return Err(format!("attribute `axes` of @onnx.{op} lists axis {x} twice"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn validate_reduce_mean(a: &Attrs) -> Result<(), String> {
+    validate_reduce(a, "ReduceMean")
+}
+
+fn validate_reduce_sum(a: &Attrs) -> Result<(), String> {
+    validate_reduce(a, "ReduceSum")
+}
+
+/// Which dimensions are reduced; `None` for a no-op (empty axes with
+/// `noop_with_empty_axes = 1`).
+fn reduce_axes(ins: &[Option<TensorInfo>], attrs: &Attrs, rank: usize) -> Result<Option<Vec<bool>>, String> {
+    let listed: Vec<i64> = match (attrs.ints("axes"), optional(ins, 1)) {
+        (Some(_), Some(_)) => return Err("axes are given both as the `axes` attribute and as input 2".into()),
+        (Some(a), None) => a.to_vec(),
+        (None, Some(t)) => {
+            check_dtype(t, 1, "axes", &[DType::I64, DType::I32])?;
+            if t.shape.len() > 1 {
+                return Err(format!("input 2 (axes) must be 1-D, found shape {:?}", t.shape));
+            }
+            match t.value {
+                Some(v) => ints_of(v),
+                None => return Err("input 2 (axes) must be a constant: its value decides the output shape".into()),
+            }
+        }
+        (None, None) => Vec::new(),
+    };
+    if listed.is_empty() {
+        return Ok(if attrs.int("noop_with_empty_axes", 0) != 0 { None } else { Some(vec![true; rank]) });
+    }
+    let mut red = vec![false; rank];
+    for &a in &listed {
+        let k = norm_axis(a, rank)?;
+        if red[k] {
+            return Err(format!("axis {a} is listed twice (axes {listed:?} for rank {rank})"));
+        }
+        red[k] = true;
+    }
+    Ok(Some(red))
+}
+
+fn infer_reduce(ins: &[Option<TensorInfo>], attrs: &Attrs, allowed: &[DType]) -> Result<Vec<OutInfo>, String> {
+    let x = input(ins, 0, "data")?;
+    check_dtype(x, 0, "data", allowed)?;
+    let keep = attrs.int("keepdims", 1) != 0;
+    let shape = match reduce_axes(ins, attrs, x.shape.len())? {
+        None => x.shape.to_vec(),
+        Some(red) => x
+            .shape
+            .iter()
+            .zip(&red)
+            .filter_map(|(&d, &r)| match (r, keep) {
+                (false, _) => Some(d),
+                (true, true) => Some(1),
+                (true, false) => None,
+            })
+            .collect(),
+    };
+    Ok(vec![(x.dtype, shape)])
+}
+
+fn infer_reduce_mean(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
+    validate_reduce_mean(attrs)?;
+    infer_reduce(ins, attrs, F32)
+}
+
+fn infer_reduce_sum(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
+    validate_reduce_sum(attrs)?;
+    infer_reduce(ins, attrs, SIGNED)
+}
+
+/// Adds every element of `x` (shape `shape`, not empty) into `acc`, the row-major tensor of
+/// the kept dimensions. Adjacent dimensions of the same kind are merged, and the innermost
+/// run is either summed into one accumulator or added elementwise to a row of `acc`.
+fn reduce_into<T: Copy, A: Copy>(x: &[T], shape: &[i64], red: &[bool], acc: &mut [A], add: impl Fn(A, T) -> A) {
+    let mut groups: Vec<(usize, bool)> = Vec::new();
+    for (&d, &r) in shape.iter().zip(red) {
+        let d = d.max(0) as usize;
+        if d == 1 {
+            continue;
+        }
+        match groups.last_mut() {
+            Some((s, k)) if *k == r => *s *= d,
+            _ => groups.push((d, r)),
+        }
+    }
+    let Some((&(inner, inner_red), outer)) = groups.split_last() else {
+        if let (Some(a), Some(&v)) = (acc.first_mut(), x.first()) {
+            *a = add(*a, v);
+        }
+        return;
+    };
+    let mut ostr = vec![0usize; outer.len()];
+    let mut s = if inner_red { 1 } else { inner };
+    for (i, &(d, r)) in outer.iter().enumerate().rev() {
+        if !r {
+            ostr[i] = s;
+            s *= d;
+        }
+    }
+    let mut idx = vec![0usize; outer.len()];
+    let mut ob = 0usize;
+    for run in x.chunks_exact(inner) {
+        if inner_red {
+            if let Some(a) = acc.get_mut(ob) {
+                *a = run.iter().fold(*a, |a, &v| add(a, v));
+            }
+        } else if let Some(dst) = acc.get_mut(ob..ob + inner) {
+            for (a, &v) in dst.iter_mut().zip(run) {
+                *a = add(*a, v);
+            }
+        }
+        for i in (0..outer.len()).rev() {
+            idx[i] += 1;
+            ob += ostr[i];
+            if idx[i] < outer[i].0 {
+                break;
+            }
+            ob -= ostr[i] * outer[i].0;
+            idx[i] = 0;
+        }
+    }
+}
+
+fn reduce_host(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor], mean: bool) -> Result<(), String> {
+    if mean {
+        prepare(ins, attrs, outs, validate_reduce_mean, infer_reduce_mean)?;
+    } else {
+        prepare(ins, attrs, outs, validate_reduce_sum, infer_reduce_sum)?;
+    }
+    let x = req(ins, 0)?;
+    let out = first(outs)?;
+    let Some(red) = reduce_axes(&infos(ins), attrs, x.shape.len())? else {
+        out.data.copy_from_slice(&x.data);
+        return Ok(());
+    };
+    let count: usize = x.shape.iter().zip(&red).filter(|(_, &r)| r).map(|(&d, _)| d.max(0) as usize).product();
+    let kept = out.numel() as usize;
+    if x.numel() == 0 {
+        // Sums of nothing are 0 (the zeroed output); means of nothing are NaN.
+        if mean {
+            store(out, &vec![f32::NAN; kept]);
+        }
+        return Ok(());
+    }
+    match x.dtype {
+        DType::F32 => {
+            let mut acc = vec![0f64; kept];
+            reduce_into(&values::<f32>(x), &x.shape, &red, &mut acc, |a, v| a + v as f64);
+            let y: Vec<f32> = if mean {
+                acc.iter().map(|&a| (a / count as f64) as f32).collect()
+            } else {
+                acc.iter().map(|&a| a as f32).collect()
+            };
+            store(out, &y);
+        }
+        DType::I32 => {
+            let mut acc = vec![0i64; kept];
+            reduce_into(&values::<i32>(x), &x.shape, &red, &mut acc, |a, v| a.wrapping_add(v as i64));
+            store(out, &acc.iter().map(|&a| a as i32).collect::<Vec<_>>());
+        }
+        DType::I64 => {
+            let mut acc = vec![0i64; kept];
+            reduce_into(&values::<i64>(x), &x.shape, &red, &mut acc, i64::wrapping_add);
+            store(out, &acc);
+        }
+        d => return Err(unsupported(d)),
+    }
+    Ok(())
+}
+
+fn reduce_mean(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    reduce_host(ins, attrs, outs, true)
+}
+
+fn reduce_sum(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    reduce_host(ins, attrs, outs, false)
+}
+
+// ---------------------------------------------------------------------------------------
+// Normalizations.
+
+fn epsilon_attr(a: &Attrs, op: &str) -> Result<(), String> {
+    if a.get("epsilon").is_some() {
+        let e = a.float("epsilon", 0.0);
+        if !e.is_finite() || e < 0.0 {
+            return Err(format!("attribute `epsilon` of @onnx.{op} must be finite and ≥ 0, found {e}"));
+        }
+    }
+    Ok(())
+}
+
+fn validate_batch_norm(a: &Attrs) -> Result<(), String> {
+    const OP: &str = "BatchNormalization";
+    epsilon_attr(a, OP)?;
+    finite_attr(a, "momentum", OP)?;
+    flag_attr(a, "spatial", OP)?;
+    flag_attr(a, "is_test", OP)?;
+    flag_attr(a, "training_mode", OP)?;
+    if a.int("training_mode", 0) == 1 {
+        return Err("@onnx.BatchNormalization supports inference only: `training_mode` must be 0".into());
+    }
+    Ok(())
+}
+
+/// The number of elements each parameter of BatchNormalization has, and what it is.
+fn batch_norm_params(x: &[i64], attrs: &Attrs) -> (Option<u64>, &'static str) {
+    if attrs.int("spatial", 1) == 0 {
+        (numel(x.get(1..).unwrap_or(&[])), "the product of X's dimensions after the first, as spatial = 0")
+    } else if x.len() >= 2 {
+        (u64::try_from(x[1]).ok(), "the channel count")
+    } else {
+        (Some(1), "one channel for 1-D X")
+    }
+}
+
+fn infer_batch_norm(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
+    validate_batch_norm(attrs)?;
+    let x = input(ins, 0, "X")?;
+    check_dtype(x, 0, "X", F32)?;
+    if x.shape.is_empty() {
+        return Err("input 1 (X) must have rank ≥ 1 (N, C, D1, …), found a scalar".into());
+    }
+    let (want, what) = batch_norm_params(x.shape, attrs);
+    let Some(want) = want else { return Err(format!("input 1 (X) has an invalid shape {:?}", x.shape)) };
+    for (i, name) in [(1, "scale"), (2, "B"), (3, "mean"), (4, "var")] {
+        let t = input(ins, i, name)?;
+        check_dtype(t, i, name, F32)?;
+        match numel(t.shape) {
+            Some(n) if n == want => {}
+            Some(n) => return Err(format!("input {} ({name}) has {n} elements, expected {want} ({what})", i + 1)),
+            None => return Err(format!("input {} ({name}) has an invalid shape {:?}", i + 1, t.shape)),
+        }
+    }
+    Ok(vec![(x.dtype, x.shape.to_vec())])
+}
+
+fn batch_norm(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    prepare(ins, attrs, outs, validate_batch_norm, infer_batch_norm)?;
+    let x = req(ins, 0)?;
+    if x.numel() == 0 {
+        return Ok(());
+    }
+    let eps = attrs.float("epsilon", 1e-5);
+    let inner = if attrs.int("spatial", 1) == 0 { 1 } else { prod(x.shape.get(2..).unwrap_or(&[])) };
+    let p: Vec<Vec<f32>> = (1..5).map(|i| req(ins, i).map(values::<f32>)).collect::<Result<_, _>>()?;
+    let [scale, bias, mean, var] = &p[..] else { return Err("BatchNormalization takes 5 inputs".into()) };
+    // (mean, scale / sqrt(var + eps), bias) per channel.
+    let coef: Vec<(f32, f32, f32)> =
+        (0..scale.len()).map(|c| (mean[c], (scale[c] as f64 / (var[c] as f64 + eps).sqrt()) as f32, bias[c])).collect();
+    let xv = values::<f32>(x);
+    let mut y = vec![0f32; xv.len()];
+    for ((xs, ys), &(m, a, b)) in xv.chunks_exact(inner).zip(y.chunks_exact_mut(inner)).zip(coef.iter().cycle()) {
+        for (o, &v) in ys.iter_mut().zip(xs) {
+            *o = (v - m) * a + b;
+        }
+    }
+    store(first(outs)?, &y);
+    Ok(())
+}
+
+fn validate_instance_norm(a: &Attrs) -> Result<(), String> {
+    epsilon_attr(a, "InstanceNormalization")
+}
+
+fn infer_instance_norm(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let x = input(ins, 0, "input")?;
+    check_dtype(x, 0, "input", F32)?;
+    if x.shape.len() < 3 {
+        return Err(format!("input 1 (input) must have rank ≥ 3 (N, C, D1, …), found rank {}", x.shape.len()));
+    }
+    for (i, name) in [(1, "scale"), (2, "B")] {
+        let t = input(ins, i, name)?;
+        check_dtype(t, i, name, F32)?;
+        if t.shape.len() != 1 || t.shape[0] != x.shape[1] {
+            return Err(format!(
+                "input {} ({name}) has shape {:?}, expected [{}] (the channel count)",
+                i + 1,
+                t.shape,
+                x.shape[1]
+            ));
+        }
+    }
+    Ok(vec![(x.dtype, x.shape.to_vec())])
+}
+
+fn instance_norm(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    prepare(ins, attrs, outs, validate_instance_norm, infer_instance_norm)?;
+    let x = req(ins, 0)?;
+    if x.numel() == 0 {
+        return Ok(());
+    }
+    let eps = attrs.float("epsilon", 1e-5);
+    let inner = prod(&x.shape[2..]);
+    let (scale, bias) = (values::<f32>(req(ins, 1)?), values::<f32>(req(ins, 2)?));
+    let xv = values::<f32>(x);
+    let mut y = vec![0f32; xv.len()];
+    let count = inner as f64;
+    for ((xs, ys), (&s, &b)) in
+        xv.chunks_exact(inner).zip(y.chunks_exact_mut(inner)).zip(scale.iter().zip(&bias).cycle())
+    {
+        let mean = xs.iter().map(|&v| v as f64).sum::<f64>() / count;
+        let var = xs.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / count;
+        let a = s as f64 / (var + eps).sqrt();
+        for (o, &v) in ys.iter_mut().zip(xs) {
+            *o = ((v as f64 - mean) * a + b as f64) as f32;
+        }
+    }
+    store(first(outs)?, &y);
+    Ok(())
+}
+
+fn validate_lrn(a: &Attrs) -> Result<(), String> {
+    for name in ["alpha", "beta", "bias"] {
+        finite_attr(a, name, "LRN")?;
+    }
+    match a.get("size") {
+        None => Err("@onnx.LRN requires the attribute `size` (the number of channels to sum over)".into()),
+        Some(AttrValue::Int(s)) if *s < 1 => {
+            Err(format!("attribute `size` of @onnx.LRN must be at least 1, found {s}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn infer_lrn(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let x = input(ins, 0, "X")?;
+    check_dtype(x, 0, "X", F32)?;
+    if x.shape.len() < 2 {
+        return Err(format!("input 1 (X) must have rank ≥ 2 (N, C, D1, …), found rank {}", x.shape.len()));
+    }
+    Ok(vec![(x.dtype, x.shape.to_vec())])
+}
+
+fn lrn(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    prepare(ins, attrs, outs, validate_lrn, infer_lrn)?;
+    let x = req(ins, 0)?;
+    if x.numel() == 0 {
+        return Ok(());
+    }
+    let (alpha, beta, bias) = (attrs.float("alpha", 1e-4), attrs.float("beta", 0.75), attrs.float("bias", 1.0));
+    let size = attrs.int("size", 1).max(1) as u64;
+    let k = alpha / size as f64;
+    // The window of channel c is [c - floor((size-1)/2), c + ceil((size-1)/2)].
+    let before = ((size - 1) / 2) as usize;
+    let after = (size - 1) as usize - before;
+    let c = x.shape[1] as usize;
+    let inner = prod(&x.shape[2..]);
+    let xv = values::<f32>(x);
+    let mut y = vec![0f32; xv.len()];
+    let mut acc = vec![0f64; inner];
+    for (xb, yb) in xv.chunks_exact(c * inner).zip(y.chunks_exact_mut(c * inner)) {
+        for (ch, (xr, yr)) in xb.chunks_exact(inner).zip(yb.chunks_exact_mut(inner)).enumerate() {
+            acc.fill(0.0);
+            let (lo, hi) = (ch.saturating_sub(before), ch.saturating_add(after).min(c - 1));
+            for row in xb.chunks_exact(inner).skip(lo).take(hi + 1 - lo) {
+                for (a, &v) in acc.iter_mut().zip(row) {
+                    *a += v as f64 * v as f64;
+                }
+            }
+            for ((o, &v), &a) in yr.iter_mut().zip(xr).zip(&acc) {
+                *o = (v as f64 / (bias + k * a).powf(beta)) as f32;
+            }
+        }
+    }
+    store(first(outs)?, &y);
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::approx_constant, clippy::excessive_precision)]
+mod tests {
+    use super::*;
+
+    fn def(name: &str) -> &'static OpDef {
+        OPS.iter().find(|o| o.name == name).unwrap_or_else(|| panic!("no operator {name}"))
+    }
+
+    fn t(shape: &[i64], v: &[f32]) -> HostTensor {
+        HostTensor::from_f32(shape, v).unwrap()
+    }
+
+    fn ti32(shape: &[i64], v: &[i32]) -> HostTensor {
+        HostTensor::new(DType::I32, shape.to_vec(), v.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap()
+    }
+
+    fn ti64(shape: &[i64], v: &[i64]) -> HostTensor {
+        HostTensor::new(DType::I64, shape.to_vec(), v.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap()
+    }
+
+    fn tbool(shape: &[i64], v: &[bool]) -> HostTensor {
+        HostTensor::new(DType::Bool, shape.to_vec(), v.iter().map(|&b| b as u8).collect()).unwrap()
+    }
+
+    fn attrs(list: &[(&str, AttrValue)]) -> Attrs {
+        Attrs(list.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    }
+
+    fn int(v: i64) -> AttrValue {
+        AttrValue::Int(v)
+    }
+
+    fn float(v: f64) -> AttrValue {
+        AttrValue::Float(v)
+    }
+
+    /// Runs an operator the way the interpreter does: attribute check, inference with the
+    /// input values known, zeroed outputs, host kernel.
+    fn run(name: &str, ins: &[Option<&HostTensor>], a: &Attrs) -> Result<Vec<HostTensor>, String> {
+        let d = def(name);
+        d.check_attrs(a)?;
+        assert!((d.min_inputs..=d.max_inputs).contains(&ins.len()), "{name}: {} inputs", ins.len());
+        let inferred = (d.infer)(&infos(ins), a)?;
+        let mut outs: Vec<HostTensor> = inferred.iter().map(|(dt, s)| HostTensor::zeros(*dt, s).unwrap()).collect();
+        (d.host)(ins, a, &mut outs)?;
+        Ok(outs)
+    }
+
+    /// The first output for inputs that are all present.
+    fn run1(name: &str, ins: &[&HostTensor], a: &Attrs) -> HostTensor {
+        let ins: Vec<Option<&HostTensor>> = ins.iter().map(|&t| Some(t)).collect();
+        run(name, &ins, a).unwrap_or_else(|e| panic!("{name}: {e}")).remove(0)
+    }
+
+    fn err(name: &str, ins: &[Option<&HostTensor>], a: &Attrs) -> String {
+        match run(name, ins, a) {
+            Ok(_) => panic!("{name} succeeded; expected an error"),
+            Err(e) => e,
+        }
+    }
+
+    fn assert_close(got: &HostTensor, shape: &[i64], want: &[f32]) {
+        assert_eq!(got.dtype, DType::F32);
+        assert_eq!(got.shape, shape);
+        let g = values::<f32>(got);
+        assert_eq!(g.len(), want.len());
+        for (i, (&x, &w)) in g.iter().zip(want).enumerate() {
+            let ok = (x.is_nan() && w.is_nan()) || x == w || (x - w).abs() <= 1e-6 + 2e-6 * w.abs();
+            assert!(ok, "element {i}: got {x}, want {w}\n got {g:?}\nwant {want:?}");
+        }
+    }
+
+    const X8: [f32; 8] = [-3.0, -1.5, -0.5, 0.0, 0.25, 1.0, 2.5, 10.0];
+
+    #[test]
+    fn unary_activations_match_the_onnx_reference() {
+        let x = t(&[2, 4], &X8);
+        let none = Attrs::default();
+        #[rustfmt::skip]
+        let cases: &[(&str, Attrs, [f32; 8])] = &[
+            ("Sigmoid", none.clone(), [0.047425874, 0.18242553, 0.37754068, 0.5, 0.5621765, 0.7310586, 0.9241418, 0.9999546]),
+            ("Tanh", none.clone(), [-0.9950548, -0.9051482, -0.4621172, 0.0, 0.24491866, 0.7615942, 0.9866143, 1.0]),
+            ("Exp", none.clone(), [0.049787067, 0.22313015, 0.60653067, 1.0, 1.2840255, 2.718282, 12.182493, 22026.467]),
+            ("Softplus", none.clone(), [0.048587352, 0.20141329, 0.474077, 0.6931472, 0.8259394, 1.3132617, 2.5788898, 10.000046]),
+            ("Softsign", none.clone(), [-0.75, -0.6, -0.33333334, 0.0, 0.2, 0.5, 0.71428573, 0.90909094]),
+            ("Neg", none.clone(), [3.0, 1.5, 0.5, -0.0, -0.25, -1.0, -2.5, -10.0]),
+            ("Abs", none.clone(), [3.0, 1.5, 0.5, 0.0, 0.25, 1.0, 2.5, 10.0]),
+            ("Elu", attrs(&[("alpha", float(2.0))]), [-1.9004258, -1.5537397, -0.78693867, 0.0, 0.25, 1.0, 2.5, 10.0]),
+            ("Elu", none.clone(), [-0.9502129, -0.77686983, -0.39346933, 0.0, 0.25, 1.0, 2.5, 10.0]),
+            ("Selu", none.clone(), [-1.6705687, -1.3658143, -0.6917582, 0.0, 0.26267526, 1.050701, 2.6267526, 10.50701]),
+            ("LeakyRelu", none.clone(), [-0.03, -0.015, -0.005, 0.0, 0.25, 1.0, 2.5, 10.0]),
+            ("LeakyRelu", attrs(&[("alpha", float(0.5))]), [-1.5, -0.75, -0.25, 0.0, 0.25, 1.0, 2.5, 10.0]),
+            ("Clip", attrs(&[("min", float(-0.5)), ("max", float(0.5))]), [-0.5, -0.5, -0.5, 0.0, 0.25, 0.5, 0.5, 0.5]),
+            ("Clip", none.clone(), X8),
+            ("Identity", none.clone(), X8),
+        ];
+        for (name, a, want) in cases {
+            assert_close(&run1(name, &[&x], a), &[2, 4], want);
+        }
+        // Softplus stays finite where exp overflows; Sigmoid saturates without NaN.
+        let big = t(&[3], &[100.0, -100.0, f32::NAN]);
+        assert_close(&run1("Softplus", &[&big], &none), &[3], &[100.0, 0.0, f32::NAN]);
+        assert_close(&run1("Sigmoid", &[&big], &none), &[3], &[1.0, 0.0, f32::NAN]);
+        assert_close(
+            &run1("Sqrt", &[&t(&[5], &[0.0, 0.25, 2.0, 9.0, -1.0])], &none),
+            &[5],
+            &[0.0, 0.5, 1.4142135, 3.0, f32::NAN],
+        );
+    }
+
+    #[test]
+    fn neg_and_abs_handle_integers() {
+        let x = ti32(&[4], &[-3, 0, 5, i32::MIN]);
+        assert_eq!(run1("Neg", &[&x], &Attrs::default()), ti32(&[4], &[3, 0, -5, i32::MIN]));
+        assert_eq!(run1("Abs", &[&x], &Attrs::default()), ti32(&[4], &[3, 0, 5, i32::MIN]));
+        assert_eq!(run1("Abs", &[&ti64(&[2], &[-7, 7])], &Attrs::default()), ti64(&[2], &[7, 7]));
+        let e = err("Sigmoid", &[Some(&x)], &Attrs::default());
+        assert_eq!(e, "input 1 (X) must be f32, found i32");
+        let e = err("Neg", &[Some(&tbool(&[1], &[true]))], &Attrs::default());
+        assert_eq!(e, "input 1 (X) must be f32, i32 or i64, found bool");
+    }
+
+    #[test]
+    fn clip_takes_attributes_or_inputs() {
+        let x = t(&[2, 4], &X8);
+        let none = Attrs::default();
+        let lo = t(&[], &[0.1]);
+        let hi = t(&[1], &[1.0]);
+        let y = run("Clip", &[Some(&x), Some(&lo)], &none).unwrap();
+        assert_close(&y[0], &[2, 4], &[0.1, 0.1, 0.1, 0.1, 0.25, 1.0, 2.5, 10.0]);
+        let y = run("Clip", &[Some(&x), None, Some(&hi)], &none).unwrap();
+        assert_close(&y[0], &[2, 4], &[-3.0, -1.5, -0.5, 0.0, 0.25, 1.0, 1.0, 1.0]);
+        // min > max: everything becomes max (numpy.clip); NaN stays NaN.
+        let y = run1("Clip", &[&t(&[3], &[-5.0, 5.0, f32::NAN]), &t(&[], &[2.0]), &t(&[], &[1.0])], &none);
+        assert_close(&y, &[3], &[1.0, 1.0, f32::NAN]);
+        let both = attrs(&[("min", float(0.0))]);
+        assert_eq!(err("Clip", &[Some(&x), Some(&lo)], &both), "`min` is given both as an attribute and as input 2");
+        let e = err("Clip", &[Some(&x), Some(&t(&[2], &[0.0, 1.0]))], &none);
+        assert_eq!(e, "input 2 (min) must be a scalar (one element), found shape [2]");
+        let e = def("Clip").check_attrs(&attrs(&[("max", float(f64::NAN))])).unwrap_err();
+        assert_eq!(e, "attribute `max` of @onnx.Clip must not be NaN");
+    }
+
+    #[test]
+    fn binary_arithmetic_broadcasts() {
+        let none = Attrs::default();
+        let a = t(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let b = t(&[3], &[0.5, 2.0, -1.0]);
+        let pow = run1("Pow", &[&a, &t(&[3], &[2.0, 0.5, -1.0])], &none);
+        assert_close(&pow, &[2, 3], &[1.0, 1.4142135, 0.33333334, 16.0, 2.236068, 0.16666667]);
+        assert_close(&run1("Sub", &[&a, &b], &none), &[2, 3], &[0.5, 0.0, 4.0, 3.5, 3.0, 7.0]);
+        let mul = run1("Mul", &[&a, &t(&[2, 1], &[10.0, 20.0])], &none);
+        assert_close(&mul, &[2, 3], &[10.0, 20.0, 30.0, 80.0, 100.0, 120.0]);
+        assert_close(&run1("Div", &[&a, &b], &none), &[2, 3], &[2.0, 1.0, -3.0, 8.0, 2.5, -6.0]);
+        // Scalar on the left.
+        assert_close(&run1("Sub", &[&t(&[], &[1.0]), &b], &none), &[3], &[0.5, -1.0, 2.0]);
+    }
+
+    #[test]
+    fn integer_arithmetic_truncates_and_rejects_division_by_zero() {
+        let none = Attrs::default();
+        let a = ti32(&[4], &[7, -7, 9, -9]);
+        assert_eq!(run1("Div", &[&a, &ti32(&[4], &[2, 2, -4, -4])], &none), ti32(&[4], &[3, -3, -2, 2]));
+        assert_eq!(run1("Sub", &[&a, &ti32(&[1], &[1])], &none), ti32(&[4], &[6, -8, 8, -10]));
+        let big = ti64(&[2, 1], &[3, i64::MAX]);
+        assert_eq!(run1("Mul", &[&big, &ti64(&[2], &[2, -1])], &none), ti64(&[2, 2], &[6, -3, -2, -i64::MAX]));
+        assert_eq!(run1("Div", &[&ti64(&[1], &[i64::MIN]), &ti64(&[1], &[-1])], &none), ti64(&[1], &[i64::MIN]));
+        let e = err("Div", &[Some(&a), Some(&ti32(&[2, 1], &[1, 0]))], &none);
+        assert_eq!(e, "integer division by zero (input 2 has a zero element)");
+        // Float division by zero follows IEEE.
+        assert_close(&run1("Div", &[&t(&[2], &[1.0, 0.0]), &t(&[1], &[0.0])], &none), &[2], &[f32::INFINITY, f32::NAN]);
+    }
+
+    #[test]
+    fn binary_arithmetic_errors() {
+        let none = Attrs::default();
+        let a = t(&[2, 3], &[0.0; 6]);
+        let e = err("Sub", &[Some(&a), Some(&t(&[2], &[0.0; 2]))], &none);
+        assert_eq!(e, "shapes [2, 3] and [2] do not broadcast (dimension 1: 3 vs 2)");
+        let e = err("Mul", &[Some(&a), Some(&ti32(&[1], &[1]))], &none);
+        assert_eq!(e, "inputs 1 and 2 must have the same dtype, found f32 and i32");
+        let e = err("Pow", &[Some(&ti64(&[1], &[2])), Some(&ti64(&[1], &[2]))], &none);
+        assert_eq!(e, "input 1 (A) must be f32, found i64");
+        let e = err("Div", &[Some(&tbool(&[1], &[true])), Some(&tbool(&[1], &[true]))], &none);
+        assert_eq!(e, "input 1 (A) must be f32, f64, i32 or i64, found bool");
+        let mut outs = vec![HostTensor::zeros(DType::F32, &[2, 3]).unwrap()];
+        let e = (def("Sub").host)(&[Some(&a)], &none, &mut outs).unwrap_err();
+        assert_eq!(e, "input 2 (B) is required");
+        let e = def("Mul").check_attrs(&attrs(&[("broadcast", int(2))])).unwrap_err();
+        assert_eq!(e, "attribute `broadcast` of @onnx.Mul must be 0 or 1, found 2");
+        let e = def("Sub").check_attrs(&attrs(&[("alpha", float(1.0))])).unwrap_err();
+        assert!(e.contains("has no attribute `alpha`"), "{e}");
+    }
+
+    #[test]
+    fn opset6_broadcast_axis_aligns_b() {
+        let a: Vec<f32> = (0..12).map(|v| v as f32).collect();
+        let a = t(&[2, 3, 2], &a);
+        let b = t(&[3], &[1.0, 10.0, 100.0]);
+        let legacy = attrs(&[("broadcast", int(1)), ("axis", int(1))]);
+        let y = run1("Mul", &[&a, &b], &legacy);
+        let want: Vec<f32> = (0..12).map(|i| i as f32 * [1.0, 10.0, 100.0][(i / 2) % 3]).collect();
+        assert_close(&y, &[2, 3, 2], &want);
+        // Negative axis counts from A's rank; axis 0 with B [2, 3] lines up with A's first dims.
+        let y = run1(
+            "Sub",
+            &[&a, &t(&[2, 3], &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0])],
+            &attrs(&[("broadcast", int(1)), ("axis", int(-3))]),
+        );
+        let want: Vec<f32> = (0..12).map(|i| i as f32 - (i / 2) as f32).collect();
+        assert_close(&y, &[2, 3, 2], &want);
+        // Without broadcast = 1 the axis is ignored and numpy rules apply.
+        let e = err("Mul", &[Some(&a), Some(&b)], &attrs(&[("axis", int(1))]));
+        assert!(e.contains("do not broadcast"), "{e}");
+        let e = err("Mul", &[Some(&a), Some(&b)], &attrs(&[("broadcast", int(1)), ("axis", int(2))]));
+        assert_eq!(e, "shapes [2, 3, 2] and [3] do not broadcast (dimension 2: 2 vs 3)");
+        let e = err("Mul", &[Some(&a), Some(&b)], &attrs(&[("broadcast", int(1)), ("axis", int(3))]));
+        assert_eq!(e, "axis 3 is out of range: B (rank 1) placed at axis 3 does not fit in A's rank 3");
+    }
+
+    /// The broadcast kernel against a direct per-element evaluation.
+    #[test]
+    fn broadcast_map_matches_naive_indexing() {
+        let shapes: &[(&[i64], &[i64])] = &[
+            (&[2, 1, 4], &[3, 1]),
+            (&[1, 3, 1, 5], &[2, 1, 4, 1]),
+            (&[4], &[2, 3, 4]),
+            (&[2, 3], &[2, 3]),
+            (&[], &[2, 2]),
+            (&[3, 1, 1], &[1, 1, 5]),
+            (&[2, 3, 4, 5], &[3, 1, 1]),
+            (&[2, 1, 3, 1], &[1, 4, 1, 2]),
+            (&[1, 1], &[1]),
+            (&[0, 3], &[1, 3]),
+        ];
+        for &(ash, bsh) in shapes {
+            let out = broadcast(ash, bsh).unwrap();
+            let na = numel(ash).unwrap() as i64;
+            let nb = numel(bsh).unwrap() as i64;
+            let a: Vec<i64> = (0..na).collect();
+            let b: Vec<i64> = (0..nb).collect();
+            let got = broadcast_map(&a, ash, &b, bsh, &out, |x, y| x * 1000 + y);
+            let n = numel(&out).unwrap() as usize;
+            let (sa, sb) = (broadcast_strides(ash, &out), broadcast_strides(bsh, &out));
+            let mut want = Vec::new();
+            for flat in 0..n {
+                let (mut rem, mut ia, mut ib) = (flat, 0, 0);
+                for d in (0..out.len()).rev() {
+                    let i = rem % out[d] as usize;
+                    rem /= out[d] as usize;
+                    ia += i * sa[d];
+                    ib += i * sb[d];
+                }
+                want.push(a[ia] * 1000 + b[ib]);
+            }
+            assert_eq!(got, want, "{ash:?} with {bsh:?}");
+        }
+    }
+
+    #[test]
+    fn variadic_max_min_sum() {
+        let none = Attrs::default();
+        let a = t(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let b = t(&[3], &[0.5, 2.0, -1.0]);
+        let c = t(&[1, 1], &[4.0]);
+        assert_close(&run1("Max", &[&a, &b, &c], &none), &[2, 3], &[4.0, 4.0, 4.0, 4.0, 5.0, 6.0]);
+        assert_close(&run1("Min", &[&a, &b, &c], &none), &[2, 3], &[0.5, 2.0, -1.0, 0.5, 2.0, -1.0]);
+        assert_close(&run1("Sum", &[&a, &b, &c], &none), &[2, 3], &[5.5, 8.0, 6.0, 8.5, 11.0, 9.0]);
+        assert_close(&run1("Sum", &[&b], &none), &[3], &[0.5, 2.0, -1.0]);
+        // NaN propagates like numpy.maximum / numpy.minimum.
+        let n = t(&[2], &[f32::NAN, 1.0]);
+        let m = t(&[2], &[0.0, f32::NAN]);
+        assert_close(&run1("Max", &[&n, &m], &none), &[2], &[f32::NAN, f32::NAN]);
+        assert_close(&run1("Min", &[&n, &m], &none), &[2], &[f32::NAN, f32::NAN]);
+        let i = ti32(&[3], &[1, -5, 7]);
+        assert_eq!(run1("Max", &[&i, &ti32(&[], &[0])], &none), ti32(&[3], &[1, 0, 7]));
+        assert_eq!(run1("Sum", &[&i, &i, &i], &none), ti32(&[3], &[3, -15, 21]));
+        // Sixty-four inputs.
+        let many: Vec<&HostTensor> = std::iter::repeat_n(&b, 64).collect();
+        assert_close(&run1("Sum", &many, &none), &[3], &[32.0, 128.0, -64.0]);
+        let e = err("Max", &[Some(&a), Some(&i)], &none);
+        assert_eq!(e, "input 2 is i32, but input 1 is f32: all inputs must have one dtype");
+        let e = err("Sum", &[Some(&a), Some(&b), Some(&t(&[2], &[0.0; 2]))], &none);
+        assert_eq!(e, "input 3: shapes [2, 3] and [2] do not broadcast (dimension 1: 3 vs 2)");
+        assert_eq!(err("Min", &[Some(&a), None], &none), "input 2 (data_1) is required");
+    }
+
+    #[test]
+    fn prelu_broadcasts_slope_and_accepts_opset6_channels() {
+        let none = Attrs::default();
+        let xv: Vec<f32> = (0..24).map(|v| (v as f32 - 10.0) / 4.0).collect();
+        let x = t(&[2, 3, 4], &xv);
+        #[rustfmt::skip]
+        let per_channel = [-0.25, -0.225, -0.2, -0.175, -0.3, -0.25, -0.2, -0.15, -0.15, -0.075, 0.0, 0.25,
+            0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0, 3.25];
+        #[rustfmt::skip]
+        let per_last = [-0.25, -0.45, -0.6, -0.7, -0.15, -0.25, -0.3, -0.3, -0.05, -0.05, 0.0, 0.25,
+            0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0, 3.25];
+        let s31 = t(&[3, 1], &[0.1, 0.2, 0.3]);
+        assert_close(&run1("PRelu", &[&x, &s31], &none), &[2, 3, 4], &per_channel);
+        assert_close(&run1("PRelu", &[&x, &t(&[4], &[0.1, 0.2, 0.3, 0.4])], &none), &[2, 3, 4], &per_last);
+        // Opset 6: a 1-D slope with the channel count applies per channel.
+        let s3 = t(&[3], &[0.1, 0.2, 0.3]);
+        assert_close(&run1("PRelu", &[&x, &s3], &none), &[2, 3, 4], &per_channel);
+        // Ambiguous [2, 3, 3] with slope [3]: numpy (last axis) by default, channels for opset 6.
+        let x3 = t(&[1, 3, 3], &[-1.0; 9]);
+        let y = run1("PRelu", &[&x3, &s3], &none);
+        assert_close(&y, &[1, 3, 3], &[-0.1, -0.2, -0.3, -0.1, -0.2, -0.3, -0.1, -0.2, -0.3]);
+        let y = run1("PRelu", &[&x3, &s3], &attrs(&[("onnx_opset", int(6))]));
+        assert_close(&y, &[1, 3, 3], &[-0.1, -0.1, -0.1, -0.2, -0.2, -0.2, -0.3, -0.3, -0.3]);
+        let e = err("PRelu", &[Some(&x), Some(&t(&[5], &[0.0; 5]))], &none);
+        assert!(e.starts_with("slope of shape [5] does not broadcast to X of shape [2, 3, 4]"), "{e}");
+        // Slope must not grow the output.
+        let e = err("PRelu", &[Some(&t(&[4], &[0.0; 4])), Some(&t(&[2, 4], &[0.0; 8]))], &none);
+        assert!(e.starts_with("slope of shape [2, 4] does not broadcast"), "{e}");
+        let e = def("PRelu").check_attrs(&attrs(&[("onnx_opset", int(0))])).unwrap_err();
+        assert_eq!(e, "attribute `onnx_opset` of @onnx.PRelu must be a positive opset version, found 0");
+    }
+
+    #[test]
+    fn dropout_is_a_copy_with_an_all_true_mask() {
+        let x = t(&[2, 2], &[1.0, -2.0, 3.0, -4.0]);
+        let a = attrs(&[("ratio", float(0.3)), ("seed", int(7))]);
+        let outs = run("Dropout", &[Some(&x)], &a).unwrap();
+        assert_eq!(outs[0], x);
+        assert_eq!(outs[1], tbool(&[2, 2], &[true; 4]));
+        let off = tbool(&[], &[false]);
+        let ratio = t(&[], &[0.5]);
+        let outs = run("Dropout", &[Some(&x), Some(&ratio), Some(&off)], &Attrs::default()).unwrap();
+        assert_eq!(outs[0], x);
+        let on = tbool(&[], &[true]);
+        let e = err("Dropout", &[Some(&x), None, Some(&on)], &Attrs::default());
+        assert_eq!(e, "training_mode is true, but only inference is supported (Dropout copies its input)");
+        let e = def("Dropout").check_attrs(&attrs(&[("ratio", float(1.5))])).unwrap_err();
+        assert_eq!(e, "attribute `ratio` of @onnx.Dropout must be in [0, 1), found 1.5");
+        let e = err("Dropout", &[Some(&ti32(&[1], &[1]))], &Attrs::default());
+        assert_eq!(e, "input 1 (data) must be f32, f16 or f64, found i32");
+        // Only the first output may be asked for.
+        let mut one = vec![HostTensor::zeros(DType::F32, &[2, 2]).unwrap()];
+        (def("Dropout").host)(&[Some(&x)], &Attrs::default(), &mut one).unwrap();
+        assert_eq!(one[0], x);
+    }
+
+    #[test]
+    fn identity_copies_any_dtype() {
+        let x = ti64(&[3], &[1, -2, i64::MAX]);
+        assert_eq!(run1("Identity", &[&x], &Attrs::default()), x);
+        let b = tbool(&[2, 1], &[true, false]);
+        assert_eq!(run1("Identity", &[&b], &Attrs::default()), b);
+    }
+
+    fn softmax_input() -> HostTensor {
+        t(&[1, 3, 4], &[1.0, 2.0, 3.0, 4.0, -1.0, 0.0, 1.0, 100.0, 0.5, 0.5, -2.0, 3.0])
+    }
+
+    #[test]
+    fn softmax_opset13_normalizes_along_one_axis() {
+        let x = softmax_input();
+        #[rustfmt::skip]
+        let axis1 = [0.574097, 0.73612475, 0.8756006, 2.0304815e-42, 0.07769558, 0.09962365, 0.11849965, 1.0,
+            0.3482074, 0.16425163, 0.0058997497, 7.4689208e-43];
+        assert_close(&run1("Softmax", &[&x], &attrs(&[("axis", int(1))])), &[1, 3, 4], &axis1);
+        assert_close(
+            &run1("Softmax", &[&x], &attrs(&[("axis", int(-2)), ("onnx_opset", int(13))])),
+            &[1, 3, 4],
+            &axis1,
+        );
+        #[rustfmt::skip]
+        let last = [0.032058604, 0.08714432, 0.2368828, 0.6439143, 1.4012985e-44, 3.783506e-44, 1.0089349e-43, 1.0,
+            0.07010372, 0.07010372, 0.005754463, 0.85403806];
+        assert_close(&run1("Softmax", &[&x], &Attrs::default()), &[1, 3, 4], &last);
+        #[rustfmt::skip]
+        let log1 = [-0.55495697, -0.3063557, -0.13284525, -96.0, -2.554957, -2.3063557, -2.1328452, 0.0,
+            -1.054957, -1.8063557, -5.1328454, -97.0];
+        assert_close(&run1("LogSoftmax", &[&x], &attrs(&[("axis", int(1))])), &[1, 3, 4], &log1);
+        #[rustfmt::skip]
+        let loglast = [-3.4401896, -2.4401896, -1.4401897, -0.44018966, -101.0, -100.0, -99.0, 0.0,
+            -2.6577795, -2.6577795, -5.1577797, -0.15777947];
+        assert_close(&run1("LogSoftmax", &[&x], &Attrs::default()), &[1, 3, 4], &loglast);
+        // Large values do not overflow.
+        let big = t(&[2], &[1000.0, 0.0]);
+        assert_close(&run1("Softmax", &[&big], &Attrs::default()), &[2], &[1.0, 0.0]);
+        assert_close(&run1("LogSoftmax", &[&big], &Attrs::default()), &[2], &[0.0, -1000.0]);
+    }
+
+    #[test]
+    fn softmax_before_opset13_coerces_to_2d() {
+        let xv: Vec<f32> = (0..12).map(|v| (v as f32 - 5.0) / 4.0).collect();
+        let x = t(&[2, 2, 3], &xv);
+        let row = [0.081576906, 0.10474682, 0.13449758, 0.1726983, 0.22174902, 0.2847314];
+        let both: Vec<f32> = row.iter().chain(&row).copied().collect();
+        // Default axis 1 for opset < 13: rows of 2 × 3 elements.
+        let y = run1("Softmax", &[&x], &attrs(&[("onnx_opset", int(11))]));
+        assert_close(&y, &[2, 2, 3], &both);
+        let lrow = [-2.5062091, -2.2562091, -2.0062091, -1.7562091, -1.5062091, -1.2562091];
+        let lboth: Vec<f32> = lrow.iter().chain(&lrow).copied().collect();
+        let y = run1("LogSoftmax", &[&x], &attrs(&[("onnx_opset", int(6)), ("axis", int(1))]));
+        assert_close(&y, &[2, 2, 3], &lboth);
+        #[rustfmt::skip]
+        let all = [0.01488171, 0.019108493, 0.024535792, 0.031504579, 0.04045268, 0.05194227, 0.0666952, 0.08563832,
+            0.109961785, 0.14119373, 0.18129633, 0.2327891];
+        let y = run1("Softmax", &[&x], &attrs(&[("onnx_opset", int(12)), ("axis", int(0))]));
+        assert_close(&y, &[2, 2, 3], &all);
+    }
+
+    #[test]
+    fn softmax_errors() {
+        let x = t(&[2, 3], &[0.0; 6]);
+        assert_eq!(err("Softmax", &[Some(&x)], &attrs(&[("axis", int(2))])), "axis 2 is out of range for rank 2");
+        assert_eq!(err("LogSoftmax", &[Some(&x)], &attrs(&[("axis", int(-3))])), "axis -3 is out of range for rank 2");
+        assert_eq!(err("Softmax", &[Some(&t(&[], &[1.0]))], &Attrs::default()), "axis -1 is out of range for rank 0");
+        // The opset < 13 default axis 1 needs rank 2.
+        let e = err("Softmax", &[Some(&t(&[3], &[0.0; 3]))], &attrs(&[("onnx_opset", int(11))]));
+        assert_eq!(e, "axis 1 is out of range for rank 1");
+        assert_eq!(
+            err("Softmax", &[Some(&ti32(&[1], &[0]))], &Attrs::default()),
+            "input 1 (input) must be f32, found i32"
+        );
+        let e = def("LogSoftmax").check_attrs(&attrs(&[("onnx_opset", int(-1))])).unwrap_err();
+        assert_eq!(e, "attribute `onnx_opset` of @onnx.LogSoftmax must be a positive opset version, found -1");
+        let e = def("Softmax").check_attrs(&attrs(&[("axis", float(1.0))])).unwrap_err();
+        assert_eq!(e, "attribute `axis` of @onnx.Softmax must be an integer, found the float 1.0");
+    }
+
+    fn reduce_input() -> HostTensor {
+        let v: Vec<f32> = (0..24).map(|v| v as f32 * 0.5 - 3.0).collect();
+        t(&[2, 3, 4], &v)
+    }
+
+    #[test]
+    fn reductions_over_axes() {
+        let x = reduce_input();
+        let y = run1("ReduceMean", &[&x], &attrs(&[("axes", AttrValue::Ints(vec![0, 2]))]));
+        assert_close(&y, &[1, 3, 1], &[0.75, 2.75, 4.75]);
+        let y = run1("ReduceMean", &[&x], &attrs(&[("axes", AttrValue::Ints(vec![-2])), ("keepdims", int(0))]));
+        assert_close(&y, &[2, 4], &[-1.0, -0.5, 0.0, 0.5, 5.0, 5.5, 6.0, 6.5]);
+        assert_close(&run1("ReduceMean", &[&x], &attrs(&[("keepdims", int(0))])), &[], &[2.75]);
+        assert_close(&run1("ReduceMean", &[&x], &Attrs::default()), &[1, 1, 1], &[2.75]);
+        // Opset 13 ReduceSum: axes as input 2.
+        let y = run1("ReduceSum", &[&x, &ti64(&[1], &[2])], &attrs(&[("keepdims", int(0))]));
+        assert_close(&y, &[2, 3], &[-9.0, -1.0, 7.0, 15.0, 23.0, 31.0]);
+        let y = run1("ReduceSum", &[&x], &attrs(&[("axes", AttrValue::Ints(vec![1, 0]))]));
+        assert_close(&y, &[1, 1, 4], &[12.0, 15.0, 18.0, 21.0]);
+        let y = run1("ReduceSum", &[&x, &ti64(&[2], &[0, 2])], &Attrs::default());
+        assert_close(&y, &[1, 3, 1], &[6.0, 22.0, 38.0]);
+        // Integers.
+        let i = ti64(&[2, 3], &[0, 1, 2, 3, 4, 5]);
+        assert_eq!(run1("ReduceSum", &[&i, &ti64(&[1], &[0])], &Attrs::default()), ti64(&[1, 3], &[3, 5, 7]));
+        assert_eq!(run1("ReduceSum", &[&ti32(&[2, 2], &[1, 2, 3, 4])], &Attrs::default()), ti32(&[1, 1], &[10]));
+        // Empty axes: reduce everything, or nothing with noop_with_empty_axes.
+        let empty = ti64(&[0], &[]);
+        assert_close(&run1("ReduceSum", &[&x, &empty], &attrs(&[("keepdims", int(0))])), &[], &[66.0]);
+        let noop = attrs(&[("noop_with_empty_axes", int(1))]);
+        assert_eq!(run("ReduceSum", &[Some(&x), Some(&empty)], &noop).unwrap()[0], x);
+        assert_eq!(run("ReduceMean", &[Some(&x)], &noop).unwrap()[0], x);
+        // Size-1 dimensions interleaved with reduced ones.
+        let z = t(&[1, 2, 1, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let y = run1("ReduceMean", &[&z], &attrs(&[("axes", AttrValue::Ints(vec![1, 2])), ("keepdims", int(0))]));
+        assert_close(&y, &[1, 3], &[2.5, 3.5, 4.5]);
+        // Reducing an empty dimension: sums are 0, means NaN.
+        let e = t(&[2, 0], &[]);
+        assert_close(&run1("ReduceSum", &[&e], &attrs(&[("axes", AttrValue::Ints(vec![1]))])), &[2, 1], &[0.0, 0.0]);
+        let y = run1("ReduceMean", &[&e], &attrs(&[("axes", AttrValue::Ints(vec![1]))]));
+        assert_close(&y, &[2, 1], &[f32::NAN, f32::NAN]);
+    }
+
+    #[test]
+    fn reduction_errors() {
+        let x = reduce_input();
+        let axes = |v: Vec<i64>| attrs(&[("axes", AttrValue::Ints(v))]);
+        assert_eq!(err("ReduceMean", &[Some(&x)], &axes(vec![3])), "axis 3 is out of range for rank 3");
+        assert_eq!(
+            err("ReduceSum", &[Some(&x)], &axes(vec![-1, 2])),
+            "axis 2 is listed twice (axes [-1, 2] for rank 3)"
+        );
+        let e = def("ReduceSum").check_attrs(&axes(vec![1, 1])).unwrap_err();
+        assert_eq!(e, "attribute `axes` of @onnx.ReduceSum lists axis 1 twice");
+        let e = def("ReduceMean").check_attrs(&attrs(&[("keepdims", int(2))])).unwrap_err();
+        assert_eq!(e, "attribute `keepdims` of @onnx.ReduceMean must be 0 or 1, found 2");
+        let e = err("ReduceSum", &[Some(&x), Some(&ti64(&[1], &[0]))], &axes(vec![0]));
+        assert_eq!(e, "axes are given both as the `axes` attribute and as input 2");
+        let e = err("ReduceSum", &[Some(&x), Some(&t(&[1], &[0.0]))], &Attrs::default());
+        assert_eq!(e, "input 2 (axes) must be i64 or i32, found f32");
+        let e = err("ReduceSum", &[Some(&x), Some(&ti64(&[1, 1], &[0]))], &Attrs::default());
+        assert_eq!(e, "input 2 (axes) must be 1-D, found shape [1, 1]");
+        let e = err("ReduceMean", &[Some(&ti32(&[1], &[0]))], &Attrs::default());
+        assert_eq!(e, "input 1 (data) must be f32, found i32");
+        // Static inference without the axes' value.
+        let shape = [2i64, 3, 4];
+        let axes_shape = [1i64];
+        let ins = [
+            Some(TensorInfo { dtype: DType::F32, shape: &shape, value: None }),
+            Some(TensorInfo { dtype: DType::I64, shape: &axes_shape, value: None }),
+        ];
+        let e = (def("ReduceSum").infer)(&ins, &Attrs::default()).unwrap_err();
+        assert_eq!(e, "input 2 (axes) must be a constant: its value decides the output shape");
+        assert_eq!((def("ReduceSum").infer)(&ins[..1], &axes(vec![1])).unwrap(), vec![(DType::F32, vec![2, 1, 4])]);
+    }
+
+    fn norm_input() -> HostTensor {
+        let v: Vec<f32> = (0..24).map(|v| (v as f32 - 12.0) / 5.0).collect();
+        t(&[2, 3, 2, 2], &v)
+    }
+
+    #[test]
+    fn batch_normalization_inference() {
+        let x = norm_input();
+        let (sc, b) = (t(&[3], &[1.0, 0.5, -2.0]), t(&[3], &[0.0, 1.0, 0.25]));
+        let (mean, var) = (t(&[3], &[0.5, -1.0, 2.0]), t(&[3], &[1.0, 4.0, 0.25]));
+        #[rustfmt::skip]
+        let want = [-2.8985512, -2.698651, -2.498751, -2.2988508, 0.85001874, 0.9000125, 0.95000625, 1.0,
+            11.427668, 10.629262, 9.830858, 9.0324535, -0.4997502, -0.29985014, -0.09995004, 0.09995007,
+            1.4499438, 1.4999375, 1.5499313, 1.599925, 1.8468095, 1.0484049, 0.25, -0.548405];
+        let a = attrs(&[("epsilon", float(1e-3)), ("momentum", float(0.9)), ("is_test", int(1)), ("spatial", int(1))]);
+        assert_close(&run1("BatchNormalization", &[&x, &sc, &b, &mean, &var], &a), &[2, 3, 2, 2], &want);
+        // spatial = 0: one parameter per C × H × W element.
+        let x2 = t(&[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+        let p = |v: [f32; 2]| t(&[2], &v);
+        let a = attrs(&[("spatial", int(0)), ("epsilon", float(0.0))]);
+        let y = run1("BatchNormalization", &[&x2, &p([2.0, 1.0]), &p([0.0, 1.0]), &p([1.0, 0.0]), &p([1.0, 4.0])], &a);
+        assert_close(&y, &[2, 2], &[0.0, 2.0, 4.0, 3.0]);
+        // 1-D input: one channel.
+        let one = t(&[1], &[2.0]);
+        let y = run1(
+            "BatchNormalization",
+            &[&t(&[3], &[1.0, 2.0, 3.0]), &one, &one, &one, &t(&[1], &[1.0])],
+            &Attrs::default(),
+        );
+        let d = (2.0 / 1.00001f64.sqrt()) as f32;
+        assert_close(&y, &[3], &[2.0 - d, 2.0, 2.0 + d]);
+    }
+
+    #[test]
+    fn batch_normalization_errors() {
+        let x = norm_input();
+        let p3 = t(&[3], &[1.0; 3]);
+        let p4 = t(&[4], &[1.0; 4]);
+        let e = err("BatchNormalization", &[Some(&x), Some(&p4), Some(&p3), Some(&p3), Some(&p3)], &Attrs::default());
+        assert_eq!(e, "input 2 (scale) has 4 elements, expected 3 (the channel count)");
+        let e = err(
+            "BatchNormalization",
+            &[Some(&x), Some(&p3), Some(&p3), Some(&p3), Some(&p4)],
+            &attrs(&[("spatial", int(0))]),
+        );
+        assert_eq!(
+            e,
+            "input 2 (scale) has 3 elements, expected 12 (the product of X's dimensions after the first, as spatial = 0)"
+        );
+        let e = def("BatchNormalization").check_attrs(&attrs(&[("training_mode", int(1))])).unwrap_err();
+        assert_eq!(e, "@onnx.BatchNormalization supports inference only: `training_mode` must be 0");
+        let e = def("BatchNormalization").check_attrs(&attrs(&[("epsilon", float(-1.0))])).unwrap_err();
+        assert_eq!(e, "attribute `epsilon` of @onnx.BatchNormalization must be finite and ≥ 0, found -1");
+        let s = t(&[], &[1.0]);
+        let e = err("BatchNormalization", &[Some(&s), Some(&s), Some(&s), Some(&s), Some(&s)], &Attrs::default());
+        assert_eq!(e, "input 1 (X) must have rank ≥ 1 (N, C, D1, …), found a scalar");
+        let i = ti64(&[3], &[1; 3]);
+        let e = err("BatchNormalization", &[Some(&x), Some(&p3), Some(&p3), Some(&i), Some(&p3)], &Attrs::default());
+        assert_eq!(e, "input 4 (mean) must be f32, found i64");
+    }
+
+    #[test]
+    fn instance_normalization() {
+        let x = norm_input();
+        let (sc, b) = (t(&[3], &[1.0, 0.5, -2.0]), t(&[3], &[0.0, 1.0, 0.25]));
+        #[rustfmt::skip]
+        let want = [-1.341506, -0.4471683, 0.4471694, 1.341507, 0.32924652, 0.7764155, 1.2235842, 1.6707532,
+            2.9330134, 1.1443379, -0.6443377, -2.4330134, -1.3415067, -0.4471689, 0.44716886, 1.3415067,
+            0.32924664, 0.77641547, 1.2235845, 1.6707532, 2.933014, 1.1443391, -0.6443369, -2.4330127];
+        assert_close(&run1("InstanceNormalization", &[&x, &sc, &b], &Attrs::default()), &[2, 3, 2, 2], &want);
+        let e = err("InstanceNormalization", &[Some(&x), Some(&t(&[2], &[1.0; 2])), Some(&b)], &Attrs::default());
+        assert_eq!(e, "input 2 (scale) has shape [2], expected [3] (the channel count)");
+        let e = err("InstanceNormalization", &[Some(&t(&[2, 3], &[0.0; 6])), Some(&sc), Some(&b)], &Attrs::default());
+        assert_eq!(e, "input 1 (input) must have rank ≥ 3 (N, C, D1, …), found rank 2");
+        let e = def("InstanceNormalization").check_attrs(&attrs(&[("epsilon", float(f64::INFINITY))])).unwrap_err();
+        assert_eq!(e, "attribute `epsilon` of @onnx.InstanceNormalization must be finite and ≥ 0, found inf");
+    }
+
+    #[test]
+    fn lrn_sums_squares_over_neighbouring_channels() {
+        let v: Vec<f32> = (0..20).map(|v| (v as f32 - 9.0) / 3.0).collect();
+        let x = t(&[2, 5, 2, 1], &v);
+        #[rustfmt::skip]
+        let size3 = [-1.1961983, -1.2151321, -0.84559494, -0.8462304, -0.82909375, -0.781969, -0.6874685, -0.52635688,
+            -0.29345337, 0.0, 0.29345337, 0.52635688, 0.6874685, 0.781969, 0.82909375, 0.8462304, 0.84559494, 0.8349083,
+            1.1961983, 1.1703929];
+        let a = attrs(&[("size", int(3)), ("alpha", float(0.5)), ("beta", float(0.75)), ("bias", float(1.0))]);
+        assert_close(&run1("LRN", &[&x], &a), &[2, 5, 2, 1], &size3);
+        // An even size looks one channel further ahead than behind.
+        #[rustfmt::skip]
+        let size4 = [-1.924281, -1.7499146, -1.4890246, -1.3093073, -1.1152493, -0.90815324, -0.6905224, -0.46499056,
+            -0.2340823, 0.0, 0.23017414, 0.4540766, 0.6691496, 0.8728716, 1.0635891, 1.2403474, 1.4966629, 1.6681154,
+            1.9523741, 2.1271782];
+        let a = attrs(&[("size", int(4)), ("alpha", float(0.1)), ("beta", float(0.5)), ("bias", float(2.0))]);
+        assert_close(&run1("LRN", &[&x], &a), &[2, 5, 2, 1], &size4);
+        let e = def("LRN").check_attrs(&Attrs::default()).unwrap_err();
+        assert_eq!(e, "@onnx.LRN requires the attribute `size` (the number of channels to sum over)");
+        let e = def("LRN").check_attrs(&attrs(&[("size", int(0))])).unwrap_err();
+        assert_eq!(e, "attribute `size` of @onnx.LRN must be at least 1, found 0");
+        let e = def("LRN").check_attrs(&attrs(&[("size", int(3)), ("beta", float(f64::NAN))])).unwrap_err();
+        assert_eq!(e, "attribute `beta` of @onnx.LRN must be finite, found NaN");
+        let e = err("LRN", &[Some(&t(&[3], &[0.0; 3]))], &attrs(&[("size", int(3))]));
+        assert_eq!(e, "input 1 (X) must have rank ≥ 2 (N, C, D1, …), found rank 1");
+    }
+
+    #[test]
+    fn attribute_validation() {
+        let cases: &[(&str, Attrs, &str)] = &[
+            (
+                "LeakyRelu",
+                attrs(&[("alpha", float(f64::INFINITY))]),
+                "attribute `alpha` of @onnx.LeakyRelu must be finite, found inf",
+            ),
+            ("Elu", attrs(&[("alpha", float(f64::NAN))]), "attribute `alpha` of @onnx.Elu must be finite, found NaN"),
+            (
+                "Selu",
+                attrs(&[("gamma", float(f64::NEG_INFINITY))]),
+                "attribute `gamma` of @onnx.Selu must be finite, found -inf",
+            ),
+            ("Sigmoid", attrs(&[("alpha", float(1.0))]), "@onnx.Sigmoid takes no attributes, found `alpha`"),
+            ("Dropout", attrs(&[("is_test", int(3))]), "attribute `is_test` of @onnx.Dropout must be 0 or 1, found 3"),
+            (
+                "BatchNormalization",
+                attrs(&[("spatial", int(-1))]),
+                "attribute `spatial` of @onnx.BatchNormalization must be 0 or 1, found -1",
+            ),
+            (
+                "LRN",
+                attrs(&[("size", float(3.0))]),
+                "attribute `size` of @onnx.LRN must be an integer, found the float 3.0",
+            ),
+        ];
+        for (name, a, want) in cases {
+            assert_eq!(def(name).check_attrs(a).unwrap_err(), *want, "{name}");
+        }
+        // Integer literals are accepted for float attributes.
+        def("LeakyRelu").check_attrs(&attrs(&[("alpha", int(1))])).unwrap();
+        def("LRN").check_attrs(&attrs(&[("size", int(5))])).unwrap();
+    }
+
+    #[test]
+    fn kernels_reject_malformed_tensors_and_outputs() {
+        let bad = HostTensor { dtype: DType::F32, shape: vec![4], data: vec![0; 3] };
+        let good = t(&[4], &[1.0; 4]);
+        for op in OPS {
+            let mut outs = vec![HostTensor::zeros(DType::F32, &[4]).unwrap()];
+            let ins = vec![Some(&bad); op.min_inputs.max(1)];
+            let e = (op.host)(&ins, &attrs(&[("size", int(1))]), &mut outs).unwrap_err();
+            assert!(e.contains("holds 3 bytes, expected 16") || e.contains("attribute"), "{}: {e}", op.name);
+        }
+        // A wrong output shape or a missing output is an error.
+        let mut outs = vec![HostTensor::zeros(DType::F32, &[5]).unwrap()];
+        let e = (def("Exp").host)(&[Some(&good)], &Attrs::default(), &mut outs).unwrap_err();
+        assert_eq!(e, "output 1 is f32[5], expected f32[4]");
+        let e = (def("Exp").host)(&[Some(&good)], &Attrs::default(), &mut []).unwrap_err();
+        assert_eq!(e, "expected 1 to 1 output tensors, found 0");
+        let e = (def("Exp").host)(&[], &Attrs::default(), &mut outs).unwrap_err();
+        assert_eq!(e, "input 1 (X) is required");
+    }
+
+    /// Every operator on a spread of shapes (empty ones, scalars, huge dimensions next to a
+    /// zero) and dtypes: errors are fine, panics are not.
+    #[test]
+    fn no_operator_panics() {
+        let huge = 1i64 << 40;
+        let tensors = [
+            t(&[], &[1.5]),
+            t(&[0], &[]),
+            t(&[2, 0, 3], &[]),
+            HostTensor::zeros(DType::F32, &[0, huge, huge]).unwrap(),
+            HostTensor::zeros(DType::F32, &[huge, 0]).unwrap(),
+            t(&[3], &[-1.0, 0.0, 2.0]),
+            t(&[2, 3], &[1.0, -2.0, 3.0, 0.0, 5.0, -6.0]),
+            t(&[1, 3, 1, 2], &[0.5; 6]),
+            ti64(&[1], &[-1]),
+            ti32(&[2], &[0, 3]),
+            tbool(&[1], &[true]),
+        ];
+        let attr_sets = [
+            Attrs::default(),
+            attrs(&[("size", int(3))]),
+            attrs(&[("size", int(i64::MAX)), ("alpha", float(1.0))]),
+            attrs(&[("axis", int(1))]),
+            attrs(&[("axis", int(-7))]),
+            attrs(&[("axis", int(0)), ("onnx_opset", int(6))]),
+            attrs(&[("axes", AttrValue::Ints(vec![0]))]),
+            attrs(&[("axes", AttrValue::Ints(vec![-1])), ("keepdims", int(0))]),
+            attrs(&[("broadcast", int(1)), ("axis", int(0))]),
+            attrs(&[("spatial", int(0))]),
+            attrs(&[("onnx_opset", int(6))]),
+        ];
+        let limit = 1 << 20;
+        for op in OPS {
+            for a in attr_sets.iter().filter(|a| op.check_attrs(a).is_ok()) {
+                let arity = op.min_inputs.min(3);
+                let mut combo = vec![0usize; arity];
+                loop {
+                    // Inputs past the third (BatchNormalization's mean and var) are fixed.
+                    let ins: Vec<Option<&HostTensor>> = combo
+                        .iter()
+                        .map(|&i| Some(&tensors[i]))
+                        .chain(std::iter::repeat_n(Some(&tensors[5]), op.min_inputs - arity))
+                        .collect();
+                    if let Ok(inferred) = (op.infer)(&infos(&ins), a) {
+                        if inferred.iter().all(|(_, s)| numel(s).is_some_and(|n| n < limit)) {
+                            let mut outs: Vec<HostTensor> =
+                                inferred.iter().map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();
+                            let _ = (op.host)(&ins, a, &mut outs);
+                        }
+                    }
+                    // Next combination.
+                    let mut k = 0;
+                    while k < arity {
+                        combo[k] += 1;
+                        if combo[k] < tensors.len() {
+                            break;
+                        }
+                        combo[k] = 0;
+                        k += 1;
+                    }
+                    if k == arity {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! Host kernels: the reference implementations. They read inputs and write outputs as
+//! dense row-major host tensors.
+
+use super::shape::broadcast_strides;
+use super::Attrs;
+use crate::host_tensor::HostTensor;
+use crate::types::DType;
+
+/// The f32 elements of a tensor (an error for other dtypes).
+pub fn f32s(t: &HostTensor, op: &str) -> Result<Vec<f32>, String> {
+    if t.dtype != DType::F32 {
+        return Err(format!("{op} supports f32 tensors, found {}", t.dtype));
+    }
+    Ok(t.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+}
+
+/// Stores f32 elements into a tensor of the same element count.
+pub fn put_f32s(t: &mut HostTensor, v: &[f32]) {
+    for (chunk, x) in t.data.chunks_exact_mut(4).zip(v) {
+        chunk.copy_from_slice(&x.to_le_bytes());
+    }
+}
+
+pub fn need<'a>(ins: &[Option<&'a HostTensor>], i: usize, op: &str) -> Result<&'a HostTensor, String> {
+    ins.get(i).copied().flatten().ok_or_else(|| format!("{op}: input {} is required", i + 1))
+}
+
+/// Applies `f` elementwise (f32).
+pub fn unary(
+    ins: &[Option<&HostTensor>],
+    out: &mut [HostTensor],
+    op: &str,
+    f: impl Fn(f32) -> f32,
+) -> Result<(), String> {
+    let x = f32s(need(ins, 0, op)?, op)?;
+    let y: Vec<f32> = x.iter().map(|&v| f(v)).collect();
+    put_f32s(&mut out[0], &y);
+    Ok(())
+}
+
+/// Applies `f` to two broadcast inputs (f32).
+pub fn binary(
+    ins: &[Option<&HostTensor>],
+    out: &mut [HostTensor],
+    op: &str,
+    f: impl Fn(f32, f32) -> f32,
+) -> Result<(), String> {
+    let (a, b) = (need(ins, 0, op)?, need(ins, 1, op)?);
+    let (av, bv) = (f32s(a, op)?, f32s(b, op)?);
+    let shape = out[0].shape.clone();
+    let (sa, sb) = (broadcast_strides(&a.shape, &shape), broadcast_strides(&b.shape, &shape));
+    let n = out[0].numel() as usize;
+    let mut y = vec![0f32; n];
+    let mut idx = vec![0i64; shape.len()];
+    for (k, slot) in y.iter_mut().enumerate() {
+        let (mut ia, mut ib) = (0usize, 0usize);
+        for d in 0..shape.len() {
+            ia += idx[d] as usize * sa[d];
+            ib += idx[d] as usize * sb[d];
+        }
+        *slot = f(av[ia], bv[ib]);
+        // Advance the multi-index.
+        let _ = k;
+        for d in (0..shape.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < shape[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    put_f32s(&mut out[0], &y);
+    Ok(())
+}
+
+pub fn relu(ins: &[Option<&HostTensor>], _: &Attrs, out: &mut [HostTensor]) -> Result<(), String> {
+    unary(ins, out, "Relu", |v| v.max(0.0))
+}
