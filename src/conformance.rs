@@ -98,6 +98,15 @@ pub fn run_case(dir: &Path, device: &DeviceSpec) -> Outcome {
         let names: Vec<&str> = missing.iter().map(|(o, _)| o.as_str()).collect();
         return Outcome::Skip(format!("uses {}", names.join(", ")));
     }
+    if let DeviceSpec::OpenCl(info) = device {
+        let mut lacking: Vec<&str> =
+            model.nodes.iter().map(|n| n.op.as_str()).filter(|op| rxvm_vm::ops::cl::cl_fn(op).is_none()).collect();
+        lacking.sort();
+        lacking.dedup();
+        if !lacking.is_empty() {
+            return Outcome::Skip(format!("no OpenCL kernel on `{}` for {}", info.caps.name, lacking.join(", ")));
+        }
+    }
     let sets = numbered(dir, "test_data_set_");
     if sets.is_empty() {
         return Outcome::Fail("no test_data_set_* folder".into());

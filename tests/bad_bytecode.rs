@@ -192,3 +192,13 @@ fn huge_constant_index_is_refused() {
     let e = refuse_module(&m);
     assert!(e.contains("constant 4294967295 is out of range: the module has 1 constants"), "{e}");
 }
+
+/// Found by `fuzz_smoke` (the process was killed for memory): a corrupt register count made
+/// the verifier and the interpreter allocate per-register state for a billion registers.
+#[test]
+fn absurd_register_counts_are_refused() {
+    let mut m = base();
+    main_fn(&mut m).num_regs = 1_000_000_000;
+    let e = refuse_module(&m);
+    assert!(e.contains("declares 1000000000 registers, but its code can name at most"), "{e}");
+}

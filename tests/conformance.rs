@@ -7,11 +7,11 @@
 
 use rxvm::conformance::{find_cases, report, run_all, Outcome};
 use rxvm::vm::memory::DeviceSpec;
+use rxvm::vm::opencl::find_device;
 use rxvm::vm::DeviceCaps;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-#[test]
-fn onnx_backend_cases_pass_on_the_host() {
+fn cases() -> Option<Vec<PathBuf>> {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/onnx/wheel/onnx/backend/test/data");
     if !data.join("pytorch-converted").is_dir() {
         assert!(
@@ -19,19 +19,60 @@ fn onnx_backend_cases_pass_on_the_host() {
             "ONNX test data is missing: run scripts/fetch-onnx-data.sh"
         );
         eprintln!("skipping: no ONNX test data (run scripts/fetch-onnx-data.sh)");
-        return;
+        return None;
     }
     let cases = find_cases(&[data.join("pytorch-converted"), data.join("pytorch-operator")]).expect("cases");
     assert_eq!(cases.len(), 117, "the wheel ships 117 pytorch cases");
-    let results = run_all(&cases, &DeviceSpec::Host(DeviceCaps::host()));
+    Some(cases)
+}
+
+/// Runs every case on `device`; asserts none fails and at least `min_passed` pass.
+fn check(label: &str, device: DeviceSpec, min_passed: usize) {
+    let Some(cases) = cases() else { return };
+    let results = run_all(&cases, &device);
     let text = report(&results);
-    println!("host conformance:\n{text}");
+    println!("{label} conformance:\n{text}");
     let failed: Vec<_> = results.iter().filter(|r| matches!(r.outcome, Outcome::Fail(_))).collect();
-    assert!(failed.is_empty(), "failing cases:\n{text}");
+    assert!(failed.is_empty(), "{label}: failing cases:\n{text}");
     let passed = results.iter().filter(|r| r.outcome == Outcome::Pass).count();
-    // Raised as operators land; a drop means a regression.
-    assert!(passed >= MIN_PASSED, "only {passed} cases pass:\n{text}");
+    // Raised as kernels land; a drop means a regression.
+    assert!(passed >= min_passed, "{label}: only {passed} cases pass:\n{text}");
+}
+
+/// An OpenCL platform for the conformance run, unless absent and not required.
+fn platform(name: &str) -> Option<DeviceSpec> {
+    let required = std::env::var("RXVM_REQUIRE_OPENCL").unwrap_or_default();
+    match find_device(name) {
+        Ok(info) => Some(DeviceSpec::OpenCl(info)),
+        Err(e) if required.split(',').any(|r| r.trim() == name) => panic!("`{name}` is required: {e}"),
+        Err(e) => {
+            eprintln!("skipping OpenCL platform `{name}`: {e}");
+            None
+        }
+    }
+}
+
+#[test]
+fn onnx_backend_cases_pass_on_intel_opencl() {
+    if let Some(d) = platform("intel") {
+        check("intel", d, MIN_PASSED_OPENCL);
+    }
+}
+
+#[test]
+fn onnx_backend_cases_pass_on_pocl() {
+    if let Some(d) = platform("pocl") {
+        check("pocl", d, MIN_PASSED_OPENCL);
+    }
+}
+
+#[test]
+fn onnx_backend_cases_pass_on_the_host() {
+    check("host", DeviceSpec::Host(DeviceCaps::host()), MIN_PASSED);
 }
 
 /// The number of cases that pass today (see docs/operators.md).
 const MIN_PASSED: usize = 117;
+/// The number of cases that pass on an OpenCL device today (operators without an OpenCL
+/// kernel are skipped).
+const MIN_PASSED_OPENCL: usize = 117;

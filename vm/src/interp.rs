@@ -453,6 +453,59 @@ impl Vm {
         }
     }
 
+    /// Runs an operator's OpenCL kernel on device buffers (outputs already checked).
+    fn op_call_cl(
+        &self,
+        dev: &crate::opencl::ClDevice,
+        def: &crate::ops::OpDef,
+        inputs: &[Option<Rc<View>>],
+        outputs: &[Option<Rc<View>>],
+        infos: &[Option<TensorInfo>],
+        attrs: &Attrs,
+    ) -> Step<()> {
+        let Some(run) = crate::ops::cl::cl_fn(def.name) else {
+            return fault(format!(
+                "@onnx.{} has no OpenCL kernel yet (tensors on `{}`); run it on the host device",
+                def.name, dev.caps.name
+            ));
+        };
+        let as_cl = |v: &Rc<View>| -> Step<crate::ops::cl::ClTensor> {
+            match v.cl {
+                Some(h) if h.kind == crate::opencl::ViewKind::Buffer => Ok(crate::ops::cl::ClTensor {
+                    mem: h.mem,
+                    offset: h.offset / v.dtype.size() as u64,
+                    dtype: v.dtype,
+                    shape: v.shape.to_vec(),
+                }),
+                _ => fault(format!(
+                    "@onnx.{} takes buffer views on OpenCL; {} is a texture view",
+                    def.name,
+                    Value::Tensor(v.clone()).describe()
+                )),
+            }
+        };
+        let mut ins = Vec::with_capacity(inputs.len());
+        for v in inputs {
+            ins.push(match v {
+                Some(v) => {
+                    v.check_coherent_read().or_else(fault)?;
+                    Some(as_cl(v)?)
+                }
+                None => None,
+            });
+        }
+        let mut outs = Vec::with_capacity(outputs.len());
+        for v in outputs.iter().flatten() {
+            outs.push(as_cl(v)?);
+        }
+        let ctx = crate::ops::cl::ClCtx { dev };
+        run(&ctx, &ins, infos, attrs, &outs).or_else(|e| fault(format!("@onnx.{}: {e}", def.name)))?;
+        for v in outputs.iter().flatten() {
+            v.record_write();
+        }
+        Ok(())
+    }
+
     /// `call @onnx.Name(inputs) -> (outputs) { attrs }`: infers the output types from the
     /// inputs, checks them against the output views, then runs the kernel.
     #[allow(clippy::too_many_arguments)]
@@ -482,23 +535,31 @@ impl Vm {
             });
         }
         let (inputs, outputs) = views.split_at(nin as usize);
-        if let Some(v) = views.iter().flatten().find(|v| v.storage.device_state().cl().is_some()) {
+        let first = views.iter().flatten().next().map(|v| v.storage.device);
+        if let Some(v) = views.iter().flatten().find(|v| Some(v.storage.device) != first) {
             return fault(format!(
-                "@onnx.{} has no OpenCL kernel yet (tensor on `{}`); run it on the host device",
+                "@onnx.{}: tensors on different devices (`{}` and others); copy them to one device first",
                 def.name,
                 v.storage.device_state().caps.name
             ));
         }
+        let dev = views.iter().flatten().next().and_then(|v| v.storage.device_state().cl());
+        let io_err = |e: Box<String>| Box::new(Fault { message: *e, notes: vec![] });
+        // Shape inference needs the values of shape-like inputs; on a device only small
+        // inputs (scalars, shapes, pads, indices) are read back for it.
         let mut host_in: SmallVec<[Option<HostTensor>; 6]> = SmallVec::new();
         for v in inputs {
             host_in.push(match v {
-                Some(v) => Some(read_view(v).map_err(|e| Box::new(Fault { message: *e, notes: vec![] }))?),
-                None => None,
+                Some(v) if dev.is_none() || v.numel() <= 64 || (!v.dtype.is_float() && v.numel() <= 65536) => {
+                    Some(read_view(v).map_err(io_err)?)
+                }
+                _ => None,
             });
         }
-        let infos: SmallVec<[Option<TensorInfo>; 6]> = host_in
+        let infos: SmallVec<[Option<TensorInfo>; 6]> = inputs
             .iter()
-            .map(|t| t.as_ref().map(|t| TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) }))
+            .zip(&host_in)
+            .map(|(v, h)| v.as_ref().map(|v| TensorInfo { dtype: v.dtype, shape: &v.shape, value: h.as_ref() }))
             .collect();
         let inferred = (def.infer)(&infos, attrs).or_else(|e| fault(format!("@onnx.{}: {e}", def.name)))?;
         if inferred.len() < outputs.len() {
@@ -523,6 +584,9 @@ impl Vm {
             if v.storage.is_constant() {
                 return fault(format!("@onnx.{} cannot write output {} into a constant", def.name, i + 1));
             }
+        }
+        if let Some(dev) = dev {
+            return self.op_call_cl(dev, def, inputs, outputs, &infos, attrs);
         }
         let mut outs = Vec::with_capacity(inferred.len());
         for (dtype, shape) in &inferred {

@@ -139,6 +139,8 @@ pub struct ClDevice {
     pub context: Context,
     pub queue: CommandQueue,
     pub counters: Rc<ClCounters>,
+    /// `cl_khr_fp64` is available.
+    pub has_fp64: bool,
     pool: RefCell<HashMap<u64, Vec<ClBlock>>>,
     pub pool_free_bytes: Cell<u64>,
     kernels: RefCell<HashMap<String, (Program, Kernel)>>,
@@ -228,6 +230,7 @@ impl ClDevice {
             context,
             queue,
             counters: Rc::default(),
+            has_fp64: device.extensions().unwrap_or_default().split_whitespace().any(|e| e == "cl_khr_fp64"),
             pool: RefCell::default(),
             pool_free_bytes: Cell::new(0),
             kernels: RefCell::default(),

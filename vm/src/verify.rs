@@ -204,6 +204,16 @@ impl<'m> FuncVerifier<'m> {
                 ),
             ));
         }
+        // Every register beyond the parameters is named by some operand, so a larger count is
+        // corrupt (and would make the verifier and the interpreter allocate for nothing).
+        let reachable = f.params.len() as u64 + 3 * f.code.len() as u64 + f.args.len() as u64;
+        if f.num_regs as u64 > reachable {
+            return Err(self.err(
+                None,
+                None,
+                format!("@{} declares {} registers, but its code can name at most {reachable}", f.name, f.num_regs),
+            ));
+        }
         let Some(last) = f.code.last() else {
             return Err(self.err(
                 None,

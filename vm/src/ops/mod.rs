@@ -9,11 +9,15 @@
 //! ones before the kernel runs.
 
 mod attrs;
+pub mod cl;
 pub mod elementwise;
+pub mod elementwise_cl;
 pub mod host;
 pub mod nn;
+pub mod nn_cl;
 pub mod shape;
 pub mod tensor;
+pub mod tensor_cl;
 
 pub use attrs::{AttrKind, AttrSpec, AttrValue, Attrs};
 
@@ -157,11 +161,12 @@ pub fn markdown_table() -> String {
     for o in ops {
         let attrs: Vec<String> = o.attrs.iter().map(|a| format!("`{}`", a.name)).collect();
         s.push_str(&format!(
-            "| {} | {} | {} | {} | yes | no | no | {} |\n",
+            "| {} | {} | {} | {} | yes | {} | no | {} |\n",
             o.name,
             range(o.min_inputs, o.max_inputs),
             range(o.min_outputs, o.max_outputs),
             if attrs.is_empty() { "—".to_string() } else { attrs.join(", ") },
+            if cl::cl_fn(o.name).is_some() { "yes" } else { "no" },
             o.doc.replace('|', "\\|")
         ));
     }

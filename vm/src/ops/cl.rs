@@ -1,0 +1,91 @@
+//! OpenCL kernels for operators. Each family registers `(operator name, ClFn)` pairs in its
+//! own table (`elementwise_cl::CL`, ...); [`cl_fn`] finds an operator's kernel. A `ClFn`
+//! receives the operands as device buffers ([`ClTensor`]: a `cl_mem`, an element offset,
+//! dtype, shape), the inputs' [`TensorInfo`] (with host values for small integer inputs such
+//! as shapes, pads or indices, read back before the call), the attributes, and the output
+//! tensors, whose dtype and shape the interpreter has already checked against the
+//! operator's shape inference. It builds its OpenCL C through [`ClCtx::run`], which
+//! compiles each distinct source once per device and caches it.
+
+use super::{Attrs, TensorInfo};
+use crate::opencl::{ClDevice, KernelArg};
+use crate::types::DType;
+use opencl3::types::cl_mem;
+
+/// An operand on the device, always a buffer view: `mem` plus an offset in elements.
+#[derive(Clone, Debug)]
+pub struct ClTensor {
+    pub mem: cl_mem,
+    pub offset: u64,
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+}
+
+impl ClTensor {
+    pub fn numel(&self) -> u64 {
+        self.shape.iter().map(|&d| d.max(0) as u64).product()
+    }
+
+    /// The two kernel arguments of this operand: the buffer and its element offset.
+    pub fn args(&self) -> [KernelArg; 2] {
+        [KernelArg::Mem(self.mem), KernelArg::U64(self.offset)]
+    }
+}
+
+/// What a kernel launcher gets: the device.
+pub struct ClCtx<'a> {
+    pub dev: &'a ClDevice,
+}
+
+impl ClCtx<'_> {
+    /// Builds `source` (its kernel must be named `k`; cached per device) and runs it over
+    /// `global` work-items with `args`.
+    pub fn run(&self, source: &str, args: &[KernelArg], global: usize) -> Result<(), String> {
+        let k = self.dev.kernel(source)?;
+        self.dev.launch(k, args, global).map_err(|e| e.to_string())
+    }
+
+    /// True when the device supports double precision (`cl_khr_fp64`).
+    pub fn has_fp64(&self) -> bool {
+        self.dev.has_fp64
+    }
+}
+
+/// Launches an operator on the device.
+pub type ClFn = fn(&ClCtx, &[Option<ClTensor>], &[Option<TensorInfo>], &Attrs, &[ClTensor]) -> Result<(), String>;
+
+/// The kernel of operator `name`, if it has one.
+pub fn cl_fn(name: &str) -> Option<ClFn> {
+    super::elementwise_cl::CL
+        .iter()
+        .chain(super::nn_cl::CL)
+        .chain(super::tensor_cl::CL)
+        .find(|(n, _)| *n == name)
+        .map(|(_, f)| *f)
+}
+
+/// OpenCL C element type of a dtype (`half` elements are read with `vload_half`).
+pub fn cl_type(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "float",
+        DType::F16 => "half",
+        DType::F64 => "double",
+        DType::I8 => "char",
+        DType::I16 => "short",
+        DType::I32 => "int",
+        DType::I64 => "long",
+        DType::U8 | DType::Bool => "uchar",
+        DType::U16 => "ushort",
+        DType::U32 => "uint",
+        DType::U64 => "ulong",
+    }
+}
+
+/// `#pragma` lines a source needs for `d` (fp64).
+pub fn pragmas(d: DType) -> &'static str {
+    if d == DType::F64 {
+        "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+    } else {
+        ""
+    }
+}

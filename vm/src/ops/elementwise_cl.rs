@@ -1,0 +1,1322 @@
+//! OpenCL buffer kernels for the elementwise operators (see `super::cl`).
+//!
+//! The kernels mirror the host implementations in `super::elementwise` (same attribute
+//! handling, dtypes and formulas). Broadcasting operators share one generated kernel that
+//! folds its operands element by element, with the (coalesced) output dimensions and each
+//! operand's strides passed as arguments; reductions, softmax and the normalizations run
+//! one work-item per output element or per reduced row and accumulate in `double` when the
+//! device has fp64 (else `float`).
+
+use super::cl::{cl_type, ClCtx, ClFn, ClTensor};
+use super::shape::{broadcast, broadcast_strides};
+use super::{AttrValue, Attrs, TensorInfo};
+use crate::host_tensor::HostTensor;
+use crate::opencl::KernelArg;
+use crate::types::DType;
+use std::fmt::Write;
+
+/// `(operator name, kernel launcher)` for this family.
+pub static CL: &[(&str, ClFn)] = &[
+    ("Relu", relu),
+    ("Add", add),
+    ("Sub", sub),
+    ("Mul", mul),
+    ("Div", div),
+    ("Pow", pow),
+    ("Max", max),
+    ("Min", min),
+    ("Sum", sum),
+    ("Clip", clip),
+    ("LeakyRelu", leaky_relu),
+    ("Sigmoid", sigmoid),
+    ("Tanh", tanh),
+    ("Exp", exp),
+    ("Sqrt", sqrt),
+    ("Neg", neg),
+    ("Abs", abs),
+    ("Elu", elu),
+    ("Selu", selu),
+    ("Softplus", softplus),
+    ("Softsign", softsign),
+    ("PRelu", prelu),
+    ("Dropout", dropout),
+    ("Identity", identity),
+    ("Softmax", softmax),
+    ("LogSoftmax", log_softmax),
+    ("ReduceMean", reduce_mean),
+    ("ReduceSum", reduce_sum),
+    ("BatchNormalization", batch_norm),
+    ("InstanceNormalization", instance_norm),
+    ("LRN", lrn),
+];
+
+type Res = Result<(), String>;
+type Infos<'a, 'b> = &'a [Option<TensorInfo<'b>>];
+
+const FP64_PRAGMA: &str = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
+
+/// The most dimensions a broadcast kernel takes after coalescing (keeps the argument list
+/// well inside the minimum `CL_DEVICE_MAX_PARAMETER_SIZE`).
+const MAX_DIMS: usize = 16;
+/// Operands per launch of the broadcast kernel; variadic operators fold in chunks.
+const MAX_OPERANDS: usize = 4;
+
+// ---------------------------------------------------------------------------------------
+// Helpers.
+
+fn input<'a>(ins: &'a [Option<ClTensor>], i: usize, name: &str) -> Result<&'a ClTensor, String> {
+    ins.get(i).and_then(Option::as_ref).ok_or_else(|| format!("input {} ({name}) is required", i + 1))
+}
+
+fn output(outs: &[ClTensor], i: usize) -> Result<&ClTensor, String> {
+    outs.get(i).ok_or_else(|| format!("output {} is required", i + 1))
+}
+
+/// The host value of input `i`, when the interpreter read it back.
+fn host_value<'b>(infos: Infos<'_, 'b>, i: usize) -> Option<&'b HostTensor> {
+    infos.get(i).and_then(|t| t.as_ref()).and_then(|t| t.value)
+}
+
+fn check_dtype(t: &ClTensor, i: usize, name: &str, allowed: &[DType]) -> Res {
+    if allowed.contains(&t.dtype) {
+        Ok(())
+    } else {
+        let names: Vec<&str> = allowed.iter().map(|d| d.name()).collect();
+        Err(format!("input {} ({name}) must be {} on OpenCL, found {}", i + 1, names.join(" or "), t.dtype))
+    }
+}
+
+fn check_out(y: &ClTensor, dtype: DType, shape: &[i64]) -> Res {
+    if y.dtype != dtype || y.shape != shape {
+        return Err(format!("output is {}{:?}, expected {dtype}{shape:?}", y.dtype, y.shape));
+    }
+    Ok(())
+}
+
+fn need_fp64(ctx: &ClCtx, d: DType) -> Res {
+    if d == DType::F64 && !ctx.has_fp64() {
+        return Err("the device has no fp64 support (cl_khr_fp64), so it cannot compute f64 tensors".into());
+    }
+    Ok(())
+}
+
+fn f32_arg(v: f32) -> KernelArg {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&v.to_ne_bytes());
+    KernelArg::Bytes(b, 4)
+}
+
+/// The accumulation type: `double` when the device has fp64, else `float`.
+#[derive(Clone, Copy)]
+struct Acc {
+    ty: &'static str,
+    fp64: bool,
+}
+
+impl Acc {
+    fn of(ctx: &ClCtx) -> Acc {
+        if ctx.has_fp64() {
+            Acc { ty: "double", fp64: true }
+        } else {
+            Acc { ty: "float", fp64: false }
+        }
+    }
+
+    fn pragma(self) -> &'static str {
+        if self.fp64 {
+            FP64_PRAGMA
+        } else {
+            ""
+        }
+    }
+
+    /// A scalar argument of this type.
+    fn arg(self, v: f64) -> KernelArg {
+        if self.fp64 {
+            KernelArg::Bytes(v.to_ne_bytes(), 8)
+        } else {
+            f32_arg(v as f32)
+        }
+    }
+}
+
+/// The product of `dims` as a u64 (0 for any zero dimension; negative dims count as 0).
+fn prod(dims: &[i64]) -> u64 {
+    dims.iter().fold(1u64, |a, &d| a.saturating_mul(d.max(0) as u64))
+}
+
+fn norm_axis(axis: i64, rank: usize) -> Result<usize, String> {
+    let r = rank as i64;
+    if axis < -r || axis >= r {
+        return Err(format!("axis {axis} is out of range for rank {rank}"));
+    }
+    Ok((if axis < 0 { axis + r } else { axis }) as usize)
+}
+
+fn ints_of(t: &HostTensor) -> Vec<i64> {
+    match t.dtype {
+        DType::I64 => t.data.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect(),
+        DType::I32 => {
+            t.data.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap_or([0; 4])) as i64).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn u64s(v: &[u64]) -> impl Iterator<Item = KernelArg> + '_ {
+    v.iter().map(|&x| KernelArg::U64(x))
+}
+
+// ---------------------------------------------------------------------------------------
+// Generic kernels.
+
+/// `y[i] = expr(v)` with `v = x[i]` (an `in_t`), plus scalar parameters `params`
+/// (declaration, value).
+#[allow(clippy::too_many_arguments)]
+fn map_kernel(
+    ctx: &ClCtx,
+    x: &ClTensor,
+    y: &ClTensor,
+    in_t: &str,
+    out_t: &str,
+    fp64: bool,
+    expr: &str,
+    params: Vec<(&str, KernelArg)>,
+) -> Res {
+    let n = y.numel();
+    if x.numel() != n {
+        return Err(format!("input has {} elements but the output has {n}", x.numel()));
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let mut decl = String::new();
+    for (d, _) in &params {
+        let _ = write!(decl, ", {d}");
+    }
+    let src = format!(
+        "{}__kernel void k(__global const {in_t}* x, ulong xo, __global {out_t}* y, ulong yo, ulong n{decl}) {{\n  \
+         ulong i = get_global_id(0);\n  if (i < n) {{\n    {in_t} v = x[xo + i];\n    y[yo + i] = {expr};\n  }}\n}}\n",
+        if fp64 { FP64_PRAGMA } else { "" }
+    );
+    let [xm, xo] = x.args();
+    let [ym, yo] = y.args();
+    let mut args = vec![xm, xo, ym, yo, KernelArg::U64(n)];
+    args.extend(params.into_iter().map(|(_, a)| a));
+    ctx.run(&src, &args, n as usize)
+}
+
+/// The unsigned OpenCL type of the same width as an element of `d`, for raw copies.
+fn raw_type(d: DType) -> &'static str {
+    match d.size() {
+        1 => "uchar",
+        2 => "ushort",
+        4 => "uint",
+        _ => "ulong",
+    }
+}
+
+/// A raw element copy `y = x` (any dtype).
+fn copy(ctx: &ClCtx, x: &ClTensor, y: &ClTensor) -> Res {
+    if x.dtype != y.dtype {
+        return Err(format!("cannot copy {} into {}", x.dtype, y.dtype));
+    }
+    let t = raw_type(x.dtype);
+    map_kernel(ctx, x, y, t, t, false, "v", Vec::new())
+}
+
+/// Coalesced broadcast layout of `shapes` to `out`: the output dimensions (units dropped,
+/// mergeable neighbours merged) and each operand's element strides along them.
+fn layout(out: &[i64], shapes: &[&[i64]]) -> Result<(Vec<u64>, Vec<Vec<u64>>), String> {
+    for s in shapes {
+        let ok = s.len() <= out.len()
+            && s.iter().zip(&out[out.len() - s.len()..]).all(|(&d, &o)| d == o || (d == 1 && o >= 0));
+        if !ok {
+            return Err(format!("shape {s:?} does not broadcast to the output shape {out:?}"));
+        }
+    }
+    let full: Vec<Vec<usize>> = shapes.iter().map(|s| broadcast_strides(s, out)).collect();
+    let mut dims: Vec<u64> = Vec::new();
+    let mut st: Vec<Vec<u64>> = vec![Vec::new(); shapes.len()];
+    for (i, &o) in out.iter().enumerate() {
+        let d = o.max(0) as u64;
+        if d == 1 {
+            continue;
+        }
+        if let Some(ld) = dims.last_mut() {
+            if st.iter().zip(&full).all(|(t, f)| t.last() == Some(&(f[i] as u64 * d))) {
+                *ld *= d;
+                for (t, f) in st.iter_mut().zip(&full) {
+                    if let Some(l) = t.last_mut() {
+                        *l = f[i] as u64;
+                    }
+                }
+                continue;
+            }
+        }
+        dims.push(d);
+        for (t, f) in st.iter_mut().zip(&full) {
+            t.push(f[i] as u64);
+        }
+    }
+    Ok((dims, st))
+}
+
+/// `y = fold(op, operands)` with numpy broadcasting, every tensor of OpenCL type `t`.
+/// `operands` pairs each tensor with the shape it broadcasts as (it must hold that many
+/// elements); `op(acc, next)` is the C expression combining two values (`v` and `w`).
+fn nary(ctx: &ClCtx, operands: &[(&ClTensor, &[i64])], y: &ClTensor, t: &str, fp64: bool, op: &str) -> Res {
+    if operands.is_empty() || operands.len() > MAX_OPERANDS {
+        return Err(format!("a broadcast kernel takes 1 to {MAX_OPERANDS} operands, found {}", operands.len()));
+    }
+    for (i, (x, s)) in operands.iter().enumerate() {
+        if x.numel() != prod(s) {
+            return Err(format!("operand {} holds {} elements, not the {} of shape {s:?}", i + 1, x.numel(), prod(s)));
+        }
+    }
+    let n = y.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    let shapes: Vec<&[i64]> = operands.iter().map(|(_, s)| *s).collect();
+    let (dims, strides) = layout(&y.shape, &shapes)?;
+    if dims.len() > MAX_DIMS {
+        return Err(format!("broadcasting over {} dimensions (at most {MAX_DIMS} are supported)", dims.len()));
+    }
+    let (k, r) = (operands.len(), dims.len());
+    let mut src = String::from(if fp64 { FP64_PRAGMA } else { "" });
+    src.push_str("__kernel void k(");
+    for j in 0..k {
+        let _ = write!(src, "__global const {t}* a{j}, ulong o{j}, ");
+    }
+    let _ = write!(src, "__global {t}* y, ulong yo, ulong n");
+    for d in 0..r {
+        let _ = write!(src, ", ulong d{d}");
+    }
+    for j in 0..k {
+        for d in 0..r {
+            let _ = write!(src, ", ulong s{j}_{d}");
+        }
+    }
+    src.push_str(") {\n  ulong i = get_global_id(0);\n  if (i >= n) return;\n  ulong t = i;\n");
+    for j in 0..k {
+        let _ = writeln!(src, "  ulong p{j} = o{j};");
+    }
+    for d in (0..r).rev() {
+        if d > 0 {
+            let _ = write!(src, "  {{ ulong c = t % d{d}; t /= d{d};");
+            for j in 0..k {
+                let _ = write!(src, " p{j} += c * s{j}_{d};");
+            }
+            src.push_str(" }\n");
+        } else {
+            for j in 0..k {
+                let _ = writeln!(src, "  p{j} += t * s{j}_0;");
+            }
+        }
+    }
+    let _ = writeln!(src, "  {t} v = a0[p0];");
+    for j in 1..k {
+        let _ = writeln!(src, "  {{ {t} w = a{j}[p{j}]; v = {op}; }}");
+    }
+    src.push_str("  y[yo + i] = v;\n}\n");
+    let mut args = Vec::with_capacity(2 * k + 3 + r + k * r);
+    for (x, _) in operands {
+        args.extend(x.args());
+    }
+    args.extend(y.args());
+    args.push(KernelArg::U64(n));
+    args.extend(u64s(&dims));
+    for s in &strides {
+        args.extend(u64s(s));
+    }
+    ctx.run(&src, &args, n as usize)
+}
+
+// ---------------------------------------------------------------------------------------
+// Relu (kept from the original example).
+
+fn relu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &Attrs, outs: &[ClTensor]) -> Res {
+    let x = ins.first().and_then(Option::as_ref).ok_or("input 1 is required")?;
+    let y = outs.first().ok_or("output 1 is required")?;
+    if x.dtype != DType::F32 {
+        return Err(format!("Relu supports f32 tensors, found {}", x.dtype));
+    }
+    let t = cl_type(x.dtype);
+    map_kernel(ctx, x, y, t, t, false, "fmax(v, 0.0f)", Vec::new())
+}
+
+// ---------------------------------------------------------------------------------------
+// Binary arithmetic with broadcasting.
+
+const ARITH: &[DType] = &[DType::F32, DType::F64, DType::I32, DType::I64];
+
+/// B's broadcast shape for the opset ≤ 6 form (`broadcast = 1` with `axis`), as the host.
+fn legacy_b_shape(a: &[i64], b: &[i64], attrs: &Attrs) -> Result<Vec<i64>, String> {
+    let Some(AttrValue::Int(axis)) = attrs.get("axis") else { return Ok(b.to_vec()) };
+    if attrs.int("broadcast", 0) != 1 {
+        return Ok(b.to_vec());
+    }
+    let r = a.len() as i64;
+    let start = if *axis < 0 { axis + r } else { *axis };
+    if start < 0 || start + b.len() as i64 > r {
+        return Err(format!(
+            "axis {axis} is out of range: B (rank {}) placed at axis {axis} does not fit in A's rank {r}",
+            b.len()
+        ));
+    }
+    let mut s = b.to_vec();
+    s.resize((r - start) as usize, 1);
+    Ok(s)
+}
+
+/// The C expression of `v op w` for dtype `d` (integers wrap; integer division truncates,
+/// and by zero gives 0 as the host's).
+fn arith_expr(op: char, d: DType) -> String {
+    let (t, u) = match d {
+        DType::I32 => ("int", "uint"),
+        DType::I64 => ("long", "ulong"),
+        _ => {
+            return match op {
+                '^' => "pow(v, w)".into(),
+                _ => format!("v {op} w"),
+            }
+        }
+    };
+    match op {
+        '/' => format!("(w == 0 ? ({t})0 : (w == -1 ? as_{t}(({u})0 - as_{u}(v)) : v / w))"),
+        _ => format!("as_{t}(as_{u}(v) {op} as_{u}(w))"),
+    }
+}
+
+fn arith(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    infos: Infos,
+    attrs: &Attrs,
+    outs: &[ClTensor],
+    op: char,
+    allowed: &[DType],
+) -> Res {
+    let (a, b) = (input(ins, 0, "A")?, input(ins, 1, "B")?);
+    check_dtype(a, 0, "A", allowed)?;
+    if b.dtype != a.dtype {
+        return Err(format!("inputs 1 and 2 must have the same dtype, found {} and {}", a.dtype, b.dtype));
+    }
+    need_fp64(ctx, a.dtype)?;
+    let y = output(outs, 0)?;
+    let bsh = legacy_b_shape(&a.shape, &b.shape, attrs)?;
+    check_out(y, a.dtype, &broadcast(&a.shape, &bsh)?)?;
+    if op == '/' && !a.dtype.is_float() && y.numel() > 0 {
+        if let Some(v) = host_value(infos, 1) {
+            if ints_of(v).contains(&0) {
+                return Err("integer division by zero (input 2 has a zero element)".into());
+            }
+        }
+    }
+    let expr = arith_expr(op, a.dtype);
+    nary(ctx, &[(a, &a.shape), (b, &bsh)], y, cl_type(a.dtype), a.dtype == DType::F64, &expr)
+}
+
+fn add(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    arith(ctx, ins, infos, attrs, outs, '+', ARITH)
+}
+
+fn sub(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    arith(ctx, ins, infos, attrs, outs, '-', ARITH)
+}
+
+fn mul(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    arith(ctx, ins, infos, attrs, outs, '*', ARITH)
+}
+
+fn div(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    arith(ctx, ins, infos, attrs, outs, '/', ARITH)
+}
+
+fn pow(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    arith(ctx, ins, infos, attrs, outs, '^', &[DType::F32])
+}
+
+// ---------------------------------------------------------------------------------------
+// Variadic Max, Min, Sum.
+
+const SIGNED: &[DType] = &[DType::F32, DType::I32, DType::I64];
+
+fn variadic(ins: &[Option<ClTensor>], outs: &[ClTensor], ctx: &ClCtx, op: &str) -> Res {
+    let x = input(ins, 0, "data_0")?;
+    check_dtype(x, 0, "data_0", SIGNED)?;
+    let mut list = vec![x];
+    let mut shape = x.shape.clone();
+    for i in 1..ins.len() {
+        let t = input(ins, i, &format!("data_{i}"))?;
+        if t.dtype != x.dtype {
+            return Err(format!(
+                "input {} is {}, but input 1 is {}: all inputs must have one dtype",
+                i + 1,
+                t.dtype,
+                x.dtype
+            ));
+        }
+        shape = broadcast(&shape, &t.shape).map_err(|e| format!("input {}: {e}", i + 1))?;
+        list.push(t);
+    }
+    let y = output(outs, 0)?;
+    check_out(y, x.dtype, &shape)?;
+    let expr = match (op, x.dtype) {
+        ("max", DType::F32) => "(v > w || isnan(v)) ? v : w".to_string(),
+        ("min", DType::F32) => "(v < w || isnan(v)) ? v : w".to_string(),
+        ("max", _) => "max(v, w)".to_string(),
+        ("min", _) => "min(v, w)".to_string(),
+        (_, d) => arith_expr('+', d),
+    };
+    let t = cl_type(x.dtype);
+    // The first chunk writes y; later ones fold y itself with the next inputs.
+    let first: Vec<(&ClTensor, &[i64])> = list.iter().take(MAX_OPERANDS).map(|t| (*t, &t.shape[..])).collect();
+    nary(ctx, &first, y, t, false, &expr)?;
+    for chunk in list[first.len()..].chunks(MAX_OPERANDS - 1) {
+        let mut ops: Vec<(&ClTensor, &[i64])> = vec![(y, &y.shape[..])];
+        ops.extend(chunk.iter().map(|t| (*t, &t.shape[..])));
+        nary(ctx, &ops, y, t, false, &expr)?;
+    }
+    Ok(())
+}
+
+fn max(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, outs: &[ClTensor]) -> Res {
+    variadic(ins, outs, ctx, "max")
+}
+
+fn min(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, outs: &[ClTensor]) -> Res {
+    variadic(ins, outs, ctx, "min")
+}
+
+fn sum(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, outs: &[ClTensor]) -> Res {
+    variadic(ins, outs, ctx, "sum")
+}
+
+// ---------------------------------------------------------------------------------------
+// Unary operators.
+
+/// A unary f32 operator `y = expr(v)`.
+fn unary_f32(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    outs: &[ClTensor],
+    expr: &str,
+    params: Vec<(&str, KernelArg)>,
+) -> Res {
+    let x = input(ins, 0, "X")?;
+    check_dtype(x, 0, "X", &[DType::F32])?;
+    let y = output(outs, 0)?;
+    check_out(y, x.dtype, &x.shape)?;
+    map_kernel(ctx, x, y, "float", "float", false, expr, params)
+}
+
+macro_rules! unary {
+    ($name:ident, $expr:literal) => {
+        fn $name(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, outs: &[ClTensor]) -> Res {
+            unary_f32(ctx, ins, outs, $expr, Vec::new())
+        }
+    };
+}
+
+unary!(sigmoid, "v >= 0.0f ? 1.0f / (1.0f + exp(-v)) : exp(v) / (1.0f + exp(v))");
+unary!(tanh, "tanh(v)");
+unary!(exp, "exp(v)");
+unary!(sqrt, "sqrt(v)");
+unary!(softplus, "fmax(v, 0.0f) + log1p(exp(-fabs(v)))");
+unary!(softsign, "v / (1.0f + fabs(v))");
+
+fn leaky_relu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    let alpha = attrs.float("alpha", 0.01) as f32;
+    unary_f32(ctx, ins, outs, "v > 0.0f ? v : v * alpha", vec![("float alpha", f32_arg(alpha))])
+}
+
+fn elu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    let alpha = attrs.float("alpha", 1.0) as f32;
+    unary_f32(ctx, ins, outs, "v > 0.0f ? v : alpha * expm1(v)", vec![("float alpha", f32_arg(alpha))])
+}
+
+fn selu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    let alpha = attrs.float("alpha", 1.673_263_2_f32 as f64) as f32;
+    let gamma = attrs.float("gamma", 1.050_701_f32 as f64) as f32;
+    unary_f32(
+        ctx,
+        ins,
+        outs,
+        "v > 0.0f ? gamma * v : gamma * (alpha * exp(v) - alpha)",
+        vec![("float alpha", f32_arg(alpha)), ("float gamma", f32_arg(gamma))],
+    )
+}
+
+fn clip(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    let mut bounds = [f32::NEG_INFINITY, f32::INFINITY];
+    for (k, (i, name)) in [(1, "min"), (2, "max")].into_iter().enumerate() {
+        match ins.get(i).and_then(Option::as_ref) {
+            Some(t) => {
+                if attrs.get(name).is_some() {
+                    return Err(format!("`{name}` is given both as an attribute and as input {}", i + 1));
+                }
+                check_dtype(t, i, name, &[DType::F32])?;
+                let v = host_value(infos, i)
+                    .ok_or_else(|| format!("input {} ({name}) must be a scalar whose value is known", i + 1))?;
+                if v.dtype != DType::F32 || v.data.len() != 4 {
+                    return Err(format!(
+                        "input {} ({name}) must be a scalar (one element), found shape {:?}",
+                        i + 1,
+                        v.shape
+                    ));
+                }
+                bounds[k] = f32::from_le_bytes([v.data[0], v.data[1], v.data[2], v.data[3]]);
+            }
+            None => bounds[k] = attrs.float(name, bounds[k] as f64) as f32,
+        }
+    }
+    unary_f32(
+        ctx,
+        &ins[..1.min(ins.len())],
+        outs,
+        "(v < lo ? lo : v) > hi ? hi : (v < lo ? lo : v)",
+        vec![("float lo", f32_arg(bounds[0])), ("float hi", f32_arg(bounds[1]))],
+    )
+}
+
+fn signed_unary(ctx: &ClCtx, ins: &[Option<ClTensor>], outs: &[ClTensor], neg: bool) -> Res {
+    let x = input(ins, 0, "X")?;
+    check_dtype(x, 0, "X", SIGNED)?;
+    let y = output(outs, 0)?;
+    check_out(y, x.dtype, &x.shape)?;
+    let expr = match (x.dtype, neg) {
+        (DType::F32, true) => "-v",
+        (DType::F32, false) => "fabs(v)",
+        (DType::I32, true) => "as_int(0u - as_uint(v))",
+        (DType::I32, false) => "as_int(abs(v))",
+        (_, true) => "as_long(0ul - as_ulong(v))",
+        (_, false) => "as_long(abs(v))",
+    };
+    let t = cl_type(x.dtype);
+    map_kernel(ctx, x, y, t, t, false, expr, Vec::new())
+}
+
+fn neg(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, outs: &[ClTensor]) -> Res {
+    signed_unary(ctx, ins, outs, true)
+}
+
+fn abs(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, outs: &[ClTensor]) -> Res {
+    signed_unary(ctx, ins, outs, false)
+}
+
+// ---------------------------------------------------------------------------------------
+// PRelu.
+
+/// The shape slope broadcasts as (see the host's `prelu_slope_shape`).
+fn prelu_slope_shape(x: &[i64], s: &[i64], attrs: &Attrs) -> Result<Vec<i64>, String> {
+    let legacy = attrs.int("onnx_opset", 7) < 7;
+    let channel = || -> Option<Vec<i64>> {
+        if s.len() == 1 && x.len() >= 2 && s[0] == x[1] {
+            let mut v = vec![1; x.len() - 1];
+            v[0] = s[0];
+            Some(v)
+        } else {
+            None
+        }
+    };
+    if legacy {
+        if let Some(v) = channel() {
+            return Ok(v);
+        }
+    }
+    if broadcast(x, s).is_ok_and(|o| o == x) {
+        return Ok(s.to_vec());
+    }
+    if let Some(v) = channel() {
+        return Ok(v);
+    }
+    Err(format!(
+        "slope of shape {s:?} does not broadcast to X of shape {x:?} \
+         (it must broadcast unidirectionally, or be 1-D with X's channel count)"
+    ))
+}
+
+fn prelu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    let (x, s) = (input(ins, 0, "X")?, input(ins, 1, "slope")?);
+    check_dtype(x, 0, "X", &[DType::F32])?;
+    check_dtype(s, 1, "slope", &[DType::F32])?;
+    let ssh = prelu_slope_shape(&x.shape, &s.shape, attrs)?;
+    let y = output(outs, 0)?;
+    check_out(y, x.dtype, &x.shape)?;
+    nary(ctx, &[(x, &x.shape), (s, &ssh)], y, "float", false, "v > 0.0f ? v : v * w")
+}
+
+// ---------------------------------------------------------------------------------------
+// Dropout and Identity.
+
+fn dropout(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, _: &Attrs, outs: &[ClTensor]) -> Res {
+    let x = input(ins, 0, "data")?;
+    check_dtype(x, 0, "data", &[DType::F32, DType::F16, DType::F64])?;
+    if let Some(t) = host_value(infos, 2) {
+        if t.data.iter().any(|&b| b != 0) {
+            return Err("training_mode is true, but only inference is supported (Dropout copies its input)".into());
+        }
+    }
+    let y = output(outs, 0)?;
+    check_out(y, x.dtype, &x.shape)?;
+    copy(ctx, x, y)?;
+    if let Some(mask) = outs.get(1) {
+        check_out(mask, DType::Bool, &x.shape)?;
+        let n = mask.numel();
+        if n > 0 {
+            let src = "__kernel void k(__global uchar* y, ulong yo, ulong n) {\n  ulong i = get_global_id(0);\n  \
+                       if (i < n) y[yo + i] = 1;\n}\n";
+            let [mm, mo] = mask.args();
+            ctx.run(src, &[mm, mo, KernelArg::U64(n)], n as usize)?;
+        }
+    }
+    Ok(())
+}
+
+fn identity(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, outs: &[ClTensor]) -> Res {
+    let x = input(ins, 0, "input")?;
+    let y = output(outs, 0)?;
+    check_out(y, x.dtype, &x.shape)?;
+    copy(ctx, x, y)
+}
+
+// ---------------------------------------------------------------------------------------
+// Softmax and LogSoftmax.
+
+/// `(outer, n, inner)` as the host's `softmax_dims`.
+fn softmax_dims(shape: &[i64], attrs: &Attrs) -> Result<(u64, u64, u64), String> {
+    let legacy = attrs.int("onnx_opset", 13) < 13;
+    let axis = attrs.int("axis", if legacy { 1 } else { -1 });
+    let ax = norm_axis(axis, shape.len())?;
+    Ok(if legacy {
+        (prod(&shape[..ax]), prod(&shape[ax..]), 1)
+    } else {
+        (prod(&shape[..ax]), prod(&shape[ax..ax + 1]), prod(&shape[ax + 1..]))
+    })
+}
+
+fn softmax_cl(ctx: &ClCtx, ins: &[Option<ClTensor>], attrs: &Attrs, outs: &[ClTensor], log: bool) -> Res {
+    let x = input(ins, 0, "input")?;
+    check_dtype(x, 0, "input", &[DType::F32])?;
+    let y = output(outs, 0)?;
+    check_out(y, x.dtype, &x.shape)?;
+    let (outer, n, inner) = softmax_dims(&x.shape, attrs)?;
+    if x.numel() == 0 {
+        return Ok(());
+    }
+    let acc = Acc::of(ctx);
+    let a = acc.ty;
+    let body = if log {
+        format!("  {a} ls = log(s);\n  for (ulong j = 0; j < n; j++) y[yb + j * inner] = (float)(({a})(x[xb + j * inner] - m) - ls);\n")
+    } else {
+        format!("  for (ulong j = 0; j < n; j++) y[yb + j * inner] = (float)(({a})exp(x[xb + j * inner] - m) / s);\n")
+    };
+    let src = format!(
+        "{}__kernel void k(__global const float* x, ulong xo, __global float* y, ulong yo, ulong rows, ulong n, \
+         ulong inner) {{\n  ulong r = get_global_id(0);\n  if (r >= rows) return;\n  \
+         ulong base = (r / inner) * n * inner + r % inner;\n  ulong xb = xo + base, yb = yo + base;\n  \
+         float m = -INFINITY;\n  for (ulong j = 0; j < n; j++) m = fmax(m, x[xb + j * inner]);\n  \
+         {a} s = 0;\n  for (ulong j = 0; j < n; j++) s += ({a})exp(x[xb + j * inner] - m);\n{body}}}\n",
+        acc.pragma()
+    );
+    let rows = outer * inner;
+    let [xm, xo] = x.args();
+    let [ym, yo] = y.args();
+    let args = [xm, xo, ym, yo, KernelArg::U64(rows), KernelArg::U64(n), KernelArg::U64(inner)];
+    ctx.run(&src, &args, rows as usize)
+}
+
+fn softmax(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    softmax_cl(ctx, ins, attrs, outs, false)
+}
+
+fn log_softmax(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    softmax_cl(ctx, ins, attrs, outs, true)
+}
+
+// ---------------------------------------------------------------------------------------
+// ReduceMean and ReduceSum.
+
+/// Which dimensions are reduced; `None` for a no-op (as the host's `reduce_axes`).
+fn reduce_axes(
+    ins: &[Option<ClTensor>],
+    infos: Infos,
+    attrs: &Attrs,
+    rank: usize,
+) -> Result<Option<Vec<bool>>, String> {
+    let listed: Vec<i64> = match (attrs.ints("axes"), ins.get(1).and_then(Option::as_ref)) {
+        (Some(_), Some(_)) => return Err("axes are given both as the `axes` attribute and as input 2".into()),
+        (Some(a), None) => a.to_vec(),
+        (None, Some(t)) => {
+            check_dtype(t, 1, "axes", &[DType::I64, DType::I32])?;
+            if t.shape.len() > 1 {
+                return Err(format!("input 2 (axes) must be 1-D, found shape {:?}", t.shape));
+            }
+            match host_value(infos, 1) {
+                Some(v) => ints_of(v),
+                None => return Err("input 2 (axes) must be a constant: its value decides the output shape".into()),
+            }
+        }
+        (None, None) => Vec::new(),
+    };
+    if listed.is_empty() {
+        return Ok(if attrs.int("noop_with_empty_axes", 0) != 0 { None } else { Some(vec![true; rank]) });
+    }
+    let mut red = vec![false; rank];
+    for &a in &listed {
+        let k = norm_axis(a, rank)?;
+        if red[k] {
+            return Err(format!("axis {a} is listed twice (axes {listed:?} for rank {rank})"));
+        }
+        red[k] = true;
+    }
+    Ok(Some(red))
+}
+
+fn reduce_cl(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor], mean: bool) -> Res {
+    let x = input(ins, 0, "data")?;
+    check_dtype(x, 0, "data", if mean { &[DType::F32] } else { SIGNED })?;
+    let y = output(outs, 0)?;
+    let keep = attrs.int("keepdims", 1) != 0;
+    let Some(red) = reduce_axes(ins, infos, attrs, x.shape.len())? else {
+        check_out(y, x.dtype, &x.shape)?;
+        return copy(ctx, x, y);
+    };
+    let want: Vec<i64> = x
+        .shape
+        .iter()
+        .zip(&red)
+        .filter_map(|(&d, &r)| match (r, keep) {
+            (false, _) => Some(d),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect();
+    check_out(y, x.dtype, &want)?;
+    let n = y.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    // Group adjacent dimensions of the same kind (dropping units), with x strides.
+    let mut groups: Vec<(u64, bool)> = Vec::new();
+    for (&d, &r) in x.shape.iter().zip(&red) {
+        let d = d.max(0) as u64;
+        if d == 1 {
+            continue;
+        }
+        match groups.last_mut() {
+            Some((s, k)) if *k == r => *s *= d,
+            _ => groups.push((d, r)),
+        }
+    }
+    let mut strides = vec![0u64; groups.len()];
+    let mut s = 1u64;
+    for (i, &(d, _)) in groups.iter().enumerate().rev() {
+        strides[i] = s;
+        s = s.saturating_mul(d);
+    }
+    let kept: Vec<(u64, u64)> = groups.iter().zip(&strides).filter(|(g, _)| !g.1).map(|(g, &s)| (g.0, s)).collect();
+    let reduced: Vec<(u64, u64)> = groups.iter().zip(&strides).filter(|(g, _)| g.1).map(|(g, &s)| (g.0, s)).collect();
+    if kept.len() + reduced.len() > 2 * MAX_DIMS {
+        return Err(format!("reducing a tensor of rank {} is not supported on OpenCL", x.shape.len()));
+    }
+    let count: u64 = x.shape.iter().zip(&red).filter(|(_, &r)| r).map(|(&d, _)| d.max(0) as u64).product();
+    let t = cl_type(x.dtype);
+    let acc = Acc::of(ctx);
+    let (a, add, fin, pragma) = match x.dtype {
+        DType::F32 => (
+            acc.ty,
+            format!("s += ({})v;", acc.ty),
+            if mean { "(float)(s / cnt)".to_string() } else { "(float)s".to_string() },
+            acc.pragma(),
+        ),
+        DType::I32 => ("ulong", "s += (ulong)(long)v;".to_string(), "as_int((uint)s)".to_string(), ""),
+        _ => ("ulong", "s += as_ulong(v);".to_string(), "as_long(s)".to_string(), ""),
+    };
+    let mut src =
+        format!("{pragma}__kernel void k(__global const {t}* x, ulong xo, __global {t}* y, ulong yo, ulong n");
+    for i in 0..kept.len() {
+        let _ = write!(src, ", ulong kd{i}, ulong ks{i}");
+    }
+    for i in 0..reduced.len() {
+        let _ = write!(src, ", ulong rd{i}, ulong rs{i}");
+    }
+    let _ =
+        write!(src, ", ulong cntu) {{\n  ulong i = get_global_id(0);\n  if (i >= n) return;\n  ulong t = i, p = xo;\n");
+    for i in (0..kept.len()).rev() {
+        let _ = writeln!(src, "  {{ ulong c = t % kd{i}; t /= kd{i}; p += c * ks{i}; }}");
+    }
+    let _ = writeln!(src, "  {a} s = 0;");
+    let mut idx = String::from("p");
+    for i in 0..reduced.len() {
+        let _ = writeln!(src, "  for (ulong r{i} = 0; r{i} < rd{i}; r{i}++)");
+        let _ = write!(idx, " + r{i} * rs{i}");
+    }
+    let _ = writeln!(src, "  {{ {t} v = x[{idx}]; {add} }}");
+    if mean {
+        let _ = writeln!(src, "  {a} cnt = ({a})cntu;");
+    }
+    let _ = write!(src, "  y[yo + i] = {fin};\n}}\n");
+    let [xm, xo] = x.args();
+    let [ym, yo] = y.args();
+    let mut args = vec![xm, xo, ym, yo, KernelArg::U64(n)];
+    for &(d, s) in kept.iter().chain(&reduced) {
+        args.push(KernelArg::U64(d));
+        args.push(KernelArg::U64(s));
+    }
+    args.push(KernelArg::U64(count));
+    ctx.run(&src, &args, n as usize)
+}
+
+fn reduce_mean(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    reduce_cl(ctx, ins, infos, attrs, outs, true)
+}
+
+fn reduce_sum(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    reduce_cl(ctx, ins, infos, attrs, outs, false)
+}
+
+// ---------------------------------------------------------------------------------------
+// Normalizations.
+
+fn batch_norm(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    if attrs.int("training_mode", 0) == 1 {
+        return Err("@onnx.BatchNormalization supports inference only: `training_mode` must be 0".into());
+    }
+    let x = input(ins, 0, "X")?;
+    check_dtype(x, 0, "X", &[DType::F32])?;
+    if x.shape.is_empty() {
+        return Err("input 1 (X) must have rank ≥ 1 (N, C, D1, …), found a scalar".into());
+    }
+    let spatial = attrs.int("spatial", 1) != 0;
+    let params = if !spatial {
+        prod(&x.shape[1..])
+    } else if x.shape.len() >= 2 {
+        x.shape[1].max(0) as u64
+    } else {
+        1
+    };
+    let inner = if spatial { prod(x.shape.get(2..).unwrap_or(&[])) } else { 1 };
+    let mut p = Vec::new();
+    for (i, name) in [(1, "scale"), (2, "B"), (3, "mean"), (4, "var")] {
+        let t = input(ins, i, name)?;
+        check_dtype(t, i, name, &[DType::F32])?;
+        if t.numel() != params {
+            return Err(format!("input {} ({name}) has {} elements, expected {params}", i + 1, t.numel()));
+        }
+        p.push(t);
+    }
+    let y = output(outs, 0)?;
+    check_out(y, x.dtype, &x.shape)?;
+    let n = y.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    let acc = Acc::of(ctx);
+    let a = acc.ty;
+    let src = format!(
+        "{}__kernel void k(__global const float* x, ulong xo, __global const float* sc, ulong sco, \
+         __global const float* b, ulong bo, __global const float* mn, ulong mo, __global const float* vr, ulong vo, \
+         __global float* y, ulong yo, ulong n, ulong inner, ulong params, {a} eps) {{\n  \
+         ulong i = get_global_id(0);\n  if (i >= n) return;\n  ulong c = (i / inner) % params;\n  \
+         float k = (float)(({a})sc[sco + c] / sqrt(({a})vr[vo + c] + eps));\n  \
+         y[yo + i] = (x[xo + i] - mn[mo + c]) * k + b[bo + c];\n}}\n",
+        acc.pragma()
+    );
+    let mut args: Vec<KernelArg> = x.args().into();
+    for t in &p {
+        args.extend(t.args());
+    }
+    args.extend(y.args());
+    args.extend([
+        KernelArg::U64(n),
+        KernelArg::U64(inner),
+        KernelArg::U64(params),
+        acc.arg(attrs.float("epsilon", 1e-5)),
+    ]);
+    ctx.run(&src, &args, n as usize)
+}
+
+fn instance_norm(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    let x = input(ins, 0, "input")?;
+    check_dtype(x, 0, "input", &[DType::F32])?;
+    if x.shape.len() < 3 {
+        return Err(format!("input 1 (input) must have rank ≥ 3 (N, C, D1, …), found rank {}", x.shape.len()));
+    }
+    let (sc, b) = (input(ins, 1, "scale")?, input(ins, 2, "B")?);
+    for (i, t) in [(1, sc), (2, b)] {
+        check_dtype(t, i, if i == 1 { "scale" } else { "B" }, &[DType::F32])?;
+        if t.shape.len() != 1 || t.shape[0] != x.shape[1] {
+            return Err(format!(
+                "input {} has shape {:?}, expected [{}] (the channel count)",
+                i + 1,
+                t.shape,
+                x.shape[1]
+            ));
+        }
+    }
+    let y = output(outs, 0)?;
+    check_out(y, x.dtype, &x.shape)?;
+    if y.numel() == 0 {
+        return Ok(());
+    }
+    let c = x.shape[1] as u64;
+    let inner = prod(&x.shape[2..]);
+    let rows = prod(&x.shape[..2]);
+    let acc = Acc::of(ctx);
+    let a = acc.ty;
+    let src = format!(
+        "{}__kernel void k(__global const float* x, ulong xo, __global const float* sc, ulong sco, \
+         __global const float* b, ulong bo, __global float* y, ulong yo, ulong rows, ulong inner, ulong ch, {a} eps) {{\n  \
+         ulong r = get_global_id(0);\n  if (r >= rows) return;\n  ulong c = r % ch;\n  \
+         ulong xb = xo + r * inner, yb = yo + r * inner;\n  {a} cnt = ({a})inner;\n  \
+         {a} s = 0;\n  for (ulong j = 0; j < inner; j++) s += ({a})x[xb + j];\n  {a} mean = s / cnt;\n  \
+         {a} q = 0;\n  for (ulong j = 0; j < inner; j++) {{ {a} d = ({a})x[xb + j] - mean; q += d * d; }}\n  \
+         {a} k = ({a})sc[sco + c] / sqrt(q / cnt + eps);\n  {a} bb = ({a})b[bo + c];\n  \
+         for (ulong j = 0; j < inner; j++) y[yb + j] = (float)((({a})x[xb + j] - mean) * k + bb);\n}}\n",
+        acc.pragma()
+    );
+    let mut args: Vec<KernelArg> = x.args().into();
+    args.extend(sc.args());
+    args.extend(b.args());
+    args.extend(y.args());
+    args.extend([
+        KernelArg::U64(rows),
+        KernelArg::U64(inner),
+        KernelArg::U64(c),
+        acc.arg(attrs.float("epsilon", 1e-5)),
+    ]);
+    ctx.run(&src, &args, rows as usize)
+}
+
+fn lrn(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    let x = input(ins, 0, "X")?;
+    check_dtype(x, 0, "X", &[DType::F32])?;
+    if x.shape.len() < 2 {
+        return Err(format!("input 1 (X) must have rank ≥ 2 (N, C, D1, …), found rank {}", x.shape.len()));
+    }
+    let Some(AttrValue::Int(size)) = attrs.get("size") else {
+        return Err("@onnx.LRN requires the integer attribute `size` (the number of channels to sum over)".into());
+    };
+    if *size < 1 {
+        return Err(format!("attribute `size` of @onnx.LRN must be at least 1, found {size}"));
+    }
+    let y = output(outs, 0)?;
+    check_out(y, x.dtype, &x.shape)?;
+    let n = y.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    let size = *size as u64;
+    let (alpha, beta, bias) = (attrs.float("alpha", 1e-4), attrs.float("beta", 0.75), attrs.float("bias", 1.0));
+    let before = (size - 1) / 2;
+    let c = x.shape[1] as u64;
+    let inner = prod(&x.shape[2..]);
+    let acc = Acc::of(ctx);
+    let a = acc.ty;
+    let src = format!(
+        "{}__kernel void k(__global const float* x, ulong xo, __global float* y, ulong yo, ulong n, ulong ch, \
+         ulong inner, ulong before, ulong size, {a} bias, {a} kk, {a} beta) {{\n  \
+         ulong i = get_global_id(0);\n  if (i >= n) return;\n  ulong c = (i / inner) % ch;\n  \
+         ulong base = xo + i - c * inner;\n  {a} s = 0;\n  \
+         for (ulong j = 0; j < size; j++) {{\n    ulong cc = c + j;\n    \
+         if (cc < before || cc - before >= ch) continue;\n    \
+         {a} v = ({a})x[base + (cc - before) * inner];\n    s += v * v;\n  }}\n  \
+         y[yo + i] = (float)(({a})x[xo + i] / pow(bias + kk * s, beta));\n}}\n",
+        acc.pragma()
+    );
+    let [xm, xo] = x.args();
+    let [ym, yo] = y.args();
+    let args = [
+        xm,
+        xo,
+        ym,
+        yo,
+        KernelArg::U64(n),
+        KernelArg::U64(c),
+        KernelArg::U64(inner),
+        KernelArg::U64(before),
+        KernelArg::U64(size),
+        acc.arg(bias),
+        acc.arg(alpha / size as f64),
+        acc.arg(beta),
+    ];
+    ctx.run(&src, &args, n as usize)
+}
+
+/// Differential tests: every operator on the device against the host kernel. They run on
+/// the OpenCL device named by `RXVM_TEST_CL_DEVICE` (default: the first real device) and
+/// are skipped when no OpenCL runtime is usable.
+#[cfg(test)]
+#[allow(clippy::cloned_ref_to_slice_refs)]
+mod tests {
+    use super::*;
+    use crate::opencl::{find_device, ClBlock, ClDevice};
+    use crate::ops::OPS;
+
+    fn attrs(list: &[(&str, AttrValue)]) -> Attrs {
+        Attrs(list.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    }
+
+    fn int(v: i64) -> AttrValue {
+        AttrValue::Int(v)
+    }
+
+    fn float(v: f64) -> AttrValue {
+        AttrValue::Float(v)
+    }
+
+    /// Deterministic pseudo-random values in `[lo, hi)`.
+    fn rand(seed: u64, n: usize, lo: f64, hi: f64) -> Vec<f64> {
+        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
+            })
+            .collect()
+    }
+
+    fn tensor(dtype: DType, shape: &[i64], seed: u64) -> HostTensor {
+        let n = prod(shape) as usize;
+        let v = rand(seed, n, -3.0, 3.0);
+        let data: Vec<u8> = match dtype {
+            DType::F32 => v.iter().flat_map(|&x| (x as f32).to_le_bytes()).collect(),
+            DType::F64 => v.iter().flat_map(|&x| x.to_le_bytes()).collect(),
+            // Nonzero integers (divisors), negative ones included.
+            DType::I32 => v.iter().flat_map(|&x| ((x * 7.0) as i32 | 1).to_le_bytes()).collect(),
+            DType::I64 => v.iter().flat_map(|&x| ((x * 7.0) as i64 | 1).to_le_bytes()).collect(),
+            DType::F16 => v.iter().flat_map(|&x| (((x + 3.0) * 1000.0) as u16).to_le_bytes()).collect(),
+            _ => v.iter().map(|&x| (x > 0.0) as u8).collect(),
+        };
+        HostTensor::new(dtype, shape.to_vec(), data).unwrap()
+    }
+
+    fn f32s(shape: &[i64], v: &[f32]) -> HostTensor {
+        HostTensor::from_f32(shape, v).unwrap()
+    }
+
+    fn i64s(v: &[i64]) -> HostTensor {
+        HostTensor::new(DType::I64, vec![v.len() as i64], v.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap()
+    }
+
+    /// A device copy of `t` at a byte offset of 64 (so kernels must honour the offset).
+    fn upload(dev: &ClDevice, t: &HostTensor, fill: Option<u8>) -> (ClBlock, ClTensor) {
+        let (block, _) = dev.alloc(64 + t.data.len() as u64).unwrap();
+        let v = dev.view(&block, 64, t.dtype, None).unwrap();
+        if !t.data.is_empty() {
+            let data = match fill {
+                Some(b) => vec![b; t.data.len()],
+                None => t.data.clone(),
+            };
+            dev.write(&v, None, &data).unwrap();
+        }
+        let ct =
+            ClTensor { mem: v.mem, offset: v.offset / t.dtype.size() as u64, dtype: t.dtype, shape: t.shape.clone() };
+        (block, ct)
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-3 * b.abs() + 1e-5
+    }
+
+    /// Runs `name` on the host and on the device and compares every output.
+    fn check(dev: &ClDevice, name: &str, ins: &[Option<HostTensor>], a: &Attrs) {
+        let def = OPS.iter().find(|o| o.name == name).unwrap();
+        let infos: Vec<Option<TensorInfo>> = ins
+            .iter()
+            .map(|t| {
+                t.as_ref().map(|t| TensorInfo {
+                    dtype: t.dtype,
+                    shape: &t.shape,
+                    value: (t.numel() <= 64 || !t.dtype.is_float()).then_some(t),
+                })
+            })
+            .collect();
+        let inferred = (def.infer)(&infos, a).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut want: Vec<HostTensor> = inferred.iter().map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();
+        let refs: Vec<Option<&HostTensor>> = ins.iter().map(Option::as_ref).collect();
+        (def.host)(&refs, a, &mut want).unwrap_or_else(|e| panic!("{name} (host): {e}"));
+        let mut keep = Vec::new();
+        let mut cl_ins = Vec::new();
+        for t in ins {
+            cl_ins.push(t.as_ref().map(|t| {
+                let (b, ct) = upload(dev, t, None);
+                keep.push(b);
+                ct
+            }));
+        }
+        let mut cl_outs = Vec::new();
+        for t in &want {
+            let (b, ct) = upload(dev, t, Some(0xA5));
+            keep.push(b);
+            cl_outs.push(ct);
+        }
+        let f = super::super::cl::cl_fn(name).unwrap_or_else(|| panic!("{name} has no kernel"));
+        f(&ClCtx { dev }, &cl_ins, &infos, a, &cl_outs).unwrap_or_else(|e| panic!("{name} (OpenCL): {e}"));
+        for (i, (w, o)) in want.iter().zip(&cl_outs).enumerate() {
+            let mut got = vec![0u8; w.data.len()];
+            if !got.is_empty() {
+                let v = crate::opencl::ClView { mem: o.mem, offset: 64, kind: crate::opencl::ViewKind::Buffer };
+                dev.read(&v, got.len(), None, &mut got).unwrap();
+            }
+            let ok = match w.dtype {
+                DType::F32 => w.data.chunks_exact(4).zip(got.chunks_exact(4)).all(|(x, y)| {
+                    close(
+                        f32::from_le_bytes(y.try_into().unwrap()) as f64,
+                        f32::from_le_bytes(x.try_into().unwrap()) as f64,
+                    )
+                }),
+                DType::F64 => w.data.chunks_exact(8).zip(got.chunks_exact(8)).all(|(x, y)| {
+                    close(f64::from_le_bytes(y.try_into().unwrap()), f64::from_le_bytes(x.try_into().unwrap()))
+                }),
+                _ => w.data == got,
+            };
+            assert!(ok, "{name} {a}: output {} differs\nhost {:?}\ncl   {:?}", i + 1, w.data, got);
+        }
+    }
+
+    fn device() -> Option<ClDevice> {
+        let needle = std::env::var("RXVM_TEST_CL_DEVICE").unwrap_or_default();
+        match find_device(&needle) {
+            Ok(info) => Some(ClDevice::open(&info).unwrap()),
+            Err(e) => {
+                eprintln!("skipping the OpenCL tests: {e}");
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn kernels_match_the_host() {
+        let Some(dev) = device() else { return };
+        let t = |d: DType, s: &[i64], seed: u64| Some(tensor(d, s, seed));
+        let none = Attrs::default();
+        use DType::*;
+        let mut dtypes = vec![F32, I32, I64];
+        if dev.has_fp64 {
+            dtypes.push(F64);
+        }
+        for op in ["Add", "Sub", "Mul", "Div"] {
+            for &d in &dtypes {
+                check(&dev, op, &[t(d, &[2, 3, 4], 1), t(d, &[3, 1], 2)], &none);
+                check(&dev, op, &[t(d, &[], 3), t(d, &[5], 4)], &none);
+                check(&dev, op, &[t(d, &[4, 1, 3], 5), t(d, &[1, 5, 1], 6)], &none);
+                check(&dev, op, &[t(d, &[7, 300], 5), t(d, &[7, 300], 6)], &none);
+            }
+            let legacy = attrs(&[("broadcast", int(1)), ("axis", int(1))]);
+            check(&dev, op, &[t(F32, &[2, 3, 4, 5], 7), t(F32, &[3, 4], 8)], &legacy);
+        }
+        check(
+            &dev,
+            "Pow",
+            &[Some(f32s(&[2, 3], &[1.5, 2.0, 0.5, -2.0, 3.0, 0.0])), Some(f32s(&[3], &[2.0, 0.5, 3.0]))],
+            &none,
+        );
+        for op in ["Max", "Min", "Sum"] {
+            for d in [F32, I32, I64] {
+                check(&dev, op, &[t(d, &[3, 4], 1)], &none);
+                let many: Vec<_> = (0..9).map(|i| t(d, if i % 3 == 0 { &[4] } else { &[3, 1] }, 10 + i)).collect();
+                check(&dev, op, &many, &none);
+            }
+            let nan = Some(f32s(&[3], &[f32::NAN, 1.0, -0.0]));
+            check(&dev, op, &[t(F32, &[3], 1), nan.clone(), t(F32, &[2, 3], 2)], &none);
+            check(&dev, op, &[nan, t(F32, &[3], 1)], &none);
+        }
+        let x = t(F32, &[4, 50], 3);
+        check(&dev, "Clip", &[x.clone()], &attrs(&[("min", float(-1.0)), ("max", float(0.5))]));
+        check(&dev, "Clip", &[x.clone()], &none);
+        check(&dev, "Clip", &[x.clone(), Some(f32s(&[], &[-0.5]))], &none);
+        check(&dev, "Clip", &[x.clone(), None, Some(f32s(&[1], &[0.25]))], &none);
+        check(&dev, "Clip", &[x.clone(), Some(f32s(&[], &[1.0])), Some(f32s(&[], &[-1.0]))], &none);
+        let big = Some(f32s(&[6], &[-100.0, -20.0, -1e-3, 0.0, 30.0, 100.0]));
+        for op in ["Sigmoid", "Tanh", "Exp", "Sqrt", "Softplus", "Softsign", "LeakyRelu", "Elu", "Selu", "Relu"] {
+            check(&dev, op, &[x.clone()], &none);
+            check(&dev, op, &[big.clone()], &none);
+        }
+        check(&dev, "LeakyRelu", &[x.clone()], &attrs(&[("alpha", float(0.3))]));
+        check(&dev, "Elu", &[x.clone()], &attrs(&[("alpha", float(0.7))]));
+        check(&dev, "Selu", &[x.clone()], &attrs(&[("alpha", float(2.0)), ("gamma", float(3.0))]));
+        for op in ["Neg", "Abs"] {
+            for d in [F32, I32, I64] {
+                check(&dev, op, &[t(d, &[5, 7], 4)], &none);
+            }
+        }
+        let opset6 = attrs(&[("onnx_opset", int(6))]);
+        check(&dev, "PRelu", &[t(F32, &[2, 3, 4], 1), t(F32, &[3], 2)], &opset6);
+        check(&dev, "PRelu", &[t(F32, &[2, 3, 3], 1), t(F32, &[3], 2)], &opset6);
+        check(&dev, "PRelu", &[t(F32, &[2, 3, 3], 1), t(F32, &[3], 2)], &none);
+        check(&dev, "PRelu", &[t(F32, &[2, 3, 4], 1), t(F32, &[3, 1], 2)], &none);
+        check(&dev, "Dropout", &[t(F32, &[3, 5], 1)], &attrs(&[("ratio", float(0.3))]));
+        check(&dev, "Dropout", &[t(F16, &[3, 5], 1)], &none);
+        check(&dev, "Identity", &[t(I64, &[3, 5], 1)], &none);
+        check(&dev, "Identity", &[t(Bool, &[7], 1)], &none);
+        check(&dev, "Identity", &[t(F16, &[0, 3], 1)], &none);
+        for op in ["Softmax", "LogSoftmax"] {
+            let x = t(F32, &[2, 3, 4, 5], 9);
+            check(&dev, op, &[x.clone()], &none);
+            for axis in [0, 1, 2, -1] {
+                check(&dev, op, &[x.clone()], &attrs(&[("axis", int(axis))]));
+                check(&dev, op, &[x.clone()], &attrs(&[("axis", int(axis)), ("onnx_opset", int(11))]));
+            }
+            check(&dev, op, &[x.clone()], &opset6);
+        }
+        for op in ["ReduceMean", "ReduceSum"] {
+            let x = t(F32, &[2, 3, 1, 4, 5], 9);
+            check(&dev, op, &[x.clone()], &none);
+            check(&dev, op, &[x.clone()], &attrs(&[("keepdims", int(0))]));
+            check(&dev, op, &[x.clone()], &attrs(&[("axes", AttrValue::Ints(vec![1])), ("keepdims", int(0))]));
+            check(&dev, op, &[x.clone()], &attrs(&[("axes", AttrValue::Ints(vec![0, 2, -1]))]));
+            check(&dev, op, &[x.clone()], &attrs(&[("axes", AttrValue::Ints(vec![1, 3]))]));
+            check(&dev, op, &[x.clone(), Some(i64s(&[-2]))], &none);
+            check(&dev, op, &[x.clone(), Some(i64s(&[]))], &attrs(&[("noop_with_empty_axes", int(1))]));
+            check(&dev, op, &[t(F32, &[2, 0], 1)], &attrs(&[("axes", AttrValue::Ints(vec![1]))]));
+        }
+        for d in [I32, I64] {
+            check(&dev, "ReduceSum", &[t(d, &[2, 3, 4], 2)], &attrs(&[("axes", AttrValue::Ints(vec![0, 2]))]));
+        }
+        let bn = |x: &[i64], p: i64| {
+            vec![
+                t(F32, x, 1),
+                t(F32, &[p], 2),
+                t(F32, &[p], 3),
+                t(F32, &[p], 4),
+                Some(tensor(F32, &[p], 5)).map(|mut v| {
+                    for c in v.data.chunks_exact_mut(4) {
+                        let f = f32::from_le_bytes(c.try_into().unwrap()).abs();
+                        c.copy_from_slice(&f.to_le_bytes());
+                    }
+                    v
+                }),
+            ]
+        };
+        check(&dev, "BatchNormalization", &bn(&[2, 3, 2, 2], 3), &attrs(&[("epsilon", float(1e-3))]));
+        check(&dev, "BatchNormalization", &bn(&[2, 3, 2], 6), &attrs(&[("spatial", int(0))]));
+        check(&dev, "BatchNormalization", &bn(&[3], 1), &none);
+        check(&dev, "BatchNormalization", &bn(&[4, 5], 5), &none);
+        check(&dev, "InstanceNormalization", &[t(F32, &[2, 3, 5], 1), t(F32, &[3], 2), t(F32, &[3], 3)], &none);
+        check(
+            &dev,
+            "InstanceNormalization",
+            &[t(F32, &[1, 2, 3, 4, 5], 1), t(F32, &[2], 2), t(F32, &[2], 3)],
+            &attrs(&[("epsilon", float(0.01))]),
+        );
+        for size in [1, 3, 4, 7] {
+            let a = attrs(&[("size", int(size)), ("alpha", float(0.5)), ("beta", float(0.75)), ("bias", float(2.0))]);
+            check(&dev, "LRN", &[t(F32, &[2, 5, 2, 3], 1)], &a);
+            check(&dev, "LRN", &[t(F32, &[2, 5], 1)], &a);
+        }
+    }
+
+    #[test]
+    fn missing_inputs_are_errors() {
+        let Some(dev) = device() else { return };
+        let ctx = ClCtx { dev: &dev };
+        for (name, f) in CL {
+            let e = f(&ctx, &[], &[], &Attrs::default(), &[]).unwrap_err();
+            assert!(e.contains("required") || e.contains("attribute"), "{name}: {e}");
+        }
+    }
+}

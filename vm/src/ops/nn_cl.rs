@@ -1,0 +1,700 @@
+//! OpenCL buffer kernels for the nn operators (see `super::cl`): convolutions, pooling and
+//! matrix products, f32 only, one work-item per output element with the reduction looped in
+//! f32 (the semantics of the host kernels in `super::nn`).
+//!
+//! Geometry (sizes, strides, dilations, pads) is passed as kernel arguments, so one program
+//! per operator (and per optional-operand variant) serves every shape. Spatial operators
+//! take 1 to 3 spatial dims, padded in front to 3 with size-1 axes.
+
+use super::cl::{ClCtx, ClFn, ClTensor};
+use super::shape::broadcast_strides;
+use super::{Attrs, TensorInfo};
+use crate::opencl::KernelArg;
+use crate::types::DType;
+
+/// `(operator name, kernel launcher)` for this family.
+pub static CL: &[(&str, ClFn)] = &[
+    ("Conv", conv),
+    ("ConvTranspose", conv_transpose),
+    ("MaxPool", max_pool),
+    ("AveragePool", average_pool),
+    ("GlobalAveragePool", global_average_pool),
+    ("GlobalMaxPool", global_max_pool),
+    ("Gemm", gemm),
+    ("MatMul", matmul),
+];
+
+// ---------------------------------------------------------------------------------------
+// Operands and arguments.
+
+/// Required input `i` (`name` in messages), f32.
+fn input<'a>(ins: &'a [Option<ClTensor>], i: usize, name: &str) -> Result<&'a ClTensor, String> {
+    let t = ins.get(i).and_then(Option::as_ref).ok_or_else(|| format!("the input {name} is required"))?;
+    f32_only(t, name)?;
+    Ok(t)
+}
+
+/// Optional input `i`, f32 when present.
+fn optional<'a>(ins: &'a [Option<ClTensor>], i: usize, name: &str) -> Result<Option<&'a ClTensor>, String> {
+    match ins.get(i).and_then(Option::as_ref) {
+        Some(t) => f32_only(t, name).map(|_| Some(t)),
+        None => Ok(None),
+    }
+}
+
+fn f32_only(t: &ClTensor, name: &str) -> Result<(), String> {
+    if t.dtype != DType::F32 {
+        return Err(format!("the OpenCL kernel supports f32 tensors only; {name} is {}{:?}", t.dtype, t.shape));
+    }
+    Ok(())
+}
+
+/// The f32 output `Y` (the first output).
+fn output(outs: &[ClTensor]) -> Result<&ClTensor, String> {
+    let y = outs.first().ok_or("the output Y is required")?;
+    f32_only(y, "the output Y")?;
+    Ok(y)
+}
+
+/// A signed or unsigned 64-bit kernel argument (`long` / `ulong` parameters).
+fn l(v: i64) -> KernelArg {
+    KernelArg::U64(v as u64)
+}
+
+/// A `float` kernel argument.
+fn f(v: f32) -> KernelArg {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&v.to_ne_bytes());
+    KernelArg::Bytes(b, 4)
+}
+
+fn mem(t: &ClTensor) -> [KernelArg; 2] {
+    t.args()
+}
+
+/// Checks a shape's dims are non-negative and its element count fits in an i64.
+fn count(shape: &[i64], name: &str) -> Result<i64, String> {
+    shape.iter().try_fold(1i64, |a, &d| {
+        if d < 0 {
+            return Err(format!("{name} has a negative dimension: {shape:?}"));
+        }
+        a.checked_mul(d).ok_or_else(|| format!("{name} {shape:?} is too large"))
+    })
+}
+
+/// The work-item count of a launch.
+fn global(n: i64) -> Result<usize, String> {
+    usize::try_from(n).map_err(|_| format!("{n} work-items do not fit in a launch"))
+}
+
+// ---------------------------------------------------------------------------------------
+// Window geometry, padded to 3 spatial dims.
+
+/// Per spatial axis (3, the first ones size 1 when the operand has fewer): input and output
+/// sizes, kernel, stride, dilation, begin and end padding. Conv and pooling read input
+/// position `o * s + kk * d - pb` for output `o`; ConvTranspose writes output position
+/// `i * s + kk * d - pb` from input `i`.
+#[derive(Debug, Default)]
+struct Geo {
+    inp: [i64; 3],
+    out: [i64; 3],
+    k: [i64; 3],
+    s: [i64; 3],
+    d: [i64; 3],
+    pb: [i64; 3],
+    pe: [i64; 3],
+}
+
+/// The kernel parameters matching [`Geo::args`].
+const GEO_PARAMS: &str = "long in0, long in1, long in2, long out0, long out1, long out2, long k0, long k1, long k2, \
+                          long s0, long s1, long s2, long d0, long d1, long d2, long pb0, long pb1, long pb2, \
+                          long pe0, long pe1, long pe2";
+
+/// OpenCL C splitting flat output index `r` (a `long`) into `o0, o1, o2` and the rest.
+const SPLIT_OUT: &str =
+    "  long o2 = r % out2; r /= out2;\n  long o1 = r % out1; r /= out1;\n  long o0 = r % out0; r /= out0;\n";
+
+impl Geo {
+    fn args(&self) -> Vec<KernelArg> {
+        [self.inp, self.out, self.k, self.s, self.d, self.pb, self.pe].iter().flatten().map(|&v| l(v)).collect()
+    }
+
+    /// Geometry from the input and output spatial dims and the kernel. `transpose` selects
+    /// the ConvTranspose padding rules.
+    fn new(in_sp: &[i64], out_sp: &[i64], k: &[i64], attrs: &Attrs, transpose: bool) -> Result<Geo, String> {
+        let n = in_sp.len();
+        if n == 0 || n > 3 {
+            return Err(format!("the OpenCL kernel supports 1 to 3 spatial dims, found {n}"));
+        }
+        if out_sp.len() != n || k.len() != n {
+            return Err(format!(
+                "the input has {n} spatial dims but the output has {} and the kernel {}",
+                out_sp.len(),
+                k.len()
+            ));
+        }
+        let list = |name: &str, default: i64| -> Result<Vec<i64>, String> {
+            match attrs.ints(name) {
+                None => Ok(vec![default; n]),
+                Some(v) if v.len() == n => Ok(v.to_vec()),
+                Some(v) => Err(format!("{name} has {} values but the input has {n} spatial dims", v.len())),
+            }
+        };
+        let (s, d) = (list("strides", 1)?, list("dilations", 1)?);
+        let opad = list("output_padding", 0)?;
+        let pads = match attrs.ints("pads") {
+            None => vec![0; 2 * n],
+            Some(p) if p.len() == 2 * n => p.to_vec(),
+            Some(p) => return Err(format!("pads has {} values but the input has {n} spatial dims", p.len())),
+        };
+        let ap = attrs.str("auto_pad").unwrap_or("NOTSET");
+        if !matches!(ap, "NOTSET" | "SAME_UPPER" | "SAME_LOWER" | "VALID") {
+            return Err(format!("auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, found {ap:?}"));
+        }
+        let mut g = Geo { inp: [1; 3], out: [1; 3], k: [1; 3], s: [1; 3], d: [1; 3], ..Geo::default() };
+        let off = 3 - n;
+        for i in 0..n {
+            let (len, out, kk, st, di) = (in_sp[i], out_sp[i], k[i], s[i], d[i]);
+            if len < 0 || out < 0 || kk < 1 || st < 1 || di < 1 {
+                return Err(format!(
+                    "spatial dim {i}: sizes {len} -> {out}, kernel {kk}, stride {st} and dilation {di} are invalid"
+                ));
+            }
+            let span = (kk - 1).checked_mul(di).and_then(|v| v.checked_add(1)).ok_or("the kernel span overflows")?;
+            let (pb, pe) = if transpose {
+                let wanted = attrs.ints("output_shape").is_some() || ap.starts_with("SAME");
+                if wanted {
+                    // Pads follow from the output size (as in `nn::transpose_geo`).
+                    let full = st * (len - 1) + opad[i] + span;
+                    let total = full - out;
+                    let half = total.div_euclid(2);
+                    if ap == "SAME_UPPER" {
+                        (half, total - half)
+                    } else {
+                        (total - half, half)
+                    }
+                } else if ap == "VALID" {
+                    (0, 0)
+                } else {
+                    (pads[i], pads[n + i])
+                }
+            } else {
+                match ap {
+                    "SAME_UPPER" | "SAME_LOWER" => {
+                        let total = ((out - 1) * st + span - len).max(0);
+                        let (small, big) = (total / 2, total - total / 2);
+                        if ap == "SAME_UPPER" {
+                            (small, big)
+                        } else {
+                            (big, small)
+                        }
+                    }
+                    "VALID" => (0, 0),
+                    _ => (pads[i], pads[n + i]),
+                }
+            };
+            let j = off + i;
+            (g.inp[j], g.out[j], g.k[j], g.s[j], g.d[j], g.pb[j], g.pe[j]) = (len, out, kk, st, di, pb, pe);
+        }
+        Ok(g)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Convolutions.
+
+/// Checks the shared shapes of a (transposed) convolution: X [N, C, ...], W [w0, w1, k...],
+/// Y [N, M, ...], optional B [M]. Returns (N, C, M, group).
+fn conv_shapes(
+    x: &ClTensor,
+    w: &ClTensor,
+    b: Option<&ClTensor>,
+    y: &ClTensor,
+    attrs: &Attrs,
+    transpose: bool,
+) -> Result<(i64, i64, i64, i64), String> {
+    let r = x.shape.len();
+    if r < 3 || w.shape.len() != r || y.shape.len() != r {
+        return Err(format!("X {:?}, W {:?} and Y {:?} must have one rank of 3 or more", x.shape, w.shape, y.shape));
+    }
+    count(&x.shape, "X")?;
+    count(&w.shape, "W")?;
+    count(&y.shape, "Y")?;
+    let group = attrs.int("group", 1);
+    let (n, c, m) = (x.shape[0], x.shape[1], y.shape[1]);
+    if group < 1 || c % group != 0 || m % group != 0 || y.shape[0] != n {
+        return Err(format!("group {group} does not fit X {:?} and Y {:?}", x.shape, y.shape));
+    }
+    let ok =
+        if transpose { w.shape[0] == c && w.shape[1] * group == m } else { w.shape[0] == m && w.shape[1] * group == c };
+    if !ok {
+        return Err(format!(
+            "the weight {:?} does not fit X {:?}, Y {:?} and group {group}",
+            w.shape, x.shape, y.shape
+        ));
+    }
+    if let Some(b) = b {
+        if b.shape != [m] {
+            return Err(format!("the bias {:?} must be [{m}]", b.shape));
+        }
+    }
+    Ok((n, c, m, group))
+}
+
+/// Conv and ConvTranspose: one work-item per output element.
+fn conv_any(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    attrs: &Attrs,
+    outs: &[ClTensor],
+    transpose: bool,
+) -> Result<(), String> {
+    let (x, w, b) = (input(ins, 0, "X")?, input(ins, 1, "W")?, optional(ins, 2, "B")?);
+    let y = output(outs)?;
+    let (_, c, m, group) = conv_shapes(x, w, b, y, attrs, transpose)?;
+    let geo = Geo::new(&x.shape[2..], &y.shape[2..], &w.shape[2..], attrs, transpose)?;
+    let bias = if b.is_some() { "  acc += b[bo + m];\n" } else { "" };
+    let body = if transpose {
+        // W [C, M/group, k...]: output o takes input i where o = i * s + kk * d - pb.
+        "  long ml = m % mg;\n\
+           for (long c = 0; c < cg; c++) {\n\
+             long ci = g * cg + c;\n\
+             __global const float* xp = x + xo + (n * C + ci) * in0 * in1 * in2;\n\
+             __global const float* wp = w + wo + (ci * mg + ml) * k0 * k1 * k2;\n\
+             for (long a0 = 0; a0 < k0; a0++) {\n\
+               long t0 = o0 + pb0 - a0 * d0;\n\
+               if (t0 < 0 || t0 % s0 != 0 || t0 / s0 >= in0) continue;\n\
+               long i0 = t0 / s0;\n\
+               for (long a1 = 0; a1 < k1; a1++) {\n\
+                 long t1 = o1 + pb1 - a1 * d1;\n\
+                 if (t1 < 0 || t1 % s1 != 0 || t1 / s1 >= in1) continue;\n\
+                 long i1 = t1 / s1;\n\
+                 for (long a2 = 0; a2 < k2; a2++) {\n\
+                   long t2 = o2 + pb2 - a2 * d2;\n\
+                   if (t2 < 0 || t2 % s2 != 0 || t2 / s2 >= in2) continue;\n\
+                   long i2 = t2 / s2;\n\
+                   acc += xp[(i0 * in1 + i1) * in2 + i2] * wp[(a0 * k1 + a1) * k2 + a2];\n\
+                 }\n\
+               }\n\
+             }\n\
+           }\n"
+    } else {
+        // W [M, C/group, k...]: output o reads input o * s + kk * d - pb.
+        "  long st0 = o0 * s0 - pb0, st1 = o1 * s1 - pb1, st2 = o2 * s2 - pb2;\n\
+           __global const float* wm = w + wo + m * cg * k0 * k1 * k2;\n\
+           for (long c = 0; c < cg; c++) {\n\
+             __global const float* xp = x + xo + (n * C + g * cg + c) * in0 * in1 * in2;\n\
+             __global const float* wp = wm + c * k0 * k1 * k2;\n\
+             for (long a0 = 0; a0 < k0; a0++) {\n\
+               long i0 = st0 + a0 * d0;\n\
+               if (i0 < 0 || i0 >= in0) continue;\n\
+               for (long a1 = 0; a1 < k1; a1++) {\n\
+                 long i1 = st1 + a1 * d1;\n\
+                 if (i1 < 0 || i1 >= in1) continue;\n\
+                 for (long a2 = 0; a2 < k2; a2++) {\n\
+                   long i2 = st2 + a2 * d2;\n\
+                   if (i2 < 0 || i2 >= in2) continue;\n\
+                   acc += xp[(i0 * in1 + i1) * in2 + i2] * wp[(a0 * k1 + a1) * k2 + a2];\n\
+                 }\n\
+               }\n\
+             }\n\
+           }\n"
+    };
+    let src = format!(
+        "__kernel void k(__global const float* x, ulong xo, __global const float* w, ulong wo, \
+         __global const float* b, ulong bo, __global float* y, ulong yo, long total, long C, long M, long cg, \
+         long mg, {GEO_PARAMS}) {{\n\
+         long gid = get_global_id(0);\n\
+         if (gid >= total) return;\n\
+         long r = gid;\n{SPLIT_OUT}\
+         long m = r % M, n = r / M;\n\
+         long g = m / mg;\n\
+         float acc = 0.0f;\n{body}{bias}\
+         y[yo + gid] = acc;\n}}\n"
+    );
+    let total = count(&y.shape, "Y")?;
+    let mut args = Vec::with_capacity(40);
+    args.extend(mem(x));
+    args.extend(mem(w));
+    args.extend(mem(b.unwrap_or(w)));
+    args.extend(mem(y));
+    args.extend([l(total), l(c), l(m), l(c / group), l(m / group)]);
+    args.extend(geo.args());
+    ctx.run(&src, &args, global(total)?)
+}
+
+fn conv(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    _: &[Option<TensorInfo>],
+    attrs: &Attrs,
+    outs: &[ClTensor],
+) -> Result<(), String> {
+    conv_any(ctx, ins, attrs, outs, false)
+}
+
+fn conv_transpose(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    _: &[Option<TensorInfo>],
+    attrs: &Attrs,
+    outs: &[ClTensor],
+) -> Result<(), String> {
+    conv_any(ctx, ins, attrs, outs, true)
+}
+
+// ---------------------------------------------------------------------------------------
+// Pooling.
+
+/// The pooling geometry of X into an output of `out_shape`.
+fn pool_geo(x: &ClTensor, out_shape: &[i64], attrs: &Attrs) -> Result<Geo, String> {
+    let r = x.shape.len();
+    if r < 3 || out_shape.len() != r || out_shape[..2] != x.shape[..2] {
+        return Err(format!("X {:?} and the output {out_shape:?} must be [N, C, spatial...] alike", x.shape));
+    }
+    count(&x.shape, "X")?;
+    count(out_shape, "the output")?;
+    let k = attrs.ints("kernel_shape").ok_or("kernel_shape is required")?;
+    Geo::new(&x.shape[2..], &out_shape[2..], k, attrs, false)
+}
+
+fn max_pool(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    _: &[Option<TensorInfo>],
+    attrs: &Attrs,
+    outs: &[ClTensor],
+) -> Result<(), String> {
+    let x = input(ins, 0, "X")?;
+    if attrs.int("storage_order", 0) != 0 {
+        return Err("storage_order 1 (column-major Indices) is not supported; use 0".into());
+    }
+    // Y and Indices are told apart by dtype (either may be omitted by the call).
+    let y = outs.iter().find(|t| t.dtype == DType::F32);
+    let idx = outs.iter().find(|t| t.dtype == DType::I64);
+    if outs.len() != y.is_some() as usize + idx.is_some() as usize || outs.is_empty() {
+        return Err(format!(
+            "MaxPool outputs must be f32 Y and i64 Indices, found {:?}",
+            outs.iter().map(|t| t.dtype.to_string()).collect::<Vec<_>>()
+        ));
+    }
+    let shape = &y.or(idx).ok_or("MaxPool has no output")?.shape;
+    if idx.is_some_and(|i| &i.shape != shape) {
+        return Err("Y and Indices have different shapes".into());
+    }
+    let geo = pool_geo(x, shape, attrs)?;
+    let yw = if y.is_some() { "  y[yo + gid] = best;\n" } else { "" };
+    let iw = if idx.is_some() { "  ind[io + gid] = at < 0 ? -1L : plane * in0 * in1 * in2 + at;\n" } else { "" };
+    let src = format!(
+        "__kernel void k(__global const float* x, ulong xo, __global float* y, ulong yo, __global long* ind, \
+         ulong io, long total, {GEO_PARAMS}) {{\n\
+         long gid = get_global_id(0);\n\
+         if (gid >= total) return;\n\
+         long r = gid;\n{SPLIT_OUT}\
+         long plane = r;\n\
+         __global const float* xp = x + xo + plane * in0 * in1 * in2;\n\
+         long st0 = o0 * s0 - pb0, st1 = o1 * s1 - pb1, st2 = o2 * s2 - pb2;\n\
+         float best = -INFINITY;\n\
+         long at = -1;\n\
+         for (long a0 = 0; a0 < k0; a0++) {{\n\
+           long i0 = st0 + a0 * d0;\n\
+           if (i0 < 0 || i0 >= in0) continue;\n\
+           for (long a1 = 0; a1 < k1; a1++) {{\n\
+             long i1 = st1 + a1 * d1;\n\
+             if (i1 < 0 || i1 >= in1) continue;\n\
+             for (long a2 = 0; a2 < k2; a2++) {{\n\
+               long i2 = st2 + a2 * d2;\n\
+               if (i2 < 0 || i2 >= in2) continue;\n\
+               long p = (i0 * in1 + i1) * in2 + i2;\n\
+               float v = xp[p];\n\
+               if (at < 0 || v > best) {{ best = v; at = p; }}\n\
+             }}\n\
+           }}\n\
+         }}\n{yw}{iw}}}\n"
+    );
+    let total = count(shape, "the output")?;
+    // An omitted output's parameter gets the other output's buffer (never accessed).
+    let (yt, it) = (y.or(idx).ok_or("MaxPool has no output")?, idx.or(y).ok_or("MaxPool has no output")?);
+    let mut args = Vec::with_capacity(30);
+    args.extend(mem(x));
+    args.extend(mem(yt));
+    args.extend(mem(it));
+    args.push(l(total));
+    args.extend(geo.args());
+    ctx.run(&src, &args, global(total)?)
+}
+
+fn average_pool(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    _: &[Option<TensorInfo>],
+    attrs: &Attrs,
+    outs: &[ClTensor],
+) -> Result<(), String> {
+    let x = input(ins, 0, "X")?;
+    let y = output(outs)?;
+    let geo = pool_geo(x, &y.shape, attrs)?;
+    let include_pad = match attrs.int("count_include_pad", 0) {
+        0 => 0,
+        1 => 1,
+        v => return Err(format!("count_include_pad must be 0 or 1, found {v}")),
+    };
+    // Per axis: taps inside the input (`h`) and inside the input or its padding (`q`; taps
+    // past the end padding, possible with ceil_mode, never count).
+    let src = format!(
+        "__kernel void k(__global const float* x, ulong xo, __global float* y, ulong yo, long total, int include_pad, \
+         {GEO_PARAMS}) {{\n\
+         long gid = get_global_id(0);\n\
+         if (gid >= total) return;\n\
+         long r = gid;\n{SPLIT_OUT}\
+         __global const float* xp = x + xo + r * in0 * in1 * in2;\n\
+         long st0 = o0 * s0 - pb0, st1 = o1 * s1 - pb1, st2 = o2 * s2 - pb2;\n\
+         long h0 = 0, h1 = 0, h2 = 0, q0 = 0, q1 = 0, q2 = 0;\n\
+         for (long a = 0; a < k0; a++) {{ long i = st0 + a * d0; h0 += i >= 0 && i < in0; q0 += i < in0 + pe0; }}\n\
+         for (long a = 0; a < k1; a++) {{ long i = st1 + a * d1; h1 += i >= 0 && i < in1; q1 += i < in1 + pe1; }}\n\
+         for (long a = 0; a < k2; a++) {{ long i = st2 + a * d2; h2 += i >= 0 && i < in2; q2 += i < in2 + pe2; }}\n\
+         float sum = 0.0f;\n\
+         for (long a0 = 0; a0 < k0; a0++) {{\n\
+           long i0 = st0 + a0 * d0;\n\
+           if (i0 < 0 || i0 >= in0) continue;\n\
+           for (long a1 = 0; a1 < k1; a1++) {{\n\
+             long i1 = st1 + a1 * d1;\n\
+             if (i1 < 0 || i1 >= in1) continue;\n\
+             for (long a2 = 0; a2 < k2; a2++) {{\n\
+               long i2 = st2 + a2 * d2;\n\
+               if (i2 < 0 || i2 >= in2) continue;\n\
+               sum += xp[(i0 * in1 + i1) * in2 + i2];\n\
+             }}\n\
+           }}\n\
+         }}\n\
+         long cnt = include_pad ? q0 * q1 * q2 : h0 * h1 * h2;\n\
+         y[yo + gid] = sum / (float)cnt;\n}}\n"
+    );
+    let total = count(&y.shape, "Y")?;
+    let mut args = Vec::with_capacity(30);
+    args.extend(mem(x));
+    args.extend(mem(y));
+    args.extend([l(total), KernelArg::I32(include_pad)]);
+    args.extend(geo.args());
+    ctx.run(&src, &args, global(total)?)
+}
+
+/// GlobalAveragePool / GlobalMaxPool: one work-item per [N, C] plane.
+fn global_pool(ins: &[Option<ClTensor>], outs: &[ClTensor], ctx: &ClCtx, max: bool) -> Result<(), String> {
+    let x = input(ins, 0, "X")?;
+    let y = output(outs)?;
+    let r = x.shape.len();
+    if r < 2 || y.shape.len() != r || y.shape[..2] != x.shape[..2] || y.shape[2..].iter().any(|&d| d != 1) {
+        return Err(format!("X {:?} must be [N, C, spatial...] and Y {:?} [N, C, 1, ...]", x.shape, y.shape));
+    }
+    count(&x.shape, "X")?;
+    let planes = x.shape[0] * x.shape[1];
+    let vol = count(&x.shape[2..], "X")?;
+    // Max propagates NaN (like the host); an empty plane gives -inf (max) or NaN (mean).
+    let (init, step, fin) = if max {
+        ("-INFINITY", "if (v > acc || isnan(v)) acc = v;", "acc")
+    } else {
+        ("0.0f", "acc += v;", "vol > 0 ? acc / (float)vol : NAN")
+    };
+    let src = format!(
+        "__kernel void k(__global const float* x, ulong xo, __global float* y, ulong yo, long planes, long vol) {{\n\
+         long gid = get_global_id(0);\n\
+         if (gid >= planes) return;\n\
+         __global const float* xp = x + xo + gid * vol;\n\
+         float acc = {init};\n\
+         for (long i = 0; i < vol; i++) {{ float v = xp[i]; {step} }}\n\
+         y[yo + gid] = {fin};\n}}\n"
+    );
+    let mut args = Vec::with_capacity(6);
+    args.extend(mem(x));
+    args.extend(mem(y));
+    args.extend([l(planes), l(vol)]);
+    ctx.run(&src, &args, global(planes)?)
+}
+
+fn global_average_pool(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    _: &[Option<TensorInfo>],
+    _: &Attrs,
+    outs: &[ClTensor],
+) -> Result<(), String> {
+    global_pool(ins, outs, ctx, false)
+}
+
+fn global_max_pool(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    _: &[Option<TensorInfo>],
+    _: &Attrs,
+    outs: &[ClTensor],
+) -> Result<(), String> {
+    global_pool(ins, outs, ctx, true)
+}
+
+// ---------------------------------------------------------------------------------------
+// Matrix products.
+
+fn gemm(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    _: &[Option<TensorInfo>],
+    attrs: &Attrs,
+    outs: &[ClTensor],
+) -> Result<(), String> {
+    let (a, b, c) = (input(ins, 0, "A")?, input(ins, 1, "B")?, optional(ins, 2, "C")?);
+    let y = output(outs)?;
+    if a.shape.len() != 2 || b.shape.len() != 2 || y.shape.len() != 2 {
+        return Err(format!("A {:?}, B {:?} and Y {:?} must be matrices", a.shape, b.shape, y.shape));
+    }
+    count(&a.shape, "A")?;
+    count(&b.shape, "B")?;
+    let (ta, tb) = (attrs.int("transA", 0) != 0, attrs.int("transB", 0) != 0);
+    let (m, k) = if ta { (a.shape[1], a.shape[0]) } else { (a.shape[0], a.shape[1]) };
+    let (k2, n) = if tb { (b.shape[1], b.shape[0]) } else { (b.shape[0], b.shape[1]) };
+    if k != k2 || y.shape != [m, n] {
+        return Err(format!(
+            "A {:?} and B {:?} (transA {ta}, transB {tb}) do not give Y {:?}",
+            a.shape, b.shape, y.shape
+        ));
+    }
+    let (alpha, beta) = (attrs.float("alpha", 1.0) as f32, attrs.float("beta", 1.0) as f32);
+    // C is read only when beta is not 0 (like the host).
+    let c = c.filter(|_| beta != 0.0);
+    let cs = match c {
+        Some(c) => {
+            let ok = c.shape.len() <= 2 && c.shape.iter().rev().zip([n, m]).all(|(&d, want)| d == 1 || d == want);
+            if !ok {
+                return Err(format!("C {:?} must broadcast to the output [{m}, {n}]", c.shape));
+            }
+            broadcast_strides(&c.shape, &[m, n])
+        }
+        None => vec![0, 0],
+    };
+    // Strides of A's (i, p) and B's (p, j) elements.
+    let (asi, asp) = if ta { (1, m) } else { (k, 1) };
+    let (bsp, bsj) = if tb { (1, k) } else { (n, 1) };
+    let cterm = if c.is_some() { " + beta * cm[co + i * csi + j * csj]" } else { "" };
+    let src = format!(
+        "__kernel void k(__global const float* a, ulong ao, __global const float* b, ulong bo, \
+         __global const float* cm, ulong co, __global float* y, ulong yo, long M, long N, long K, long asi, long asp, \
+         long bsp, long bsj, long csi, long csj, float alpha, float beta) {{\n\
+         long gid = get_global_id(0);\n\
+         if (gid >= M * N) return;\n\
+         long i = gid / N, j = gid % N;\n\
+         __global const float* ap = a + ao + i * asi;\n\
+         __global const float* bp = b + bo + j * bsj;\n\
+         float acc = 0.0f;\n\
+         for (long p = 0; p < K; p++) acc += ap[p * asp] * bp[p * bsp];\n\
+         y[yo + gid] = alpha * acc{cterm};\n}}\n"
+    );
+    let total = count(&y.shape, "Y")?;
+    let mut args = Vec::with_capacity(20);
+    args.extend(mem(a));
+    args.extend(mem(b));
+    args.extend(mem(c.unwrap_or(a)));
+    args.extend(mem(y));
+    args.extend([
+        l(m),
+        l(n),
+        l(k),
+        l(asi),
+        l(asp),
+        l(bsp),
+        l(bsj),
+        l(cs[0] as i64),
+        l(cs[1] as i64),
+        f(alpha),
+        f(beta),
+    ]);
+    ctx.run(&src, &args, global(total)?)
+}
+
+/// Batch dims supported by the MatMul kernel after merging.
+const MM_BATCH: usize = 4;
+
+fn matmul(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    _: &[Option<TensorInfo>],
+    _: &Attrs,
+    outs: &[ClTensor],
+) -> Result<(), String> {
+    let (a, b) = (input(ins, 0, "A")?, input(ins, 1, "B")?);
+    let y = output(outs)?;
+    if a.shape.is_empty() || b.shape.is_empty() {
+        return Err(format!("MatMul needs operands of rank 1 or more, found A {:?} and B {:?}", a.shape, b.shape));
+    }
+    count(&a.shape, "A")?;
+    count(&b.shape, "B")?;
+    let a2 = if a.shape.len() == 1 { vec![1, a.shape[0]] } else { a.shape.clone() };
+    let b2 = if b.shape.len() == 1 { vec![b.shape[0], 1] } else { b.shape.clone() };
+    let (ra, rb) = (a2.len(), b2.len());
+    let (m, k, k2, n) = (a2[ra - 2], a2[ra - 1], b2[rb - 2], b2[rb - 1]);
+    let (ab, bb) = (&a2[..ra - 2], &b2[..rb - 2]);
+    let batch = super::shape::broadcast(ab, bb)?;
+    let mut want = batch.clone();
+    if a.shape.len() > 1 {
+        want.push(m);
+    }
+    if b.shape.len() > 1 {
+        want.push(n);
+    }
+    if k != k2 || y.shape != want {
+        return Err(format!("A {:?} and B {:?} do not give Y {:?}", a.shape, b.shape, y.shape));
+    }
+    // Batch dims with the strides (in matrices) of A and B; size-1 dims dropped and
+    // adjacent dims merged when both operands step through them contiguously.
+    let (sa, sb) = (broadcast_strides(ab, &batch), broadcast_strides(bb, &batch));
+    let mut dims: Vec<(i64, i64, i64)> = Vec::new();
+    for ((&d, &x), &z) in batch.iter().zip(&sa).zip(&sb) {
+        let (x, z) = (x as i64, z as i64);
+        if d == 1 {
+            continue;
+        }
+        match dims.last_mut() {
+            Some(p) if p.1 == x * d && p.2 == z * d => *p = (p.0 * d, x, z),
+            _ => dims.push((d, x, z)),
+        }
+    }
+    if dims.len() > MM_BATCH {
+        return Err(format!(
+            "the OpenCL MatMul kernel supports {MM_BATCH} broadcast batch dims, A {:?} and B {:?} need {}",
+            a.shape,
+            b.shape,
+            dims.len()
+        ));
+    }
+    while dims.len() < MM_BATCH {
+        dims.insert(0, (1, 0, 0));
+    }
+    let src = "__kernel void k(__global const float* a, ulong ao, __global const float* b, ulong bo, \
+               __global float* y, ulong yo, long total, long M, long N, long K, long bd0, long bd1, long bd2, \
+               long bd3, long as0, long as1, long as2, long as3, long bs0, long bs1, long bs2, long bs3) {\n\
+               long gid = get_global_id(0);\n\
+               if (gid >= total) return;\n\
+               long r = gid;\n\
+               long j = r % N; r /= N;\n\
+               long i = r % M; r /= M;\n\
+               long x3 = r % bd3; r /= bd3;\n\
+               long x2 = r % bd2; r /= bd2;\n\
+               long x1 = r % bd1; r /= bd1;\n\
+               long x0 = r;\n\
+               long am = x0 * as0 + x1 * as1 + x2 * as2 + x3 * as3;\n\
+               long bm = x0 * bs0 + x1 * bs1 + x2 * bs2 + x3 * bs3;\n\
+               __global const float* ap = a + ao + (am * M + i) * K;\n\
+               __global const float* bp = b + bo + bm * K * N + j;\n\
+               float acc = 0.0f;\n\
+               for (long p = 0; p < K; p++) acc += ap[p] * bp[p * N];\n\
+               y[yo + gid] = acc;\n}\n";
+    let total = count(&y.shape, "Y")?;
+    let mut args = Vec::with_capacity(22);
+    args.extend(mem(a));
+    args.extend(mem(b));
+    args.extend(mem(y));
+    args.extend([l(total), l(m), l(n), l(k)]);
+    args.extend(dims.iter().map(|d| l(d.0)));
+    args.extend(dims.iter().map(|d| l(d.1)));
+    args.extend(dims.iter().map(|d| l(d.2)));
+    ctx.run(src, &args, global(total)?)
+}

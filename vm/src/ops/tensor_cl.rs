@@ -1,0 +1,1009 @@
+//! OpenCL buffer kernels for the tensor operators (see `super::cl`).
+//!
+//! These operators move elements without looking at them, so their kernels are generic over
+//! the element size (`uchar`/`ushort`/`uint`/`ulong`): one program serves every dtype of a
+//! size. Most of them are one strided copy ([`copy`]: output multi-index → input element
+//! through per-dim strides, up to [`MAX_RANK`] dims after coalescing), launched once per
+//! input (Concat) or output (Split). Pad, Gather, ConstantOfShape and Cast have their own
+//! kernels; Shape writes its few values with a buffer write.
+//!
+//! Index-like inputs (starts, pads, repeats, ...) are read from the host values the
+//! interpreter passes in [`TensorInfo::value`]; Gather's indices are read on the device (and
+//! checked there when they are too large to have a host value). Every launch's index
+//! range is checked on the host against the operands' sizes first, and the kernels check
+//! again, so a bad plan is an error, never an out-of-bounds access.
+
+use super::cl::{cl_type, pragmas, ClCtx, ClFn, ClTensor};
+use super::{AttrValue, Attrs, TensorInfo};
+use crate::host_tensor::{load_i64, store_f64, store_i64, HostTensor};
+use crate::opencl::{ClView, KernelArg, ViewKind};
+use crate::types::DType;
+
+/// `(operator name, kernel launcher)` for this family.
+pub static CL: &[(&str, ClFn)] = &[
+    ("Concat", concat),
+    ("Transpose", transpose),
+    ("Reshape", same_bytes),
+    ("Flatten", same_bytes),
+    ("Squeeze", same_bytes),
+    ("Unsqueeze", same_bytes),
+    ("Split", split),
+    ("Slice", slice),
+    ("Gather", gather),
+    ("Tile", tile),
+    ("Pad", pad),
+    ("Shape", shape),
+    ("ConstantOfShape", constant_of_shape),
+    ("Cast", cast),
+];
+
+/// Defines the registered launcher `$name` as `$inner` run on [`unaliased`] inputs.
+macro_rules! unaliased {
+    ($($name:ident => $inner:ident),* $(,)?) => {$(
+        fn $name(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: &[Option<TensorInfo>], attrs: &Attrs, outs: &[ClTensor]) -> Res {
+            unaliased(ctx, ins, outs, |ins| $inner(ctx, ins, infos, attrs, outs))
+        }
+    )*};
+}
+
+unaliased!(
+    concat => concat_k,
+    transpose => transpose_k,
+    split => split_k,
+    slice => slice_k,
+    gather => gather_k,
+    tile => tile_k,
+    pad => pad_k,
+    cast => cast_k,
+);
+
+/// Runs `f` on the inputs, first copying to a temporary buffer every input whose bytes
+/// overlap an output's in the same `cl_mem` (an in-place call such as `Transpose(%x) ->
+/// (%x)`: the operator must read all of its input before writing its output, which the
+/// work-items of one launch do not).
+fn unaliased(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    outs: &[ClTensor],
+    f: impl FnOnce(&[Option<ClTensor>]) -> Res,
+) -> Res {
+    let bytes = |t: &ClTensor| {
+        let es = t.dtype.size() as u128;
+        (t.offset as u128 * es, (t.offset as u128 + t.numel() as u128) * es)
+    };
+    let overlaps = |t: &ClTensor| {
+        let (a0, a1) = bytes(t);
+        outs.iter().any(|o| {
+            let (b0, b1) = bytes(o);
+            o.mem == t.mem && a0 < b1 && b0 < a1
+        })
+    };
+    if !ins.iter().flatten().any(overlaps) {
+        return f(ins);
+    }
+    let mut blocks = Vec::new();
+    let mut staged = Vec::with_capacity(ins.len());
+    let mut r = Ok(());
+    for t in ins {
+        staged.push(match t {
+            Some(t) if r.is_ok() && overlaps(t) => {
+                let size = (t.numel() * t.dtype.size() as u64).max(8);
+                match ctx.dev.alloc(size) {
+                    Ok((block, _)) => {
+                        let copy = ClTensor { mem: block.raw(), offset: 0, dtype: t.dtype, shape: t.shape.clone() };
+                        blocks.push(block);
+                        r = Strided::dense(t.numel() as i64).run(ctx, t, &copy);
+                        Some(copy)
+                    }
+                    Err(e) => {
+                        r = Err(e.to_string());
+                        None
+                    }
+                }
+            }
+            t => t.clone(),
+        });
+    }
+    if r.is_ok() {
+        r = f(&staged);
+    }
+    for b in blocks {
+        ctx.dev.release(b);
+    }
+    r
+}
+
+/// Dims a strided kernel handles (after coalescing).
+const MAX_RANK: usize = 8;
+
+// ---------------------------------------------------------------------------------------
+// Helpers.
+
+fn input(ins: &[Option<ClTensor>], i: usize) -> Result<&ClTensor, String> {
+    ins.get(i).and_then(Option::as_ref).ok_or_else(|| format!("input {} is required", i + 1))
+}
+
+fn output(outs: &[ClTensor], i: usize) -> Result<&ClTensor, String> {
+    outs.get(i).ok_or_else(|| format!("output {} is required", i + 1))
+}
+
+/// The unsigned OpenCL type of an element of `size` bytes.
+fn bits_type(size: usize) -> Result<&'static str, String> {
+    Ok(match size {
+        1 => "uchar",
+        2 => "ushort",
+        4 => "uint",
+        8 => "ulong",
+        s => return Err(format!("no OpenCL element type of {s} bytes")),
+    })
+}
+
+/// Row-major element strides of `shape`.
+fn strides(shape: &[i64]) -> Vec<i64> {
+    let mut s = vec![1i64; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1].saturating_mul(shape[i + 1].max(0));
+    }
+    s
+}
+
+/// The values of an index input (i64 or i32, rank 0 or 1), from its host value.
+fn ints_of(t: &HostTensor, what: &str) -> Result<Vec<i64>, String> {
+    if !matches!(t.dtype, DType::I64 | DType::I32) {
+        return Err(format!("the {what} input must be an i64 (or i32) tensor, found {}", t.dtype));
+    }
+    if t.shape.len() > 1 {
+        return Err(format!("the {what} input must be 1-D, found shape {:?}", t.shape));
+    }
+    Ok(t.data.chunks_exact(t.dtype.size()).map(|c| load_i64(t.dtype, c)).collect())
+}
+
+/// The values of index input `i`, if given.
+fn value_ints(infos: &[Option<TensorInfo>], i: usize, what: &str) -> Result<Option<Vec<i64>>, String> {
+    match infos.get(i).and_then(Option::as_ref) {
+        None => Ok(None),
+        Some(t) => {
+            let v = t.value.ok_or_else(|| format!("the value of the {what} input is not available on the host"))?;
+            ints_of(v, what).map(Some)
+        }
+    }
+}
+
+/// Resolves a possibly negative axis against `rank`.
+fn norm_axis(axis: i64, rank: usize) -> Result<usize, String> {
+    let r = rank as i64;
+    if !(-r..r).contains(&axis) {
+        return Err(format!("axis {axis} is out of range for rank {rank}"));
+    }
+    Ok(axis.rem_euclid(r) as usize)
+}
+
+fn check_dtype(x: &ClTensor, y: &ClTensor) -> Result<(), String> {
+    if x.dtype.size() != y.dtype.size() {
+        return Err(format!("input is {} but output is {}", x.dtype, y.dtype));
+    }
+    Ok(())
+}
+
+/// One launch of the strided copy: for every multi-index `i` over `dims`, the element at
+/// `src_off + Σ i·src_st` (or `(i mod modulo)·src_st` with a modulo, for Tile) goes to
+/// `dst_off + Σ i·dst_st` (elements, relative to the operands' views).
+struct Strided {
+    dims: Vec<i64>,
+    src_off: i64,
+    src_st: Vec<i64>,
+    dst_off: i64,
+    dst_st: Vec<i64>,
+    modulo: Option<Vec<i64>>,
+}
+
+impl Strided {
+    /// A dense copy of `n` elements.
+    fn dense(n: i64) -> Strided {
+        Strided { dims: vec![n], src_off: 0, src_st: vec![1], dst_off: 0, dst_st: vec![1], modulo: None }
+    }
+
+    /// Drops size-1 dims and merges dims that are contiguous on both sides.
+    fn coalesce(&mut self) {
+        let r = self.dims.len();
+        let mut d: Vec<(i64, i64, i64, i64)> = Vec::with_capacity(r);
+        for k in 0..r {
+            let m = self.modulo.as_ref().map_or(i64::MAX, |m| m[k]);
+            let (n, s, t) = (self.dims[k], self.src_st[k], self.dst_st[k]);
+            if n == 1 {
+                continue;
+            }
+            if self.modulo.is_none() {
+                if let Some(last) = d.last_mut() {
+                    if s.checked_mul(n) == Some(last.1) && t.checked_mul(n) == Some(last.2) {
+                        *last = (last.0.saturating_mul(n), s, t, m);
+                        continue;
+                    }
+                }
+            }
+            d.push((n, s, t, m));
+        }
+        self.dims = d.iter().map(|e| e.0).collect();
+        self.src_st = d.iter().map(|e| e.1).collect();
+        self.dst_st = d.iter().map(|e| e.2).collect();
+        if let Some(m) = &mut self.modulo {
+            *m = d.iter().map(|e| e.3).collect();
+        }
+    }
+
+    /// The lowest and highest element a side touches (`st` strides from `off`).
+    fn range(&self, off: i64, st: &[i64], modulo: Option<&[i64]>) -> (i128, i128) {
+        let (mut lo, mut hi) = (off as i128, off as i128);
+        for k in 0..self.dims.len() {
+            let mut n = self.dims[k] as i128;
+            if let Some(m) = modulo {
+                n = n.min(m[k] as i128);
+            }
+            let e = (n - 1) * st[k] as i128;
+            if e < 0 {
+                lo += e;
+            } else {
+                hi += e;
+            }
+        }
+        (lo, hi)
+    }
+
+    fn run(mut self, ctx: &ClCtx, x: &ClTensor, y: &ClTensor) -> Result<(), String> {
+        let r = self.dims.len();
+        if self.src_st.len() != r || self.dst_st.len() != r || self.modulo.as_ref().is_some_and(|m| m.len() != r) {
+            return Err("internal error: strided copy with mismatched ranks".into());
+        }
+        if self.dims.iter().any(|&d| d <= 0) {
+            return Ok(());
+        }
+        if self.modulo.as_ref().is_some_and(|m| m.iter().any(|&d| d <= 0)) {
+            return Err("internal error: tile of an empty axis".into());
+        }
+        check_dtype(x, y)?;
+        self.coalesce();
+        let r = self.dims.len();
+        if r > MAX_RANK {
+            return Err(format!("the copy needs {r} dims after merging; the OpenCL kernel supports {MAX_RANK}"));
+        }
+        let n: u64 = self.dims.iter().map(|&d| d as u64).product();
+        let (slo, shi) = self.range(self.src_off, &self.src_st, self.modulo.as_deref());
+        let (dlo, dhi) = self.range(self.dst_off, &self.dst_st, None);
+        if slo < 0 || shi >= x.numel() as i128 || dlo < 0 || dhi >= y.numel() as i128 {
+            return Err(format!(
+                "internal error: copy out of bounds (input elements {slo}..={shi} of {}, output {dlo}..={dhi} of {})",
+                x.numel(),
+                y.numel()
+            ));
+        }
+        let usize_n = usize::try_from(n).map_err(|_| "tensor too large")?;
+        let t = bits_type(x.dtype.size())?;
+        let tile = self.modulo.is_some();
+        let params: String = (0..MAX_RANK)
+            .map(|k| {
+                let m = if tile { format!(", long m{k}") } else { String::new() };
+                format!(", long n{k}, long s{k}, long t{k}{m}")
+            })
+            .collect();
+        let mut body = String::new();
+        for k in (0..r).rev() {
+            let j = if tile { format!("(j % m{k})") } else { "j".to_string() };
+            body.push_str(&format!("  j = r % n{k}; r /= n{k}; si += {j} * s{k}; di += j * t{k};\n"));
+        }
+        let src = format!(
+            "__kernel void k(__global const {t}* x, ulong xo, ulong xn, __global {t}* y, ulong yo, ulong yn, ulong n, \
+             long so, long dof{params}) {{\n  ulong i = get_global_id(0);\n  if (i >= n) return;\n  long r = (long)i, j;\n  \
+             long si = so, di = dof;\n{body}  if (si < 0 || (ulong)si >= xn || di < 0 || (ulong)di >= yn) return;\n  \
+             y[yo + di] = x[xo + si];\n}}\n"
+        );
+        let [xm, xo] = x.args();
+        let [ym, yo] = y.args();
+        let mut args = vec![
+            xm,
+            xo,
+            KernelArg::U64(x.numel()),
+            ym,
+            yo,
+            KernelArg::U64(y.numel()),
+            KernelArg::U64(n),
+            KernelArg::U64(self.src_off as u64),
+            KernelArg::U64(self.dst_off as u64),
+        ];
+        for k in 0..MAX_RANK {
+            let (d, s, t) = if k < r { (self.dims[k], self.src_st[k], self.dst_st[k]) } else { (1, 0, 0) };
+            args.extend([KernelArg::U64(d as u64), KernelArg::U64(s as u64), KernelArg::U64(t as u64)]);
+            if let Some(m) = &self.modulo {
+                args.push(KernelArg::U64(if k < r { m[k] } else { 1 } as u64));
+            }
+        }
+        ctx.run(&src, &args, usize_n)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Operators built on the strided copy.
+
+/// Reshape, Flatten, Squeeze, Unsqueeze: the same bytes under a new shape.
+fn same_bytes(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &Attrs, outs: &[ClTensor]) -> Res {
+    let (x, y) = (input(ins, 0)?, output(outs, 0)?);
+    if x.numel() != y.numel() {
+        return Err(format!("input has {} elements but output has {}", x.numel(), y.numel()));
+    }
+    if x.mem == y.mem && x.offset == y.offset && x.dtype == y.dtype {
+        return Ok(());
+    }
+    unaliased(ctx, ins, outs, |ins| Strided::dense(x.numel() as i64).run(ctx, input(ins, 0)?, y))
+}
+
+type Res = Result<(), String>;
+
+fn concat_k(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    let y = output(outs, 0)?;
+    let axis = norm_axis(attrs.int("axis", 0), y.shape.len())?;
+    let out_st = strides(&y.shape);
+    let mut start = 0i64;
+    for i in 0..ins.len() {
+        let x = input(ins, i)?;
+        if x.shape.len() != y.shape.len() {
+            return Err(format!("input {} has rank {}, the output {}", i + 1, x.shape.len(), y.shape.len()));
+        }
+        Strided {
+            dims: x.shape.clone(),
+            src_off: 0,
+            src_st: strides(&x.shape),
+            dst_off: start.saturating_mul(out_st[axis]),
+            dst_st: out_st.clone(),
+            modulo: None,
+        }
+        .run(ctx, x, y)?;
+        start = start.saturating_add(x.shape[axis]);
+    }
+    if start != y.shape[axis] {
+        return Err(format!("the inputs add up to {start} along axis {axis}, the output has {}", y.shape[axis]));
+    }
+    Ok(())
+}
+
+fn transpose_k(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    _: &[Option<TensorInfo>],
+    attrs: &Attrs,
+    outs: &[ClTensor],
+) -> Res {
+    let (x, y) = (input(ins, 0)?, output(outs, 0)?);
+    let r = x.shape.len();
+    let perm: Vec<usize> = match attrs.ints("perm") {
+        Some(p) => p.iter().map(|&v| usize::try_from(v).unwrap_or(usize::MAX)).collect(),
+        None => (0..r).rev().collect(),
+    };
+    if perm.len() != r || perm.iter().any(|&p| p >= r) || y.shape.len() != r {
+        return Err(format!("perm {perm:?} does not fit rank {r}"));
+    }
+    let in_st = strides(&x.shape);
+    let src_st = perm.iter().map(|&p| in_st[p]).collect();
+    Strided { dims: y.shape.clone(), src_off: 0, src_st, dst_off: 0, dst_st: strides(&y.shape), modulo: None }
+        .run(ctx, x, y)
+}
+
+fn split_k(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    let x = input(ins, 0)?;
+    let axis = norm_axis(attrs.int("axis", 0), x.shape.len())?;
+    let in_st = strides(&x.shape);
+    let mut start = 0i64;
+    for y in outs {
+        if y.shape.len() != x.shape.len() {
+            return Err(format!("an output has rank {}, the input {}", y.shape.len(), x.shape.len()));
+        }
+        Strided {
+            dims: y.shape.clone(),
+            src_off: start.saturating_mul(in_st[axis]),
+            src_st: in_st.clone(),
+            dst_off: 0,
+            dst_st: strides(&y.shape),
+            modulo: None,
+        }
+        .run(ctx, x, y)?;
+        start = start.saturating_add(y.shape[axis]);
+    }
+    Ok(())
+}
+
+/// Per input dim of a Slice: first index and step (the count is the output dim).
+fn plan_slice(x: &ClTensor, infos: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<(i64, i64, i64)>, String> {
+    let r = x.shape.len();
+    let (starts, ends, axes, steps) = if let Some(s) = attrs.ints("starts") {
+        let e = attrs.ints("ends").ok_or("`starts` needs `ends`")?;
+        (s.to_vec(), e.to_vec(), attrs.ints("axes").map(<[i64]>::to_vec), None)
+    } else {
+        let s = value_ints(infos, 1, "starts")?.ok_or("needs starts (input 2)")?;
+        let e = value_ints(infos, 2, "ends")?.ok_or("needs ends (input 3)")?;
+        (s, e, value_ints(infos, 3, "axes")?, value_ints(infos, 4, "steps")?)
+    };
+    let n = starts.len();
+    let axes = axes.unwrap_or_else(|| (0..n as i64).collect());
+    let steps = steps.unwrap_or_else(|| vec![1; n]);
+    if ends.len() != n || axes.len() != n || steps.len() != n {
+        return Err("starts, ends, axes and steps must have the same length".into());
+    }
+    let mut plan: Vec<(i64, i64, i64)> = x.shape.iter().map(|&d| (0, 1, d)).collect();
+    for i in 0..n {
+        let a = norm_axis(axes[i], r)?;
+        let (dim, step) = (x.shape[a], steps[i]);
+        let wrap = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
+        let (s, e) = (wrap(starts[i]), wrap(ends[i]));
+        let (s, count) = match step {
+            0 => return Err(format!("the step for axis {a} is 0")),
+            st if st > 0 => {
+                let (s, e) = (s.clamp(0, dim), e.clamp(0, dim));
+                (s, if e > s { (e - s - 1) / st + 1 } else { 0 })
+            }
+            st => {
+                let (s, e) = (s.max(0).min(dim - 1), e.max(-1).min(dim - 1));
+                (s, if s > e { ((s as i128 - e as i128 - 1) / -(st as i128) + 1) as i64 } else { 0 })
+            }
+        };
+        plan[a] = (if count > 0 { s } else { 0 }, step, count);
+    }
+    Ok(plan)
+}
+
+fn slice_k(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    infos: &[Option<TensorInfo>],
+    attrs: &Attrs,
+    outs: &[ClTensor],
+) -> Res {
+    let (x, y) = (input(ins, 0)?, output(outs, 0)?);
+    let plan = plan_slice(x, infos, attrs)?;
+    let counts: Vec<i64> = plan.iter().map(|p| p.2).collect();
+    if counts != y.shape {
+        return Err(format!("the slice has shape {counts:?}, the output {:?}", y.shape));
+    }
+    let in_st = strides(&x.shape);
+    let src_off = plan.iter().zip(&in_st).fold(0i64, |a, (p, s)| a.saturating_add(p.0.saturating_mul(*s)));
+    let src_st = plan.iter().zip(&in_st).map(|(p, s)| p.1.saturating_mul(*s)).collect();
+    Strided { dims: y.shape.clone(), src_off, src_st, dst_off: 0, dst_st: strides(&y.shape), modulo: None }
+        .run(ctx, x, y)
+}
+
+fn tile_k(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &Attrs, outs: &[ClTensor]) -> Res {
+    let (x, y) = (input(ins, 0)?, output(outs, 0)?);
+    if x.shape.len() != y.shape.len() {
+        return Err(format!("input rank {} but output rank {}", x.shape.len(), y.shape.len()));
+    }
+    if y.numel() == 0 {
+        return Ok(());
+    }
+    Strided {
+        dims: y.shape.clone(),
+        src_off: 0,
+        src_st: strides(&x.shape),
+        dst_off: 0,
+        dst_st: strides(&y.shape),
+        modulo: Some(x.shape.clone()),
+    }
+    .run(ctx, x, y)
+}
+
+// ---------------------------------------------------------------------------------------
+// Gather.
+
+fn gather_k(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    infos: &[Option<TensorInfo>],
+    attrs: &Attrs,
+    outs: &[ClTensor],
+) -> Res {
+    let (x, idx, y) = (input(ins, 0)?, input(ins, 1)?, output(outs, 0)?);
+    check_dtype(x, y)?;
+    let axis = norm_axis(attrs.int("axis", 0), x.shape.len())?;
+    let size = x.shape[axis];
+    let it = match idx.dtype {
+        DType::I64 => "long",
+        DType::I32 => "int",
+        d => return Err(format!("indices must be i64 or i32, found {d}")),
+    };
+    let n = y.numel();
+    let nidx = idx.numel();
+    let inner: u64 = x.shape[axis + 1..].iter().map(|&d| d.max(0) as u64).product();
+    let outer: u64 = x.shape[..axis].iter().map(|&d| d.max(0) as u64).product();
+    if outer.checked_mul(nidx).and_then(|v| v.checked_mul(inner)) != Some(n) {
+        return Err(format!("output {:?} does not match input {:?} and indices {:?}", y.shape, x.shape, idx.shape));
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    // Indices with a host value are checked here; others on the device, through a flag.
+    let host_idx = infos.get(1).and_then(Option::as_ref).and_then(|t| t.value);
+    if let Some(v) = host_idx {
+        for c in v.data.chunks_exact(v.dtype.size()) {
+            let i = load_i64(v.dtype, c);
+            if !(-size..size).contains(&i) {
+                return Err(format!("index {i} is out of range for axis {axis} of size {size}"));
+            }
+        }
+    }
+    let t = bits_type(x.dtype.size())?;
+    // The flag keeps the lowest position of a bad index (`0xffffffff`: none).
+    let flag = if host_idx.is_some() { "" } else { ", __global uint* err" };
+    let on_bad =
+        if host_idx.is_some() { "return;" } else { "{ atomic_min(err, (uint)min(q, (ulong)0xfffffffe)); return; }" };
+    let src = format!(
+        "__kernel void k(__global const {t}* x, ulong xo, ulong xn, __global const {it}* idx, ulong io, \
+         __global {t}* y, ulong yo, ulong n, ulong nidx, ulong inner, long size{flag}) {{\n  \
+         ulong i = get_global_id(0);\n  if (i >= n) return;\n  ulong in_ = i % inner, q = (i / inner) % nidx, \
+         o = i / inner / nidx;\n  long v = (long)idx[io + q];\n  if (v < 0) v += size;\n  \
+         if (v < 0 || v >= size) {on_bad}\n  ulong s = (o * (ulong)size + (ulong)v) * inner + in_;\n  \
+         if (s >= xn) return;\n  y[yo + i] = x[xo + s];\n}}\n"
+    );
+    let [xm, xo] = x.args();
+    let [im, io] = idx.args();
+    let [ym, yo] = y.args();
+    let mut args = vec![
+        xm,
+        xo,
+        KernelArg::U64(x.numel()),
+        im,
+        io,
+        ym,
+        yo,
+        KernelArg::U64(n),
+        KernelArg::U64(nidx),
+        KernelArg::U64(inner),
+        KernelArg::U64(size as u64),
+    ];
+    let gl = usize::try_from(n).map_err(|_| "tensor too large")?;
+    if host_idx.is_some() {
+        return ctx.run(&src, &args, gl);
+    }
+    let (block, _) = ctx.dev.alloc(4).map_err(|e| e.to_string())?;
+    let view = ClView { mem: block.raw(), offset: 0, kind: ViewKind::Buffer };
+    let mut flag_val = [0xffu8; 4];
+    let r = ctx.dev.write(&view, None, &flag_val).map_err(|e| e.to_string()).and_then(|_| {
+        args.push(KernelArg::Mem(block.raw()));
+        ctx.run(&src, &args, gl)?;
+        ctx.dev.read(&view, 4, None, &mut flag_val).map_err(|e| e.to_string())
+    });
+    ctx.dev.release(block);
+    r?;
+    let q = u32::from_le_bytes(flag_val);
+    if q == u32::MAX {
+        return Ok(());
+    }
+    // Read the offending index back for the message.
+    let es = idx.dtype.size() as u64;
+    let mut b = [0u8; 8];
+    let at = ClView { mem: idx.mem, offset: (idx.offset + q as u64) * es, kind: ViewKind::Buffer };
+    match ctx.dev.read(&at, es as usize, None, &mut b[..es as usize]) {
+        Ok(()) => Err(format!(
+            "index {} is out of range for axis {axis} of size {size}",
+            load_i64(idx.dtype, &b[..es as usize])
+        )),
+        Err(_) => Err(format!("an index is out of range for axis {axis} of size {size}")),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Pad.
+
+fn pad_k(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: &[Option<TensorInfo>], attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    let (x, y) = (input(ins, 0)?, output(outs, 0)?);
+    check_dtype(x, y)?;
+    let r = x.shape.len();
+    let mode = attrs.str("mode").unwrap_or("constant");
+    if !["constant", "reflect", "edge", "wrap"].contains(&mode) {
+        return Err(format!("unknown mode {mode:?}"));
+    }
+    let pads = match attrs.ints("pads").or(attrs.ints("paddings")) {
+        Some(p) => p.to_vec(),
+        None => value_ints(infos, 1, "pads")?.ok_or("needs pads (input 2)")?,
+    };
+    let axes: Vec<usize> = match value_ints(infos, 3, "axes")? {
+        Some(a) => a.iter().map(|&a| norm_axis(a, r)).collect::<Result<_, _>>()?,
+        None => (0..r).collect(),
+    };
+    if pads.len() != 2 * axes.len() || y.shape.len() != r {
+        return Err(format!("pads {pads:?} do not fit {} axes", axes.len()));
+    }
+    let (mut begin, mut end) = (vec![0i64; r], vec![0i64; r]);
+    for (i, &a) in axes.iter().enumerate() {
+        (begin[a], end[a]) = (pads[i], pads[i + axes.len()]);
+    }
+    // Per dim: cropped at the begin, kept, added at the begin.
+    let (mut crop, mut kept, mut add) = (vec![0i64; r], vec![0i64; r], vec![0i64; r]);
+    for d in 0..r {
+        let (c0, c1) = (begin[d].min(0).saturating_neg(), end[d].min(0).saturating_neg());
+        let k = x.shape[d].saturating_sub(c0.saturating_add(c1));
+        let o = k.saturating_add(begin[d].max(0)).saturating_add(end[d].max(0));
+        if k < 0 || o != y.shape[d] {
+            return Err(format!("pads {pads:?} do not turn {:?} into {:?}", x.shape, y.shape));
+        }
+        (crop[d], kept[d], add[d]) = (c0, k, begin[d].max(0));
+    }
+    let n = y.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    if r > MAX_RANK {
+        return Err(format!("Pad supports rank up to {MAX_RANK} on OpenCL, found {r}"));
+    }
+    if mode != "constant" && kept.contains(&0) {
+        return Err(format!("an axis is empty, so it cannot be padded in {mode} mode"));
+    }
+    let es = x.dtype.size();
+    let mut value = [0u8; 8];
+    if mode == "constant" {
+        match (infos.get(2).and_then(Option::as_ref), attrs.get("value")) {
+            (Some(c), _) => {
+                let v = c.value.ok_or("the value of the constant_value input is not available on the host")?;
+                value[..es].copy_from_slice(v.data.get(..es).ok_or("constant_value is empty")?);
+            }
+            (None, Some(AttrValue::Int(v))) => store_i64(x.dtype, *v, &mut value[..es]),
+            (None, _) => store_f64(x.dtype, attrs.float("value", 0.0), &mut value[..es]),
+        }
+    }
+    let map = match mode {
+        "constant" => "if (q < 0 || q >= kp) inside = 0;",
+        "edge" => "q = clamp(q, (long)0, kp - 1);",
+        "wrap" => "q %= kp; if (q < 0) q += kp;",
+        _ => "if (kp == 1) q = 0; else { long p = 2 * (kp - 1); q %= p; if (q < 0) q += p; if (q >= kp) q = p - q; }",
+    };
+    let t = bits_type(es)?;
+    let params: String =
+        (0..MAX_RANK).map(|k| format!(", long o{k}, long a{k}, long c{k}, long p{k}, long s{k}")).collect();
+    let mut body = String::new();
+    for k in (0..r).rev() {
+        body.push_str(&format!(
+            "  {{ long j = r % o{k}; r /= o{k}; long kp = p{k}; long q = j - a{k};\n    {map}\n    si += (c{k} + q) * s{k}; }}\n"
+        ));
+    }
+    let src = format!(
+        "__kernel void k(__global const {t}* x, ulong xo, ulong xn, __global {t}* y, ulong yo, ulong n, {t} value{params}) {{\n  \
+         ulong i = get_global_id(0);\n  if (i >= n) return;\n  long r = (long)i, si = 0;\n  int inside = 1;\n{body}  \
+         y[yo + i] = (inside && si >= 0 && (ulong)si < xn) ? x[xo + si] : value;\n}}\n"
+    );
+    let in_st = strides(&x.shape);
+    let [xm, xo] = x.args();
+    let [ym, yo] = y.args();
+    let mut args = vec![xm, xo, KernelArg::U64(x.numel()), ym, yo, KernelArg::U64(n), KernelArg::Bytes(value, es)];
+    for k in 0..MAX_RANK {
+        let v = if k < r { [y.shape[k], add[k], crop[k], kept[k], in_st[k]] } else { [1, 0, 0, 1, 0] };
+        args.extend(v.map(|v| KernelArg::U64(v as u64)));
+    }
+    ctx.run(&src, &args, usize::try_from(n).map_err(|_| "tensor too large")?)
+}
+
+// ---------------------------------------------------------------------------------------
+// Shape, ConstantOfShape.
+
+fn shape(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    let (x, y) = (input(ins, 0)?, output(outs, 0)?);
+    let r = x.shape.len() as i64;
+    let norm = |v: i64| (if v < 0 { v.saturating_add(r) } else { v }).clamp(0, r) as usize;
+    let (s, e) = (norm(attrs.int("start", 0)), norm(attrs.int("end", r)));
+    let dims = &x.shape[s..e.max(s)];
+    if y.dtype != DType::I64 || y.numel() != dims.len() as u64 {
+        return Err(format!("output must be i64[{}], found {}{:?}", dims.len(), y.dtype, y.shape));
+    }
+    if dims.is_empty() {
+        return Ok(());
+    }
+    let bytes: Vec<u8> = dims.iter().flat_map(|d| d.to_le_bytes()).collect();
+    let view = ClView { mem: y.mem, offset: y.offset * 8, kind: ViewKind::Buffer };
+    ctx.dev.write(&view, None, &bytes).map_err(|e| e.to_string())
+}
+
+/// Fills `y` with the element `value` (its first `dtype.size()` bytes).
+fn fill(ctx: &ClCtx, y: &ClTensor, value: [u8; 8]) -> Res {
+    let n = y.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    let es = y.dtype.size();
+    let t = bits_type(es)?;
+    let src = format!(
+        "__kernel void k(__global {t}* y, ulong yo, ulong n, {t} v) {{\n  ulong i = get_global_id(0);\n  \
+         if (i < n) y[yo + i] = v;\n}}\n"
+    );
+    let [ym, yo] = y.args();
+    ctx.run(
+        &src,
+        &[ym, yo, KernelArg::U64(n), KernelArg::Bytes(value, es)],
+        usize::try_from(n).map_err(|_| "too large")?,
+    )
+}
+
+fn constant_of_shape(
+    ctx: &ClCtx,
+    _: &[Option<ClTensor>],
+    _: &[Option<TensorInfo>],
+    attrs: &Attrs,
+    outs: &[ClTensor],
+) -> Res {
+    let y = output(outs, 0)?;
+    let es = y.dtype.size();
+    let mut value = [0u8; 8];
+    match attrs.get("value") {
+        Some(AttrValue::Int(v)) => store_i64(y.dtype, *v, &mut value[..es]),
+        _ => store_f64(y.dtype, attrs.float("value", 0.0), &mut value[..es]),
+    }
+    fill(ctx, y, value)
+}
+
+// ---------------------------------------------------------------------------------------
+// Cast.
+
+fn cast_k(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &Attrs, outs: &[ClTensor]) -> Res {
+    let (x, y) = (input(ins, 0)?, output(outs, 0)?);
+    let (from, to) = (x.dtype, y.dtype);
+    if x.numel() != y.numel() {
+        return Err(format!("input has {} elements but output has {}", x.numel(), y.numel()));
+    }
+    if from == to {
+        return Strided::dense(x.numel() as i64).run(ctx, x, y);
+    }
+    if (from == DType::F64 || to == DType::F64) && !ctx.has_fp64() {
+        return Err(format!("Cast from {from} to {to} needs f64, which this device does not support (cl_khr_fp64)"));
+    }
+    let n = x.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    // The loaded value `v` in the source's compute type (half is loaded as float).
+    let load = if from == DType::F16 {
+        "float v = vload_half(xo + i, x);".to_string()
+    } else {
+        format!("{} v = x[xo + i];", cl_type(from))
+    };
+    let fl = from.is_float();
+    let conv = match to {
+        DType::Bool => "(uchar)(v != 0)".to_string(),
+        DType::F16 | DType::F32 => "convert_float_rte(v)".to_string(),
+        DType::F64 => "convert_double_rte(v)".to_string(),
+        // NaN becomes 0, as in Rust's saturating `as` (spelled out: Oclgrind gets it wrong).
+        DType::U64 if fl => "(isnan(v) ? (ulong)0 : convert_ulong_sat(v))".to_string(),
+        t if fl => format!("({})(isnan(v) ? (long)0 : convert_long_sat(v))", cl_type(t)),
+        t => format!("({})v", cl_type(t)),
+    };
+    // f64 → f16 rounds once, from the double. A NaN keeps its sign and top payload bits
+    // (quieted), as the host's conversion does.
+    let store = match to {
+        DType::F16 if from == DType::F64 => "if (isnan(v)) { ulong b = as_ulong(v); ((__global ushort*)y)[yo + i] = \
+            (ushort)(((b >> 48) & 0x8000) | 0x7e00 | ((b & 0xfffffffffffffUL) >> 42)); } \
+            else vstore_half_rte(v, yo + i, y);"
+            .to_string(),
+        DType::F16 if from == DType::F32 => "if (isnan(v)) { uint b = as_uint(v); ((__global ushort*)y)[yo + i] = \
+            (ushort)(((b >> 16) & 0x8000) | 0x7e00 | ((b & 0x7fffff) >> 13)); } \
+            else vstore_half_rte(v, yo + i, y);"
+            .to_string(),
+        DType::F16 => format!("vstore_half_rte({conv}, yo + i, y);"),
+        _ => format!("y[yo + i] = {conv};"),
+    };
+    let xt = cl_type(from);
+    let yt = cl_type(to);
+    let pr = if from == DType::F64 || to == DType::F64 { pragmas(DType::F64) } else { "" };
+    let src = format!(
+        "{pr}__kernel void k(__global const {xt}* x, ulong xo, __global {yt}* y, ulong yo, ulong n) {{\n  \
+         ulong i = get_global_id(0);\n  if (i >= n) return;\n  {load}\n  {store}\n}}\n"
+    );
+    let [xm, xo] = x.args();
+    let [ym, yo] = y.args();
+    ctx.run(&src, &[xm, xo, ym, yo, KernelArg::U64(n)], usize::try_from(n).map_err(|_| "tensor too large")?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::opencl::{find_device, ClBlock, ClDevice};
+    use crate::ops::OPS;
+
+    type A = AttrValue;
+
+    fn attrs(list: &[(&str, A)]) -> Attrs {
+        Attrs(list.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    }
+
+    /// `start, start + 1, ...` (plus a half for floats) as `dtype`.
+    fn iota(dtype: DType, shape: &[i64], start: i64) -> Option<HostTensor> {
+        let mut t = HostTensor::zeros(dtype, shape).unwrap();
+        for (i, c) in t.data.chunks_exact_mut(dtype.size()).enumerate() {
+            store_f64(dtype, (start + i as i64) as f64 + if dtype.is_float() { 0.5 } else { 0.0 }, c);
+        }
+        Some(t)
+    }
+
+    fn ints(v: &[i64]) -> Option<HostTensor> {
+        Some(
+            HostTensor::new(DType::I64, vec![v.len() as i64], v.iter().flat_map(|x| x.to_le_bytes()).collect())
+                .unwrap(),
+        )
+    }
+
+    fn floats(dtype: DType, v: &[f64]) -> Option<HostTensor> {
+        let mut t = HostTensor::zeros(dtype, &[v.len() as i64]).unwrap();
+        for (c, &x) in t.data.chunks_exact_mut(dtype.size()).zip(v) {
+            store_f64(dtype, x, c);
+        }
+        Some(t)
+    }
+
+    /// A device copy of `t` at a byte offset of 64 (so kernels must honour the offset).
+    fn upload(dev: &ClDevice, t: &HostTensor, fill: Option<u8>) -> (ClBlock, ClTensor) {
+        let (block, _) = dev.alloc(64 + t.data.len() as u64).unwrap();
+        let v = dev.view(&block, 64, t.dtype, None).unwrap();
+        if !t.data.is_empty() {
+            let data = fill.map_or_else(|| t.data.clone(), |b| vec![b; t.data.len()]);
+            dev.write(&v, None, &data).unwrap();
+        }
+        let ct =
+            ClTensor { mem: v.mem, offset: v.offset / t.dtype.size() as u64, dtype: t.dtype, shape: t.shape.clone() };
+        (block, ct)
+    }
+
+    /// Runs `name` on the host and on the device and compares the output bytes. Without
+    /// `host_values`, input 2 has no host value (as for large index tensors).
+    fn check(dev: &ClDevice, name: &str, ins: &[Option<HostTensor>], a: &[(&str, A)], host_values: bool) {
+        let a = attrs(a);
+        let def = OPS.iter().find(|o| o.name == name).unwrap();
+        let all: Vec<Option<TensorInfo>> = ins
+            .iter()
+            .map(|t| t.as_ref().map(|t| TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) }))
+            .collect();
+        let inferred = (def.infer)(&all, &a).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut want: Vec<HostTensor> = inferred.iter().map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();
+        let refs: Vec<Option<&HostTensor>> = ins.iter().map(Option::as_ref).collect();
+        (def.host)(&refs, &a, &mut want).unwrap_or_else(|e| panic!("{name} (host): {e}"));
+        let mut infos = all.clone();
+        if !host_values {
+            if let Some(Some(t)) = infos.get_mut(1) {
+                t.value = None;
+            }
+        }
+        let mut keep = Vec::new();
+        let mut cl_ins = Vec::new();
+        for t in ins {
+            cl_ins.push(t.as_ref().map(|t| {
+                let (b, ct) = upload(dev, t, None);
+                keep.push(b);
+                ct
+            }));
+        }
+        let mut cl_outs = Vec::new();
+        for t in &want {
+            let (b, ct) = upload(dev, t, Some(0xA5));
+            keep.push(b);
+            cl_outs.push(ct);
+        }
+        let f = super::super::cl::cl_fn(name).unwrap_or_else(|| panic!("{name} has no kernel"));
+        f(&ClCtx { dev }, &cl_ins, &infos, &a, &cl_outs).unwrap_or_else(|e| panic!("{name} {a} (OpenCL): {e}"));
+        for (i, (w, o)) in want.iter().zip(&cl_outs).enumerate() {
+            let mut got = vec![0u8; w.data.len()];
+            if !got.is_empty() {
+                let v = ClView { mem: o.mem, offset: o.offset * w.dtype.size() as u64, kind: ViewKind::Buffer };
+                dev.read(&v, got.len(), None, &mut got).unwrap();
+            }
+            assert_eq!(w.data, got, "{name} {a}: output {} differs", i + 1);
+        }
+        for b in keep {
+            dev.release(b);
+        }
+    }
+
+    fn device() -> Option<ClDevice> {
+        let needle = std::env::var("RXVM_TEST_CL_DEVICE").unwrap_or_default();
+        match find_device(&needle) {
+            Ok(info) => Some(ClDevice::open(&info).unwrap()),
+            Err(e) => {
+                eprintln!("skipping the OpenCL tests: {e}");
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn tensor_kernels_match_the_host() {
+        let Some(dev) = device() else { return };
+        use DType::*;
+        let (i, s) = (|v: i64| A::Int(v), |v: &str| A::Str(v.into()));
+        let l = |v: &[i64]| A::Ints(v.to_vec());
+        for d in [F32, U8, I16, I64, F16, Bool] {
+            check(&dev, "Transpose", &[iota(d, &[2, 3, 4], 0)], &[], true);
+            check(&dev, "Concat", &[iota(d, &[2, 2, 3], 0), iota(d, &[2, 1, 3], 50)], &[("axis", i(1))], true);
+            check(&dev, "Tile", &[iota(d, &[2, 1, 3], 0), ints(&[1, 4, 2])], &[], true);
+        }
+        check(&dev, "Transpose", &[iota(I32, &[2, 1, 3, 2, 2, 3], 0)], &[("perm", l(&[2, 0, 5, 4, 1, 3]))], true);
+        check(&dev, "Reshape", &[iota(F32, &[2, 3, 4], 0), ints(&[4, 0, -1])], &[], true);
+        check(&dev, "Flatten", &[iota(I16, &[2, 3, 4], 0)], &[("axis", i(-1))], true);
+        check(&dev, "Squeeze", &[iota(F32, &[1, 3, 1], 0)], &[], true);
+        check(&dev, "Unsqueeze", &[iota(Bool, &[2, 3], 0), ints(&[1, -1])], &[], true);
+        check(&dev, "Split", &[iota(U16, &[7, 2], 0)], &[("num_outputs", i(3))], true);
+        check(&dev, "Split", &[iota(F32, &[2, 3], 0), ints(&[0, 1, 2])], &[("axis", i(-1))], true);
+        check(&dev, "Slice", &[iota(F32, &[3, 4], 0)], &[("starts", l(&[1, 0])), ("ends", l(&[1000, 3]))], true);
+        let big = i64::MAX;
+        check(
+            &dev,
+            "Slice",
+            &[iota(I8, &[3, 4], 0), ints(&[2, 0]), ints(&[0, big]), ints(&[0, 1]), ints(&[-1, 3])],
+            &[],
+            true,
+        );
+        check(&dev, "Slice", &[iota(F16, &[3, 4], 0), ints(&[big]), ints(&[-big]), ints(&[1]), ints(&[-1])], &[], true);
+        let idx = Some(
+            HostTensor::new(I64, vec![2, 2], [0i64, 2, 1, -1].iter().flat_map(|v| v.to_le_bytes()).collect()).unwrap(),
+        );
+        for hv in [true, false] {
+            check(&dev, "Gather", &[iota(F32, &[3, 4], 0), idx.clone()], &[], hv);
+            check(&dev, "Gather", &[iota(U16, &[2, 3, 2], 0), ints(&[2, 0, -3])], &[("axis", i(-2))], hv);
+        }
+        for m in ["constant", "reflect", "edge", "wrap"] {
+            check(&dev, "Pad", &[iota(F32, &[2, 3], 0), ints(&[1, 2, 1, 2])], &[("mode", s(m))], true);
+            check(&dev, "Pad", &[iota(I64, &[3, 4], 0), ints(&[1, -1, 0, 2])], &[("mode", s(m))], true);
+            check(&dev, "Pad", &[iota(U8, &[3], 0), ints(&[7, 6])], &[("mode", s(m))], true);
+        }
+        check(&dev, "Pad", &[iota(F16, &[2, 3], 0), ints(&[1, 0, 0, 1]), floats(F16, &[2.5])], &[], true);
+        check(&dev, "Pad", &[iota(I8, &[2, 2], 0)], &[("pads", l(&[0, 1, 0, 1])), ("value", i(-3))], true);
+        check(&dev, "Shape", &[iota(F32, &[2, 3, 4], 0)], &[("start", i(-2))], true);
+        check(&dev, "ConstantOfShape", &[ints(&[2, 3])], &[("value", A::Float(1.5))], true);
+        check(&dev, "ConstantOfShape", &[ints(&[4])], &[("value", i(-7)), ("dtype", s("i64"))], true);
+        check(&dev, "ConstantOfShape", &[ints(&[3])], &[("value", A::Float(0.25)), ("dtype", s("f16"))], true);
+        let fv = [
+            0.0,
+            1.5,
+            -1.5,
+            2.5,
+            -2.7,
+            300.25,
+            -300.75,
+            7e4,
+            -7e4,
+            1e10,
+            -1e10,
+            65519.0,
+            3e-8,
+            f64::NAN,
+            f64::INFINITY,
+        ];
+        let codes = [
+            (1, F32),
+            (2, U8),
+            (3, I8),
+            (4, U16),
+            (5, I16),
+            (6, I32),
+            (7, I64),
+            (9, Bool),
+            (10, F16),
+            (11, F64),
+            (12, U32),
+            (13, U64),
+        ];
+        for (_, from) in codes {
+            for (code, to) in codes {
+                if !dev.has_fp64 && (from == F64 || to == F64) {
+                    continue;
+                }
+                let x = if from.is_float() { floats(from, &fv) } else { iota(from, &[3, 5], -7) };
+                check(&dev, "Cast", &[x], &[("to", i(code))], true);
+            }
+        }
+    }
+
+    #[test]
+    fn in_place_calls_read_before_writing() {
+        let Some(dev) = device() else { return };
+        let x = iota(DType::F32, &[64, 64], 0).unwrap();
+        let (block, t) = upload(&dev, &x, None);
+        let f = super::super::cl::cl_fn("Transpose").unwrap();
+        let infos = [Some(TensorInfo { dtype: x.dtype, shape: &x.shape, value: None })];
+        f(&ClCtx { dev: &dev }, &[Some(t.clone())], &infos, &Attrs::default(), std::slice::from_ref(&t)).unwrap();
+        let mut got = vec![0u8; x.data.len()];
+        let v = ClView { mem: t.mem, offset: t.offset * 4, kind: ViewKind::Buffer };
+        dev.read(&v, got.len(), None, &mut got).unwrap();
+        let want: Vec<u8> = (0..64 * 64).flat_map(|i| x.data[((i % 64) * 64 + i / 64) * 4..][..4].to_vec()).collect();
+        assert_eq!(got, want);
+        dev.release(block);
+    }
+}
