@@ -29,5 +29,11 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== ONNX conformance per device (also asserted by tests/conformance.rs)"
+onnx_data=.cache/onnx/wheel/onnx/backend/test/data
+for device in host opencl:intel opencl:pocl; do
+  printf '%-14s ' "$device"
+  ./target/debug/rxvm conformance "$onnx_data/pytorch-converted" "$onnx_data/pytorch-operator" --device "$device" | tail -n 1
+done
 echo "== cargo bench --no-run"
 cargo bench --workspace --locked --no-run

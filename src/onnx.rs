@@ -11,21 +11,7 @@ use std::path::Path;
 
 /// ONNX `TensorProto.DataType` codes to dtypes.
 pub fn dtype_of(code: i32) -> Option<DType> {
-    Some(match code {
-        1 => DType::F32,
-        2 => DType::U8,
-        3 => DType::I8,
-        4 => DType::U16,
-        5 => DType::I16,
-        6 => DType::I32,
-        7 => DType::I64,
-        9 => DType::Bool,
-        10 => DType::F16,
-        11 => DType::F64,
-        12 => DType::U32,
-        13 => DType::U64,
-        _ => return None,
-    })
+    DType::from_onnx(code as i64)
 }
 
 /// A `TensorProto` as a host tensor (raw_data or the typed fields).

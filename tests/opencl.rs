@@ -322,3 +322,54 @@ fn oclgrind_finds_no_invalid_accesses_in_the_kernels() {
         }
     }
 }
+
+/// Not a test on its own: with `RXVM_OOB_PROBE=1` it runs a kernel that writes past its
+/// buffer on Oclgrind, for the test below to watch from outside (Oclgrind reports on the
+/// process's stderr).
+#[test]
+fn oob_probe() {
+    if std::env::var("RXVM_OOB_PROBE").is_err() {
+        return;
+    }
+    let info = find_device("oclgrind").expect("oclgrind");
+    let dev = rxvm::vm::opencl::ClDevice::open(&info).expect("open");
+    let (block, _) = dev.alloc(64).expect("64 bytes");
+    let k = dev.kernel("__kernel void k(__global float* p) { p[get_global_id(0) + 100] = 1.0f; }").expect("build");
+    let _ = dev.launch(k, &[rxvm::vm::opencl::KernelArg::Mem(block.raw())], 1);
+}
+
+/// Oclgrind does report invalid accesses here (so a clean run below means something).
+#[test]
+fn oclgrind_reports_an_out_of_bounds_write() {
+    let Some(_) = platform("oclgrind") else { return };
+    let exe = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new(exe)
+        .args(["--exact", "oob_probe", "--nocapture", "--test-threads=1"])
+        .env("RXVM_OOB_PROBE", "1")
+        .output()
+        .expect("run the probe");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Invalid write"), "Oclgrind did not report the probe's write:\n{stderr}");
+}
+
+/// Every operator kernel, on the ONNX cases' shapes, under Oclgrind: same results as the
+/// reference outputs and no invalid memory access reported.
+#[test]
+fn operator_kernels_run_clean_under_oclgrind() {
+    let Some(_) = platform("oclgrind") else { return };
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/onnx/wheel/onnx/backend/test/data");
+    if !data.join("pytorch-converted").is_dir() {
+        assert!(std::env::var("RXVM_REQUIRE_ONNX_DATA").is_err(), "ONNX test data is missing");
+        return;
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rxvm"))
+        .arg("conformance")
+        .arg(data.join("pytorch-converted"))
+        .arg(data.join("pytorch-operator"))
+        .args(["--device", "opencl:oclgrind"])
+        .output()
+        .expect("run rxvm");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.ends_with("117 passed, 0 failed, 0 skipped\n"), "{stdout}\n{stderr}");
+    assert!(!stderr.contains("Invalid") && !stderr.contains("invalid"), "Oclgrind reported:\n{stderr}");
+}

@@ -445,9 +445,9 @@ pub struct View {
 }
 
 impl View {
-    /// Registers a view whose geometry the caller has already checked.
+    /// Registers a view whose geometry and device handle are ready (see [`View::make`]).
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    fn new(
         storage: Rc<Storage>,
         offset: u64,
         dtype: DType,

@@ -71,6 +71,25 @@ impl DType {
         }
     }
 
+    /// The dtype of an ONNX `TensorProto.DataType` code.
+    pub fn from_onnx(code: i64) -> Option<DType> {
+        Some(match code {
+            1 => DType::F32,
+            2 => DType::U8,
+            3 => DType::I8,
+            4 => DType::U16,
+            5 => DType::I16,
+            6 => DType::I32,
+            7 => DType::I64,
+            9 => DType::Bool,
+            10 => DType::F16,
+            11 => DType::F64,
+            12 => DType::U32,
+            13 => DType::U64,
+            _ => return None,
+        })
+    }
+
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F16 | DType::F64)
     }

@@ -1163,31 +1163,12 @@ fn host_constant_of_shape(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut
 // ---------------------------------------------------------------------------------------
 // Cast.
 
-/// The dtype of an ONNX TensorProto data type code.
-fn onnx_dtype(code: i64) -> Option<DType> {
-    Some(match code {
-        1 => DType::F32,
-        2 => DType::U8,
-        3 => DType::I8,
-        4 => DType::U16,
-        5 => DType::I16,
-        6 => DType::I32,
-        7 => DType::I64,
-        9 => DType::Bool,
-        10 => DType::F16,
-        11 => DType::F64,
-        12 => DType::U32,
-        13 => DType::U64,
-        _ => return None,
-    })
-}
-
 fn cast_target(attrs: &Attrs) -> Result<DType, String> {
     let Some(v) = attrs.get("to") else {
         return Err("Cast needs the `to` attribute (an ONNX TensorProto data type code)".into());
     };
     let code = attrs.int("to", 0);
-    onnx_dtype(code).ok_or_else(|| {
+    DType::from_onnx(code).ok_or_else(|| {
         format!(
             "Cast: `to` = {v} is not a supported ONNX data type; supported: 1 (f32), 2 (u8), 3 (i8), 4 (u16), \
              5 (i16), 6 (i32), 7 (i64), 9 (bool), 10 (f16), 11 (f64), 12 (u32), 13 (u64)"
