@@ -110,7 +110,16 @@ fn every_program_matches_the_host_on_each_platform() {
         for p in programs() {
             let m = Arc::new(assemble_file(&p).unwrap_or_else(|d| panic!("{}", d.render())));
             let label = format!("{} on {name}", p.display());
-            let (host, host_out) = run(&m, None).unwrap_or_else(|e| panic!("{label} (host): {e}"));
+            let (host, host_out) = match run(&m, None) {
+                Ok(r) => r,
+                // A program with its own OpenCL kernel runs only on OpenCL devices; its
+                // results are checked by `user_kernel_example_computes_saxpy`.
+                Err(e) if e.contains("is an OpenCL kernel") => {
+                    run(&m, Some(&info)).unwrap_or_else(|e| panic!("{label}: {e}"));
+                    continue;
+                }
+                Err(e) => panic!("{label} (host): {e}"),
+            };
             match run(&m, Some(&info)) {
                 Ok((dev, dev_out)) => {
                     assert_same(&label, &host, &dev);
@@ -372,4 +381,73 @@ fn operator_kernels_run_clean_under_oclgrind() {
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(stdout.ends_with("117 passed, 0 failed, 0 skipped\n"), "{stdout}\n{stderr}");
     assert!(!stderr.contains("Invalid") && !stderr.contains("invalid"), "Oclgrind reported:\n{stderr}");
+}
+
+/// `y[i] = a * x[i] + y[i]` as a user kernel with a 1-D global range.
+fn saxpy_module() -> Module {
+    use rxvm::vm::builder::{ModuleBuilder, Operand};
+    use rxvm::vm::types::{DType, Scope};
+    let mut mb = ModuleBuilder::new("saxpy");
+    let k = mb.kernel(
+        "saxpy",
+        "saxpy",
+        "__kernel void saxpy(__global const float* x, __global float* y, float a, long n) {\n  long i = get_global_id(0);\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n",
+    );
+    let t = Type::Tensor { dtype: DType::F32, dims: vec![Dim::Known(8)] };
+    let mut f = mb.function("main", vec![t.clone()], vec![t]);
+    let x = f.param(0);
+    let s = f.alloc_storage(Operand::Int(32), None, 0, Scope::Global);
+    let y = f.alloc_tensor(s, Operand::Int(0), DType::F32, &[Operand::Int(8)], Scope::Global);
+    f.call_builtin("fill", &[y.into(), Operand::Float(1.0)]).expect("fill");
+    f.call_kernel(k, &[x.into(), y.into(), Operand::Float(2.0), Operand::Int(8)], &[Operand::Int(8)]);
+    f.ret(&[y.into()]);
+    mb.add_function(f);
+    mb.build().expect("valid")
+}
+
+#[test]
+fn user_kernels_run_on_opencl_and_are_refused_on_the_host() {
+    let m = Arc::new(saxpy_module());
+    let e = run(&m, None).expect_err("the host cannot run OpenCL C");
+    assert!(e.contains("@cl.saxpy is an OpenCL kernel, but its tensors are on `host`"), "{e}");
+    for name in ["intel", "pocl", "oclgrind"] {
+        let Some(info) = platform(name) else { continue };
+        let (out, _) = run(&m, Some(&info)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let HostValue::Tensor(y) = &out[0] else { panic!("a tensor") };
+        let HostValue::Tensor(x) = &inputs(&m)[0] else { panic!("a tensor") };
+        let want: Vec<f64> = x.to_f64().iter().map(|v| ((2.0 * *v as f32) + 1.0) as f64).collect();
+        let got = y.to_f64();
+        for (g, w) in got.iter().zip(&want) {
+            assert!(close(*g, *w), "{name}: {got:?} vs {want:?}");
+        }
+    }
+}
+
+#[test]
+fn user_kernel_example_computes_saxpy() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rxvm = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rxvm")).current_dir(root).args(args).output().expect("rxvm")
+    };
+    let out = rxvm(&["run", "examples/user_kernel.rxa", "--input", "x=zeros"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("@cl.saxpy is an OpenCL kernel"), "{err}");
+    let x = std::env::temp_dir().join(format!("rxvm-saxpy-{}.npy", std::process::id()));
+    let xs: Vec<f32> = (0..8).map(|i| i as f32 - 2.5).collect();
+    rxvm::npy::write_npy(&x, &HostTensor::from_f32(&[8], &xs).expect("x")).expect("write x");
+    let input = format!("x={}", x.display());
+    for name in ["intel", "pocl"] {
+        if platform(name).is_none() {
+            continue;
+        }
+        let out = rxvm(&["run", "examples/user_kernel.rxa", "--input", &input, "--device", &format!("opencl:{name}")]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        // y = 2 x + 1
+        assert_eq!(
+            text,
+            "result 0: f32[8] [-4.0, -2.0, 0.0, 2.0, 4.0, 6.0, 8.0, 10.0]\n",
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -6,7 +6,7 @@ use crate::ast::*;
 use crate::diag::Diagnostic;
 use rxvm_vm::builtins::{Builtin, BUILTINS};
 use rxvm_vm::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, OpId, Reg};
-use rxvm_vm::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, SourceLoc};
+use rxvm_vm::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, SourceLoc, UserKernel};
 use rxvm_vm::ops::{AttrValue, Attrs, OPS};
 use rxvm_vm::types::{DType, Dim, Kind, Scope, Type};
 use rxvm_vm::VerifyError;
@@ -340,6 +340,8 @@ struct Asm<'s> {
     lit_index: HashMap<(bool, u64), u32>,
     consts: HashMap<&'s str, (ConstId, Span)>,
     funcs: HashMap<&'s str, (FuncId, Span)>,
+    /// Kernels by declared name (without `cl.`).
+    kernels: HashMap<&'s str, (u32, Span)>,
     func_params: Vec<Vec<Type>>,
     /// Operator attribute sets, in text order.
     attrs: Vec<Attrs>,
@@ -674,6 +676,40 @@ impl<'s> Asm<'s> {
     }
 }
 
+impl Asm<'_> {
+    fn kernel(&mut self, k: &KernelDecl<'_>) -> UserKernel {
+        let name = k.name.text.to_string();
+        let entry = decode_string(k.entry).unwrap_or_else(|d| {
+            self.err(d);
+            String::new()
+        });
+        let source = match k.source {
+            KernelSource::Str(s) => decode_string(s),
+            KernelSource::File(s) => self.file_text(s),
+        }
+        .unwrap_or_else(|d| {
+            self.err(d);
+            String::new()
+        });
+        UserKernel { name, entry, source }
+    }
+
+    /// The text of `file("path")`, relative to the `.rxa` file.
+    fn file_text(&self, s: StrLit<'_>) -> Result<String, Diagnostic> {
+        let rel = decode_string(s)?;
+        let path = match self.base_dir {
+            Some(b) => b.join(&rel),
+            None => Path::new(&rel).to_path_buf(),
+        };
+        let bytes = std::fs::read(&path).map_err(|e| file_error(s, &rel, &path, &e))?;
+        String::from_utf8(bytes).map_err(|e| {
+            Diagnostic::new(s.span, format!("`{rel}` is not UTF-8 text"))
+                .with_label("not OpenCL C source")
+                .with_note(format!("invalid UTF-8 at byte {}", e.utf8_error().valid_up_to()))
+        })
+    }
+}
+
 fn file_error(s: StrLit<'_>, rel: &str, path: &Path, e: &std::io::Error) -> Diagnostic {
     Diagnostic::new(s.span, format!("cannot read `{rel}`: {e}"))
         .with_label("file not readable")
@@ -769,6 +805,7 @@ pub fn assemble_ast(
         lit_index: HashMap::new(),
         consts: HashMap::new(),
         funcs: HashMap::new(),
+        kernels: HashMap::new(),
         func_params: Vec::new(),
         attrs: Vec::new(),
     };
@@ -807,6 +844,22 @@ pub fn assemble_ast(
         consts.push(k);
     }
 
+    // Kernels, in declaration order.
+    let mut kernels = Vec::with_capacity(ast.kernels.len());
+    for k in ast.kernels {
+        if let Some(&(_, first)) = a.kernels.get(k.name.text) {
+            a.err(
+                Diagnostic::new(k.name.span, format!("duplicate kernel `@{}`", k.name.text))
+                    .with_label("declared again here")
+                    .with_secondary(first, "first declared here"),
+            );
+        } else {
+            a.kernels.insert(k.name.text, (kernels.len() as u32, k.name.span));
+        }
+        let uk = a.kernel(k);
+        kernels.push(uk);
+    }
+
     // Function names and signatures first: calls may precede definitions.
     for (i, f) in ast.funcs.iter().enumerate() {
         if let Some(&(_, first)) = a.funcs.get(f.name.text) {
@@ -830,6 +883,12 @@ pub fn assemble_ast(
                     .with_label("reserved for operators"),
             );
         }
+        if f.name.text.starts_with("cl.") {
+            a.err(
+                Diagnostic::new(f.name.span, format!("function name `@{}` starts with `cl.`", f.name.text))
+                    .with_label("reserved for OpenCL kernels"),
+            );
+        }
         let params = f.params.iter().map(|p| a.ty(&p.ty)).collect();
         a.func_params.push(params);
     }
@@ -845,8 +904,15 @@ pub fn assemble_ast(
         a.errs.sort_by_key(|d| (d.span.start, d.span.end));
         return Err(a.errs);
     }
-    let module =
-        Module { name, literals: a.literals, consts, funcs, attrs: a.attrs, source_file: Some(file_name.to_string()) };
+    let module = Module {
+        name,
+        literals: a.literals,
+        consts,
+        funcs,
+        attrs: a.attrs,
+        kernels,
+        source_file: Some(file_name.to_string()),
+    };
     Ok((module, smap))
 }
 
@@ -1206,6 +1272,45 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
                 };
                 Instr::CallOp { op: id, list, attrs, nout, nin }
             }
+            InstrKind::KernelCall { kernel, args, global } => {
+                if !ins.dsts.is_empty() {
+                    a.errs.push(kernel_call_dsts(ins));
+                }
+                let name = kernel.text.strip_prefix("cl.").unwrap_or(kernel.text);
+                let id = match a.kernels.get(name) {
+                    Some(&(id, _)) => id,
+                    None => {
+                        a.errs.push(unknown_kernel(&kernel, a.kernels.keys().copied()));
+                        0
+                    }
+                };
+                let dims = global.map_or(&[][..], |g| g.dims);
+                match global {
+                    None => a.errs.push(
+                        Diagnostic::new(ins.span, format!("kernel call `@{}` has no global work size", kernel.text))
+                            .with_label("missing `global [...]`")
+                            .with_note(format!(
+                                "write the number of work items per dimension after the arguments: `{} global [N]`",
+                                a.lines.src.get(ins.mnemonic.span.start..ins.span.end).unwrap_or("call ...").trim_end()
+                            )),
+                    ),
+                    Some(g) if g.dims.is_empty() || g.dims.len() > 3 => a.errs.push(
+                        Diagnostic::new(g.span, format!("a kernel runs over 1 to 3 dimensions, not {}", g.dims.len()))
+                            .with_label(format!("{} global sizes", g.dims.len()))
+                            .with_note("OpenCL's NDRange has at most 3 dimensions"),
+                    ),
+                    Some(_) => {}
+                }
+                let nargs = count_u16(args.len(), ins.span, "kernel arguments", &mut a.errs);
+                let ndims = count_u8(dims.len(), ins.span, "global sizes", &mut a.errs);
+                let list = fa.list_start(ins.span, &mut a.errs);
+                for x in args.iter().chain(dims) {
+                    ops.push(x.span());
+                    let v = operand(a, &mut fa, x, false);
+                    fa.args.push(v);
+                }
+                Instr::CallKernel { kernel: id, list, ndims, nargs }
+            }
             InstrKind::Ret { values } => {
                 expect_dsts(ins, 0, &mut a.errs);
                 let nvals = count_u16(values.len(), ins.span, "return values", &mut a.errs);
@@ -1234,7 +1339,7 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
         };
         // Destinations of single-result instructions beyond the first are reported by
         // `expect_dsts`; still number them so later diagnostics stay consistent.
-        if !matches!(ins.kind, InstrKind::Call { .. } | InstrKind::OpCall { .. }) {
+        if !matches!(ins.kind, InstrKind::Call { .. } | InstrKind::OpCall { .. } | InstrKind::KernelCall { .. }) {
             for d in ins.dsts.iter().skip(1) {
                 fa.reg(d, &mut a.errs);
             }
@@ -1307,6 +1412,30 @@ fn op_call_dsts(src: &str, ins: &InstrNode<'_>, has_arrow: bool, block: Option<S
         }
         _ => d.with_note(format!("write the call without `{} =`", dsts.join(", "))),
     }
+}
+
+fn unknown_kernel<'n>(kernel: &Name<'_>, declared: impl Iterator<Item = &'n str>) -> Diagnostic {
+    let name = kernel.text.strip_prefix("cl.").unwrap_or(kernel.text);
+    let d =
+        Diagnostic::new(kernel.span, format!("unknown kernel `@{}`", kernel.text)).with_label("no kernel of this name");
+    let declared: Vec<&str> = declared.collect();
+    match did_you_mean("@cl.", &close_names(name, declared.iter().copied())) {
+        Some(s) => d.with_note(s),
+        None if declared.is_empty() => {
+            d.with_note(format!("declare it first: `kernel @{name} = opencl(\"{name}\", file(\"{name}.cl\"))`"))
+        }
+        None => d.with_note("kernels are declared with `kernel @name = opencl(\"entry\", source)`"),
+    }
+}
+
+/// `%r = call @cl.k(...)`: kernels write into the tensors passed as arguments.
+fn kernel_call_dsts(ins: &InstrNode<'_>) -> Diagnostic {
+    let span = ins.dsts[0].span.to(ins.dsts[ins.dsts.len() - 1].span);
+    let dsts: Vec<String> = ins.dsts.iter().map(|n| format!("%{}", n.text)).collect();
+    Diagnostic::new(span, "a kernel call has no destinations")
+        .with_label("remove this")
+        .with_note("kernels write into the tensors passed as arguments")
+        .with_note(format!("write the call without `{} =`", dsts.join(", ")))
 }
 
 fn label(fa: &FuncAsm<'_>, n: &Name<'_>, errs: &mut Vec<Diagnostic>) -> Label {

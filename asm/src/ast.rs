@@ -178,6 +178,14 @@ pub struct AttrBlock<'a> {
     pub span: Span,
 }
 
+/// `global [d0, ...]` after a kernel call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GlobalClause<'a> {
+    pub dims: &'a [Operand<'a>],
+    /// From `global` to `]`.
+    pub span: Span,
+}
+
 /// The operands of an instruction, by mnemonic.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum InstrKind<'a> {
@@ -227,6 +235,13 @@ pub enum InstrKind<'a> {
         /// The `->` token, when written.
         arrow: Option<Span>,
         attrs: Option<AttrBlock<'a>>,
+    },
+    /// `call @cl.name(args) [global [d0, ...]]`. `kernel` is the name after `@`
+    /// (`cl.name`). `global` is `None` when the clause is missing (the assembler explains).
+    KernelCall {
+        kernel: Name<'a>,
+        args: &'a [Operand<'a>],
+        global: Option<GlobalClause<'a>>,
     },
     Ret {
         values: &'a [Operand<'a>],
@@ -305,6 +320,23 @@ pub struct ConstDecl<'a> {
     pub init: ConstInit<'a>,
 }
 
+/// Where a kernel's OpenCL C source comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelSource<'a> {
+    /// The source itself, as a string literal.
+    Str(StrLit<'a>),
+    /// `file("path")`, relative to the `.rxa` file.
+    File(StrLit<'a>),
+}
+
+/// `kernel @name = opencl("entry", source)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelDecl<'a> {
+    pub name: Name<'a>,
+    pub entry: StrLit<'a>,
+    pub source: KernelSource<'a>,
+}
+
 /// The module name, as an identifier or a string.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ModuleName<'a> {
@@ -317,5 +349,6 @@ pub enum ModuleName<'a> {
 pub struct SourceModule<'a> {
     pub name: Option<ModuleName<'a>>,
     pub consts: &'a [ConstDecl<'a>],
+    pub kernels: &'a [KernelDecl<'a>],
     pub funcs: &'a [FuncDecl<'a>],
 }

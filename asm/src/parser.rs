@@ -499,6 +499,9 @@ fn operands<'a>(ar: &'a Bump, m: &'a str, i: Toks<'a>) -> PResult<'a, InstrKind<
             if callee.text.starts_with("onnx.") {
                 return op_call(ar, callee, i);
             }
+            if callee.text.starts_with("cl.") {
+                return kernel_call(ar, callee, i);
+            }
             let (i, args) = bracketed(ar, TokKind::LParen, operand, TokKind::RParen)(i)?;
             Ok((i, InstrKind::Call { callee, args }))
         }
@@ -594,6 +597,17 @@ fn op_call<'a>(ar: &'a Bump, op: Name<'a>, i: Toks<'a>) -> PResult<'a, InstrKind
         None => (None, &[][..]),
     };
     Ok((i, InstrKind::OpCall { op, inputs, outputs, arrow, attrs }))
+}
+
+/// The rest of `call @cl.name`: `(args) global [d0, ...]`. The `global` clause is
+/// optional here so that the assembler can explain a missing one.
+fn kernel_call<'a>(ar: &'a Bump, kernel: Name<'a>, i: Toks<'a>) -> PResult<'a, InstrKind<'a>> {
+    let (i, args) = bracketed(ar, TokKind::LParen, operand, TokKind::RParen)(i)?;
+    let (i, global) =
+        opt((kw("global", "`global`"), cut(bracketed(ar, TokKind::LBracket, int_operand, TokKind::RBracket))))
+            .parse(i)?;
+    let global = global.map(|(kw_tok, dims)| GlobalClause { dims, span: Span::new(kw_tok.span.start, i.prev_end()) });
+    Ok((i, InstrKind::KernelCall { kernel, args, global }))
 }
 
 /// `[%d, ... =] mnemonic operands`
@@ -728,6 +742,33 @@ fn const_decl<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, ConstDecl
     }
 }
 
+/// `"source"` or `file("path")`.
+fn kernel_source(i: Toks<'_>) -> PResult<'_, KernelSource<'_>> {
+    alt((
+        map(string, KernelSource::Str),
+        map(
+            preceded(kw("file", "`file`"), cut(delimited(punct(TokKind::LParen), string, punct(TokKind::RParen)))),
+            KernelSource::File,
+        ),
+    ))
+    .parse(i)
+}
+
+/// `kernel @name = opencl("entry", source)`.
+fn kernel_decl(i: Toks<'_>) -> PResult<'_, KernelDecl<'_>> {
+    let (i, _) = kw("kernel", "`kernel`")(i)?;
+    cut(|i| {
+        let (i, name) = global("`@name`")(i)?;
+        let (i, _) = (punct(TokKind::Eq), kw("opencl", "`opencl`"), punct(TokKind::LParen), nls).parse(i)?;
+        let (i, entry) = string(i)?;
+        let (i, _) = (punct(TokKind::Comma), nls).parse(i)?;
+        let (i, source) = kernel_source(i)?;
+        let (i, _) = (nls, punct(TokKind::RParen)).parse(i)?;
+        Ok((i, KernelDecl { name, entry, source }))
+    })
+    .parse(i)
+}
+
 fn module_name(i: Toks<'_>) -> PResult<'_, ModuleName<'_>> {
     alt((map(ident("module name"), ModuleName::Ident), map(string, ModuleName::Str))).parse(i)
 }
@@ -745,6 +786,7 @@ fn misplaced_module(i: Toks<'_>) -> PResult<'_, ()> {
 
 enum Item<'a> {
     Const(ConstDecl<'a>),
+    Kernel(KernelDecl<'a>),
     Func(FuncDecl<'a>),
 }
 
@@ -752,12 +794,14 @@ fn source_module<'a>(ar: &'a Bump, i: Toks<'a>) -> PResult<'a, SourceModule<'a>>
     let (i, ()) = nls(i)?;
     let (mut i, name) = opt(preceded(kw("module", "`module`"), cut(terminated(module_name, stmt_end)))).parse(i)?;
     let mut consts = Vec::new();
+    let mut kernels = Vec::new();
     let mut funcs = Vec::new();
     loop {
         let (rest, ()) = nls(i)?;
         i = rest;
         let item = alt((
             map(const_decl(ar), |c| Some(Item::Const(c))),
+            map(kernel_decl, |k| Some(Item::Kernel(k))),
             map(func_decl(ar), |f| Some(Item::Func(f))),
             map(misplaced_module, |()| None),
         ))
@@ -767,6 +811,7 @@ fn source_module<'a>(ar: &'a Bump, i: Toks<'a>) -> PResult<'a, SourceModule<'a>>
                 let (rest, ()) = cut(stmt_end).parse(rest)?;
                 match item {
                     Some(Item::Const(c)) => consts.push(c),
+                    Some(Item::Kernel(k)) => kernels.push(k),
                     Some(Item::Func(f)) => funcs.push(f),
                     None => {}
                 }
@@ -777,7 +822,15 @@ fn source_module<'a>(ar: &'a Bump, i: Toks<'a>) -> PResult<'a, SourceModule<'a>>
         }
     }
     let (i, ()) = end_of_file(i)?;
-    Ok((i, SourceModule { name, consts: ar.alloc_slice_copy(&consts), funcs: ar.alloc_slice_copy(&funcs) }))
+    Ok((
+        i,
+        SourceModule {
+            name,
+            consts: ar.alloc_slice_copy(&consts),
+            kernels: ar.alloc_slice_copy(&kernels),
+            funcs: ar.alloc_slice_copy(&funcs),
+        },
+    ))
 }
 
 /// Lexes and parses `src`. All nodes are allocated in `ar`.
@@ -1031,6 +1084,28 @@ mod tests {
         // Not an operator call: no `->` or attributes.
         let e = parse_err("func @f() {\n  call @g(%x) -> (%y)\n}\n");
         assert_eq!(e.expected, vec!["newline"]);
+    }
+
+    #[test]
+    fn parses_kernels() {
+        let ar = Bump::new();
+        let src = "kernel @a = opencl(\"a\", \"src\")\nfunc @f() {\n call @cl.a(%x, 1, 2.5, @w) global [4, %n]\n \
+                   call @cl.a()\n ret\n}\nkernel @b = opencl(\n  \"b\",\n  file(\"b.cl\")\n)\n";
+        let m = parse_ok(src, &ar);
+        assert_eq!(m.kernels.len(), 2);
+        assert!(matches!(m.kernels[0].source, KernelSource::Str(StrLit { raw: "\"src\"", .. })));
+        assert!(matches!(m.kernels[1].source, KernelSource::File(StrLit { raw: "\"b.cl\"", .. })));
+        let BodyItem::Instr(call) = m.funcs[0].body[0] else { panic!() };
+        let InstrKind::KernelCall { kernel, args, global: Some(g) } = call.kind else { panic!("{:?}", call.kind) };
+        assert_eq!(kernel.text, "cl.a");
+        assert_eq!(args.len(), 4);
+        assert_eq!(&src[g.span.range()], "global [4, %n]");
+        let BodyItem::Instr(call) = m.funcs[0].body[1] else { panic!() };
+        assert!(matches!(call.kind, InstrKind::KernelCall { args: [], global: None, .. }));
+        let e = parse_err("func @f() {\n  call @cl.a(%x) global [1.5]\n}\n");
+        assert_eq!(e.expected, vec!["`%register`", "integer", "`]`"]);
+        let e = parse_err("kernel @a = opencl(\"a\")\n");
+        assert_eq!(e.expected, vec!["`,`"]);
     }
 
     #[test]

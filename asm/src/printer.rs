@@ -6,14 +6,16 @@
 //! has a `.` or an exponent so that they lex as floats; NaNs print as `nan`, `-nan` or
 //! `nan(0xPAYLOAD)`. Operator calls print as `call @onnx.Name(inputs) -> (outputs)` with
 //! their attributes, if any, as `{ name = value, ... }` (the form of `Attrs`'s `Display`,
-//! with floats and strings written the same exact way).
+//! with floats and strings written the same exact way). User kernels print as
+//! `kernel @name = opencl("entry", "source")` (the source always inline, escaped) and their
+//! calls as `call @cl.name(args) global [dims]`.
 //!
 //! Everything is written into one `String`; names are resolved once per function, so that
 //! printing an instruction allocates nothing.
 
 use rxvm_vm::builtins::BUILTINS;
 use rxvm_vm::bytecode::{Arg, ArgKind, Instr, Reg};
-use rxvm_vm::module::{ConstData, Constant, Function, Literal, Module};
+use rxvm_vm::module::{ConstData, Constant, Function, Literal, Module, UserKernel};
 use rxvm_vm::ops::{AttrValue, Attrs, OpId};
 use rxvm_vm::types::{DType, Scope, Type};
 use std::borrow::Cow;
@@ -31,7 +33,9 @@ pub fn print_module(m: &Module) -> String {
             ConstData::Fill(_) => 16,
         })
         .sum();
-    let mut out = String::with_capacity(64 + code_words * 32 + const_bytes);
+    let kernel_bytes: usize =
+        m.kernels.iter().map(|k| 32 + k.name.len() + k.entry.len() + k.source.len() * 9 / 8).sum();
+    let mut out = String::with_capacity(64 + code_words * 32 + const_bytes + kernel_bytes);
     out.push_str("module ");
     if is_ident(&m.name) {
         out.push_str(&m.name);
@@ -43,6 +47,12 @@ pub fn print_module(m: &Module) -> String {
         out.push('\n');
         for c in &m.consts {
             print_const(&mut out, c);
+        }
+    }
+    if !m.kernels.is_empty() {
+        out.push('\n');
+        for k in &m.kernels {
+            print_kernel(&mut out, k);
         }
     }
     for f in &m.funcs {
@@ -239,6 +249,18 @@ fn print_const(out: &mut String, c: &Constant) {
     out.push('\n');
 }
 
+/// `kernel @name = opencl("entry", "source")`: the source always as one string literal
+/// (also when it was declared with `file(...)`).
+fn print_kernel(out: &mut String, k: &UserKernel) {
+    out.push_str("kernel @");
+    out.push_str(&k.name);
+    out.push_str(" = opencl(");
+    push_string(out, &k.entry);
+    out.push_str(", ");
+    push_string(out, &k.source);
+    out.push_str(")\n");
+}
+
 /// Unique, printable names for a function's registers and labels.
 /// How a register is printed (after the `%`).
 enum RegName<'f> {
@@ -282,6 +304,7 @@ impl<'f> Names<'f> {
                 | Instr::CallBuiltin { .. }
                 | Instr::Ret { .. }
                 | Instr::CallOp { .. }
+                | Instr::CallKernel { .. }
                 | Instr::Br { .. } => {}
             }
         }
@@ -565,6 +588,20 @@ impl FnPrinter<'_> {
                         }
                     }
                 }
+            }
+            Instr::CallKernel { kernel, list, ndims, nargs } => {
+                self.out.push_str("call @cl.");
+                match self.m.kernels.get(kernel as usize) {
+                    Some(k) => self.out.push_str(&k.name),
+                    None => {
+                        let _ = write!(self.out, "<bad kernel {kernel}>");
+                    }
+                }
+                self.out.push('(');
+                self.args(list, nargs as usize);
+                self.out.push_str(") global [");
+                self.args(list.wrapping_add(nargs as u32), ndims as usize);
+                self.out.push(']');
             }
             Instr::Ret { list, nvals } => {
                 self.out.push_str("ret");

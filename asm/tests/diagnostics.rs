@@ -253,3 +253,68 @@ fn runtime_errors_render_like_assembler_errors() {
         rxvm_asm::render_runtime_error(src, "prog.rxa", 2, 3, "division by zero", &["in @main, instruction 0".into()]);
     insta::assert_snapshot!("runtime_error", text);
 }
+
+// User OpenCL kernels.
+const KERNEL_PRELUDE: &str = "kernel @scale = opencl(\"scale\", \"__kernel void scale(__global float* x) {}\")\n\n";
+
+fn kernel_prog(body: &str) -> String {
+    format!("{KERNEL_PRELUDE}func @main(%x: f32[4]) {{\n{body}  ret\n}}\n")
+}
+
+#[test]
+fn kernel_unknown() {
+    insta::assert_snapshot!("kernel_unknown", render(&kernel_prog("  call @cl.scal(%x) global [4]\n")));
+}
+
+#[test]
+fn kernel_missing_global() {
+    insta::assert_snapshot!("kernel_missing_global", render(&kernel_prog("  call @cl.scale(%x)\n")));
+}
+
+#[test]
+fn kernel_four_global_dims() {
+    insta::assert_snapshot!(
+        "kernel_four_global_dims",
+        render(&kernel_prog("  call @cl.scale(%x) global [4, 1, 1, 1]\n"))
+    );
+}
+
+#[test]
+fn kernel_file_missing() {
+    let src = "kernel @k = opencl(\"k\", file(\"no_such.cl\"))\n";
+    insta::assert_snapshot!("kernel_file_missing", render_named(src, "tests/data/prog.rxa"));
+}
+
+#[test]
+fn kernel_duplicate() {
+    let src = format!("{KERNEL_PRELUDE}kernel @scale = opencl(\"scale2\", \"\")\n");
+    insta::assert_snapshot!("kernel_duplicate", render(&src));
+}
+
+#[test]
+fn kernel_destination() {
+    let d = match assemble_unverified(&kernel_prog("  %y = call @cl.scale(%x) global [4]\n"), "t.rxa") {
+        Ok(_) => panic!("must fail"),
+        Err(d) => d,
+    };
+    assert_eq!(d.items()[0].message, "a kernel call has no destinations");
+    assert_eq!(d.items()[0].notes[1], "write the call without `%y =`");
+}
+
+#[test]
+fn kernel_file_not_utf8() {
+    let d = match assemble_unverified("kernel @k = opencl(\"k\", file(\"not_utf8.cl\"))\n", "tests/data/p.rxa") {
+        Ok(_) => panic!("must fail"),
+        Err(d) => d,
+    };
+    assert_eq!(d.items()[0].message, "`not_utf8.cl` is not UTF-8 text");
+}
+
+#[test]
+fn kernel_function_name_reserved() {
+    let d = match assemble_unverified("func @cl.mine() {\n  ret\n}\n", "t.rxa") {
+        Ok(_) => panic!("must fail"),
+        Err(d) => d,
+    };
+    assert_eq!(d.items()[0].message, "function name `@cl.mine` starts with `cl.`");
+}

@@ -193,6 +193,7 @@ fn seeds() -> Vec<String> {
         "tests/programs/loops.rxa",
         "tests/programs/tensors.rxa",
         "tests/programs/op_calls.rxa",
+        "tests/programs/kernels.rxa",
     ] {
         if let Ok(t) = std::fs::read_to_string(root.join(p)) {
             v.push(t);

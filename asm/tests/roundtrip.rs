@@ -419,3 +419,45 @@ fn odd_debug_names_still_round_trip() {
     assert_eq!(back.name, "weird name\n");
     insta::assert_snapshot!("odd_debug_names", out);
 }
+
+#[test]
+fn kernels_round_trip() {
+    let (path, text) = program("kernels.rxa");
+    let (m, map) =
+        assemble_with_map(&text, &path, Path::new(&path).parent()).unwrap_or_else(|d| panic!("{}", d.render()));
+    // Declaration order; the file form is embedded.
+    let names: Vec<&str> = m.kernels.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["scale", "saxpy"]);
+    assert_eq!(m.kernels[0].entry, "scale");
+    assert_eq!(
+        m.kernels[0].source,
+        "__kernel void scale(__global float* x, float k) {\n\tx[get_global_id(0)] *= k; /* \"\\\" */\n}"
+    );
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/saxpy.cl");
+    assert_eq!(m.kernels[1].source, std::fs::read_to_string(file).expect("saxpy.cl"));
+    let f = &m.funcs[0];
+    let calls: Vec<(u32, u32, u8, u16)> = f
+        .code
+        .iter()
+        .filter_map(|i| match *i {
+            Instr::CallKernel { kernel, list, ndims, nargs } => Some((kernel, list, ndims, nargs)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.iter().map(|c| (c.0, c.2, c.3)).collect::<Vec<_>>(), [(0, 1, 2), (1, 2, 4), (0, 3, 2)]);
+    // Arguments then global sizes.
+    let (_, list, ndims, nargs) = calls[1];
+    let args = f.arg_slice(list, nargs as usize + ndims as usize).expect("list");
+    assert_eq!(args[0].kind(), ArgKind::Reg(Reg(0)));
+    assert_eq!(args[2].kind(), ArgKind::Lit(1));
+    assert_eq!(m.literals[1], Literal::Float(0.5));
+    assert_eq!(args[4].kind(), ArgKind::Reg(Reg(2)));
+    assert!(matches!(args[5].kind(), ArgKind::Imm(1)));
+    // Operand spans: arguments, then dims.
+    let spans: Vec<&str> = map.funcs[0].instrs[1].operands.iter().map(|s| &text[s.range()]).collect();
+    assert_eq!(spans, ["%x", "%y", "0.5", "%n", "%n", "1"]);
+    let out = round_trip(&path, &m);
+    assert!(out.contains("  call @cl.saxpy(%x, %y, 0.5, %n) global [%n, 1]\n"), "{out}");
+    assert_eq!(disassemble(&assemble_unverified(&out, "elsewhere/k.rxa").expect("re-assembles")), out);
+    insta::assert_snapshot!("kernels_disassembly", out);
+}

@@ -7,7 +7,7 @@
 //! error carrying the byte offset, never a panic.
 
 use crate::bytecode::{Arg, Instr, Word, WORD_SIZE};
-use crate::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, SourceLoc};
+use crate::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, SourceLoc, UserKernel};
 use crate::ops::{AttrValue, Attrs};
 use crate::types::{DType, Dim, Type};
 use std::fmt;
@@ -29,12 +29,16 @@ pub enum SectionId {
     Spans = 8,
     /// Operator attribute sets (optional; omitted when the module has none).
     Attrs = 9,
+    /// User-declared OpenCL kernels (optional; omitted when the module has none).
+    Kernels = 10,
 }
 
 impl SectionId {
     fn from_u8(v: u8) -> Option<SectionId> {
         use SectionId::*;
-        [Strings, Meta, Literals, Constants, Functions, Code, Names, Spans, Attrs].into_iter().find(|s| *s as u8 == v)
+        [Strings, Meta, Literals, Constants, Functions, Code, Names, Spans, Attrs, Kernels]
+            .into_iter()
+            .find(|s| *s as u8 == v)
     }
 }
 
@@ -253,6 +257,14 @@ pub fn write_module(m: &Module) -> Vec<u8> {
         }
     }
 
+    let mut kernels = Vec::new();
+    put_len(&mut kernels, m.kernels.len());
+    for k in &m.kernels {
+        put_u32(&mut kernels, strings.id(&k.name));
+        put_u32(&mut kernels, strings.id(&k.entry));
+        put_u32(&mut kernels, strings.id(&k.source));
+    }
+
     let mut strs = Vec::new();
     put_len(&mut strs, strings.list.len());
     for s in &strings.list {
@@ -276,6 +288,9 @@ pub fn write_module(m: &Module) -> Vec<u8> {
     }
     if !m.attrs.is_empty() {
         section(&mut out, SectionId::Attrs, attrs);
+    }
+    if !m.kernels.is_empty() {
+        section(&mut out, SectionId::Kernels, kernels);
     }
     out
 }
@@ -642,6 +657,15 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                         set.0.push((name, v));
                     }
                     m.attrs.push(set);
+                }
+            }
+            SectionId::Kernels => {
+                let n = r.count("kernel count", 12)?;
+                for _ in 0..n {
+                    let name = r.string(&strings, "kernel name")?.to_string();
+                    let entry = r.string(&strings, "kernel entry")?.to_string();
+                    let source = r.string(&strings, "kernel source")?.to_string();
+                    m.kernels.push(UserKernel { name, entry, source });
                 }
             }
             SectionId::Spans => {

@@ -41,6 +41,16 @@ impl ModuleBuilder {
         ConstId(self.module.consts.len() as u32 - 1)
     }
 
+    /// Declares an OpenCL kernel (`kernel @name = opencl("entry", source)`); returns its index.
+    pub fn kernel(&mut self, name: &str, entry: &str, source: &str) -> u32 {
+        self.module.kernels.push(crate::module::UserKernel {
+            name: name.to_string(),
+            entry: entry.to_string(),
+            source: source.to_string(),
+        });
+        self.module.kernels.len() as u32 - 1
+    }
+
     /// Declares a function so calls can refer to it before its body is added.
     pub fn declare(&mut self, name: &str, params: Vec<Type>, results: Vec<Type>) -> FuncId {
         if let Some(id) = self.module.func_by_name(name) {
@@ -262,6 +272,15 @@ impl FunctionBuilder {
             nargs: args.len() as u16,
         });
         Ok(dsts)
+    }
+
+    /// `call @cl.NAME(args) global [dims]` for kernel index `kernel` (see
+    /// [`ModuleBuilder::kernel`]).
+    pub fn call_kernel(&mut self, kernel: u32, args: &[Operand], global: &[Operand]) {
+        let mut ops = args.to_vec();
+        ops.extend_from_slice(global);
+        let list = self.list(&ops);
+        self.code.push(Instr::CallKernel { kernel, list, ndims: global.len() as u8, nargs: args.len() as u16 });
     }
 
     /// `call @onnx.NAME(inputs) -> (outputs) { attrs }`; `Operand::None` omits an optional

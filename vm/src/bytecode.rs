@@ -435,6 +435,10 @@ define_opcodes! {
     /// then `nout` output tensors; `attrs` is 0 for none, else 1 + an index into
     /// [`crate::module::Module::attrs`].
     0x0e CallOp "call" { op: OpId = a, list: u32 = b, attrs: u32 = c, nout: u8 = x, nin: u16 = yz }
+    /// `call @cl.name(args) global [d0, ...]`: a user-declared OpenCL kernel
+    /// ([`crate::module::Module::kernels`]). The list holds `nargs` arguments (tensors,
+    /// ints, floats) then `ndims` (1 to 3) global work sizes (ints).
+    0x0f CallKernel "call" { kernel: u32 = a, list: u32 = b, ndims: u8 = x, nargs: u16 = yz }
 }
 
 impl Instr {
@@ -486,6 +490,7 @@ mod tests {
             Instr::Br { target: Label(17) },
             Instr::BrIf { cond: Reg(1), then_: Label(2), else_: Label(9) },
             Instr::CallOp { op: OpId(1), list: 4, attrs: 2, nout: 1, nin: 3 },
+            Instr::CallKernel { kernel: 2, list: 7, ndims: 2, nargs: 4 },
         ];
         assert_eq!(samples.len(), Opcode::ALL.len());
         for ins in samples {

@@ -395,6 +395,9 @@ impl Vm {
                     }
                 },
                 Instr::CallOp { op, list, attrs, nout, nin } => self.op_call(m, f, base, op, list, attrs, nout, nin),
+                Instr::CallKernel { kernel, list, ndims, nargs } => {
+                    self.kernel_call(m, f, base, kernel, list, ndims, nargs)
+                }
                 Instr::Br { target } => {
                     pc = target.0 as usize;
                     Ok(())
@@ -451,6 +454,85 @@ impl Vm {
             ArgKind::Const(c) => Ok(Value::Tensor(self.consts[c.0 as usize].clone())),
             ArgKind::None => fault("`none` used as a value".into()),
         }
+    }
+
+    /// `call @cl.name(args) global [dims]`: a user OpenCL kernel. Tensors are passed as
+    /// `__global` buffers, ints as `long`, floats as `float`.
+    #[allow(clippy::too_many_arguments)]
+    fn kernel_call(
+        &self,
+        m: &Module,
+        f: &Function,
+        base: usize,
+        kernel: u32,
+        list: u32,
+        ndims: u8,
+        nargs: u16,
+    ) -> Step<()> {
+        let k = &m.kernels[kernel as usize];
+        let items = &f.args[list as usize..][..nargs as usize + ndims as usize];
+        let mut vals: SmallVec<[Value; 6]> = SmallVec::new();
+        for a in &items[..nargs as usize] {
+            vals.push(self.read(m, f, base, *a)?);
+        }
+        let mut global: SmallVec<[usize; 3]> = SmallVec::new();
+        for a in &items[nargs as usize..] {
+            let g = self.read_int(m, f, base, *a)?;
+            if g < 0 {
+                return fault(format!("@cl.{}: a global work size must be >= 0, found {g}", k.name));
+            }
+            global.push(g as usize);
+        }
+        let tensors: SmallVec<[&Rc<View>; 6]> =
+            vals.iter().filter_map(|v| if let Value::Tensor(t) = v { Some(t) } else { None }).collect();
+        let state = match tensors.first() {
+            Some(t) => t.storage.device_state(),
+            None => &self.rt.devices[0],
+        };
+        let Some(dev) = state.cl() else {
+            return fault(format!(
+                "@cl.{} is an OpenCL kernel, but its tensors are on `{}`; run on an OpenCL device (--device opencl)",
+                k.name, state.caps.name
+            ));
+        };
+        let mut args = Vec::with_capacity(vals.len());
+        for (i, v) in vals.iter().enumerate() {
+            args.push(match v {
+                Value::Tensor(t) => {
+                    if !std::ptr::eq(t.storage.device_state(), state) {
+                        return fault(format!("@cl.{}: argument {} is on another device", k.name, i + 1));
+                    }
+                    match t.cl {
+                        Some(h) if h.kind == crate::opencl::ViewKind::Buffer && h.offset == 0 => {
+                            t.check_coherent_read().or_else(fault)?;
+                            crate::opencl::KernelArg::Mem(h.mem)
+                        }
+                        _ => {
+                            return fault(format!(
+                                "@cl.{}: argument {} must be a buffer view at offset 0 or at a sub-buffer-aligned offset ({} bytes on `{}`)",
+                                k.name,
+                                i + 1,
+                                state.caps.mem_base_addr_align,
+                                state.caps.name
+                            ))
+                        }
+                    }
+                }
+                Value::Int(x) => crate::opencl::KernelArg::Bytes(x.to_le_bytes(), 8),
+                Value::Float(x) => {
+                    let mut b = [0u8; 8];
+                    b[..4].copy_from_slice(&(*x as f32).to_le_bytes());
+                    crate::opencl::KernelArg::Bytes(b, 4)
+                }
+                other => return fault(format!("@cl.{}: argument {} cannot be {}", k.name, i + 1, other.describe())),
+            });
+        }
+        let handle = dev.kernel_entry(&k.source, &k.entry).or_else(fault)?;
+        dev.launch_nd(handle, &args, &global).or_else(|e| fault(format!("@cl.{}: {e}", k.name)))?;
+        for t in tensors {
+            t.record_write();
+        }
+        Ok(())
     }
 
     /// Runs an operator's OpenCL kernel on device buffers (outputs already checked).

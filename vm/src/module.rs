@@ -46,6 +46,17 @@ impl Constant {
     }
 }
 
+/// An OpenCL C kernel declared by the program: `kernel @name = opencl("entry", source)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserKernel {
+    /// The name calls use (`@cl.name`).
+    pub name: String,
+    /// The `__kernel` function to run.
+    pub entry: String,
+    /// OpenCL C source (embedded, also when declared with `file(...)`).
+    pub source: String,
+}
+
 /// A source position, 1-based; `line == 0` means unknown.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SourceLoc {
@@ -111,6 +122,8 @@ pub struct Module {
     pub funcs: Vec<Function>,
     /// Operator attribute sets, referenced by `call_op` instructions (1-based).
     pub attrs: Vec<crate::ops::Attrs>,
+    /// User-declared OpenCL kernels, referenced by `call_kernel` instructions.
+    pub kernels: Vec<UserKernel>,
     /// The source file the module was assembled from, for diagnostics.
     pub source_file: Option<String>,
 }

@@ -465,21 +465,33 @@ impl ClDevice {
 
     /// Builds (once per device) and returns the kernel named `k` in `source`.
     pub fn kernel(&self, source: &str) -> Result<KernelHandle, String> {
-        if let Some((_, k)) = self.kernels.borrow().get(source) {
+        self.kernel_entry(source, "k")
+    }
+
+    /// Builds (once per device) and returns the kernel `entry` of `source`.
+    pub fn kernel_entry(&self, source: &str, entry: &str) -> Result<KernelHandle, String> {
+        let key = format!("{entry}\0{source}");
+        if let Some((_, k)) = self.kernels.borrow().get(&key) {
             return Ok(KernelHandle(k.get()));
         }
         let program = Program::create_and_build_from_source(&self.context, source, "").map_err(|log| {
             format!("building an OpenCL kernel for `{}` failed:\n{log}\n--- source ---\n{source}", self.caps.name)
         })?;
-        let kernel = cl3("clCreateKernel", Kernel::create(&program, "k")).map_err(|e| e.to_string())?;
+        let kernel = cl3("clCreateKernel", Kernel::create(&program, entry))
+            .map_err(|e| format!("{e} (is `{entry}` a __kernel in the source?)"))?;
         bump(&self.counters.kernels_built, 1);
         let raw = KernelHandle(kernel.get());
-        self.kernels.borrow_mut().insert(source.to_string(), (program, kernel));
+        self.kernels.borrow_mut().insert(key, (program, kernel));
         Ok(raw)
     }
 
     /// Sets raw kernel arguments and runs `global` work-items, waiting for completion.
     pub fn launch(&self, kernel: KernelHandle, args: &[KernelArg], global: usize) -> Result<(), ClError> {
+        self.launch_nd(kernel, args, &[global])
+    }
+
+    /// As [`ClDevice::launch`] over a 1- to 3-dimensional global range.
+    pub fn launch_nd(&self, kernel: KernelHandle, args: &[KernelArg], global: &[usize]) -> Result<(), ClError> {
         let kernel = kernel.0;
         for (i, a) in args.iter().enumerate() {
             let (size, ptr): (usize, *const c_void) = match a {
@@ -493,16 +505,16 @@ impl ClDevice {
             let r = unsafe { opencl3::kernel::set_kernel_arg(kernel, i as u32, size, ptr) };
             cl("clSetKernelArg", r)?;
         }
-        if global == 0 {
+        if global.is_empty() || global.len() > 3 || global.contains(&0) {
             return Ok(());
         }
-        let gws = [global];
+        let gws = global;
         // SAFETY: the kernel's arguments are all set; one dimension.
         let r = unsafe {
             opencl3::command_queue::enqueue_nd_range_kernel(
                 self.queue.get(),
                 kernel,
-                1,
+                gws.len() as u32,
                 std::ptr::null(),
                 gws.as_ptr(),
                 std::ptr::null(),

@@ -67,6 +67,18 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
         }
     }
     let mut names = HashSet::new();
+    for k in &m.kernels {
+        if !names.insert(k.name.as_str()) {
+            return Err(module_err(format!("kernel @cl.{} is declared twice", k.name)));
+        }
+        if k.entry.is_empty() || k.source.contains('\0') {
+            return Err(module_err(format!(
+                "kernel @cl.{} needs an entry name and a source without NUL bytes",
+                k.name
+            )));
+        }
+    }
+    let mut names = HashSet::new();
     for (i, f) in m.funcs.iter().enumerate() {
         if !names.insert(f.name.as_str()) {
             return Err(VerifyError {
@@ -481,6 +493,24 @@ impl<'m> FuncVerifier<'m> {
                 }
             }
             Instr::CallOp { op, list, attrs, nout, nin } => self.check_op_call(pc, op, list, attrs, nout, nin)?,
+            Instr::CallKernel { kernel, list, ndims, nargs } => {
+                if kernel as usize >= self.m.kernels.len() {
+                    return self.at(
+                        pc,
+                        None,
+                        format!(
+                            "kernel {kernel} is out of range: the module declares {} kernels",
+                            self.m.kernels.len()
+                        ),
+                    );
+                }
+                if !(1..=3).contains(&ndims) {
+                    return self.at(pc, None, format!("a kernel launch has 1 to 3 global sizes, found {ndims}"));
+                }
+                for (i, a) in self.list(pc, list, nargs as usize + ndims as usize)?.iter().enumerate() {
+                    self.check_arg(pc, i, *a)?;
+                }
+            }
             Instr::Br { target } => label(0, target)?,
             Instr::BrIf { cond, then_, else_ } => {
                 self.check_reg(pc, 0, cond)?;
@@ -562,7 +592,8 @@ impl<'m> FuncVerifier<'m> {
             | Instr::Ret { .. }
             | Instr::Br { .. }
             | Instr::BrIf { .. }
-            | Instr::CallOp { .. } => vec![],
+            | Instr::CallOp { .. }
+            | Instr::CallKernel { .. } => vec![],
         }
     }
 
@@ -670,6 +701,17 @@ impl<'m> FuncVerifier<'m> {
             | Instr::LoadFloat { .. }
             | Instr::LoadConst { .. }
             | Instr::Br { .. } => {}
+            Instr::CallKernel { kernel, list, ndims, nargs } => {
+                let name = &self.m.kernels[kernel as usize].name;
+                for (i, a) in f.args[list as usize..][..nargs as usize + ndims as usize].iter().enumerate() {
+                    if i >= nargs as usize {
+                        self.expect_kind(pc, i, *a, Kind::Int, "a global work size")?;
+                    } else if !matches!(self.arg_kind(*a), Some(Kind::Tensor | Kind::Int | Kind::Float)) {
+                        let role = format!("argument {} of @cl.{name}", i + 1);
+                        self.expect_kind(pc, i, *a, Kind::Tensor, &role)?;
+                    }
+                }
+            }
             Instr::CallOp { op, list, nout, nin, .. } => {
                 let name = OPS[op.0 as usize].name;
                 for (i, a) in f.args[list as usize..][..nin as usize + nout as usize].iter().enumerate() {
@@ -791,6 +833,9 @@ impl<'m> FuncVerifier<'m> {
                 }
             }
             Instr::Ret { list, nvals } => uses(0, &f.args[list as usize..][..nvals as usize], out),
+            Instr::CallKernel { list, ndims, nargs, .. } => {
+                uses(0, &f.args[list as usize..][..nargs as usize + ndims as usize], out)
+            }
             Instr::CallOp { list, nout, nin, .. } => {
                 uses(0, &f.args[list as usize..][..nin as usize + nout as usize], out)
             }
