@@ -9,8 +9,9 @@
 
 use crate::builtins::Builtin;
 use crate::bytecode::{Arg, ArgKind, FuncId, Instr, OpId, Reg};
+use crate::host_tensor::HostTensor;
 use crate::module::{ConstData, Function, Literal, Module};
-use crate::ops::OPS;
+use crate::ops::{TensorInfo, OPS};
 use crate::types::{DType, ImageLayout, Kind, Scope, Type};
 use std::collections::HashSet;
 
@@ -252,7 +253,8 @@ impl<'m> FuncVerifier<'m> {
             self.check_kinds(pc)?;
         }
         self.dataflow()?;
-        self.check_constant_views()
+        self.check_constant_views()?;
+        self.check_static_ops()
     }
 
     // ------------------------------------------------------------ pass 1: indices
@@ -1088,6 +1090,106 @@ fn count(n: usize, noun: &str) -> String {
         format!("1 {noun}")
     } else {
         format!("{n} {noun}s")
+    }
+}
+
+impl FuncVerifier<'_> {
+    /// Dtype and shape of registers whose tensor shape is fixed: parameters with fully
+    /// known tensor types, and registers defined once by an `alloc_tensor` with constant dims.
+    fn static_shapes(&self) -> Vec<Option<(DType, Vec<i64>)>> {
+        let f = self.f;
+        let mut ndefs = vec![0u32; f.num_regs as usize];
+        ndefs[..f.params.len()].fill(1);
+        for pc in 0..f.code.len() {
+            for (r, _) in self.defs(pc) {
+                ndefs[r.0 as usize] += 1;
+            }
+        }
+        let mut out: Vec<Option<(DType, Vec<i64>)>> = vec![None; f.num_regs as usize];
+        for (i, t) in f.params.iter().enumerate() {
+            if let Type::Tensor { dtype, dims } = t {
+                let known: Option<Vec<i64>> =
+                    dims.iter().map(|d| if let crate::types::Dim::Known(v) = d { Some(*v) } else { None }).collect();
+                out[i] = known.map(|k| (*dtype, k));
+            }
+        }
+        for ins in &f.code {
+            if let Instr::AllocTensor { dst, args, dtype, ndim, .. } = *ins {
+                if ndefs[dst.0 as usize] != 1 {
+                    continue;
+                }
+                let dims: Option<Vec<i64>> =
+                    f.args[args as usize + 1..][..ndim as usize].iter().map(|a| self.m.const_int(*a)).collect();
+                out[dst.0 as usize] = dims.map(|d| (dtype, d));
+            }
+        }
+        out
+    }
+
+    /// Operator calls whose operand shapes are all fixed are shape-checked at load time:
+    /// shape inference must accept the inputs and attributes, and the output views must have
+    /// the inferred dtype and shape. Calls with integer-typed register inputs (shapes, axes,
+    /// indices whose values inference may need) are left to the run-time check.
+    fn check_static_ops(&self) -> VResult<()> {
+        let f = self.f;
+        if !f.code.iter().any(|i| matches!(i, Instr::CallOp { .. })) {
+            return Ok(());
+        }
+        let shapes = self.static_shapes();
+        let const_values: Vec<Option<HostTensor>> = self
+            .m
+            .consts
+            .iter()
+            .map(|c| match &c.data {
+                // Only integer constants can be shape-like; float weights are not copied.
+                ConstData::Bytes(b) if !c.dtype.is_float() => HostTensor::new(c.dtype, c.shape.clone(), b.clone()).ok(),
+                _ => None,
+            })
+            .collect();
+        let empty = crate::ops::Attrs::default();
+        'calls: for (pc, ins) in f.code.iter().enumerate() {
+            let Instr::CallOp { op, list, attrs, nout, nin } = *ins else { continue };
+            let def = OPS[op.0 as usize];
+            let attrs = if attrs == 0 { &empty } else { &self.m.attrs[attrs as usize - 1] };
+            let items = &f.args[list as usize..][..nin as usize + nout as usize];
+            let mut infos = Vec::with_capacity(nin as usize);
+            for a in &items[..nin as usize] {
+                infos.push(match a.kind() {
+                    ArgKind::None => None,
+                    ArgKind::Const(c) => {
+                        let k = &self.m.consts[c.0 as usize];
+                        Some(TensorInfo { dtype: k.dtype, shape: &k.shape, value: const_values[c.0 as usize].as_ref() })
+                    }
+                    ArgKind::Reg(r) => match &shapes[r.0 as usize] {
+                        Some((d, s)) if d.is_float() => Some(TensorInfo { dtype: *d, shape: s, value: None }),
+                        _ => continue 'calls,
+                    },
+                    _ => continue 'calls,
+                });
+            }
+            let inferred = match (def.infer)(&infos, attrs) {
+                Ok(o) => o,
+                Err(e) => return self.at(pc, None, format!("@onnx.{}: {e}", def.name)),
+            };
+            for (i, a) in items[nin as usize..].iter().enumerate() {
+                let (ArgKind::Reg(r), Some((dtype, shape))) = (a.kind(), inferred.get(i)) else { continue };
+                if let Some((vd, vs)) = &shapes[r.0 as usize] {
+                    if vd != dtype || vs != shape {
+                        return self.at(
+                            pc,
+                            Some(nin as usize + i),
+                            format!(
+                                "@onnx.{}: output {} is {dtype}{shape:?} for these inputs and attributes, but {} is {vd}{vs:?}",
+                                def.name,
+                                i + 1,
+                                self.rn(r)
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 
