@@ -704,7 +704,7 @@ fn validate_prelu(a: &Attrs) -> Result<(), String> {
 /// The shape slope broadcasts with: its own when it broadcasts to X unidirectionally, or
 /// `[C, 1, …]` (aligned to X's channel dimension 1) for an opset 6 per-channel 1-D slope.
 /// With `onnx_opset` < 7 the per-channel reading is tried first.
-fn prelu_slope_shape(x: &[i64], s: &[i64], attrs: &Attrs) -> Result<Vec<i64>, String> {
+pub(super) fn prelu_slope_shape(x: &[i64], s: &[i64], attrs: &Attrs) -> Result<Vec<i64>, String> {
     let legacy = attrs.int("onnx_opset", 7) < 7;
     let channel = || -> Option<Vec<i64>> {
         if s.len() == 1 && x.len() >= 2 && s[0] == x[1] {

@@ -609,40 +609,11 @@ fn abs(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, outs: &[ClTen
 // ---------------------------------------------------------------------------------------
 // PRelu.
 
-/// The shape slope broadcasts as (see the host's `prelu_slope_shape`).
-fn prelu_slope_shape(x: &[i64], s: &[i64], attrs: &Attrs) -> Result<Vec<i64>, String> {
-    let legacy = attrs.int("onnx_opset", 7) < 7;
-    let channel = || -> Option<Vec<i64>> {
-        if s.len() == 1 && x.len() >= 2 && s[0] == x[1] {
-            let mut v = vec![1; x.len() - 1];
-            v[0] = s[0];
-            Some(v)
-        } else {
-            None
-        }
-    };
-    if legacy {
-        if let Some(v) = channel() {
-            return Ok(v);
-        }
-    }
-    if broadcast(x, s).is_ok_and(|o| o == x) {
-        return Ok(s.to_vec());
-    }
-    if let Some(v) = channel() {
-        return Ok(v);
-    }
-    Err(format!(
-        "slope of shape {s:?} does not broadcast to X of shape {x:?} \
-         (it must broadcast unidirectionally, or be 1-D with X's channel count)"
-    ))
-}
-
 fn prelu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
     let (x, s) = (input(ins, 0, "X")?, input(ins, 1, "slope")?);
     check_dtype(x, 0, "X", &[DType::F32])?;
     check_dtype(s, 1, "slope", &[DType::F32])?;
-    let ssh = prelu_slope_shape(&x.shape, &s.shape, attrs)?;
+    let ssh = super::elementwise::prelu_slope_shape(&x.shape, &s.shape, attrs)?;
     let y = output(outs, 0)?;
     check_out(y, x.dtype, &x.shape)?;
     nary(ctx, &[(x, &x.shape), (s, &ssh)], y, "float", false, "v > 0.0f ? v : v * w")

@@ -725,9 +725,9 @@ fn validate_slice(attrs: &Attrs) -> Result<(), String> {
 }
 
 /// Per input dim: first index, step and count.
-type SlicePlan = Vec<(i64, i64, i64)>;
+pub(super) type SlicePlan = Vec<(i64, i64, i64)>;
 
-fn plan_slice(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<(SlicePlan, OutInfo), String> {
+pub(super) fn plan_slice(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<(SlicePlan, OutInfo), String> {
     const OP: &str = "Slice";
     validate_slice(attrs)?;
     let x = input(ins, 0, OP)?;

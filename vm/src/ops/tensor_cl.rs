@@ -409,45 +409,6 @@ fn split_k(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], attr
     Ok(())
 }
 
-/// Per input dim of a Slice: first index and step (the count is the output dim).
-fn plan_slice(x: &ClTensor, infos: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<(i64, i64, i64)>, String> {
-    let r = x.shape.len();
-    let (starts, ends, axes, steps) = if let Some(s) = attrs.ints("starts") {
-        let e = attrs.ints("ends").ok_or("`starts` needs `ends`")?;
-        (s.to_vec(), e.to_vec(), attrs.ints("axes").map(<[i64]>::to_vec), None)
-    } else {
-        let s = value_ints(infos, 1, "starts")?.ok_or("needs starts (input 2)")?;
-        let e = value_ints(infos, 2, "ends")?.ok_or("needs ends (input 3)")?;
-        (s, e, value_ints(infos, 3, "axes")?, value_ints(infos, 4, "steps")?)
-    };
-    let n = starts.len();
-    let axes = axes.unwrap_or_else(|| (0..n as i64).collect());
-    let steps = steps.unwrap_or_else(|| vec![1; n]);
-    if ends.len() != n || axes.len() != n || steps.len() != n {
-        return Err("starts, ends, axes and steps must have the same length".into());
-    }
-    let mut plan: Vec<(i64, i64, i64)> = x.shape.iter().map(|&d| (0, 1, d)).collect();
-    for i in 0..n {
-        let a = norm_axis(axes[i], r)?;
-        let (dim, step) = (x.shape[a], steps[i]);
-        let wrap = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
-        let (s, e) = (wrap(starts[i]), wrap(ends[i]));
-        let (s, count) = match step {
-            0 => return Err(format!("the step for axis {a} is 0")),
-            st if st > 0 => {
-                let (s, e) = (s.clamp(0, dim), e.clamp(0, dim));
-                (s, if e > s { (e - s - 1) / st + 1 } else { 0 })
-            }
-            st => {
-                let (s, e) = (s.max(0).min(dim - 1), e.max(-1).min(dim - 1));
-                (s, if s > e { ((s as i128 - e as i128 - 1) / -(st as i128) + 1) as i64 } else { 0 })
-            }
-        };
-        plan[a] = (if count > 0 { s } else { 0 }, step, count);
-    }
-    Ok(plan)
-}
-
 fn slice_k(
     ctx: &ClCtx,
     ins: &[Option<ClTensor>],
@@ -456,7 +417,8 @@ fn slice_k(
     outs: &[ClTensor],
 ) -> Res {
     let (x, y) = (input(ins, 0)?, output(outs, 0)?);
-    let plan = plan_slice(x, infos, attrs)?;
+    // The host's plan: the same one shape inference already accepted for this call.
+    let plan = super::tensor::plan_slice(infos, attrs)?.0;
     let counts: Vec<i64> = plan.iter().map(|p| p.2).collect();
     if counts != y.shape {
         return Err(format!("the slice has shape {counts:?}, the output {:?}", y.shape));
