@@ -296,6 +296,7 @@ fn oclgrind_finds_no_invalid_accesses_in_the_kernels() {
         ("examples/storage_reuse.rxa", vec!["x=random:4"]),
         ("examples/calls.rxa", vec!["x=random:5"]),
         ("examples/dynamic_loop.rxa", vec!["n=3"]),
+        ("examples/texture_cnn.rxa", vec!["x=random:1", "w=random:2", "b=random:3", "dw=random:4"]),
     ] {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_rxvm"));
         cmd.current_dir(root).args(["run", file, "--device", "opencl:oclgrind"]);

@@ -79,6 +79,8 @@ define_builtins! {
     MatMul "matmul" (T, T, T) -> () "out[m, n] = sum_k a[m, k] * b[k, n] (rank-2 tensors)";
     Sum "sum" (T) -> (F) "sum of all elements, as a float";
     Print "print" () + any -> () "prints its arguments on one line";
+    ToBlocked "to_blocked" (T, T) -> () "copies src [N, C, spatial...] into dst in the blocked layout [N, ceil(C/4), spatial..., 4] (padding channels zero)";
+    FromBlocked "from_blocked" (T, T) -> () "copies blocked src [N, ceil(C/4), spatial..., 4] back into dst [N, C, spatial...]";
 }
 
 impl Builtin {

@@ -6,7 +6,8 @@ use crate::cl_kernels::{self, Access};
 use crate::host_tensor::{format_nested, load_f64, load_i64, store_f64, store_i64, HostTensor};
 use crate::memory::View;
 use crate::opencl::{ClDevice, KernelArg, ViewKind};
-use crate::types::DType;
+use crate::ops::texture_cl::BlockedSide;
+use crate::types::{DType, Scope};
 use crate::value::Value;
 use std::io::Write;
 use std::rc::Rc;
@@ -411,6 +412,11 @@ pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<O
             let h = read_view(as_tensor(&args[0])?)?;
             Ok(Some(Value::Float(h.to_f64().iter().sum())))
         }
+        Builtin::ToBlocked | Builtin::FromBlocked => {
+            let name = b.sig().name;
+            let (src, dst) = (as_tensor(&args[0])?, writable(name, as_tensor(&args[1])?)?);
+            convert_blocked(name, src, dst, b == Builtin::ToBlocked).map(|_| None)
+        }
         Builtin::Print => {
             let mut line = String::new();
             for (k, a) in args.iter().enumerate() {
@@ -426,6 +432,56 @@ pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<O
             Ok(None)
         }
     }
+}
+
+/// `@vm.to_blocked` (`to` = true) and `@vm.from_blocked`: layout conversion between a plain
+/// `[N, C, spatial...]` tensor and the blocked `[N, ceil(C/4), spatial..., 4]` one (a
+/// `global.texture` view or a buffer view in that element order).
+fn convert_blocked(name: &str, src: &View, dst: &View, to: bool) -> Result<(), Fail> {
+    use crate::ops::blocked;
+    let dtype = same_dtype(name, &[src, dst])?;
+    let (plain, blk) = if to { (src, dst) } else { (dst, src) };
+    let want = blocked::blocked_shape(&plain.shape);
+    if plain.shape.len() < 3 || blk.shape[..] != want[..] {
+        return fail(format!(
+            "@vm.{name}: the plain tensor is {} and must be [N, C, spatial...]; its blocked form is {dtype}{want:?}, \
+             found {}",
+            shape_str(plain),
+            shape_str(blk)
+        ));
+    }
+    if plain.scope.is_texture() {
+        return fail(format!(
+            "@vm.{name}: the plain [N, C, spatial...] tensor must be a buffer view, found scope `{}`",
+            plain.scope
+        ));
+    }
+    if blk.scope.is_texture() && blk.scope != Scope::Texture {
+        return fail(format!(
+            "@vm.{name}: the blocked tensor is a buffer or a `global.texture` view, found scope `{}`",
+            blk.scope
+        ));
+    }
+    if let Some(dev) = device_of(name, &[src, dst])? {
+        src.check_coherent_read().map_err(Box::new)?;
+        if dtype != DType::F32 {
+            return fail(format!("@vm.{name}: the OpenCL kernel converts f32 tensors, found {dtype}"));
+        }
+        let (Some(p), Some(k)) = (plain.cl, blk.cl) else {
+            return fail("internal: an OpenCL view without a device handle".into());
+        };
+        let plain_t = crate::ops::cl::ClTensor { mem: p.mem, offset: p.offset / 4, dtype, shape: plain.shape.to_vec() };
+        let side = if blk.scope.is_texture() { BlockedSide::Image } else { BlockedSide::Buffer };
+        let offset = if side == BlockedSide::Buffer { k.offset / 4 } else { 0 };
+        crate::ops::texture_cl::convert(&crate::ops::cl::ClCtx { dev }, &plain_t, (k.mem, offset, side), to)
+            .map_err(|e| Box::new(format!("@vm.{name}: {e}")))?;
+        dst.record_write();
+        return Ok(());
+    }
+    let h = read_view(src)?;
+    let out = if to { blocked::block(&h) } else { blocked::unblock(&h, plain.shape[1]) };
+    let out = out.map_err(|e| Box::new(format!("@vm.{name}: {e}")))?;
+    write_view(dst, &out.data)
 }
 
 /// Appends the printed form of a value.

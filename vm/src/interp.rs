@@ -588,6 +588,102 @@ impl Vm {
         Ok(())
     }
 
+    /// An operator call on blocked textures (`ops::blocked`): checked and inferred on the
+    /// logical shapes; run by the texture kernels on OpenCL, and on the host by unblocking
+    /// the textures, running the host kernel and blocking its output.
+    #[allow(clippy::too_many_arguments)]
+    fn op_call_blocked(
+        &self,
+        dev: Option<&crate::opencl::ClDevice>,
+        def: &crate::ops::OpDef,
+        inputs: &[Option<Rc<View>>],
+        outputs: &[Option<Rc<View>>],
+        infos: &[Option<TensorInfo>],
+        host_in: &[Option<HostTensor>],
+        attrs: &Attrs,
+    ) -> Step<()> {
+        use crate::ops::blocked;
+        use crate::ops::texture_cl::{self, ClOperand, ClTexture};
+        let name = def.name;
+        let err = |e: String| fault(format!("@onnx.{name}: {e}"));
+        let bx = |e: String| Box::new(Fault { message: format!("@onnx.{name}: {e}"), notes: vec![] });
+        let all = inputs.iter().chain(outputs).flatten();
+        if let Some(v) = all.clone().find(|v| v.scope.is_texture() && v.scope != Scope::Texture) {
+            return err(format!(
+                "operators take blocked `global.texture` views; {} has scope `{}`",
+                Value::Tensor(v.clone()).describe(),
+                v.scope
+            ));
+        }
+        let textured = |v: &Option<Rc<View>>| v.as_ref().is_some_and(|v| v.scope == Scope::Texture);
+        let tin: SmallVec<[bool; 6]> = inputs.iter().map(textured).collect();
+        let tout: SmallVec<[Option<bool>; 3]> =
+            outputs.iter().map(|v| v.as_ref().map(|v| v.scope == Scope::Texture)).collect();
+        let call = blocked::infer(def, infos, &tin, &tout, attrs).map_err(bx)?;
+        let Some(y) = outputs.first().and_then(Option::as_ref) else { return err("output 1 is required".into()) };
+        if y.dtype != call.out.0 || y.shape[..] != call.out.1[..] {
+            return err(format!(
+                "output 1 is {}{:?} (blocked) for these inputs and attributes, but its view is {}{:?}",
+                call.out.0,
+                call.out.1,
+                y.dtype,
+                &y.shape[..]
+            ));
+        }
+        if y.storage.is_constant() {
+            return err("cannot write output 1 into a constant".into());
+        }
+        let Some(dev) = dev else {
+            let mut unblocked: SmallVec<[Option<HostTensor>; 6]> = SmallVec::new();
+            for (h, l) in host_in.iter().zip(&call.logical_in) {
+                unblocked.push(match (h, l) {
+                    (Some(h), Some(l)) => Some(blocked::unblock(h, l[1]).map_err(bx)?),
+                    _ => None,
+                });
+            }
+            let refs: SmallVec<[Option<&HostTensor>; 6]> =
+                unblocked.iter().zip(host_in).map(|(u, h)| u.as_ref().or(h.as_ref())).collect();
+            let mut outs = Vec::with_capacity(call.logical_out.len());
+            for (dtype, shape) in &call.logical_out {
+                outs.push(HostTensor::zeros(*dtype, shape).map_err(bx)?);
+            }
+            (def.host)(&refs, attrs, &mut outs).map_err(bx)?;
+            let b = blocked::block(&outs[0]).map_err(bx)?;
+            return write_view(y, &b.data).map_err(|e| Box::new(Fault { message: *e, notes: vec![] }));
+        };
+        let handle = |v: &Rc<View>| v.cl.ok_or_else(|| format!("internal: {} has no device handle", v.id));
+        let y_mem = handle(y).map_err(bx)?.mem;
+        let mut ins = Vec::with_capacity(inputs.len());
+        for (v, l) in inputs.iter().zip(&call.logical_in) {
+            let Some(v) = v else {
+                ins.push(None);
+                continue;
+            };
+            v.check_coherent_read().or_else(fault)?;
+            let h = handle(v).map_err(bx)?;
+            ins.push(Some(match l {
+                Some(shape) => {
+                    if h.mem == y_mem {
+                        return err(
+                            "an input and the output are the same image; texture kernels cannot work in place".into()
+                        );
+                    }
+                    ClOperand::Texture(ClTexture { mem: h.mem, shape: shape.clone() })
+                }
+                None => ClOperand::Buffer(crate::ops::cl::ClTensor {
+                    mem: h.mem,
+                    offset: h.offset / v.dtype.size() as u64,
+                    dtype: v.dtype,
+                    shape: v.shape.to_vec(),
+                }),
+            }));
+        }
+        let yt = ClTexture { mem: y_mem, shape: call.logical_out[0].1.clone() };
+        texture_cl::run(&crate::ops::cl::ClCtx { dev }, name, &ins, infos, attrs, &yt).map_err(bx)?;
+        y.record_write();
+        Ok(())
+    }
+
     /// `call @onnx.Name(inputs) -> (outputs) { attrs }`: infers the output types from the
     /// inputs, checks them against the output views, then runs the kernel.
     #[allow(clippy::too_many_arguments)]
@@ -643,6 +739,9 @@ impl Vm {
             .zip(&host_in)
             .map(|(v, h)| v.as_ref().map(|v| TensorInfo { dtype: v.dtype, shape: &v.shape, value: h.as_ref() }))
             .collect();
+        if views.iter().flatten().any(|v| v.scope.is_texture()) {
+            return self.op_call_blocked(dev, def, inputs, outputs, &infos, &host_in, attrs);
+        }
         let inferred = (def.infer)(&infos, attrs).or_else(|e| fault(format!("@onnx.{}: {e}", def.name)))?;
         if inferred.len() < outputs.len() {
             return fault(format!(

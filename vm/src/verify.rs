@@ -1094,9 +1094,10 @@ fn count(n: usize, noun: &str) -> String {
 }
 
 impl FuncVerifier<'_> {
-    /// Dtype and shape of registers whose tensor shape is fixed: parameters with fully
-    /// known tensor types, and registers defined once by an `alloc_tensor` with constant dims.
-    fn static_shapes(&self) -> Vec<Option<(DType, Vec<i64>)>> {
+    /// Dtype, shape and scope (unknown for parameters) of registers whose tensor shape is
+    /// fixed: parameters with fully known tensor types, and registers defined once by an
+    /// `alloc_tensor` with constant dims.
+    fn static_shapes(&self) -> Vec<Option<StaticTensor>> {
         let f = self.f;
         let mut ndefs = vec![0u32; f.num_regs as usize];
         ndefs[..f.params.len()].fill(1);
@@ -1105,22 +1106,22 @@ impl FuncVerifier<'_> {
                 ndefs[r.0 as usize] += 1;
             }
         }
-        let mut out: Vec<Option<(DType, Vec<i64>)>> = vec![None; f.num_regs as usize];
+        let mut out: Vec<Option<StaticTensor>> = vec![None; f.num_regs as usize];
         for (i, t) in f.params.iter().enumerate() {
             if let Type::Tensor { dtype, dims } = t {
                 let known: Option<Vec<i64>> =
                     dims.iter().map(|d| if let crate::types::Dim::Known(v) = d { Some(*v) } else { None }).collect();
-                out[i] = known.map(|k| (*dtype, k));
+                out[i] = known.map(|k| (*dtype, k, None));
             }
         }
         for ins in &f.code {
-            if let Instr::AllocTensor { dst, args, dtype, ndim, .. } = *ins {
+            if let Instr::AllocTensor { dst, args, dtype, ndim, scope, .. } = *ins {
                 if ndefs[dst.0 as usize] != 1 {
                     continue;
                 }
                 let dims: Option<Vec<i64>> =
                     f.args[args as usize + 1..][..ndim as usize].iter().map(|a| self.m.const_int(*a)).collect();
-                out[dst.0 as usize] = dims.map(|d| (dtype, d));
+                out[dst.0 as usize] = dims.map(|d| (dtype, d, Some(scope)));
             }
         }
         out
@@ -1153,27 +1154,65 @@ impl FuncVerifier<'_> {
             let attrs = if attrs == 0 { &empty } else { &self.m.attrs[attrs as usize - 1] };
             let items = &f.args[list as usize..][..nin as usize + nout as usize];
             let mut infos = Vec::with_capacity(nin as usize);
+            // Per operand: Some(true) for a texture, None when the scope is unknown.
+            let mut scopes: Vec<Option<bool>> = Vec::with_capacity(items.len());
             for a in &items[..nin as usize] {
                 infos.push(match a.kind() {
-                    ArgKind::None => None,
+                    ArgKind::None => {
+                        scopes.push(Some(false));
+                        None
+                    }
                     ArgKind::Const(c) => {
+                        scopes.push(Some(false));
                         let k = &self.m.consts[c.0 as usize];
                         Some(TensorInfo { dtype: k.dtype, shape: &k.shape, value: const_values[c.0 as usize].as_ref() })
                     }
                     ArgKind::Reg(r) => match &shapes[r.0 as usize] {
-                        Some((d, s)) if d.is_float() => Some(TensorInfo { dtype: *d, shape: s, value: None }),
+                        Some((d, s, scope)) if d.is_float() => {
+                            scopes.push(scope.map(Scope::is_texture));
+                            Some(TensorInfo { dtype: *d, shape: s, value: None })
+                        }
                         _ => continue 'calls,
                     },
                     _ => continue 'calls,
                 });
             }
-            let inferred = match (def.infer)(&infos, attrs) {
-                Ok(o) => o,
-                Err(e) => return self.at(pc, None, format!("@onnx.{}: {e}", def.name)),
+            for a in &items[nin as usize..] {
+                scopes.push(match a.kind() {
+                    ArgKind::Reg(r) => shapes[r.0 as usize].as_ref().and_then(|t| t.2).map(Scope::is_texture),
+                    _ => Some(false),
+                });
+            }
+            // The blocked-texture inference, with operands of unknown scope taken as `unknown`.
+            let blocked = |unknown: bool| {
+                let is_tex = |s: &Option<bool>| s.unwrap_or(unknown);
+                let tin: Vec<bool> = scopes[..nin as usize].iter().map(is_tex).collect();
+                let tout: Vec<Option<bool>> = items[nin as usize..]
+                    .iter()
+                    .zip(&scopes[nin as usize..])
+                    .map(|(a, s)| if matches!(a.kind(), ArgKind::None) { None } else { Some(is_tex(s)) })
+                    .collect();
+                crate::ops::blocked::infer(def, &infos, &tin, &tout, attrs)
+            };
+            let inferred = if scopes.contains(&Some(true)) {
+                if scopes.contains(&None) {
+                    continue;
+                }
+                match blocked(false) {
+                    Ok(call) => vec![call.out],
+                    Err(e) => return self.at(pc, None, format!("@onnx.{}: {e}", def.name)),
+                }
+            } else {
+                match (def.infer)(&infos, attrs) {
+                    Ok(o) => o,
+                    // Parameters may be texture views: refused only if no reading fits.
+                    Err(_) if scopes.contains(&None) && blocked(true).is_ok() => continue,
+                    Err(e) => return self.at(pc, None, format!("@onnx.{}: {e}", def.name)),
+                }
             };
             for (i, a) in items[nin as usize..].iter().enumerate() {
                 let (ArgKind::Reg(r), Some((dtype, shape))) = (a.kind(), inferred.get(i)) else { continue };
-                if let Some((vd, vs)) = &shapes[r.0 as usize] {
+                if let Some((vd, vs, _)) = &shapes[r.0 as usize] {
                     if vd != dtype || vs != shape {
                         return self.at(
                             pc,
@@ -1192,6 +1231,9 @@ impl FuncVerifier<'_> {
         Ok(())
     }
 }
+
+/// A register's fixed dtype and shape, and its scope when known.
+type StaticTensor = (DType, Vec<i64>, Option<Scope>);
 
 /// The fewest bytes a view can take on any device (images counted without row padding).
 /// `Ok(None)` on overflow, `Err` when the shape does not fit the scope.

@@ -52,6 +52,8 @@ pub static CL: &[(&str, ClFn)] = &[
 
 type Res = Result<(), String>;
 type Infos<'a, 'b> = &'a [Option<TensorInfo<'b>>];
+/// Scalar kernel parameters: (OpenCL declaration, value).
+pub(super) type Params = Vec<(&'static str, KernelArg)>;
 
 const FP64_PRAGMA: &str = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
 
@@ -464,8 +466,8 @@ fn variadic(ins: &[Option<ClTensor>], outs: &[ClTensor], ctx: &ClCtx, op: &str) 
     let y = output(outs, 0)?;
     check_out(y, x.dtype, &shape)?;
     let expr = match (op, x.dtype) {
-        ("max", DType::F32) => "(v > w || isnan(v)) ? v : w".to_string(),
-        ("min", DType::F32) => "(v < w || isnan(v)) ? v : w".to_string(),
+        ("max", DType::F32) => f32_fold("Max").unwrap_or_default(),
+        ("min", DType::F32) => f32_fold("Min").unwrap_or_default(),
         ("max", _) => "max(v, w)".to_string(),
         ("min", _) => "min(v, w)".to_string(),
         (_, d) => arith_expr('+', d),
@@ -512,54 +514,80 @@ fn unary_f32(
     map_kernel(ctx, x, y, "float", "float", false, expr, params)
 }
 
-macro_rules! unary {
-    ($name:ident, $expr:literal) => {
-        fn $name(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, outs: &[ClTensor]) -> Res {
-            unary_f32(ctx, ins, outs, $expr, Vec::new())
+/// The f32 expression `y = expr(v)` of a unary operator (and its scalar parameters), shared
+/// by the buffer kernels here and the texture kernels (`super::texture_cl`); `None` for
+/// operators that are not f32 maps. Scalar inputs (Clip's bounds, Dropout's mode) are read
+/// from `infos`.
+pub(super) fn f32_map(op: &str, infos: Infos, attrs: &Attrs) -> Result<Option<(&'static str, Params)>, String> {
+    let alpha = |default: f64| ("float alpha", f32_arg(attrs.float("alpha", default) as f32));
+    Ok(Some(match op {
+        "Relu" => ("fmax(v, 0.0f)", vec![]),
+        "Sigmoid" => ("v >= 0.0f ? 1.0f / (1.0f + exp(-v)) : exp(v) / (1.0f + exp(v))", vec![]),
+        "Tanh" => ("tanh(v)", vec![]),
+        "Exp" => ("exp(v)", vec![]),
+        "Sqrt" => ("sqrt(v)", vec![]),
+        "Softplus" => ("fmax(v, 0.0f) + log1p(exp(-fabs(v)))", vec![]),
+        "Softsign" => ("v / (1.0f + fabs(v))", vec![]),
+        "Neg" => ("-v", vec![]),
+        "Abs" => ("fabs(v)", vec![]),
+        "Identity" => ("v", vec![]),
+        "Dropout" => {
+            if host_value(infos, 2).is_some_and(|t| t.data.iter().any(|&b| b != 0)) {
+                return Err("training_mode is true, but only inference is supported (Dropout copies its input)".into());
+            }
+            ("v", vec![])
         }
-    };
+        "LeakyRelu" => ("v > 0.0f ? v : v * alpha", vec![alpha(0.01)]),
+        "Elu" => ("v > 0.0f ? v : alpha * expm1(v)", vec![alpha(1.0)]),
+        "Selu" => {
+            let gamma = attrs.float("gamma", 1.050_701_f32 as f64) as f32;
+            (
+                "v > 0.0f ? gamma * v : gamma * (alpha * exp(v) - alpha)",
+                vec![alpha(1.673_263_2_f32 as f64), ("float gamma", f32_arg(gamma))],
+            )
+        }
+        "Clip" => {
+            let [lo, hi] = clip_bounds(infos, attrs)?;
+            (
+                "(v < lo ? lo : v) > hi ? hi : (v < lo ? lo : v)",
+                vec![("float lo", f32_arg(lo)), ("float hi", f32_arg(hi))],
+            )
+        }
+        _ => return Ok(None),
+    }))
 }
 
-unary!(sigmoid, "v >= 0.0f ? 1.0f / (1.0f + exp(-v)) : exp(v) / (1.0f + exp(v))");
-unary!(tanh, "tanh(v)");
-unary!(exp, "exp(v)");
-unary!(sqrt, "sqrt(v)");
-unary!(softplus, "fmax(v, 0.0f) + log1p(exp(-fabs(v)))");
-unary!(softsign, "v / (1.0f + fabs(v))");
-
-fn leaky_relu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
-    let alpha = attrs.float("alpha", 0.01) as f32;
-    unary_f32(ctx, ins, outs, "v > 0.0f ? v : v * alpha", vec![("float alpha", f32_arg(alpha))])
+/// The f32 fold `v = fold(v, w)` of an n-ary elementwise operator (shared with the texture
+/// kernels); `None` for other operators.
+pub(super) fn f32_fold(op: &str) -> Option<String> {
+    Some(match op {
+        "Add" => arith_expr('+', DType::F32),
+        "Sub" => arith_expr('-', DType::F32),
+        "Mul" => arith_expr('*', DType::F32),
+        "Div" => arith_expr('/', DType::F32),
+        "Pow" => arith_expr('^', DType::F32),
+        "Sum" => arith_expr('+', DType::F32),
+        "Max" => "(v > w || isnan(v)) ? v : w".into(),
+        "Min" => "(v < w || isnan(v)) ? v : w".into(),
+        _ => return None,
+    })
 }
 
-fn elu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
-    let alpha = attrs.float("alpha", 1.0) as f32;
-    unary_f32(ctx, ins, outs, "v > 0.0f ? v : alpha * expm1(v)", vec![("float alpha", f32_arg(alpha))])
-}
-
-fn selu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
-    let alpha = attrs.float("alpha", 1.673_263_2_f32 as f64) as f32;
-    let gamma = attrs.float("gamma", 1.050_701_f32 as f64) as f32;
-    unary_f32(
-        ctx,
-        ins,
-        outs,
-        "v > 0.0f ? gamma * v : gamma * (alpha * exp(v) - alpha)",
-        vec![("float alpha", f32_arg(alpha)), ("float gamma", f32_arg(gamma))],
-    )
-}
-
-fn clip(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+/// Clip's `[min, max]`: from inputs 2 and 3 (scalars whose values are known) or the
+/// attributes (opset < 11), else unbounded.
+fn clip_bounds(infos: Infos, attrs: &Attrs) -> Result<[f32; 2], String> {
     let mut bounds = [f32::NEG_INFINITY, f32::INFINITY];
     for (k, (i, name)) in [(1, "min"), (2, "max")].into_iter().enumerate() {
-        match ins.get(i).and_then(Option::as_ref) {
+        match infos.get(i).and_then(Option::as_ref) {
             Some(t) => {
                 if attrs.get(name).is_some() {
                     return Err(format!("`{name}` is given both as an attribute and as input {}", i + 1));
                 }
-                check_dtype(t, i, name, &[DType::F32])?;
-                let v = host_value(infos, i)
-                    .ok_or_else(|| format!("input {} ({name}) must be a scalar whose value is known", i + 1))?;
+                if t.dtype != DType::F32 {
+                    return Err(format!("input {} ({name}) must be f32 on OpenCL, found {}", i + 1, t.dtype));
+                }
+                let v =
+                    t.value.ok_or_else(|| format!("input {} ({name}) must be a scalar whose value is known", i + 1))?;
                 if v.dtype != DType::F32 || v.data.len() != 4 {
                     return Err(format!(
                         "input {} ({name}) must be a scalar (one element), found shape {:?}",
@@ -572,14 +600,25 @@ fn clip(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs
             None => bounds[k] = attrs.float(name, bounds[k] as f64) as f32,
         }
     }
-    unary_f32(
-        ctx,
-        &ins[..1.min(ins.len())],
-        outs,
-        "(v < lo ? lo : v) > hi ? hi : (v < lo ? lo : v)",
-        vec![("float lo", f32_arg(bounds[0])), ("float hi", f32_arg(bounds[1]))],
-    )
+    Ok(bounds)
 }
+
+/// A buffer kernel for an f32 map of [`f32_map`].
+fn mapped(op: &str, ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    let (expr, params) = f32_map(op, infos, attrs)?.ok_or_else(|| format!("{op} is not an f32 map"))?;
+    unary_f32(ctx, &ins[..1.min(ins.len())], outs, expr, params)
+}
+
+macro_rules! mapped {
+    ($($name:ident $op:literal),*) => {$(
+        fn $name(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+            mapped($op, ctx, ins, infos, attrs, outs)
+        }
+    )*};
+}
+
+mapped!(sigmoid "Sigmoid", tanh "Tanh", exp "Exp", sqrt "Sqrt", softplus "Softplus", softsign "Softsign",
+    leaky_relu "LeakyRelu", elu "Elu", selu "Selu", clip "Clip");
 
 fn signed_unary(ctx: &ClCtx, ins: &[Option<ClTensor>], outs: &[ClTensor], neg: bool) -> Res {
     let x = input(ins, 0, "X")?;

@@ -9,6 +9,7 @@
 //! ones before the kernel runs.
 
 mod attrs;
+pub mod blocked;
 pub mod cl;
 pub mod elementwise;
 pub mod elementwise_cl;
@@ -18,6 +19,7 @@ pub mod nn_cl;
 pub mod shape;
 pub mod tensor;
 pub mod tensor_cl;
+pub mod texture_cl;
 
 pub use attrs::{AttrKind, AttrSpec, AttrValue, Attrs};
 
@@ -161,12 +163,13 @@ pub fn markdown_table() -> String {
     for o in ops {
         let attrs: Vec<String> = o.attrs.iter().map(|a| format!("`{}`", a.name)).collect();
         s.push_str(&format!(
-            "| {} | {} | {} | {} | yes | {} | no | {} |\n",
+            "| {} | {} | {} | {} | yes | {} | {} | {} |\n",
             o.name,
             range(o.min_inputs, o.max_inputs),
             range(o.min_outputs, o.max_outputs),
             if attrs.is_empty() { "—".to_string() } else { attrs.join(", ") },
             if cl::cl_fn(o.name).is_some() { "yes" } else { "no" },
+            if blocked::supports(o.name) { "yes" } else { "no" },
             o.doc.replace('|', "\\|")
         ));
     }

@@ -107,7 +107,7 @@ fn check_ints(attrs: &Attrs, name: &str, min: i64, what: &str) -> Result<(), Str
     }
 }
 
-fn flag(attrs: &Attrs, name: &str) -> Result<bool, String> {
+pub(super) fn flag(attrs: &Attrs, name: &str) -> Result<bool, String> {
     match attrs.int(name, 0) {
         0 => Ok(false),
         1 => Ok(true),
@@ -264,20 +264,20 @@ fn pads_list(attrs: &Attrs, n: usize) -> Result<(Vec<i64>, Vec<i64>), String> {
 /// position `o` reads input positions `o * s + kk * d - pb` (`kk` over the kernel); for
 /// ConvTranspose, input position `i` writes output positions `i * s + kk * d - pb`.
 #[derive(Clone, Debug)]
-struct Geo {
-    k: Vec<usize>,
-    s: Vec<usize>,
-    d: Vec<usize>,
+pub(super) struct Geo {
+    pub(super) k: Vec<usize>,
+    pub(super) s: Vec<usize>,
+    pub(super) d: Vec<usize>,
     /// Begin / end padding (of the input for Conv and pooling, of the output for
     /// ConvTranspose, where it may be negative when `output_shape` asks for more).
-    pb: Vec<i64>,
-    pe: Vec<i64>,
-    in_sp: Vec<usize>,
-    out_sp: Vec<usize>,
+    pub(super) pb: Vec<i64>,
+    pub(super) pe: Vec<i64>,
+    pub(super) in_sp: Vec<usize>,
+    pub(super) out_sp: Vec<usize>,
 }
 
 /// Conv and pooling geometry (output size from the input, kernel, pads and auto_pad).
-fn window_geo(in_sp: &[usize], k: &[usize], attrs: &Attrs, ceil_mode: bool) -> Result<Geo, String> {
+pub(super) fn window_geo(in_sp: &[usize], k: &[usize], attrs: &Attrs, ceil_mode: bool) -> Result<Geo, String> {
     let n = in_sp.len();
     let s = axis_list(attrs, "strides", n, 1)?;
     let d = axis_list(attrs, "dilations", n, 1)?;
@@ -333,7 +333,7 @@ fn window_geo(in_sp: &[usize], k: &[usize], attrs: &Attrs, ceil_mode: bool) -> R
 
 /// ConvTranspose geometry per the ONNX spec: the output size from pads, or pads from
 /// `output_shape` (or from auto_pad SAME_*, which asks for `input * stride`).
-fn transpose_geo(in_sp: &[usize], k: &[usize], attrs: &Attrs) -> Result<Geo, String> {
+pub(super) fn transpose_geo(in_sp: &[usize], k: &[usize], attrs: &Attrs) -> Result<Geo, String> {
     let n = in_sp.len();
     let s = axis_list(attrs, "strides", n, 1)?;
     let d = axis_list(attrs, "dilations", n, 1)?;

@@ -95,7 +95,7 @@ fn global(n: i64) -> Result<usize, String> {
 /// position `o * s + kk * d - pb` for output `o`; ConvTranspose writes output position
 /// `i * s + kk * d - pb` from input `i`.
 #[derive(Debug, Default)]
-struct Geo {
+pub(super) struct Geo {
     inp: [i64; 3],
     out: [i64; 3],
     k: [i64; 3],
@@ -106,22 +106,29 @@ struct Geo {
 }
 
 /// The kernel parameters matching [`Geo::args`].
-const GEO_PARAMS: &str = "long in0, long in1, long in2, long out0, long out1, long out2, long k0, long k1, long k2, \
+pub(super) const GEO_PARAMS: &str =
+    "long in0, long in1, long in2, long out0, long out1, long out2, long k0, long k1, long k2, \
                           long s0, long s1, long s2, long d0, long d1, long d2, long pb0, long pb1, long pb2, \
                           long pe0, long pe1, long pe2";
 
 /// OpenCL C splitting flat output index `r` (a `long`) into `o0, o1, o2` and the rest.
-const SPLIT_OUT: &str =
+pub(super) const SPLIT_OUT: &str =
     "  long o2 = r % out2; r /= out2;\n  long o1 = r % out1; r /= out1;\n  long o0 = r % out0; r /= out0;\n";
 
 impl Geo {
-    fn args(&self) -> Vec<KernelArg> {
+    /// Output positions (the product of the output spatial dims).
+    pub(super) fn out_volume(&self) -> i64 {
+        self.out.iter().product()
+    }
+
+    pub(super) fn args(&self) -> Vec<KernelArg> {
         [self.inp, self.out, self.k, self.s, self.d, self.pb, self.pe].iter().flatten().map(|&v| l(v)).collect()
     }
 
-    /// Geometry from the input and output spatial dims and the kernel. `transpose` selects
-    /// the ConvTranspose padding rules.
-    fn new(in_sp: &[i64], out_sp: &[i64], k: &[i64], attrs: &Attrs, transpose: bool) -> Result<Geo, String> {
+    /// Geometry from the input and output spatial dims and the kernel, with the padding the
+    /// host kernels compute (`nn::window_geo` / `nn::transpose_geo`). `transpose` selects
+    /// the ConvTranspose rules. The output dims must be the ones the attributes give.
+    pub(super) fn new(in_sp: &[i64], out_sp: &[i64], k: &[i64], attrs: &Attrs, transpose: bool) -> Result<Geo, String> {
         let n = in_sp.len();
         if n == 0 || n > 3 {
             return Err(format!("the OpenCL kernel supports 1 to 3 spatial dims, found {n}"));
@@ -133,68 +140,26 @@ impl Geo {
                 k.len()
             ));
         }
-        let list = |name: &str, default: i64| -> Result<Vec<i64>, String> {
-            match attrs.ints(name) {
-                None => Ok(vec![default; n]),
-                Some(v) if v.len() == n => Ok(v.to_vec()),
-                Some(v) => Err(format!("{name} has {} values but the input has {n} spatial dims", v.len())),
-            }
+        let sizes = |v: &[i64], what: &str| -> Result<Vec<usize>, String> {
+            v.iter().map(|&d| usize::try_from(d).map_err(|_| format!("{what} {v:?} has a negative size"))).collect()
         };
-        let (s, d) = (list("strides", 1)?, list("dilations", 1)?);
-        let opad = list("output_padding", 0)?;
-        let pads = match attrs.ints("pads") {
-            None => vec![0; 2 * n],
-            Some(p) if p.len() == 2 * n => p.to_vec(),
-            Some(p) => return Err(format!("pads has {} values but the input has {n} spatial dims", p.len())),
+        let (i, kk) = (sizes(in_sp, "the input's spatial dims")?, sizes(k, "the kernel")?);
+        let h = if transpose {
+            super::nn::transpose_geo(&i, &kk, attrs)?
+        } else {
+            super::nn::window_geo(&i, &kk, attrs, super::nn::flag(attrs, "ceil_mode")?)?
         };
-        let ap = attrs.str("auto_pad").unwrap_or("NOTSET");
-        if !matches!(ap, "NOTSET" | "SAME_UPPER" | "SAME_LOWER" | "VALID") {
-            return Err(format!("auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, found {ap:?}"));
+        if h.out_sp.iter().zip(out_sp).any(|(&a, &b)| a as i64 != b) {
+            return Err(format!(
+                "the attributes give output spatial dims {:?}, but the output has {out_sp:?}",
+                h.out_sp
+            ));
         }
         let mut g = Geo { inp: [1; 3], out: [1; 3], k: [1; 3], s: [1; 3], d: [1; 3], ..Geo::default() };
-        let off = 3 - n;
-        for i in 0..n {
-            let (len, out, kk, st, di) = (in_sp[i], out_sp[i], k[i], s[i], d[i]);
-            if len < 0 || out < 0 || kk < 1 || st < 1 || di < 1 {
-                return Err(format!(
-                    "spatial dim {i}: sizes {len} -> {out}, kernel {kk}, stride {st} and dilation {di} are invalid"
-                ));
-            }
-            let span = (kk - 1).checked_mul(di).and_then(|v| v.checked_add(1)).ok_or("the kernel span overflows")?;
-            let (pb, pe) = if transpose {
-                let wanted = attrs.ints("output_shape").is_some() || ap.starts_with("SAME");
-                if wanted {
-                    // Pads follow from the output size (as in `nn::transpose_geo`).
-                    let full = st * (len - 1) + opad[i] + span;
-                    let total = full - out;
-                    let half = total.div_euclid(2);
-                    if ap == "SAME_UPPER" {
-                        (half, total - half)
-                    } else {
-                        (total - half, half)
-                    }
-                } else if ap == "VALID" {
-                    (0, 0)
-                } else {
-                    (pads[i], pads[n + i])
-                }
-            } else {
-                match ap {
-                    "SAME_UPPER" | "SAME_LOWER" => {
-                        let total = ((out - 1) * st + span - len).max(0);
-                        let (small, big) = (total / 2, total - total / 2);
-                        if ap == "SAME_UPPER" {
-                            (small, big)
-                        } else {
-                            (big, small)
-                        }
-                    }
-                    "VALID" => (0, 0),
-                    _ => (pads[i], pads[n + i]),
-                }
-            };
-            let j = off + i;
-            (g.inp[j], g.out[j], g.k[j], g.s[j], g.d[j], g.pb[j], g.pe[j]) = (len, out, kk, st, di, pb, pe);
+        for a in 0..n {
+            let j = 3 - n + a;
+            (g.inp[j], g.out[j], g.k[j]) = (in_sp[a], out_sp[a], k[a]);
+            (g.s[j], g.d[j], g.pb[j], g.pe[j]) = (h.s[a] as i64, h.d[a] as i64, h.pb[a], h.pe[a]);
         }
         Ok(g)
     }
