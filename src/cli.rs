@@ -41,6 +41,16 @@ pub enum Command {
     },
     /// Assemble or load a program and verify it, without running.
     Check { file: PathBuf },
+    /// Compile an ONNX model to a program (`.rxa` text with the memory plan in comments, or
+    /// `.rxb` bytecode) whose memory instructions come from a memory plan.
+    Compile {
+        model: PathBuf,
+        /// Output file: `.rxa` or `.rxb` (default: MODEL with the extension `.rxa`).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        compile: CompileArgs,
+    },
     /// Run a function of a `.rxa` or `.rxb` program.
     Run(RunArgs),
     /// List the host device and every OpenCL platform and device with the capabilities
@@ -58,13 +68,31 @@ pub enum Command {
     },
 }
 
+/// How `compile` (and `run` of an `.onnx` file) plans memory.
+#[derive(Args, Debug, Clone)]
+pub struct CompileArgs {
+    /// `best` (every strategy, smallest arena kept), one strategy (`greedy_by_size`,
+    /// `max_live_first`, `max_live_longest_first`, `first_fit_in_order`), or `none` (every
+    /// tensor its own storage, the no-reuse baseline).
+    #[arg(long, default_value = "best", value_name = "NAME")]
+    pub planner: String,
+    /// Offset alignment of tensors in an arena, in bytes (default: the target device's
+    /// CL_DEVICE_MEM_BASE_ADDR_ALIGN; 128 on the host).
+    #[arg(long, value_name = "BYTES")]
+    pub align: Option<u64>,
+}
+
 #[derive(Args, Debug)]
 pub struct RunArgs {
+    /// A `.rxa` or `.rxb` program, or an `.onnx` model (compiled in memory).
     pub file: PathBuf,
+    #[command(flatten)]
+    pub compile: CompileArgs,
     /// Function to run.
     #[arg(long, default_value = "main")]
     pub func: String,
-    /// An input: NAME=PATH.npy, NAME=zeros, NAME=random:SEED, or NAME=VALUE for int/float
+    /// An input: NAME=PATH.npy, NAME=zeros, NAME=random:SEED, NAME=ramp (element i of n is
+    /// i/n), or NAME=VALUE for int/float
     /// parameters and NAME=[d0,d1,...] for shapes. Repeatable.
     #[arg(short, long = "input", value_name = "NAME=SPEC")]
     pub inputs: Vec<String>,
@@ -107,10 +135,45 @@ impl From<String> for Failure {
     }
 }
 
-/// A program read from disk, with its source text when it came from `.rxa`.
+/// A program read from disk, with its source text when it came from `.rxa`, and its memory
+/// plan when it was compiled from a model.
 pub struct Program {
     pub module: Module,
     pub source: Option<(String, String)>,
+    pub plan: Option<crate::compile::PlanReport>,
+}
+
+fn is_onnx(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "onnx")
+}
+
+/// Reads and compiles an ONNX model; the `.rxa` text (the plan in comments) comes along.
+pub fn compile_model(
+    path: &Path,
+    args: &CompileArgs,
+    align: u64,
+) -> Result<(crate::compile::Compiled, String), Failure> {
+    let g = crate::onnx::read_model(path)?;
+    let mut shapes = Vec::with_capacity(g.inputs.len());
+    let mut dynamic = Vec::new();
+    for i in &g.inputs {
+        match i.dims.iter().copied().collect::<Option<Vec<i64>>>() {
+            Some(s) => shapes.push(s),
+            None => dynamic.push(format!("`{}` {:?}", i.name, i.dims)),
+        }
+    }
+    if !dynamic.is_empty() {
+        return Err(Failure::Message(format!(
+            "{}: inputs with dynamic dims (None) cannot be planned statically: {}",
+            path.display(),
+            dynamic.join(", ")
+        )));
+    }
+    let planner = crate::compile::Planner::from_name(&args.planner).map_err(|e| format!("--planner: {e}"))?;
+    let opts = crate::compile::Options { planner, align: args.align.unwrap_or(align) };
+    let c = crate::compile::compile(&g, &shapes, &opts).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = format!("{}{}", c.plan_comment, rxvm_asm::disassemble(&c.module));
+    Ok((c, text))
 }
 
 fn is_bytecode(path: &Path, bytes: &[u8]) -> bool {
@@ -119,6 +182,14 @@ fn is_bytecode(path: &Path, bytes: &[u8]) -> bool {
 
 /// Loads `.rxa` (assemble + verify) or `.rxb` (decode + verify).
 pub fn load_program(path: &Path) -> Result<Program, Failure> {
+    if is_onnx(path) {
+        let (c, text) = compile_model(path, &CompileArgs { planner: "best".into(), align: None }, 128)?;
+        return Ok(Program {
+            module: c.module,
+            source: Some((path.display().to_string() + ".rxa", text)),
+            plan: Some(c.report),
+        });
+    }
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let name = path.display().to_string();
     if is_bytecode(path, &bytes) {
@@ -128,7 +199,7 @@ pub fn load_program(path: &Path) -> Result<Program, Failure> {
                 // is still there.
                 let source =
                     module.source_file.as_ref().and_then(|f| std::fs::read_to_string(f).ok().map(|t| (f.clone(), t)));
-                Ok(Program { module, source })
+                Ok(Program { module, source, plan: None })
             }
             Err(ModuleError::Load(e)) => Err(Failure::Message(format!("{name}: {e}"))),
             Err(ModuleError::Verify(e)) => Err(Failure::Message(format!("{name}: invalid module: {e}"))),
@@ -136,7 +207,7 @@ pub fn load_program(path: &Path) -> Result<Program, Failure> {
     }
     let text = String::from_utf8(bytes).map_err(|e| format!("{name} is not UTF-8 text: {e}"))?;
     match rxvm_asm::assemble_file(path) {
-        Ok(module) => Ok(Program { module, source: Some((name, text)) }),
+        Ok(module) => Ok(Program { module, source: Some((name, text)), plan: None }),
         Err(d) => Err(Failure::Rendered(d.render())),
     }
 }
@@ -169,6 +240,7 @@ pub fn main_with(cli: Cli) -> i32 {
         Command::Asm { file, output, strip } => cmd_asm(&file, output, strip),
         Command::Disasm { file, output } => cmd_disasm(&file, output),
         Command::Check { file } => cmd_check(&file),
+        Command::Compile { model, output, compile } => cmd_compile(&model, output, &compile),
         Command::Run(args) => cmd_run(args),
         Command::Devices => cmd_devices(),
         Command::Conformance { dirs, device } => cmd_conformance(&dirs, &device),
@@ -214,6 +286,16 @@ fn cmd_disasm(file: &Path, output: Option<PathBuf>) -> Result<(), Failure> {
     }
 }
 
+fn cmd_compile(model: &Path, output: Option<PathBuf>, args: &CompileArgs) -> Result<(), Failure> {
+    let (c, text) = compile_model(model, args, DeviceCaps::host().mem_base_addr_align)?;
+    let out = output.unwrap_or_else(|| model.with_extension("rxa"));
+    match out.extension().and_then(|e| e.to_str()) {
+        Some("rxb") => write_out(&out, &rxvm_vm::write_module(&c.module)),
+        Some("rxa") => write_out(&out, text.as_bytes()),
+        _ => Err(Failure::Message(format!("-o {}: the output must end in .rxa or .rxb", out.display()))),
+    }
+}
+
 fn cmd_check(file: &Path) -> Result<(), Failure> {
     let p = load_program(file)?;
     let m = &p.module;
@@ -253,7 +335,11 @@ fn make_input(name: &str, ty: &Type, spec: &InputSpec) -> Result<HostValue, Stri
             let shape = known_shape().ok_or_else(|| need_shape("random"))?;
             HostValue::Tensor(HostTensor::random(*dtype, &shape, *seed)?)
         }
-        (InputSpec::Zeros | InputSpec::Random(_), _) => return Err(need_shape("zeros/random")),
+        (InputSpec::Ramp, Type::Tensor { dtype, .. }) => {
+            let shape = known_shape().ok_or_else(|| need_shape("ramp"))?;
+            HostValue::Tensor(ramp(*dtype, &shape)?)
+        }
+        (InputSpec::Zeros | InputSpec::Random(_) | InputSpec::Ramp, _) => return Err(need_shape("zeros/random/ramp")),
         (InputSpec::Int(v), Type::Int) => HostValue::Int(*v),
         (InputSpec::Int(v), Type::Float) => HostValue::Float(*v as f64),
         (InputSpec::Float(v), Type::Float) => HostValue::Float(*v),
@@ -261,6 +347,20 @@ fn make_input(name: &str, ty: &Type, spec: &InputSpec) -> Result<HostValue, Stri
         (spec, ty) => return Err(format!("input %{name}: {} does not fit its type {ty}", spec.describe())),
     };
     Ok(v)
+}
+
+/// Element i of n is `i / n` (computed in f64, then converted): numpy's
+/// `(np.arange(n).reshape(shape) / n).astype(dtype)`, the input of ONNX's light model tests.
+pub fn ramp(dtype: rxvm_vm::types::DType, shape: &[i64]) -> Result<HostTensor, String> {
+    let mut t = HostTensor::zeros(dtype, shape)?;
+    let n = t.numel();
+    let es = dtype.size();
+    for (i, e) in t.data.chunks_exact_mut(es).enumerate() {
+        let mut b = [0u8; 8];
+        rxvm_vm::host_tensor::store_f64(dtype, i as f64 / n as f64, &mut b);
+        e.copy_from_slice(&b[..es]);
+    }
+    Ok(t)
 }
 
 /// Parses `--device` (and applies `--host-caps` to the host device).
@@ -362,7 +462,17 @@ fn cmd_devices() -> Result<(), Failure> {
 }
 
 fn cmd_run(a: RunArgs) -> Result<(), Failure> {
-    let p = load_program(&a.file)?;
+    let spec = device_spec(&a.device, a.host_caps.as_deref())?;
+    let p = if is_onnx(&a.file) {
+        let align = match &spec {
+            DeviceSpec::Host(c) => c.mem_base_addr_align,
+            DeviceSpec::OpenCl(i) => i.caps.mem_base_addr_align,
+        };
+        let (c, text) = compile_model(&a.file, &a.compile, align)?;
+        Program { module: c.module, source: Some((a.file.display().to_string() + ".rxa", text)), plan: Some(c.report) }
+    } else {
+        load_program(&a.file)?
+    };
     let module = Arc::new(p.module);
     let fid = module.func_by_name(&a.func).ok_or_else(|| {
         let names: Vec<String> = module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
@@ -402,7 +512,6 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
         inputs.push(make_input(&param_names[i], &f.params[i], s)?);
     }
 
-    let spec = device_spec(&a.device, a.host_caps.as_deref())?;
     let mut vm = Vm::with_devices(module.clone(), vec![spec]).map_err(|e| e.to_string())?;
     vm.limits.max_instructions = a.max_instructions;
     vm.limits.max_call_depth = a.max_call_depth;
@@ -416,7 +525,7 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
         Ok(r) => r,
         Err(e) => {
             if let Some(fmt) = a.stats {
-                let _ = print_stats(&mut out, fmt, &vm);
+                let _ = print_stats(&mut out, fmt, &vm, p.plan.as_ref());
             }
             return Err(e);
         }
@@ -451,7 +560,7 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
         write_npy(path, t)?;
     }
     if let Some(fmt) = a.stats {
-        print_stats(&mut out, fmt, &vm).map_err(|e| e.to_string())?;
+        print_stats(&mut out, fmt, &vm, p.plan.as_ref()).map_err(|e| e.to_string())?;
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! `test_data_set_*/input_*.pb, output_*.pb`) through the VM's operators and compares
 //! with the expected outputs.
 
-use crate::graph::lower_naive;
+use crate::compile::{compile, Options};
 use crate::onnx::{read_model, read_tensor_file};
 use rxvm_vm::memory::DeviceSpec;
 use rxvm_vm::{HostTensor, HostValue, Vm};
@@ -135,8 +135,8 @@ pub fn run_case(dir: &Path, device: &DeviceSpec) -> Outcome {
             ));
         }
         let shapes: Vec<Vec<i64>> = inputs.iter().map(|t| t.shape.clone()).collect();
-        let module = match lower_naive(&model, &shapes) {
-            Ok(m) => m,
+        let module = match compile(&model, &shapes, &Options::default()) {
+            Ok(c) => c.module,
             Err(e) => return Outcome::Fail(e),
         };
         let mut vm = match Vm::with_devices(Arc::new(module), vec![device.clone()]) {

@@ -1,14 +1,10 @@
 //! The compiler's graph IR: operators on named tensors in schedule order, with constants
-//! and typed inputs; and its lowering to a VM module. This first lowering gives every
-//! tensor its own storage (the no-reuse plan) and kills it after its last use; constant
-//! subgraphs are folded at compile time.
+//! and typed inputs; and [`analyze`], which infers every tensor's type and folds constant
+//! subgraphs at compile time. `crate::compile` plans and lowers it.
 
-use rxvm_vm::builder::{ModuleBuilder, Operand};
-use rxvm_vm::bytecode::Reg;
-use rxvm_vm::module::ConstData;
 use rxvm_vm::ops::{Attrs, OpId, TensorInfo};
-use rxvm_vm::types::{DType, Dim, Scope, Type};
-use rxvm_vm::{HostTensor, Module};
+use rxvm_vm::types::{DType, Dim, Type};
+use rxvm_vm::HostTensor;
 use std::collections::HashMap;
 
 /// A graph input: name, dtype and dims (`None` for a dynamic dim).
@@ -75,7 +71,7 @@ impl Graph {
 }
 
 /// A valid assembly identifier derived from an ONNX name, unique within `used`.
-fn ident(name: &str, used: &mut HashMap<String, usize>) -> String {
+pub(crate) fn ident(name: &str, used: &mut HashMap<String, usize>) -> String {
     let mut s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
     if !s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
         s.insert(0, 't');
@@ -88,7 +84,7 @@ fn ident(name: &str, used: &mut HashMap<String, usize>) -> String {
     s
 }
 
-fn tensor_type(dtype: DType, shape: &[i64]) -> Type {
+pub(crate) fn tensor_type(dtype: DType, shape: &[i64]) -> Type {
     Type::Tensor { dtype, dims: shape.iter().map(|&d| Dim::Known(d)).collect() }
 }
 
@@ -105,8 +101,11 @@ pub struct Analysis<'g> {
 
 /// Infers shapes and folds constant subgraphs, given concrete input shapes.
 pub fn analyze<'g>(g: &'g Graph, input_shapes: &[Vec<i64>]) -> Result<Analysis<'g>, String> {
-    if let Some((op, nodes)) = g.unsupported_ops().first() {
-        return Err(format!("operator {op} is not supported (node `{}`)", nodes[0]));
+    let missing = g.unsupported_ops();
+    if !missing.is_empty() {
+        let list: Vec<String> =
+            missing.iter().map(|(op, nodes)| format!("{op} (nodes `{}`)", nodes.join("`, `"))).collect();
+        return Err(format!("unsupported operators: {}", list.join("; ")));
     }
     let mut a = Analysis { types: HashMap::new(), consts: HashMap::new(), folded: Vec::new() };
     for (name, v) in &g.consts {
@@ -162,88 +161,4 @@ pub fn analyze<'g>(g: &'g Graph, input_shapes: &[Vec<i64>]) -> Result<Analysis<'
         }
     }
     Ok(a)
-}
-
-/// Lowers `g` to a module with one function `@main`, given concrete shapes for the inputs
-/// (in the order of `g.inputs`): every tensor in its own storage, killed after its last use.
-pub fn lower_naive(g: &Graph, input_shapes: &[Vec<i64>]) -> Result<Module, String> {
-    let a = analyze(g, input_shapes)?;
-    let ty = |name: &str| {
-        let (d, s) = &a.types[name];
-        tensor_type(*d, s)
-    };
-    let params: Vec<Type> = g.inputs.iter().map(|i| ty(&i.name)).collect();
-    let results: Vec<Type> = g.outputs.iter().map(|o| ty(o)).collect();
-    let mut mb = ModuleBuilder::new(&ident(if g.name.is_empty() { "model" } else { &g.name }, &mut HashMap::new()));
-    let mut f = mb.function("main", params, results);
-    let mut last_use: HashMap<&str, usize> = HashMap::new();
-    for (i, n) in g.nodes.iter().enumerate() {
-        for x in &n.inputs {
-            last_use.insert(x.as_str(), i);
-        }
-    }
-    // Run-time tensors: their view register and (for those this function allocates) storage.
-    let mut regs: HashMap<&str, (Reg, Option<Reg>)> = HashMap::new();
-    let mut names = HashMap::new();
-    for (i, inp) in g.inputs.iter().enumerate() {
-        let r = f.param(i as u32);
-        f.name(r, &ident(&inp.name, &mut names));
-        regs.insert(&inp.name, (r, None));
-    }
-    let mut const_ids = HashMap::new();
-    let mut const_names = HashMap::new();
-    let mut konst = |mb: &mut ModuleBuilder, name: &str, c: &HostTensor| {
-        *const_ids.entry(name.to_string()).or_insert_with(|| {
-            mb.constant(&ident(name, &mut const_names), c.dtype, &c.shape, ConstData::Bytes(c.data.clone()))
-        })
-    };
-    for (i, n) in g.nodes.iter().enumerate() {
-        if a.folded[i] {
-            continue;
-        }
-        let mut inputs = Vec::new();
-        for x in &n.inputs {
-            inputs.push(if x.is_empty() {
-                Operand::None
-            } else if let Some((r, _)) = regs.get(x.as_str()) {
-                Operand::Reg(*r)
-            } else {
-                Operand::Const(konst(&mut mb, x, &a.consts[x.as_str()]))
-            });
-        }
-        let mut out_regs = Vec::new();
-        for name in &n.outputs {
-            let (dtype, shape) = &a.types[name.as_str()];
-            let bytes = shape.iter().product::<i64>().max(0) * dtype.size() as i64;
-            let st = f.alloc_storage(Operand::Int(bytes), None, 0, Scope::Global);
-            let dims: Vec<Operand> = shape.iter().map(|&d| Operand::Int(d)).collect();
-            let t = f.alloc_tensor(st, Operand::Int(0), *dtype, &dims, Scope::Global);
-            let id = ident(name, &mut names);
-            f.name(t, &id);
-            f.name(st, &format!("{id}.storage"));
-            out_regs.push(t);
-            regs.insert(name, (t, Some(st)));
-        }
-        f.call_op(&n.op, &inputs, &out_regs, n.attrs.clone())?;
-        // Kill what this node used for the last time (never graph outputs).
-        for x in &n.inputs {
-            if x.is_empty() || last_use.get(x.as_str()) != Some(&i) || g.outputs.contains(x) {
-                continue;
-            }
-            if let Some((r, Some(st))) = regs.get(x.as_str()) {
-                f.kill(*r);
-                f.kill(*st);
-            }
-        }
-    }
-    let mut rets = Vec::new();
-    for o in &g.outputs {
-        rets.push(match regs.get(o.as_str()) {
-            Some((r, _)) => Operand::Reg(*r),
-            None => Operand::Const(konst(&mut mb, o, &a.consts[o.as_str()])),
-        });
-    }
-    f.ret(&rets);
-    mb.add_function(f);
-    mb.build().map_err(|e| format!("the lowered module does not verify: {e}"))
 }

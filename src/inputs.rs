@@ -8,6 +8,8 @@ pub enum InputSpec {
     Npy(PathBuf),
     Zeros,
     Random(u64),
+    /// Element i of n is i / n: the input ONNX's backend tests feed the light model-zoo models.
+    Ramp,
     Int(i64),
     Float(f64),
     Shape(Vec<i64>),
@@ -19,6 +21,7 @@ impl InputSpec {
             InputSpec::Npy(p) => format!("the file {}", p.display()),
             InputSpec::Zeros => "`zeros`".into(),
             InputSpec::Random(s) => format!("`random:{s}`"),
+            InputSpec::Ramp => "`ramp`".into(),
             InputSpec::Int(v) => format!("the integer {v}"),
             InputSpec::Float(v) => format!("the float {v:?}"),
             InputSpec::Shape(s) => format!("the shape {s:?}"),
@@ -41,6 +44,8 @@ pub fn parse_input_spec(raw: &str) -> Result<(String, InputSpec), String> {
         InputSpec::Random(
             seed.parse().map_err(|_| format!("--input {raw}: `{seed}` is not a seed (an unsigned integer)"))?,
         )
+    } else if spec == "ramp" {
+        InputSpec::Ramp
     } else if spec == "random" {
         InputSpec::Random(0)
     } else if let Some(inner) = spec.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
@@ -55,7 +60,7 @@ pub fn parse_input_spec(raw: &str) -> Result<(String, InputSpec), String> {
         InputSpec::Npy(PathBuf::from(spec))
     } else {
         return Err(format!(
-            "--input {raw}: expected a .npy path, `zeros`, `random:SEED`, a number or a shape [d0, ...], found `{spec}`"
+            "--input {raw}: expected a .npy path, `zeros`, `random:SEED`, `ramp`, a number or a shape [d0, ...], found `{spec}`"
         ));
     };
     Ok((name, parsed))
@@ -69,6 +74,7 @@ mod tests {
     fn specs_parse() {
         assert_eq!(parse_input_spec("x=zeros").unwrap(), ("x".into(), InputSpec::Zeros));
         assert_eq!(parse_input_spec("%x=random:7").unwrap().1, InputSpec::Random(7));
+        assert_eq!(parse_input_spec("x=ramp").unwrap().1, InputSpec::Ramp);
         assert_eq!(parse_input_spec("n=12").unwrap().1, InputSpec::Int(12));
         assert_eq!(parse_input_spec("f=0.5").unwrap().1, InputSpec::Float(0.5));
         assert_eq!(parse_input_spec("s=[1, 2]").unwrap().1, InputSpec::Shape(vec![1, 2]));

@@ -2,11 +2,13 @@
 //! The VM itself is the `rxvm-vm` crate, the assembler the `rxvm-asm` crate.
 
 pub mod cli;
+pub mod compile;
 pub mod conformance;
 pub mod graph;
 pub mod inputs;
 pub mod npy;
 pub mod onnx;
+pub mod plan;
 pub mod stats;
 
 pub use rxvm_asm as asm;

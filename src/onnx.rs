@@ -78,6 +78,20 @@ fn node_attrs(n: &NodeProto) -> Result<(Attrs, Option<HostTensor>), String> {
                 value = Some(tensor_from_proto(t)?);
                 continue;
             }
+            // ConstantOfShape's one-element `value` tensor becomes `value` and `dtype`.
+            AttributeType::TENSOR if n.op_type == "ConstantOfShape" && a.name == "value" => {
+                let t = a.t.as_ref().ok_or_else(|| "attribute `value` has no tensor".to_string())?;
+                let v = tensor_from_proto(t)?;
+                if v.numel() != 1 {
+                    return Err(format!("attribute `value` must hold one element, found shape {:?}", v.shape));
+                }
+                attrs.0.push(("dtype".into(), AttrValue::Str(v.dtype.name().into())));
+                if v.dtype.is_float() {
+                    AttrValue::Float(v.to_f64()[0])
+                } else {
+                    AttrValue::Int(v.to_i64()[0])
+                }
+            }
             other => return Err(format!("attribute `{}` of type {other:?} is not supported", a.name)),
         };
         attrs.0.push((a.name.clone(), v));

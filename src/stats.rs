@@ -1,5 +1,6 @@
 //! `--stats` output: a table for people, one JSON object for scripts.
 
+use crate::compile::PlanReport;
 use rxvm_vm::Vm;
 use std::io::Write;
 
@@ -9,25 +10,36 @@ pub enum StatsFormat {
     Json,
 }
 
-/// The counters of a VM as ordered `(key, value)` pairs, including the pool's free bytes.
-pub fn stats_fields(vm: &Vm) -> Vec<(&'static str, u64)> {
-    let mut v = vm.stats().fields().to_vec();
+/// The counters of a VM as ordered `(key, value)` pairs, including the pool's free bytes,
+/// and the memory plan's numbers when the program was compiled from a model.
+pub fn stats_fields(vm: &Vm, plan: Option<&PlanReport>) -> Vec<(&'static str, u64)> {
+    let mut v = Vec::new();
+    if let Some(p) = plan {
+        v.extend([("arena_bytes", p.arena_bytes), ("lower_bound", p.lower_bound), ("naive_bytes", p.naive_bytes)]);
+    }
+    v.extend(vm.stats().fields().iter().copied());
     v.push(("pool_free_bytes", vm.pool_free_bytes()));
     v.extend(vm.cl_stats());
     v
 }
 
-pub fn stats_json(vm: &Vm) -> String {
-    let map: serde_json::Map<String, serde_json::Value> =
-        stats_fields(vm).into_iter().map(|(k, v)| (k.to_string(), v.into())).collect();
+pub fn stats_json(vm: &Vm, plan: Option<&PlanReport>) -> String {
+    let mut map: serde_json::Map<String, serde_json::Value> =
+        stats_fields(vm, plan).into_iter().map(|(k, v)| (k.to_string(), v.into())).collect();
+    if let Some(p) = plan {
+        map.insert("plan_strategy".into(), p.strategy.clone().into());
+    }
     serde_json::Value::Object(map).to_string()
 }
 
-pub fn print_stats(out: &mut dyn Write, fmt: StatsFormat, vm: &Vm) -> std::io::Result<()> {
+pub fn print_stats(out: &mut dyn Write, fmt: StatsFormat, vm: &Vm, plan: Option<&PlanReport>) -> std::io::Result<()> {
     match fmt {
-        StatsFormat::Json => writeln!(out, "{}", stats_json(vm)),
+        StatsFormat::Json => writeln!(out, "{}", stats_json(vm, plan)),
         StatsFormat::Table => {
-            let fields = stats_fields(vm);
+            if let Some(p) = plan {
+                writeln!(out, "memory plan: {}", p.strategy)?;
+            }
+            let fields = stats_fields(vm, plan);
             let w = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
             writeln!(out, "{:<w$}  {:>14}", "counter", "value")?;
             for (k, v) in fields {

@@ -119,3 +119,31 @@ fn a_failed_write_leaves_no_partial_file() {
     assert_eq!(code, 1);
     assert_eq!(std::fs::read(&out).unwrap(), b"previous");
 }
+
+#[test]
+fn compile_and_run_an_onnx_model() {
+    let light = "backend/test/data/light/light_squeezenet.onnx";
+    let model = format!(".cache/onnx/wheel/onnx/{light}");
+    if !std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(&model).exists() {
+        assert!(std::env::var("RXVM_REQUIRE_ONNX_DATA").is_err(), "{model} is missing");
+        return;
+    }
+    let rxa = tmp("squeezenet.rxa");
+    let (code, _, err) = rxvm(&["compile", &model, "-o", rxa.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&rxa).unwrap();
+    assert!(text.starts_with("; memory plan ("), "{}", &text[..200]);
+    assert!(text.contains("%arena = alloc_storage 6308352"), "the arena of the plan");
+    let rxb = tmp("squeezenet.rxb");
+    let (code, _, err) = rxvm(&["compile", &model, "-o", rxb.to_str().unwrap(), "--planner", "none"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = rxvm(&["run", &model, "--input", "data_0=ramp", "--stats=json", "-q"]);
+    assert_eq!(code, 0, "{err}");
+    let stats: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
+    assert_eq!(stats["arena_bytes"], 6308352);
+    assert_eq!(stats["lower_bound"], 6308352);
+    assert!(stats["naive_bytes"].as_u64().unwrap() > 6308352);
+    let (code, _, err) = rxvm(&["compile", &model, "--planner", "magic"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown planner `magic`; the planners are: none, best, greedy_by_size"), "{err}");
+}

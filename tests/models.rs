@@ -1,0 +1,100 @@
+//! The nine model-zoo CNNs of the `onnx==1.23.2` wheel (`backend/test/data/light`,
+//! fetched by `scripts/fetch-onnx-data.sh`) compile and run, and match the wheel's expected
+//! outputs. The input is the one ONNX's backend test runner feeds these models
+//! (`generate_dummy_data(..., random=False)` in `onnx/backend/test/runner/__init__.py`):
+//! element i of n is i / n, as f32 (`--input NAME=ramp`). The tolerance is the runner's:
+//! |out - expected| <= 1e-7 + rtol * |expected| with rtol 1e-3 (2e-3 for densenet121).
+//!
+//! On the host the planned program is bit-identical to the no-reuse program (every tensor
+//! its own storage): a plan that let two live tensors overlap would change the result.
+
+use rxvm::cli::ramp;
+use rxvm::compile::{compile, Options, Planner};
+use rxvm::vm::memory::DeviceSpec;
+use rxvm::vm::opencl::find_device;
+use rxvm::vm::{DeviceCaps, HostValue, Vm};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const MODELS: [(&str, f64); 9] = [
+    ("bvlc_alexnet", 1e-3),
+    ("densenet121", 2e-3),
+    ("inception_v1", 1e-3),
+    ("inception_v2", 1e-3),
+    ("resnet50", 1e-3),
+    ("shufflenet", 1e-3),
+    ("squeezenet", 1e-3),
+    ("vgg19", 1e-3),
+    ("zfnet512", 1e-3),
+];
+
+fn light_dir() -> Option<PathBuf> {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/onnx/wheel/onnx/backend/test/data/light");
+    if d.is_dir() {
+        return Some(d);
+    }
+    assert!(
+        std::env::var("RXVM_REQUIRE_ONNX_DATA").is_err(),
+        "the ONNX light models are missing: run scripts/fetch-onnx-data.sh"
+    );
+    None
+}
+
+fn run(m: rxvm::vm::Module, spec: DeviceSpec, input: &HostValue) -> Vec<f64> {
+    let mut vm = Vm::with_devices(Arc::new(m), vec![spec]).expect("a VM");
+    match vm.invoke("main", std::slice::from_ref(input)).expect("the model runs").pop() {
+        Some(HostValue::Tensor(t)) => t.to_f64(),
+        other => panic!("unexpected result {other:?}"),
+    }
+}
+
+fn assert_matches(what: &str, got: &[f64], want: &[f64], rtol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    let worst = got.iter().zip(want).map(|(g, w)| (g - w).abs() / (1e-7 + rtol * w.abs())).fold(0.0, f64::max);
+    assert!(worst <= 1.0, "{what}: an output is {worst:.2}x the tolerance away from the expected value");
+}
+
+#[test]
+fn light_models_match_onnx_expected_outputs_on_every_device() {
+    let Some(dir) = light_dir() else { return };
+    let mut devices = Vec::new();
+    for name in ["intel", "pocl"] {
+        match find_device(name) {
+            Ok(info) => devices.push((name, DeviceSpec::OpenCl(info))),
+            Err(e) if std::env::var("RXVM_REQUIRE_OPENCL").unwrap_or_default().contains(name) => {
+                panic!("{name} is required: {e}")
+            }
+            Err(_) => {}
+        }
+    }
+    for (name, rtol) in MODELS {
+        let g = rxvm::onnx::read_model(&dir.join(format!("light_{name}.onnx"))).expect("the model reads");
+        let shapes: Vec<Vec<i64>> = g.inputs.iter().map(|i| i.dims.iter().map(|d| d.unwrap_or(1)).collect()).collect();
+        let input = HostValue::Tensor(ramp(g.inputs[0].dtype, &shapes[0]).expect("input"));
+        let (_, want) = rxvm::onnx::read_tensor_file(&dir.join(format!("light_{name}_output_0.pb"))).expect("expected");
+        let want = want.to_f64();
+        let planned = compile(&g, &shapes, &Options::default()).expect("compiles");
+        let naive = compile(&g, &shapes, &Options { planner: Planner::None, ..Options::default() }).expect("compiles");
+        let r = &planned.report;
+        assert!(r.arena_bytes >= r.lower_bound && r.arena_bytes < r.naive_bytes, "{name}: {r:?}");
+        let host = run(planned.module.clone(), DeviceSpec::Host(DeviceCaps::host()), &input);
+        assert_matches(&format!("{name} on the host"), &host, &want, rtol);
+        let host_naive = run(naive.module, DeviceSpec::Host(DeviceCaps::host()), &input);
+        assert!(
+            host.iter().zip(&host_naive).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{name}: plan changes the result"
+        );
+        for (dev, spec) in &devices {
+            let out = run(planned.module.clone(), spec.clone(), &input);
+            assert_matches(&format!("{name} on {dev}"), &out, &want, rtol);
+        }
+        eprintln!(
+            "{name}: arena {} B, lower bound {} B, no-reuse {} B ({}), matches on host{}",
+            r.arena_bytes,
+            r.lower_bound,
+            r.naive_bytes,
+            r.strategy,
+            devices.iter().map(|d| format!(", {}", d.0)).collect::<String>()
+        );
+    }
+}
