@@ -467,10 +467,9 @@ fn convert_blocked(name: &str, src: &View, dst: &View, to: bool) -> Result<(), F
         if dtype != DType::F32 {
             return fail(format!("@vm.{name}: the OpenCL kernel converts f32 tensors, found {dtype}"));
         }
-        let (Some(p), Some(k)) = (plain.cl, blk.cl) else {
+        let (Some(plain_t), Some(k)) = (crate::ops::cl::ClTensor::of_view(plain), blk.cl) else {
             return fail("internal: an OpenCL view without a device handle".into());
         };
-        let plain_t = crate::ops::cl::ClTensor { mem: p.mem, offset: p.offset / 4, dtype, shape: plain.shape.to_vec() };
         let side = if blk.scope.is_texture() { BlockedSide::Image } else { BlockedSide::Buffer };
         let offset = if side == BlockedSide::Buffer { k.offset / 4 } else { 0 };
         crate::ops::texture_cl::convert(&crate::ops::cl::ClCtx { dev }, &plain_t, (k.mem, offset, side), to)

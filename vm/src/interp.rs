@@ -552,14 +552,9 @@ impl Vm {
             ));
         };
         let as_cl = |v: &Rc<View>| -> Step<crate::ops::cl::ClTensor> {
-            match v.cl {
-                Some(h) if h.kind == crate::opencl::ViewKind::Buffer => Ok(crate::ops::cl::ClTensor {
-                    mem: h.mem,
-                    offset: h.offset / v.dtype.size() as u64,
-                    dtype: v.dtype,
-                    shape: v.shape.to_vec(),
-                }),
-                _ => fault(format!(
+            match crate::ops::cl::ClTensor::of_view(v) {
+                Some(t) => Ok(t),
+                None => fault(format!(
                     "@onnx.{} takes buffer views on OpenCL; {} is a texture view",
                     def.name,
                     Value::Tensor(v.clone()).describe()
@@ -670,12 +665,10 @@ impl Vm {
                     }
                     ClOperand::Texture(ClTexture { mem: h.mem, shape: shape.clone() })
                 }
-                None => ClOperand::Buffer(crate::ops::cl::ClTensor {
-                    mem: h.mem,
-                    offset: h.offset / v.dtype.size() as u64,
-                    dtype: v.dtype,
-                    shape: v.shape.to_vec(),
-                }),
+                None => ClOperand::Buffer(
+                    crate::ops::cl::ClTensor::of_view(v)
+                        .ok_or_else(|| bx(format!("input {} is not a buffer view on the device", v.id)))?,
+                ),
             }));
         }
         let yt = ClTexture { mem: y_mem, shape: call.logical_out[0].1.clone() };

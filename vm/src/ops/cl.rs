@@ -22,6 +22,19 @@ pub struct ClTensor {
 }
 
 impl ClTensor {
+    /// The operand of a buffer view on an OpenCL device; `None` for host views and images.
+    pub fn of_view(v: &crate::memory::View) -> Option<ClTensor> {
+        match v.cl {
+            Some(h) if h.kind == crate::opencl::ViewKind::Buffer => Some(ClTensor {
+                mem: h.mem,
+                offset: h.offset / v.dtype.size() as u64,
+                dtype: v.dtype,
+                shape: v.shape.to_vec(),
+            }),
+            _ => None,
+        }
+    }
+
     pub fn numel(&self) -> u64 {
         self.shape.iter().map(|&d| d.max(0) as u64).product()
     }
@@ -30,6 +43,18 @@ impl ClTensor {
     pub fn args(&self) -> [KernelArg; 2] {
         [KernelArg::Mem(self.mem), KernelArg::U64(self.offset)]
     }
+}
+
+/// A `long` / `ulong` kernel argument.
+pub fn long_arg(v: i64) -> KernelArg {
+    KernelArg::U64(v as u64)
+}
+
+/// A `float` kernel argument.
+pub fn float_arg(v: f32) -> KernelArg {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&v.to_ne_bytes());
+    KernelArg::Bytes(b, 4)
 }
 
 /// What a kernel launcher gets: the device.

@@ -7,7 +7,7 @@
 //! one work-item per output element or per reduced row and accumulate in `double` when the
 //! device has fp64 (else `float`).
 
-use super::cl::{cl_type, ClCtx, ClFn, ClTensor};
+use super::cl::{cl_type, float_arg as f32_arg, ClCtx, ClFn, ClTensor};
 use super::shape::{broadcast, broadcast_strides};
 use super::{AttrValue, Attrs, TensorInfo};
 use crate::host_tensor::HostTensor;
@@ -100,12 +100,6 @@ fn need_fp64(ctx: &ClCtx, d: DType) -> Res {
         return Err("the device has no fp64 support (cl_khr_fp64), so it cannot compute f64 tensors".into());
     }
     Ok(())
-}
-
-fn f32_arg(v: f32) -> KernelArg {
-    let mut b = [0u8; 8];
-    b[..4].copy_from_slice(&v.to_ne_bytes());
-    KernelArg::Bytes(b, 4)
 }
 
 /// The accumulation type: `double` when the device has fp64, else `float`.

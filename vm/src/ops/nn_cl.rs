@@ -6,7 +6,7 @@
 //! per operator (and per optional-operand variant) serves every shape. Spatial operators
 //! take 1 to 3 spatial dims, padded in front to 3 with size-1 axes.
 
-use super::cl::{ClCtx, ClFn, ClTensor};
+use super::cl::{float_arg as f, long_arg as l, ClCtx, ClFn, ClTensor};
 use super::shape::broadcast_strides;
 use super::{Attrs, TensorInfo};
 use crate::opencl::KernelArg;
@@ -54,18 +54,6 @@ fn output(outs: &[ClTensor]) -> Result<&ClTensor, String> {
     let y = outs.first().ok_or("the output Y is required")?;
     f32_only(y, "the output Y")?;
     Ok(y)
-}
-
-/// A signed or unsigned 64-bit kernel argument (`long` / `ulong` parameters).
-fn l(v: i64) -> KernelArg {
-    KernelArg::U64(v as u64)
-}
-
-/// A `float` kernel argument.
-fn f(v: f32) -> KernelArg {
-    let mut b = [0u8; 8];
-    b[..4].copy_from_slice(&v.to_ne_bytes());
-    KernelArg::Bytes(b, 4)
 }
 
 fn mem(t: &ClTensor) -> [KernelArg; 2] {

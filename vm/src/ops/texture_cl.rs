@@ -9,7 +9,7 @@
 //! exactly where the `global.texture` folding puts it. Weights and other parameters stay in
 //! buffers. Padding channels of Conv and BatchNormalization outputs are written as zero.
 
-use super::cl::{ClCtx, ClTensor};
+use super::cl::{float_arg as f, long_arg as l, ClCtx, ClTensor};
 use super::elementwise_cl::{f32_fold, f32_map};
 use super::nn_cl::{Geo, GEO_PARAMS, SPLIT_OUT};
 use super::{Attrs, TensorInfo};
@@ -68,16 +68,6 @@ const PRELUDE: &str =
     "__constant sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_NONE | CLK_FILTER_NEAREST;\n\
 #define LANE(v, q) ((q) == 0 ? (v).x : (q) == 1 ? (v).y : (q) == 2 ? (v).z : (v).w)\n\
 #define AT(x, y) ((int2)((int)(x), (int)(y)))\n";
-
-fn l(v: i64) -> KernelArg {
-    KernelArg::U64(v as u64)
-}
-
-fn f(v: f32) -> KernelArg {
-    let mut b = [0u8; 8];
-    b[..4].copy_from_slice(&v.to_ne_bytes());
-    KernelArg::Bytes(b, 4)
-}
 
 fn launch(ctx: &ClCtx, src: &str, args: &[KernelArg], n: i64) -> Res {
     if n <= 0 {
