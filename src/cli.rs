@@ -50,6 +50,10 @@ pub enum Command {
         output: Option<PathBuf>,
         #[command(flatten)]
         compile: CompileArgs,
+        /// Plan for the capabilities of this device: `host`, `opencl` or `opencl:NAME`
+        /// (instead of a `--target` preset).
+        #[arg(long, value_name = "host|opencl|opencl:NAME", conflicts_with = "target")]
+        device: Option<String>,
     },
     /// Run a function of a `.rxa` or `.rxb` program.
     Run(RunArgs),
@@ -76,10 +80,25 @@ pub struct CompileArgs {
     /// tensor its own storage, the no-reuse baseline).
     #[arg(long, default_value = "best", value_name = "NAME")]
     pub planner: String,
-    /// Offset alignment of tensors in an arena, in bytes (default: the target device's
+    /// Offset alignment of buffer tensors in an arena, in bytes (default: the target's
     /// CL_DEVICE_MEM_BASE_ADDR_ALIGN; 128 on the host).
     #[arg(long, value_name = "BYTES")]
     pub align: Option<u64>,
+    /// `auto`: 4-D f32 activations of texture operators live in `global.texture` images
+    /// (blocked NCHW4), with layout conversions at the edges; `none`: buffers only.
+    #[arg(long, default_value = "none", value_name = "none|auto")]
+    pub textures: String,
+    /// The device to plan for: `host`, `intel-cpu` or `pocl-cpu`, optionally with caps
+    /// overrides, e.g. `intel-cpu,pitch=32,image-base=256` (keys as in --host-caps).
+    /// Default: the device the program runs on (`run`), or `host` (`compile`).
+    #[arg(long, value_name = "PRESET[,KEY=VALUE...]")]
+    pub target: Option<String>,
+}
+
+impl Default for CompileArgs {
+    fn default() -> CompileArgs {
+        CompileArgs { planner: "best".into(), align: None, textures: "none".into(), target: None }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -147,11 +166,12 @@ fn is_onnx(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "onnx")
 }
 
-/// Reads and compiles an ONNX model; the `.rxa` text (the plan in comments) comes along.
+/// Reads and compiles an ONNX model for `args.target`, or else `device`; the `.rxa` text
+/// (the plan in comments) comes along.
 pub fn compile_model(
     path: &Path,
     args: &CompileArgs,
-    align: u64,
+    device: &DeviceCaps,
 ) -> Result<(crate::compile::Compiled, String), Failure> {
     let g = crate::onnx::read_model(path)?;
     let mut shapes = Vec::with_capacity(g.inputs.len());
@@ -170,7 +190,18 @@ pub fn compile_model(
         )));
     }
     let planner = crate::compile::Planner::from_name(&args.planner).map_err(|e| format!("--planner: {e}"))?;
-    let opts = crate::compile::Options { planner, align: args.align.unwrap_or(align) };
+    let textures = crate::compile::Textures::from_name(&args.textures).map_err(|e| format!("--textures: {e}"))?;
+    let mut target = match &args.target {
+        Some(spec) => DeviceCaps::parse_target(spec).map_err(|e| format!("--target: {e}"))?,
+        None => device.clone(),
+    };
+    if let Some(align) = args.align {
+        if !align.is_power_of_two() {
+            return Err(Failure::Message(format!("--align: the alignment must be a power of two, found {align}")));
+        }
+        target.mem_base_addr_align = align;
+    }
+    let opts = crate::compile::Options { planner, textures, target };
     let c = crate::compile::compile(&g, &shapes, &opts).map_err(|e| format!("{}: {e}", path.display()))?;
     let text = format!("{}{}", c.plan_comment, rxvm_asm::disassemble(&c.module));
     Ok((c, text))
@@ -183,7 +214,7 @@ fn is_bytecode(path: &Path, bytes: &[u8]) -> bool {
 /// Loads `.rxa` (assemble + verify) or `.rxb` (decode + verify).
 pub fn load_program(path: &Path) -> Result<Program, Failure> {
     if is_onnx(path) {
-        let (c, text) = compile_model(path, &CompileArgs { planner: "best".into(), align: None }, 128)?;
+        let (c, text) = compile_model(path, &CompileArgs::default(), &DeviceCaps::host())?;
         return Ok(Program {
             module: c.module,
             source: Some((path.display().to_string() + ".rxa", text)),
@@ -240,7 +271,7 @@ pub fn main_with(cli: Cli) -> i32 {
         Command::Asm { file, output, strip } => cmd_asm(&file, output, strip),
         Command::Disasm { file, output } => cmd_disasm(&file, output),
         Command::Check { file } => cmd_check(&file),
-        Command::Compile { model, output, compile } => cmd_compile(&model, output, &compile),
+        Command::Compile { model, output, compile, device } => cmd_compile(&model, output, &compile, device.as_deref()),
         Command::Run(args) => cmd_run(args),
         Command::Devices => cmd_devices(),
         Command::Conformance { dirs, device } => cmd_conformance(&dirs, &device),
@@ -286,8 +317,12 @@ fn cmd_disasm(file: &Path, output: Option<PathBuf>) -> Result<(), Failure> {
     }
 }
 
-fn cmd_compile(model: &Path, output: Option<PathBuf>, args: &CompileArgs) -> Result<(), Failure> {
-    let (c, text) = compile_model(model, args, DeviceCaps::host().mem_base_addr_align)?;
+fn cmd_compile(model: &Path, output: Option<PathBuf>, args: &CompileArgs, device: Option<&str>) -> Result<(), Failure> {
+    let caps = match device {
+        Some(d) => device_caps(&device_spec(d, None)?),
+        None => DeviceCaps::host(),
+    };
+    let (c, text) = compile_model(model, args, &caps)?;
     let out = output.unwrap_or_else(|| model.with_extension("rxa"));
     match out.extension().and_then(|e| e.to_str()) {
         Some("rxb") => write_out(&out, &rxvm_vm::write_module(&c.module)),
@@ -384,6 +419,14 @@ pub fn device_spec(device: &str, host_caps: Option<&str>) -> Result<DeviceSpec, 
     Ok(DeviceSpec::OpenCl(info))
 }
 
+/// The capabilities of a selected device.
+pub fn device_caps(spec: &DeviceSpec) -> DeviceCaps {
+    match spec {
+        DeviceSpec::Host(c) => c.clone(),
+        DeviceSpec::OpenCl(i) => i.caps.clone(),
+    }
+}
+
 fn bad_device(device: &str) -> String {
     format!("--device {device}: expected `host`, `opencl` or `opencl:NAME`")
 }
@@ -464,11 +507,7 @@ fn cmd_devices() -> Result<(), Failure> {
 fn cmd_run(a: RunArgs) -> Result<(), Failure> {
     let spec = device_spec(&a.device, a.host_caps.as_deref())?;
     let p = if is_onnx(&a.file) {
-        let align = match &spec {
-            DeviceSpec::Host(c) => c.mem_base_addr_align,
-            DeviceSpec::OpenCl(i) => i.caps.mem_base_addr_align,
-        };
-        let (c, text) = compile_model(&a.file, &a.compile, align)?;
+        let (c, text) = compile_model(&a.file, &a.compile, &device_caps(&spec))?;
         Program { module: c.module, source: Some((a.file.display().to_string() + ".rxa", text)), plan: Some(c.report) }
     } else {
         load_program(&a.file)?

@@ -54,6 +54,94 @@ impl Graph {
         self.const_index.get(name).map(|&i| &self.consts[i].1)
     }
 
+    /// Adds an input with static dims.
+    pub fn input(&mut self, name: &str, dtype: DType, dims: &[i64]) -> &mut Graph {
+        self.inputs.push(GraphInput { name: name.into(), dtype, dims: dims.iter().map(|&d| Some(d)).collect() });
+        self
+    }
+
+    /// Appends a node to the schedule.
+    pub fn node(&mut self, name: &str, op: &str, inputs: &[&str], outputs: &[&str], attrs: Attrs) -> &mut Graph {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        self.nodes.push(Node {
+            name: name.into(),
+            op: op.into(),
+            inputs: strings(inputs),
+            outputs: strings(outputs),
+            attrs,
+        });
+        self
+    }
+
+    /// Marks a tensor as a graph output.
+    pub fn output(&mut self, name: &str) -> &mut Graph {
+        self.outputs.push(name.into());
+        self
+    }
+
+    /// Checks the graph's structure and lists every problem, each naming the offending
+    /// node: unknown operators, inputs not defined before their node, tensors defined
+    /// twice, duplicate node names, outputs never produced.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut problems = Vec::new();
+        for (op, nodes) in self.unsupported_ops() {
+            problems.push(format!("unsupported operator {op} (nodes `{}`)", nodes.join("`, `")));
+        }
+        // Who defines each tensor so far: a graph input, a constant, or a node.
+        let mut defined: HashMap<&str, String> = HashMap::new();
+        for i in &self.inputs {
+            if defined.insert(&i.name, "a graph input".into()).is_some() {
+                problems.push(format!("graph input `{}` is declared twice", i.name));
+            }
+        }
+        for (c, _) in &self.consts {
+            if let Some(prev) = defined.insert(c, "a constant".into()) {
+                problems.push(format!("constant `{c}` has the name of {prev}"));
+            }
+        }
+        let later: HashMap<&str, &str> =
+            self.nodes.iter().flat_map(|n| n.outputs.iter().map(move |o| (o.as_str(), n.name.as_str()))).collect();
+        let mut names: HashMap<&str, usize> = HashMap::new();
+        for (k, n) in self.nodes.iter().enumerate() {
+            let who = if n.name.is_empty() { format!("node #{k} ({})", n.op) } else { format!("node `{}`", n.name) };
+            if !n.name.is_empty() {
+                if let Some(first) = names.insert(&n.name, k) {
+                    problems.push(format!("{who}: the name is also used by node #{first}; node names must be unique"));
+                }
+            }
+            for x in n.inputs.iter().filter(|x| !x.is_empty()) {
+                if !defined.contains_key(x.as_str()) {
+                    problems.push(match later.get(x.as_str()) {
+                        Some(by) => format!(
+                            "{who}: input `{x}` is defined later, by node `{by}` (nodes must be in schedule order)"
+                        ),
+                        None => {
+                            format!("{who}: input `{x}` is not a graph input, a constant or an earlier node's output")
+                        }
+                    });
+                }
+            }
+            if n.outputs.iter().all(String::is_empty) {
+                problems.push(format!("{who}: names no output"));
+            }
+            for o in n.outputs.iter().filter(|o| !o.is_empty()) {
+                if let Some(prev) = defined.insert(o, who.clone()) {
+                    problems.push(format!("{who}: output `{o}` is already defined by {prev}"));
+                }
+            }
+        }
+        for o in &self.outputs {
+            if !defined.contains_key(o.as_str()) {
+                problems.push(format!("graph output `{o}` is never produced"));
+            }
+        }
+        match problems.len() {
+            0 => Ok(()),
+            1 => Err(problems.remove(0)),
+            n => Err(format!("{n} problems in the graph:\n  {}", problems.join("\n  "))),
+        }
+    }
+
     /// Operator types the VM lacks, with the nodes that use each, sorted.
     pub fn unsupported_ops(&self) -> Vec<(String, Vec<String>)> {
         let mut missing: Vec<(String, Vec<String>)> = Vec::new();
@@ -101,12 +189,7 @@ pub struct Analysis<'g> {
 
 /// Infers shapes and folds constant subgraphs, given concrete input shapes.
 pub fn analyze<'g>(g: &'g Graph, input_shapes: &[Vec<i64>]) -> Result<Analysis<'g>, String> {
-    let missing = g.unsupported_ops();
-    if !missing.is_empty() {
-        let list: Vec<String> =
-            missing.iter().map(|(op, nodes)| format!("{op} (nodes `{}`)", nodes.join("`, `"))).collect();
-        return Err(format!("unsupported operators: {}", list.join("; ")));
-    }
+    g.validate()?;
     let mut a = Analysis { types: HashMap::new(), consts: HashMap::new(), folded: Vec::new() };
     for (name, v) in &g.consts {
         a.types.insert(name, (v.dtype, v.shape.clone()));

@@ -13,3 +13,8 @@ pub mod stats;
 
 pub use rxvm_asm as asm;
 pub use rxvm_vm as vm;
+
+/// The Rust examples of `docs/compiler.md`, run as doctests so they cannot drift.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/compiler.md")]
+pub struct CompilerDocs;

@@ -145,8 +145,14 @@ pub fn read_model(path: &Path) -> Result<Graph, String> {
         };
         graph.inputs.push(GraphInput { name: vi.name.clone(), dtype, dims });
     }
+    // ONNX does not enforce unique node names; ours are, so errors name one node.
+    let mut seen = std::collections::HashSet::new();
     for (i, n) in g.node.iter().enumerate() {
-        let name = if n.name.is_empty() { format!("{}_{i}", n.op_type) } else { n.name.clone() };
+        let mut name = if n.name.is_empty() { format!("{}_{i}", n.op_type) } else { n.name.clone() };
+        if !seen.insert(name.clone()) {
+            name = format!("{name}_{i}");
+            seen.insert(name.clone());
+        }
         if !(n.domain.is_empty() || n.domain == "ai.onnx") {
             problems.push(format!("node `{name}`: operator domain `{}` is not supported", n.domain));
             continue;

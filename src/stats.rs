@@ -15,7 +15,13 @@ pub enum StatsFormat {
 pub fn stats_fields(vm: &Vm, plan: Option<&PlanReport>) -> Vec<(&'static str, u64)> {
     let mut v = Vec::new();
     if let Some(p) = plan {
-        v.extend([("arena_bytes", p.arena_bytes), ("lower_bound", p.lower_bound), ("naive_bytes", p.naive_bytes)]);
+        v.extend([
+            ("arena_bytes", p.arena_bytes),
+            ("lower_bound", p.lower_bound),
+            ("naive_bytes", p.naive_bytes),
+            ("texture_tensors", p.textures as u64),
+            ("layout_conversions", p.conversions as u64),
+        ]);
     }
     v.extend(vm.stats().fields().iter().copied());
     v.push(("pool_free_bytes", vm.pool_free_bytes()));
@@ -28,6 +34,7 @@ pub fn stats_json(vm: &Vm, plan: Option<&PlanReport>) -> String {
         stats_fields(vm, plan).into_iter().map(|(k, v)| (k.to_string(), v.into())).collect();
     if let Some(p) = plan {
         map.insert("plan_strategy".into(), p.strategy.clone().into());
+        map.insert("plan_target".into(), p.target.clone().into());
     }
     serde_json::Value::Object(map).to_string()
 }
@@ -37,7 +44,7 @@ pub fn print_stats(out: &mut dyn Write, fmt: StatsFormat, vm: &Vm, plan: Option<
         StatsFormat::Json => writeln!(out, "{}", stats_json(vm, plan)),
         StatsFormat::Table => {
             if let Some(p) = plan {
-                writeln!(out, "memory plan: {}", p.strategy)?;
+                writeln!(out, "memory plan: {} for target `{}`", p.strategy, p.target)?;
             }
             let fields = stats_fields(vm, plan);
             let w = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);

@@ -146,4 +146,41 @@ fn compile_and_run_an_onnx_model() {
     let (code, _, err) = rxvm(&["compile", &model, "--planner", "magic"]);
     assert_eq!(code, 1);
     assert!(err.contains("unknown planner `magic`; the planners are: none, best, greedy_by_size"), "{err}");
+
+    // Textures for a named target: the plan says where each texture lives, and the program
+    // runs on the host to the same result as the buffer program.
+    let tex = tmp("squeezenet_tex.rxa");
+    let (code, _, err) =
+        rxvm(&["compile", &model, "--textures", "auto", "--target", "intel-cpu", "-o", tex.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&tex).unwrap();
+    assert!(text.contains("for target `intel-cpu`") && text.contains("; textures: 66 tensors, 4 layout conversions"));
+    assert!(
+        text.contains("scope \"global.texture\"") && text.contains("call @vm.to_blocked(%data_0, %data_0_blocked)")
+    );
+    let buffers = tmp("squeezenet_buf.npy");
+    let textures = tmp("squeezenet_tex.npy");
+    for (file, out) in [(model.as_str(), &buffers), (tex.to_str().unwrap(), &textures)] {
+        let (code, _, err) = rxvm(&["run", file, "--input", "data_0=ramp", "-q", "-o", out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+    }
+    assert_eq!(std::fs::read(&buffers).unwrap(), std::fs::read(&textures).unwrap());
+    for (args, want) in [
+        (&["--textures", "maybe"][..], "error: --textures: unknown texture mode `maybe`; expected `none` or `auto`"),
+        (
+            &["--target", "adreno"],
+            "error: --target: unknown target `adreno`; the targets are: host, intel-cpu, pocl-cpu",
+        ),
+        (&["--target", "intel-cpu,pitch=x"], "error: --target: `x` is not a size"),
+        (&["--align", "48"], "error: --align: the alignment must be a power of two, found 48"),
+        (&["--device", "gpu"], "error: --device gpu: expected `host`, `opencl` or `opencl:NAME`"),
+    ] {
+        let mut all = vec!["compile", model.as_str(), "-o", "/tmp/unused.rxa"];
+        all.extend_from_slice(args);
+        let (code, _, err) = rxvm(&all);
+        assert_eq!(code, 1, "{args:?}");
+        assert!(err.starts_with(want), "{args:?}: {err}");
+    }
+    let (code, _, err) = rxvm(&["compile", &model, "--device", "host", "--target", "host"]);
+    assert_eq!(code, 2, "clap refuses --device with --target: {err}");
 }

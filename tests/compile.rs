@@ -2,11 +2,11 @@
 //! a memory plan, run it, and compare with the no-reuse plan. Snapshots show where each
 //! `alloc_tensor` and `kill` lands in the emitted `.rxa`.
 
-use rxvm::compile::{compile, Options, Planner};
+use rxvm::compile::{compile, Options, Planner, Textures};
 use rxvm::graph::{Graph, GraphInput, Node};
 use rxvm::vm::ops::{AttrValue, Attrs};
 use rxvm::vm::types::DType;
-use rxvm::vm::{HostTensor, HostValue, Vm};
+use rxvm::vm::{DeviceCaps, HostTensor, HostValue, Vm};
 use std::sync::Arc;
 
 fn node(op: &str, ins: &[&str], outs: &[&str], attrs: &[(&str, AttrValue)]) -> Node {
@@ -69,7 +69,11 @@ fn branches() -> Graph {
 
 fn run(g: &Graph, shapes: &[Vec<i64>], planner: Planner) -> Vec<Vec<f64>> {
     let c = compile(g, shapes, &Options { planner, ..Options::default() }).expect("compiles");
-    let mut vm = Vm::new(Arc::new(c.module), vec![rxvm::vm::DeviceCaps::host()]).expect("a VM");
+    run_module(c.module, shapes, DeviceCaps::host())
+}
+
+fn run_module(m: rxvm::vm::Module, shapes: &[Vec<i64>], device: DeviceCaps) -> Vec<Vec<f64>> {
+    let mut vm = Vm::new(Arc::new(m), vec![device]).expect("a VM");
     let ins: Vec<HostValue> =
         shapes.iter().enumerate().map(|(i, s)| HostValue::Tensor(weights(s, 10 + i as u64))).collect();
     vm.invoke("main", &ins)
@@ -97,7 +101,11 @@ fn a_frontend_built_cnn_runs_the_same_with_and_without_the_plan() {
 }
 
 fn listing(g: &Graph, shapes: &[Vec<i64>]) -> String {
-    let c = compile(g, shapes, &Options::default()).expect("compiles");
+    listing_with(g, shapes, &Options::default())
+}
+
+fn listing_with(g: &Graph, shapes: &[Vec<i64>], opts: &Options) -> String {
+    let c = compile(g, shapes, opts).expect("compiles");
     // Constants are random data: keep their declarations out of the snapshot.
     let text = rxvm::asm::disassemble(&c.module);
     let body: Vec<&str> = text.lines().filter(|l| !l.starts_with("const ")).collect();
@@ -110,6 +118,51 @@ fn emitted_programs_show_where_tensors_are_allocated_and_killed() {
     insta::assert_snapshot!("branches", listing(&branches(), &[vec![2, 8]]));
 }
 
+fn with_textures(target: &str) -> Options {
+    Options { textures: Textures::Auto, target: DeviceCaps::parse_target(target).unwrap(), ..Options::default() }
+}
+
+#[test]
+fn textures_share_the_arena_on_a_target_with_images_over_buffers() {
+    let (g, shapes) = (small_cnn(), vec![vec![1, 3, 8, 8]]);
+    let text = listing_with(&g, &shapes, &with_textures("intel-cpu"));
+    // The image conversion at each edge, blocked texture views in the one arena, pitched to
+    // 64 texels (an 8-wide row of 16-byte texels takes 1024 bytes), and Gemm on a buffer.
+    insta::assert_snapshot!("small_cnn_textures", text);
+    let c = compile(&g, &shapes, &with_textures("intel-cpu")).unwrap();
+    assert_eq!((c.report.textures, c.report.conversions), (7, 2), "{:?}", c.report);
+    // The text assembles, and runs on the host bit-identically to the buffer program.
+    let m = rxvm::asm::assemble(&format!("{}{}", c.plan_comment, rxvm::asm::disassemble(&c.module)), "t.rxa")
+        .map_err(|d| d.render())
+        .unwrap();
+    let host = DeviceCaps::parse_target("intel-cpu").unwrap();
+    assert_eq!(run_module(m, &shapes, host), run(&g, &shapes, Planner::Best));
+}
+
+#[test]
+fn textures_get_storages_of_their_own_without_images_over_buffers() {
+    let (g, shapes) = (small_cnn(), vec![vec![1, 3, 8, 8]]);
+    let c = compile(&g, &shapes, &with_textures("pocl-cpu")).unwrap();
+    let text = rxvm::asm::disassemble(&c.module);
+    // One arena for the buffers, one storage per texture tensor (pitch 1: dense rows).
+    assert_eq!(text.matches("alloc_storage").count(), 1 + c.report.textures, "{text}");
+    assert!(
+        c.plan_comment.contains("c1: f32[1, 1, 8, 8, 4] \"global.texture\" 1024 B at storage"),
+        "{}",
+        c.plan_comment
+    );
+    let pocl_like = DeviceCaps::parse_target("pocl-cpu").unwrap();
+    assert_eq!(run_module(c.module, &shapes, pocl_like), run(&g, &shapes, Planner::Best));
+    // Without images, `auto` keeps every tensor in buffers and says why.
+    let c = compile(&g, &shapes, &with_textures("host,images=0")).unwrap();
+    assert_eq!(c.report.textures, 0);
+    assert!(
+        c.plan_comment.contains("; note: target `host` has no images: every tensor is a buffer"),
+        "{}",
+        c.plan_comment
+    );
+}
+
 #[test]
 fn unsupported_operators_are_all_listed() {
     let mut g = branches();
@@ -117,4 +170,24 @@ fn unsupported_operators_are_all_listed() {
     g.nodes[4].op = "Wobble".into();
     let e = compile(&g, &[vec![2, 8]], &Options::default()).err().expect("an error");
     assert!(e.contains("Frobnicate") && e.contains("Wobble"), "{e}");
+}
+
+#[test]
+fn the_builder_reports_every_malformed_node_by_name() {
+    let mut g = Graph::new("broken".into());
+    g.input("x", DType::F32, &[2, 8])
+        .node("first", "Relu", &["x"], &["a"], Attrs::default())
+        .node("early", "Add", &["a", "b"], &["c"], Attrs::default())
+        .node("second", "Sigmoid", &["x"], &["b"], Attrs::default())
+        .node("again", "Tanh", &["a"], &["a"], Attrs::default())
+        .node("typo", "Relu", &["nowhere"], &["d"], Attrs::default())
+        .node("first", "Relu", &["x"], &["e"], Attrs::default())
+        .output("c")
+        .output("missing");
+    let e = compile(&g, &[vec![2, 8]], &Options::default()).err().expect("an error");
+    insta::assert_snapshot!("builder_validation", e);
+    // A well-formed graph built the same way compiles and runs.
+    let mut g = Graph::new("ok".into());
+    g.input("x", DType::F32, &[2, 8]).node("r", "Relu", &["x"], &["y"], Attrs::default()).output("y");
+    assert_eq!(run(&g, &[vec![2, 8]], Planner::Best), run(&g, &[vec![2, 8]], Planner::None));
 }

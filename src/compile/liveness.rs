@@ -1,11 +1,13 @@
 //! Liveness on the schedule: every run-time tensor's defining step and last use, and the
-//! buffers they live in. A step is one node that runs at run time (nodes folded at compile
-//! time take none). Views — Reshape, Flatten, Squeeze, Unsqueeze, and inference-time
-//! Identity/Dropout of a tensor the program allocated — share their source's buffer and
-//! extend its life. Graph outputs stay live to the end, so nothing overwrites them.
+//! buffers they live in. A step is a node that runs at run time (nodes folded at compile
+//! time take none) or a layout conversion ([`super::scopes`]). Views — Reshape, Flatten,
+//! Squeeze, Unsqueeze, and inference-time Identity/Dropout of a tensor the program
+//! allocated, in the same scope — share their source's buffer and extend its life. Graph
+//! outputs stay live to the end, so nothing overwrites them.
 
-use crate::graph::{Analysis, Graph};
-use rxvm_vm::types::DType;
+use super::scopes::{Schedule, StepKind};
+use crate::graph::Graph;
+use rxvm_vm::types::{DType, Scope};
 use std::collections::HashMap;
 
 /// Operators whose single output can be a view of input 0: the VM's tensors are dense, so
@@ -17,7 +19,10 @@ pub const VIEW_OPS: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "I
 pub struct Tensor {
     pub name: String,
     pub dtype: DType,
+    /// The view's shape (blocked for textures).
     pub shape: Vec<i64>,
+    pub scope: Scope,
+    /// Bytes it covers (the pitched image size for textures).
     pub bytes: u64,
     /// The step that defines it.
     pub def: u32,
@@ -34,6 +39,9 @@ pub struct Tensor {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Buffer {
     pub bytes: u64,
+    /// Offset alignment in an arena.
+    pub align: u64,
+    pub scope: Scope,
     pub first: u32,
     pub last: u32,
     /// The tensor that defines it.
@@ -47,10 +55,8 @@ pub struct Liveness {
     pub buffers: Vec<Buffer>,
     /// Tensor index by name.
     pub index: HashMap<String, usize>,
-    /// Steps in the schedule (nodes run at run time).
+    /// Steps in the schedule.
     pub steps: u32,
-    /// Node index of each step.
-    pub nodes: Vec<usize>,
 }
 
 impl Liveness {
@@ -59,57 +65,65 @@ impl Liveness {
         self.index.get(name).map(|&i| &self.tensors[i])
     }
 
-    /// True when node `n` only makes a view (no kernel runs).
-    pub fn is_view_node(&self, g: &Graph, n: usize) -> bool {
-        g.nodes[n].outputs.first().and_then(|o| self.tensor(o)).is_some_and(|t| t.is_view)
+    /// True when `step` only makes a view (no kernel runs).
+    pub fn is_view_step(&self, step: &super::scopes::Step) -> bool {
+        step.outputs.first().and_then(|o| self.tensor(o)).is_some_and(|t| t.is_view)
     }
 }
 
-/// Computes liveness from the analysed graph.
-pub fn liveness(g: &Graph, a: &Analysis) -> Result<Liveness, String> {
+/// Computes liveness over the schedule `s` of graph `g`.
+pub fn liveness(g: &Graph, s: &Schedule) -> Result<Liveness, String> {
     let mut l = Liveness::default();
-    for (n, node) in g.nodes.iter().enumerate() {
-        if a.folded[n] {
-            continue;
-        }
-        let step = l.nodes.len() as u32;
-        l.nodes.push(n);
-        for x in &node.inputs {
+    for (step, st) in s.steps.iter().enumerate() {
+        let step = step as u32;
+        for x in &st.inputs {
             if let Some(&t) = l.index.get(x.as_str()) {
                 l.tensors[t].last = step;
                 let b = l.tensors[t].buffer;
                 l.buffers[b].last = l.buffers[b].last.max(step);
             }
         }
-        let named: Vec<&String> = node.outputs.iter().filter(|o| !o.is_empty()).collect();
+        let (what, op) = match st.kind {
+            StepKind::Node(n) => (format!("node `{}`", g.nodes[n].name), g.nodes[n].op.as_str()),
+            StepKind::ToBlocked | StepKind::FromBlocked => (format!("conversion of `{}`", st.inputs[0]), ""),
+        };
+        let named: Vec<&String> = st.outputs.iter().filter(|o| !o.is_empty()).collect();
         for &o in &named {
-            let (dtype, shape) =
-                a.types.get(o.as_str()).ok_or_else(|| format!("node `{}`: output `{o}` has no type", node.name))?;
-            let elems = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?));
-            let bytes = elems
-                .and_then(|e| e.checked_mul(dtype.size() as u64))
-                .ok_or_else(|| format!("node `{}`: output `{o}` {shape:?} is too large", node.name))?;
-            // A view of input 0 when the node only reinterprets it.
-            let source = node.inputs.first().and_then(|x| l.index.get(x.as_str())).copied();
+            let p = s.tensors.get(o).ok_or_else(|| format!("{what}: output `{o}` has no type"))?;
+            // A view of input 0 when the node only reinterprets it in the same scope.
+            let source = st.inputs.first().and_then(|x| l.index.get(x.as_str())).copied();
             let view = match source {
-                Some(s) if VIEW_OPS.contains(&node.op.as_str()) && named.len() == 1 && l.tensors[s].bytes == bytes => {
-                    Some(l.tensors[s].buffer)
+                Some(src)
+                    if VIEW_OPS.contains(&op)
+                        && named.len() == 1
+                        && l.tensors[src].bytes == p.bytes
+                        && l.tensors[src].scope == p.scope =>
+                {
+                    Some(l.tensors[src].buffer)
                 }
                 _ => None,
             };
             let t = l.tensors.len();
             let buffer = view.unwrap_or_else(|| {
-                l.buffers.push(Buffer { bytes, first: step, last: step, tensor: t });
+                l.buffers.push(Buffer {
+                    bytes: p.bytes,
+                    align: p.align,
+                    scope: p.scope,
+                    first: step,
+                    last: step,
+                    tensor: t,
+                });
                 l.buffers.len() - 1
             });
             if l.index.insert(o.clone(), t).is_some() {
-                return Err(format!("node `{}`: tensor `{o}` is defined twice", node.name));
+                return Err(format!("{what}: tensor `{o}` is defined twice"));
             }
             l.tensors.push(Tensor {
                 name: o.clone(),
-                dtype: *dtype,
-                shape: shape.clone(),
-                bytes,
+                dtype: p.dtype,
+                shape: p.shape.clone(),
+                scope: p.scope,
+                bytes: p.bytes,
                 def: step,
                 last: step,
                 buffer,
@@ -117,8 +131,8 @@ pub fn liveness(g: &Graph, a: &Analysis) -> Result<Liveness, String> {
             });
         }
     }
-    l.steps = l.nodes.len() as u32;
-    for o in &g.outputs {
+    l.steps = s.steps.len() as u32;
+    for o in &s.outputs {
         if let Some(&t) = l.index.get(o.as_str()) {
             l.tensors[t].last = l.steps;
             let b = l.tensors[t].buffer;
@@ -131,8 +145,10 @@ pub fn liveness(g: &Graph, a: &Analysis) -> Result<Liveness, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compile::scopes::{schedule, Textures};
     use crate::graph::{analyze, GraphInput, Node};
     use rxvm_vm::ops::Attrs;
+    use rxvm_vm::DeviceCaps;
 
     fn node(op: &str, ins: &[&str], outs: &[&str]) -> Node {
         Node {
@@ -156,7 +172,8 @@ mod tests {
         g.outputs.push("y".into());
         g.outputs.push("c".into());
         let a = analyze(&g, &[vec![2, 3]]).unwrap();
-        let l = liveness(&g, &a).unwrap();
+        let s = schedule(&g, &a, &DeviceCaps::host(), Textures::Auto).unwrap();
+        let l = liveness(&g, &s).unwrap();
         let t = |n: &str| l.tensor(n).unwrap().clone();
         assert_eq!((t("a").def, t("a").last), (0, 3));
         assert!(t("f").is_view && t("f").buffer == t("a").buffer);
@@ -164,6 +181,7 @@ mod tests {
         // c is a graph output: live to the end (step 5 = after the last node).
         assert_eq!((t("c").def, t("c").last), (3, 5));
         assert_eq!(l.buffers.len(), 4);
-        assert_eq!(l.buffers[t("a").buffer], Buffer { bytes: 24, first: 0, last: 3, tensor: 0 });
+        let b = &l.buffers[t("a").buffer];
+        assert_eq!((b.bytes, b.align, b.first, b.last, b.tensor), (24, 128, 0, 3, 0));
     }
 }

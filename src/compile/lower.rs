@@ -2,9 +2,11 @@
 //! first tensor in it is defined), an `alloc_tensor` at each tensor's definition (views
 //! reuse their source's offset), the operator calls, a `kill` after each tensor's last use
 //! and, for each arena, a `kill` once no further tensor is allocated in it; then `ret` of
-//! the outputs.
+//! the outputs. Layout conversions of the schedule become `@vm.to_blocked` /
+//! `@vm.from_blocked` calls, and texture tensors `global.texture` views.
 
 use super::liveness::Liveness;
+use super::scopes::{Schedule, StepKind};
 use crate::graph::{ident, tensor_type, Analysis, Graph};
 use crate::plan::{Plan, Problem};
 use rxvm_vm::builder::{ModuleBuilder, Operand};
@@ -14,14 +16,22 @@ use rxvm_vm::types::{Scope, Type};
 use rxvm_vm::{HostTensor, Module};
 use std::collections::HashMap;
 
-/// Emits the module for `g` with buffer `i` of `live` at `plan.offsets[i]` in arena
-/// `problem.buffers[i].pool`.
-pub fn lower(g: &Graph, a: &Analysis, live: &Liveness, problem: &Problem, plan: &Plan) -> Result<Module, String> {
+/// Emits the module for the schedule `s` of `g`, with buffer `i` of `live` at
+/// `plan.offsets[i]` in arena `problem.buffers[i].pool`.
+pub fn lower(
+    g: &Graph,
+    a: &Analysis,
+    s: &Schedule,
+    live: &Liveness,
+    problem: &Problem,
+    plan: &Plan,
+) -> Result<Module, String> {
     let ty = |name: &str| -> Result<Type, String> {
         let (d, s) = a.types.get(name).ok_or_else(|| format!("tensor `{name}` has no type"))?;
         Ok(tensor_type(*d, s))
     };
     let params: Vec<Type> = g.inputs.iter().map(|i| ty(&i.name)).collect::<Result<_, _>>()?;
+    // Returned tensors are buffers: the outputs themselves or their buffer copies.
     let results: Vec<Type> = g.outputs.iter().map(|o| ty(o)).collect::<Result<_, _>>()?;
     let mut mb = ModuleBuilder::new(&ident(if g.name.is_empty() { "model" } else { &g.name }, &mut HashMap::new()));
     let mut f = mb.function("main", params, results);
@@ -41,7 +51,6 @@ pub fn lower(g: &Graph, a: &Analysis, live: &Liveness, problem: &Problem, plan: 
         e.0 = e.0.min(t.def);
         e.1 = e.1.max(t.def);
     }
-    let single = plan.pool_sizes.len() == 1;
     let mut arenas: HashMap<u32, Reg> = HashMap::new();
     let mut const_ids = HashMap::new();
     let mut const_names = HashMap::new();
@@ -50,39 +59,49 @@ pub fn lower(g: &Graph, a: &Analysis, live: &Liveness, problem: &Problem, plan: 
             mb.constant(&ident(name, &mut const_names), c.dtype, &c.shape, ConstData::Bytes(c.data.clone()))
         })
     };
-    for (step, &n) in live.nodes.iter().enumerate() {
+    for (step, st) in s.steps.iter().enumerate() {
         let step = step as u32;
-        let node = &g.nodes[n];
+        let what = match st.kind {
+            StepKind::Node(n) => format!("node `{}`", g.nodes[n].name),
+            _ => format!("conversion of `{}`", st.inputs[0]),
+        };
         // Arenas whose first tensor is defined here.
         let mut opening: Vec<(u32, u64)> =
             plan.pool_sizes.iter().copied().filter(|(p, _)| arena_span.get(p).is_some_and(|s| s.0 == step)).collect();
         opening.sort_unstable();
         for (pool, bytes) in opening {
-            let st = f.alloc_storage(Operand::Int(bytes.max(1) as i64), None, 0, Scope::Global);
-            let name = if single {
+            let storage = f.alloc_storage(Operand::Int(bytes.max(1) as i64), None, 0, Scope::Global);
+            // Pool 0 is the shared arena; the others hold one buffer each.
+            let name = if pool == 0 {
                 "arena".to_string()
             } else {
                 let b = problem.buffers.iter().position(|b| b.pool == pool).unwrap_or(0);
                 format!("{}.storage", ident(&live.tensors[live.buffers[b].tensor].name, &mut names))
             };
-            f.name(st, &name);
-            arenas.insert(pool, st);
+            f.name(storage, &name);
+            arenas.insert(pool, storage);
         }
         let mut out_regs = Vec::new();
-        for o in node.outputs.iter().filter(|o| !o.is_empty()) {
-            let t = live.tensor(o).ok_or_else(|| format!("node `{}`: output `{o}` was not planned", node.name))?;
+        for o in st.outputs.iter().filter(|o| !o.is_empty()) {
+            let t = live.tensor(o).ok_or_else(|| format!("{what}: output `{o}` was not planned"))?;
             let pool = problem.buffers[t.buffer].pool;
-            let st = *arenas.get(&pool).ok_or_else(|| format!("internal: arena {pool} is not open at `{o}`"))?;
+            let storage = *arenas.get(&pool).ok_or_else(|| format!("internal: arena {pool} is not open at `{o}`"))?;
             let dims: Vec<Operand> = t.shape.iter().map(|&d| Operand::Int(d)).collect();
             let off = plan.offsets[t.buffer] as i64;
-            let r = f.alloc_tensor(st, Operand::Int(off), t.dtype, &dims, Scope::Global);
+            let r = f.alloc_tensor(storage, Operand::Int(off), t.dtype, &dims, t.scope);
             f.name(r, &ident(o, &mut names));
             regs.insert(o, r);
             out_regs.push(r);
         }
-        if !live.is_view_node(g, n) {
+        if let StepKind::ToBlocked | StepKind::FromBlocked = st.kind {
+            let src = *regs.get(st.inputs[0].as_str()).ok_or_else(|| format!("internal: {what}: no register"))?;
+            let name = if st.kind == StepKind::ToBlocked { "to_blocked" } else { "from_blocked" };
+            f.call_builtin(name, &[Operand::Reg(src), Operand::Reg(out_regs[0])])
+                .map_err(|e| format!("{what}: {e}"))?;
+        } else if let (StepKind::Node(n), false) = (st.kind, live.is_view_step(st)) {
+            let node = &g.nodes[n];
             let mut inputs = Vec::new();
-            for x in &node.inputs {
+            for x in &st.inputs {
                 inputs.push(if x.is_empty() {
                     Operand::None
                 } else if let Some(r) = regs.get(x.as_str()) {
@@ -98,7 +117,7 @@ pub fn lower(g: &Graph, a: &Analysis, live: &Liveness, problem: &Problem, plan: 
             // Outputs named "" are omitted: the call passes `none` for them.
             let mut outs = Vec::new();
             let mut k = 0;
-            for o in &node.outputs {
+            for o in &st.outputs {
                 if o.is_empty() {
                     outs.push(None);
                 } else {
@@ -117,7 +136,7 @@ pub fn lower(g: &Graph, a: &Analysis, live: &Liveness, problem: &Problem, plan: 
                 .map_err(|e| format!("node `{}`: {e}", node.name))?;
         }
         // Tensors read (or defined) for the last time here, then arenas done allocating.
-        let mut dying: Vec<&str> = node.inputs.iter().chain(&node.outputs).map(String::as_str).collect();
+        let mut dying: Vec<&str> = st.inputs.iter().chain(&st.outputs).map(String::as_str).collect();
         dying.sort_unstable();
         dying.dedup();
         for x in dying {
@@ -136,7 +155,7 @@ pub fn lower(g: &Graph, a: &Analysis, live: &Liveness, problem: &Problem, plan: 
         }
     }
     let mut rets = Vec::new();
-    for o in &g.outputs {
+    for o in &s.outputs {
         rets.push(match regs.get(o.as_str()) {
             Some(r) => Operand::Reg(*r),
             None => {

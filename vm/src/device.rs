@@ -48,9 +48,44 @@ impl DeviceCaps {
         }
     }
 
+    /// The named targets a program can be compiled for without the device at hand:
+    /// `host`, and the two OpenCL CPU runtimes this project tests on, with the caps they
+    /// report (`rxvm devices`).
+    pub const PRESETS: [&'static str; 3] = ["host", "intel-cpu", "pocl-cpu"];
+
+    /// A named target of [`DeviceCaps::PRESETS`].
+    pub fn preset(name: &str) -> Option<DeviceCaps> {
+        let host = DeviceCaps::host();
+        match name {
+            "host" => Some(host),
+            // Intel CPU OpenCL runtime 2021.2: images over buffers, 64-texel pitch.
+            "intel-cpu" => Some(DeviceCaps { name: "intel-cpu".into(), base_align: 128, ..host }),
+            // PoCL 3.1 (pthread): images, but none over buffers, and dense rows.
+            "pocl-cpu" => Some(DeviceCaps {
+                name: "pocl-cpu".into(),
+                base_align: 128,
+                image_pitch_align_px: 1,
+                image_base_align: 128,
+                image_from_buffer: false,
+                ..host
+            }),
+            _ => None,
+        }
+    }
+
+    /// A target spec: `PRESET` or `PRESET,KEY=VALUE,...` (see [`DeviceCaps::with_overrides`]),
+    /// e.g. `intel-cpu,pitch=32`.
+    pub fn parse_target(spec: &str) -> Result<DeviceCaps, String> {
+        let (name, rest) = spec.split_once(',').unwrap_or((spec, ""));
+        let caps = DeviceCaps::preset(name.trim()).ok_or_else(|| {
+            format!("unknown target `{}`; the targets are: {}", name.trim(), DeviceCaps::PRESETS.join(", "))
+        })?;
+        caps.with_overrides(rest)
+    }
+
     /// Applies `key=value` overrides, comma separated, e.g. `pitch=32,image-base=256`.
     /// Keys: `base-align`, `mem-base-align`, `pitch`, `image-base`, `max-width`, `max-height`,
-    /// `max-alloc`, `mem`.
+    /// `max-alloc`, `mem`, and the switches `images` and `image-from-buffer` (0 or 1).
     pub fn with_overrides(mut self, spec: &str) -> Result<DeviceCaps, String> {
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (k, v) =
@@ -72,9 +107,11 @@ impl DeviceCaps {
                 "max-height" => self.max_image2d_height = v,
                 "max-alloc" => self.max_alloc = v,
                 "mem" => self.global_mem = v,
+                "images" => self.image_support = v != 0,
+                "image-from-buffer" => self.image_from_buffer = v != 0,
                 _ => {
                     return Err(format!(
-                        "unknown device cap `{k}`; expected one of: base-align, mem-base-align, pitch, image-base, max-width, max-height, max-alloc, mem"
+                        "unknown device cap `{k}`; expected one of: base-align, mem-base-align, pitch, image-base, max-width, max-height, max-alloc, mem, images (0 or 1), image-from-buffer (0 or 1)"
                     ))
                 }
             }
@@ -237,5 +274,17 @@ mod tests {
         assert!(DeviceCaps::host().with_overrides("image-base=100").is_err());
         assert!(DeviceCaps::host().with_overrides("bogus=1").is_err());
         assert!(DeviceCaps::host().with_overrides("pitch").is_err());
+    }
+
+    #[test]
+    fn targets_are_presets_with_overrides() {
+        for name in DeviceCaps::PRESETS {
+            assert_eq!(DeviceCaps::parse_target(name).unwrap().name, name);
+        }
+        let pocl = DeviceCaps::parse_target("pocl-cpu, mem-base-align=256").unwrap();
+        assert!(!pocl.image_from_buffer && pocl.image_support);
+        assert_eq!(pocl.mem_base_addr_align, 256);
+        let e = DeviceCaps::parse_target("adreno").unwrap_err();
+        assert!(e.contains("the targets are: host, intel-cpu, pocl-cpu"), "{e}");
     }
 }

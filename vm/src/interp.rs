@@ -873,6 +873,12 @@ impl Vm {
         let offset = offset as u64;
         let shape_txt = || format!("{dtype}{:?}", &dims[..]);
         let (image, bytes) = if scope.is_texture() {
+            if !caps.image_support {
+                return fault(format!(
+                    "device `{}` has no image support, so it cannot make \"{scope}\" views",
+                    caps.name
+                ));
+            }
             let layout = ImageLayout::new(scope, dtype, &dims, caps.image_pitch_align_px).or_else(fault)?;
             if layout.width > caps.max_image2d_width || layout.height > caps.max_image2d_height {
                 return fault(format!(

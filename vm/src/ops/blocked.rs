@@ -52,8 +52,9 @@ pub fn supports(op: &str) -> bool {
     UNARY.contains(&op) || NARY.contains(&op) || CHANNEL.contains(&op) || op == "Concat"
 }
 
-/// Which of `nin` inputs of `op` are activations (textures in a blocked call).
-fn activations(op: &str, nin: usize) -> Vec<bool> {
+/// Which of `nin` inputs of `op` are activations (textures in a blocked call); the others
+/// are parameters and stay buffer views.
+pub fn activation_inputs(op: &str, nin: usize) -> Vec<bool> {
     if NARY.contains(&op) || op == "Concat" {
         vec![true; nin]
     } else {
@@ -129,7 +130,7 @@ pub fn infer(
         [Some(false), ..] => return Err("output 1 must be a `global.texture` view like its inputs".into()),
         _ => return Err("on textures only the first output (Y) can be named; omit the others".into()),
     }
-    let roles = activations(def.name, infos.len());
+    let roles = activation_inputs(def.name, infos.len());
     for (i, (info, &act)) in infos.iter().zip(&roles).enumerate() {
         let Some(info) = info else { continue };
         match (act, textured_in[i]) {

@@ -1,0 +1,181 @@
+//! Folding per-channel affine operators into the BatchNormalization before them.
+//!
+//! Caffe2-converted models (densenet121, inception_v2) follow each BatchNormalization with a
+//! `Mul` and an `Add` by per-channel constants (the "Scale" layer). Both fold into the
+//! normalization's parameters: `(BN(x) · k) + c` is `BN(x)` with `scale · k` and
+//! `bias · k + c`. That saves two kernels and two activations per layer, and keeps such
+//! chains in textures (a texture `Mul` needs two activations of one shape; a per-channel
+//! constant is neither). The results differ from the unfolded graph by rounding only.
+
+use crate::graph::{Analysis, Graph, Node};
+use rxvm_vm::types::DType;
+use rxvm_vm::HostTensor;
+use std::collections::HashMap;
+
+/// Per-channel values of a constant that broadcasts along axis 1 of a `[N, C, ...]`
+/// activation of `rank` dims (`[C, 1, 1]`, `[1, C, 1, 1]`, a scalar, ...).
+fn per_channel(c: &HostTensor, rank: usize, channels: usize) -> Option<Vec<f64>> {
+    if c.dtype != DType::F32 || c.shape.len() > rank {
+        return None;
+    }
+    // Right-aligned: the constant's dim for axis 1 is at index `len - (rank - 1)`.
+    let lead = rank - c.shape.len();
+    let mut along = 1;
+    for (i, &d) in c.shape.iter().enumerate() {
+        match (lead + i == 1, d) {
+            (_, 1) => {}
+            (true, d) if d as usize == channels => along = channels,
+            _ => return None,
+        }
+    }
+    let v = c.to_f64();
+    Some((0..channels).map(|ch| v[if along == 1 { 0 } else { ch }]).collect())
+}
+
+fn f32_tensor(v: &[f64]) -> HostTensor {
+    let bytes = v.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect();
+    HostTensor::new(DType::F32, vec![v.len() as i64], bytes).expect("a 1-D f32 tensor of its own length")
+}
+
+/// `g` with every foldable `Mul`/`Add` by a per-channel constant merged into the
+/// inference-mode BatchNormalization it follows; `None` when there is nothing to fold.
+pub fn fold_scale_into_batchnorm(g: &Graph, a: &Analysis) -> Option<Graph> {
+    let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (n, node) in g.nodes.iter().enumerate() {
+        for x in node.inputs.iter().filter(|x| !x.is_empty()) {
+            readers.entry(x.as_str()).or_default().push(n);
+        }
+    }
+    let is_output = |t: &str| g.outputs.iter().any(|o| o == t);
+    // For each folded BatchNormalization: its new parameters and output name.
+    let mut rewrites: HashMap<usize, (Vec<f64>, Vec<f64>, String)> = HashMap::new();
+    let mut absorbed = vec![false; g.nodes.len()];
+    for (n, node) in g.nodes.iter().enumerate() {
+        let named = node.outputs.iter().filter(|o| !o.is_empty()).count();
+        if node.op != "BatchNormalization" || a.folded[n] || named != 1 || node.attrs.int("spatial", 1) == 0 {
+            continue;
+        }
+        let (Some(scale), Some(bias)) = (a.consts.get(node.inputs[1].as_str()), a.consts.get(node.inputs[2].as_str()))
+        else {
+            continue;
+        };
+        if scale.dtype != DType::F32 || bias.dtype != DType::F32 {
+            continue;
+        }
+        let Some((_, shape)) = a.types.get(node.outputs[0].as_str()) else { continue };
+        let (rank, channels) = (shape.len(), shape.get(1).copied().unwrap_or(0) as usize);
+        if rank < 2 || scale.numel() as usize != channels || bias.numel() as usize != channels {
+            continue;
+        }
+        let (mut s, mut b) = (scale.to_f64(), bias.to_f64());
+        let mut y = node.outputs[0].as_str();
+        // Follow the chain while each link is the only reader of the one before.
+        while let [m] = readers.get(y).map(Vec::as_slice).unwrap_or_default() {
+            let next = &g.nodes[*m];
+            if is_output(y) || a.folded[*m] || next.inputs.len() != 2 || next.outputs.len() != 1 {
+                break;
+            }
+            let other = if next.inputs[0] == y { &next.inputs[1] } else { &next.inputs[0] };
+            let Some(k) = a.consts.get(other.as_str()).and_then(|c| per_channel(c, rank, channels)) else { break };
+            // The result keeps the activation's type (no broadcast beyond it).
+            if a.types.get(next.outputs[0].as_str()) != a.types.get(y) {
+                break;
+            }
+            match next.op.as_str() {
+                "Mul" => {
+                    s.iter_mut().zip(&k).for_each(|(s, k)| *s *= k);
+                    b.iter_mut().zip(&k).for_each(|(b, k)| *b *= k);
+                }
+                "Add" => b.iter_mut().zip(&k).for_each(|(b, k)| *b += k),
+                _ => break,
+            }
+            absorbed[*m] = true;
+            y = next.outputs[0].as_str();
+        }
+        if y != node.outputs[0] {
+            rewrites.insert(n, (s, b, y.to_string()));
+        }
+    }
+    if rewrites.is_empty() {
+        return None;
+    }
+    let mut out = Graph::new(g.name.clone());
+    out.inputs = g.inputs.clone();
+    out.outputs = g.outputs.clone();
+    for (name, v) in &g.consts {
+        out.add_const(name, v.clone());
+    }
+    for (n, node) in g.nodes.iter().enumerate() {
+        if absorbed[n] {
+            continue;
+        }
+        let Some((s, b, y)) = rewrites.get(&n) else {
+            out.nodes.push(node.clone());
+            continue;
+        };
+        let mut params = Vec::new();
+        for (what, v) in [("scale", s), ("bias", b)] {
+            let mut name = format!("{}.folded_{what}", node.name);
+            while out.is_const(&name) || a.types.contains_key(name.as_str()) {
+                name.push('_');
+            }
+            out.add_const(&name, f32_tensor(v));
+            params.push(name);
+        }
+        let mut inputs = node.inputs.clone();
+        inputs[1] = params[0].clone();
+        inputs[2] = params[1].clone();
+        out.nodes.push(Node { inputs, outputs: vec![y.clone()], ..node.clone() });
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::analyze;
+    use rxvm_vm::ops::Attrs;
+
+    fn vec_const(shape: &[i64], v: &[f32]) -> HostTensor {
+        HostTensor::new(DType::F32, shape.to_vec(), v.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap()
+    }
+
+    #[test]
+    fn mul_and_add_by_channel_constants_fold_into_the_normalization() {
+        let mut g = Graph::new("g".into());
+        g.input("x", DType::F32, &[1, 2, 3, 3]);
+        for (name, v) in [("s", [1.0, 2.0]), ("b", [0.5, -1.0]), ("m", [0.0, 0.0]), ("v", [1.0, 1.0])] {
+            g.add_const(name, vec_const(&[2], &v));
+        }
+        g.add_const("k", vec_const(&[2, 1, 1], &[3.0, 4.0]));
+        g.add_const("c", vec_const(&[1, 2, 1, 1], &[10.0, 20.0]));
+        g.add_const("other", vec_const(&[1, 1, 3, 1], &[1.0, 2.0, 3.0]));
+        g.node("bn", "BatchNormalization", &["x", "s", "b", "m", "v"], &["y"], Attrs::default())
+            .node("mul", "Mul", &["y", "k"], &["z"], Attrs::default())
+            .node("add", "Add", &["c", "z"], &["w"], Attrs::default())
+            .node("spatial", "Mul", &["w", "other"], &["u"], Attrs::default())
+            .output("u");
+        let a = analyze(&g, &[vec![1, 2, 3, 3]]).unwrap();
+        let f = fold_scale_into_batchnorm(&g, &a).expect("folds");
+        let ops: Vec<(&str, &[String])> = f.nodes.iter().map(|n| (n.op.as_str(), n.outputs.as_slice())).collect();
+        // The spatial Mul (its constant varies along H) stays.
+        assert_eq!(ops, [("BatchNormalization", &["w".to_string()][..]), ("Mul", &["u".to_string()][..])]);
+        assert_eq!(f.const_value("bn.folded_scale").unwrap().to_f64(), [3.0, 8.0]);
+        assert_eq!(f.const_value("bn.folded_bias").unwrap().to_f64(), [11.5, 16.0]);
+    }
+
+    #[test]
+    fn a_normalization_read_twice_or_returned_is_left_alone() {
+        let mut g = Graph::new("g".into());
+        g.input("x", DType::F32, &[1, 2, 2, 2]);
+        for name in ["s", "b", "m", "v", "k"] {
+            g.add_const(name, vec_const(&[2], &[1.0, 1.0]));
+        }
+        g.node("bn", "BatchNormalization", &["x", "s", "b", "m", "v"], &["y"], Attrs::default())
+            .node("mul", "Mul", &["y", "k"], &["z"], Attrs::default())
+            .output("z")
+            .output("y");
+        let a = analyze(&g, &[vec![1, 2, 2, 2]]).unwrap();
+        assert!(fold_scale_into_batchnorm(&g, &a).is_none());
+    }
+}
