@@ -55,6 +55,10 @@ pub enum Command {
         #[arg(long, value_name = "host|opencl|opencl:NAME", conflicts_with = "target")]
         device: Option<String>,
     },
+    /// Plan memory and report it: for an ONNX model (compiled as `compile` would) or a
+    /// planning trace (`--trace`): arena bytes per pool, lower bound, no-reuse total,
+    /// efficiency, time and the winning strategy.
+    Plan(PlanArgs),
     /// Run a function of a `.rxa` or `.rxb` program.
     Run(RunArgs),
     /// List the host device and every OpenCL platform and device with the capabilities
@@ -93,12 +97,41 @@ pub struct CompileArgs {
     /// Default: the device the program runs on (`run`), or `host` (`compile`).
     #[arg(long, value_name = "PRESET[,KEY=VALUE...]")]
     pub target: Option<String>,
+    /// Reorder independent operators (e.g. the branches of an inception block) when that
+    /// lowers the peak of live bytes; the plan's comments give the bound before and after.
+    #[arg(long)]
+    pub reorder: bool,
 }
 
 impl Default for CompileArgs {
     fn default() -> CompileArgs {
-        CompileArgs { planner: "best".into(), align: None, textures: "none".into(), target: None }
+        CompileArgs { planner: "best".into(), align: None, textures: "none".into(), target: None, reorder: false }
     }
+}
+
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// An ONNX model to plan.
+    #[arg(required_unless_present = "trace", conflicts_with = "trace")]
+    pub model: Option<PathBuf>,
+    /// A planning trace instead of a model: a Glow allocator trace (`MODEL`, `ALLOC`, `FREE`
+    /// lines; every model in it is planned) or a MiniMalloc CSV (`id,lower,upper,size`).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Only the models of the trace whose name contains this text.
+    #[arg(long, value_name = "TEXT", requires = "trace")]
+    pub only: Option<String>,
+    #[command(flatten)]
+    pub compile: CompileArgs,
+    /// Plan for the capabilities of this device: `host`, `opencl` or `opencl:NAME`.
+    #[arg(long, value_name = "host|opencl|opencl:NAME", conflicts_with = "target")]
+    pub device: Option<String>,
+    /// One JSON object per planned model, one per line.
+    #[arg(long)]
+    pub json: bool,
+    /// Draw the plan (time × address, one panel per pool) as an SVG picture.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -201,7 +234,7 @@ pub fn compile_model(
         }
         target.mem_base_addr_align = align;
     }
-    let opts = crate::compile::Options { planner, textures, target };
+    let opts = crate::compile::Options { planner, textures, target, reorder: args.reorder };
     let c = crate::compile::compile(&g, &shapes, &opts).map_err(|e| format!("{}: {e}", path.display()))?;
     let text = format!("{}{}", c.plan_comment, rxvm_asm::disassemble(&c.module));
     Ok((c, text))
@@ -272,6 +305,7 @@ pub fn main_with(cli: Cli) -> i32 {
         Command::Disasm { file, output } => cmd_disasm(&file, output),
         Command::Check { file } => cmd_check(&file),
         Command::Compile { model, output, compile, device } => cmd_compile(&model, output, &compile, device.as_deref()),
+        Command::Plan(args) => cmd_plan(&args),
         Command::Run(args) => cmd_run(args),
         Command::Devices => cmd_devices(),
         Command::Conformance { dirs, device } => cmd_conformance(&dirs, &device),
@@ -329,6 +363,81 @@ fn cmd_compile(model: &Path, output: Option<PathBuf>, args: &CompileArgs, device
         Some("rxa") => write_out(&out, text.as_bytes()),
         _ => Err(Failure::Message(format!("-o {}: the output must end in .rxa or .rxb", out.display()))),
     }
+}
+
+/// The problems of a trace file, named: every model of a Glow trace, or the one MiniMalloc
+/// instance of a `.csv` file.
+fn read_trace(path: &Path) -> Result<Vec<(String, crate::plan::Problem)>, Failure> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let show = path.display();
+    if path.extension().is_some_and(|e| e == "csv") {
+        let p = crate::plan::trace::parse_minimalloc_csv(&text).map_err(|e| format!("{show}: {e}"))?;
+        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        return Ok(vec![(name, p)]);
+    }
+    let models = crate::plan::trace::parse_glow_models(&text).map_err(|e| format!("{show}: {e}"))?;
+    Ok(models.into_iter().map(|m| (m.name, m.problem)).collect())
+}
+
+fn cmd_plan(a: &PlanArgs) -> Result<(), Failure> {
+    let planner = crate::compile::Planner::from_name(&a.compile.planner).map_err(|e| format!("--planner: {e}"))?;
+    // (summary, problem, plan) of each planned model.
+    let mut planned = Vec::new();
+    if let Some(trace) = &a.trace {
+        let compile_only = [("--textures", a.compile.textures != "none"), ("--target", a.compile.target.is_some())];
+        if let Some((flag, _)) = compile_only.iter().find(|f| f.1) {
+            return Err(Failure::Message(format!("{flag} applies to models; a trace fixes sizes and lifetimes")));
+        }
+        let mut problems = read_trace(trace)?;
+        if let Some(only) = &a.only {
+            problems.retain(|(name, _)| name.contains(only.as_str()));
+            if problems.is_empty() {
+                return Err(Failure::Message(format!("--only {only}: no model of {} matches", trace.display())));
+            }
+        }
+        for (name, problem) in problems {
+            let started = std::time::Instant::now();
+            let plan = crate::compile::run_planner(&problem, planner).map_err(|e| format!("{name}: {e}"))?;
+            let millis = started.elapsed().as_secs_f64() * 1e3;
+            planned.push((crate::report::PlanSummary::new(&name, &problem, &plan, millis), problem, plan));
+        }
+    } else if let Some(model) = &a.model {
+        let caps = match &a.device {
+            Some(d) => device_caps(&device_spec(d, None)?),
+            None => DeviceCaps::host(),
+        };
+        let (c, _) = compile_model(model, &a.compile, &caps)?;
+        let name = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let mut summary = crate::report::PlanSummary::new(
+            &format!("{name} (target {})", c.report.target),
+            &c.problem,
+            &c.plan,
+            c.plan_millis,
+        );
+        summary.reorder_peaks = c.report.reorder_peaks;
+        summary.images = (c.report.image_slots > 0).then_some((c.report.image_slots, c.report.image_bytes));
+        planned.push((summary, c.problem, c.plan));
+    }
+    if let Some(svg) = &a.svg {
+        let [(summary, problem, plan)] = planned.as_slice() else {
+            return Err(Failure::Message(format!(
+                "--svg draws one plan, but {} were made; pick one with --only NAME",
+                planned.len()
+            )));
+        };
+        let picture = crate::plan::svg::render(problem, plan, &summary.name)?;
+        write_out(svg, picture.as_bytes())?;
+    }
+    let mut out = String::new();
+    for (s, _, _) in &planned {
+        if a.json {
+            out.push_str(&s.to_json().to_string());
+            out.push('\n');
+        } else {
+            out.push_str(&s.to_text());
+        }
+    }
+    std::io::stdout().write_all(out.as_bytes()).map_err(|e| Failure::Message(e.to_string()))
 }
 
 fn cmd_check(file: &Path) -> Result<(), Failure> {

@@ -9,6 +9,7 @@ pub mod inputs;
 pub mod npy;
 pub mod onnx;
 pub mod plan;
+pub mod report;
 pub mod stats;
 
 pub use rxvm_asm as asm;

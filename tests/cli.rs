@@ -184,3 +184,47 @@ fn compile_and_run_an_onnx_model() {
     let (code, _, err) = rxvm(&["compile", &model, "--device", "host", "--target", "host"]);
     assert_eq!(code, 2, "clap refuses --device with --target: {err}");
 }
+
+#[test]
+fn plan_reports_traces_and_models() {
+    let glow = "tests/data/glow/MemoryAllocatorTestModels.txt";
+    let (code, out, err) = rxvm(&["plan", "--trace", glow, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<serde_json::Value> =
+        out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    assert_eq!(lines.len(), 79);
+    for v in &lines {
+        for key in ["name", "arena_bytes", "lower_bound", "naive_bytes", "strategy", "millis", "efficiency", "pools"] {
+            assert!(!v[key].is_null(), "{key} missing in {v}");
+        }
+        assert!(v["arena_bytes"].as_u64() >= v["lower_bound"].as_u64(), "{v}");
+        assert_eq!(v["pools"][0]["arena_bytes"], v["arena_bytes"], "{v}");
+    }
+    let (code, out, err) = rxvm(&["plan", "--trace", "tests/data/minimalloc/A.1048576.csv"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("A.1048576\n  strategy") && out.contains("  lower bound  1,048,576 B"), "{out}");
+
+    let svg = tmp("resnet_v2.svg");
+    let (code, out, err) =
+        rxvm(&["plan", "--trace", glow, "--only", "resnet50_v2.onnx", "--svg", svg.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("resnet50_v2"), "{out}");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg xmlns"), "an SVG picture");
+
+    for (args, want) in [
+        (
+            &["plan", "--trace", glow, "--svg", "/tmp/x.svg"][..],
+            "error: --svg draws one plan, but 79 were made; pick one with --only NAME",
+        ),
+        (&["plan", "--trace", glow, "--only", "nothing-like-this"], "error: --only nothing-like-this: no model of"),
+        (
+            &["plan", "--trace", glow, "--textures", "auto"],
+            "error: --textures applies to models; a trace fixes sizes and lifetimes",
+        ),
+        (&["plan", "--trace", "Cargo.toml"], "error: Cargo.toml: line 1:"),
+    ] {
+        let (code, _, err) = rxvm(args);
+        assert_eq!(code, 1, "{args:?}");
+        assert!(err.starts_with(want), "{args:?}: {err}");
+    }
+}

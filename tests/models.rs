@@ -89,6 +89,17 @@ fn light_models_match_onnx_expected_outputs_on_every_device() {
             host.iter().zip(&host_naive).all(|(a, b)| a.to_bits() == b.to_bits()),
             "{name}: plan changes the result"
         );
+        // Reordering independent operators never raises the peak and never changes a value.
+        let reordered = compile(&g, &shapes, &Options { reorder: true, ..Options::default() }).expect("compiles");
+        let (before, after) = reordered.report.reorder_peaks.expect("peaks reported");
+        assert!(after <= before && reordered.report.lower_bound == after, "{name}: {:?}", reordered.report);
+        if after < before {
+            let out = run(reordered.module, DeviceSpec::Host(DeviceCaps::host()), &input);
+            assert!(
+                out.iter().zip(&host).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{name}: reordering changes the result"
+            );
+        }
         let textured = |target: &DeviceCaps| {
             let c = compile(
                 &g,

@@ -14,12 +14,13 @@
 pub mod fold;
 pub mod liveness;
 pub mod lower;
+pub mod reorder;
 pub mod scopes;
 
 pub use scopes::Textures;
 
 use crate::graph::{analyze, Graph};
-use crate::plan::{self, Buffer, Plan, Problem};
+use crate::plan::{self, Buffer, BufferKind, Plan, Problem};
 use rxvm_vm::{DeviceCaps, Module};
 use std::fmt::Write;
 
@@ -61,14 +62,16 @@ pub struct Options {
     /// The device the program is planned for. Buffer offsets in an arena are multiples of
     /// its `mem_base_addr_align` (so any tensor can become a sub-buffer); texture offsets
     /// also of its `image_base_align`, and a texture takes its pitched size. On a target
-    /// without image2d-from-buffer each texture gets a storage of its own (the device makes
-    /// it a separate image).
+    /// without image2d-from-buffer textures share image slots ([`plan::images`]).
     pub target: DeviceCaps,
+    /// Reorder independent operators when that lowers the peak of live bytes
+    /// ([`reorder`]).
+    pub reorder: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { planner: Planner::Best, textures: Textures::None, target: DeviceCaps::host() }
+        Options { planner: Planner::Best, textures: Textures::None, target: DeviceCaps::host(), reorder: false }
     }
 }
 
@@ -91,6 +94,44 @@ pub struct PlanReport {
     pub conversions: usize,
     /// The target the plan was made for.
     pub target: String,
+    /// With `reorder`: the peak of live bytes of the original schedule and of the one
+    /// kept (the same when reordering did not lower it).
+    pub reorder_peaks: Option<(u64, u64)>,
+    /// On targets without images over buffers: the shared image slots the textures use and
+    /// their dense image bytes ([`crate::plan::images`]).
+    pub image_slots: usize,
+    pub image_bytes: u64,
+}
+
+/// The peak of bytes live at one step (the lower bound with all buffers in one pool).
+fn peak_bytes(live: &liveness::Liveness) -> u64 {
+    let buffers = live.buffers.iter().map(|b| Buffer::new(b.bytes, 1, b.first, b.last)).collect();
+    plan::lower_bound(&Problem::new(buffers))
+}
+
+/// The image slot of every texture buffer (by buffer index), for a target whose images
+/// cannot alias buffers.
+fn image_slots(
+    live: &liveness::Liveness,
+    target: &DeviceCaps,
+) -> Result<(std::collections::HashMap<usize, usize>, plan::images::ImagePlan), String> {
+    let mut index = Vec::new();
+    let mut reqs = Vec::new();
+    for (i, b) in live.buffers.iter().enumerate().filter(|(_, b)| b.scope.is_texture()) {
+        let t = &live.tensors[b.tensor];
+        let img = rxvm_vm::types::ImageLayout::new(t.scope, t.dtype, &t.shape, target.image_pitch_align_px)
+            .map_err(|e| format!("internal: texture `{}`: {e}", t.name))?;
+        index.push(i);
+        reqs.push(plan::images::ImageRequest {
+            width: img.width,
+            height: img.height,
+            bytes_per_texel: img.bytes_per_texel,
+            first: b.first,
+            last: b.last,
+        });
+    }
+    let p = plan::images::plan_images(&reqs);
+    Ok((index.into_iter().zip(p.slot_of.iter().copied()).collect(), p))
 }
 
 /// A compiled graph: the module, its plan and a readable listing of the plan.
@@ -99,6 +140,40 @@ pub struct Compiled {
     pub report: PlanReport,
     /// One comment line per tensor: name, type, bytes, arena offset and lifetime.
     pub plan_comment: String,
+    /// The planning problem (one buffer per non-view tensor, named after it) and its plan.
+    pub problem: Problem,
+    pub plan: Plan,
+    /// Time spent planning (milliseconds).
+    pub plan_millis: f64,
+}
+
+/// Plans `problem` with `planner` and checks the result with the independent checker.
+/// `Planner::None` stacks each pool's buffers without reuse.
+pub fn run_planner(problem: &Problem, planner: Planner) -> Result<Plan, String> {
+    let plan = match planner {
+        Planner::None => {
+            problem.validate()?;
+            let mut tops: std::collections::BTreeMap<u32, u64> = Default::default();
+            let offsets = problem
+                .buffers
+                .iter()
+                .map(|b| {
+                    let top = tops.entry(b.pool).or_insert(0);
+                    let off = plan::align_up(*top, b.align);
+                    *top = off + b.size;
+                    off
+                })
+                .collect();
+            Plan { offsets, pool_sizes: tops.into_iter().collect(), strategy: "none" }
+        }
+        Planner::Best => plan::best_of(problem)?,
+        Planner::Strategy(name) => {
+            let st = plan::STRATEGIES.iter().find(|s| s.0 == name).ok_or("unknown strategy")?;
+            (st.1)(problem)?
+        }
+    };
+    plan::check(problem, &plan).map_err(|e| format!("internal: the memory plan is invalid: {e}"))?;
+    Ok(plan)
 }
 
 /// Compiles `g` for concrete input shapes (in the order of `g.inputs`).
@@ -114,32 +189,61 @@ pub fn compile(g: &Graph, input_shapes: &[Vec<i64>], opts: &Options) -> Result<C
     };
     let sched = scopes::schedule(g, &a, &opts.target, opts.textures)?;
     let live = liveness::liveness(g, &sched)?;
-    // Images that cannot alias a buffer get storages of their own.
-    let own_storage = |b: &liveness::Buffer| b.scope.is_texture() && !opts.target.image_from_buffer;
+    let reordered_graph;
+    let (g, a, sched, live, reorder_peaks) = if opts.reorder {
+        let before = peak_bytes(&live);
+        reordered_graph = reorder::reordered(g, &reorder::reorder(g, &a));
+        let a2 = analyze(&reordered_graph, input_shapes)?;
+        let sched2 = scopes::schedule(&reordered_graph, &a2, &opts.target, opts.textures)?;
+        let live2 = liveness::liveness(&reordered_graph, &sched2)?;
+        let after = peak_bytes(&live2);
+        if after < before {
+            (&reordered_graph, a2, sched2, live2, Some((before, after)))
+        } else {
+            (g, a, sched, live, Some((before, before)))
+        }
+    } else {
+        (g, a, sched, live, None)
+    };
+    // Textures that cannot alias a buffer share image slots (pools 1, 2, ...) instead.
+    let images = if opts.target.image_from_buffer || opts.planner == Planner::None {
+        None
+    } else {
+        Some(image_slots(&live, &opts.target)?)
+    };
     let buffers: Vec<Buffer> = live
         .buffers
         .iter()
         .enumerate()
         .map(|(i, b)| {
-            let pool = if opts.planner == Planner::None || own_storage(b) { i as u32 + 1 } else { 0 };
+            let pool = match &images {
+                _ if opts.planner == Planner::None => i as u32 + 1,
+                Some((slot_of, _)) if b.scope.is_texture() => slot_of[&i] as u32 + 1,
+                _ => 0,
+            };
             Buffer::new(b.bytes, b.align, b.first, b.last).in_pool(pool)
         })
         .collect();
     let names = live.buffers.iter().map(|b| live.tensors[b.tensor].name.clone()).collect();
-    let problem = Problem { buffers, names };
-    let plan: Plan = match opts.planner {
-        Planner::None => {
-            let mut p = plan::first_fit_in_order(&problem)?;
-            p.strategy = "none";
-            p
+    let mut kinds: Vec<BufferKind> = live
+        .buffers
+        .iter()
+        .map(|b| if b.scope.is_texture() { BufferKind::Texture } else { BufferKind::Buffer })
+        .collect();
+    for o in &sched.outputs {
+        if let Some(t) = live.tensor(o) {
+            kinds[t.buffer] = BufferKind::Output;
         }
-        Planner::Best => plan::best_of(&problem)?,
-        Planner::Strategy(name) => {
-            let st = plan::STRATEGIES.iter().find(|s| s.0 == name).ok_or("unknown strategy")?;
-            (st.1)(&problem)?
-        }
-    };
-    plan::check(&problem, &plan).map_err(|e| format!("internal: the memory plan is invalid: {e}"))?;
+    }
+    let problem = Problem { buffers, names, kinds };
+    let started = std::time::Instant::now();
+    let plan = run_planner(&problem, opts.planner)?;
+    let millis = started.elapsed().as_secs_f64() * 1e3;
+    // The textures of one image slot never live at the same time, so every planner puts
+    // them at offset 0, where the slot's image starts.
+    if images.is_some() && problem.buffers.iter().zip(&plan.offsets).any(|(b, &o)| b.pool > 0 && o != 0) {
+        return Err("internal: a texture of an image slot was not placed at offset 0".into());
+    }
     let module = lower::lower(g, &a, &sched, &live, &problem, &plan)?;
     let report = PlanReport {
         arena_bytes: plan.arena_bytes(),
@@ -151,6 +255,9 @@ pub fn compile(g: &Graph, input_shapes: &[Vec<i64>], opts: &Options) -> Result<C
         textures: sched.textures(),
         conversions: sched.conversions(),
         target: opts.target.name.clone(),
+        reorder_peaks,
+        image_slots: images.as_ref().map_or(0, |(_, p)| p.slots.len()),
+        image_bytes: images.as_ref().map_or(0, |(_, p)| p.bytes()),
     };
     let mut c = format!(
         "; memory plan ({}) for target `{}`: {} arena bytes, lower bound {}, no-reuse {}; steps 0..{}\n",
@@ -158,6 +265,19 @@ pub fn compile(g: &Graph, input_shapes: &[Vec<i64>], opts: &Options) -> Result<C
     );
     if opts.textures == Textures::Auto {
         let _ = writeln!(c, "; textures: {} tensors, {} layout conversions", report.textures, report.conversions);
+    }
+    if let Some((_, p)) = &images {
+        let sizes: Vec<String> = p.slots.iter().map(|s| format!("{}x{}", s.width, s.height)).collect();
+        let _ = writeln!(
+            c,
+            "; images (no image2d-from-buffer): {} shared slots, {} image bytes: {}",
+            p.slots.len(),
+            p.bytes(),
+            sizes.join(", ")
+        );
+    }
+    if let Some((before, after)) = report.reorder_peaks {
+        let _ = writeln!(c, "; reorder: peak of live bytes {before} before, {after} after");
     }
     if let Some(note) = &sched.note {
         let _ = writeln!(c, "; note: {note}");
@@ -179,5 +299,5 @@ pub fn compile(g: &Graph, input_shapes: &[Vec<i64>], opts: &Options) -> Result<C
             if t.is_view { " (view)" } else { "" }
         );
     }
-    Ok(Compiled { module, report, plan_comment: c })
+    Ok(Compiled { module, report, plan_comment: c, problem, plan, plan_millis: millis })
 }

@@ -459,7 +459,14 @@ mod tests {
             (Problem::new(vec![Buffer::new(1, 1, 3, 2)]), "empty lifetime"),
             (Problem::new(vec![Buffer::new(u64::MAX, 1, 0, 0), Buffer::new(1, 1, 5, 5)]), "overflows"),
             (Problem::new(vec![Buffer::new(8, u64::MAX, 0, 0)]), "overflows"),
-            (Problem { buffers: vec![Buffer::new(1, 1, 0, 0)], names: vec!["a".into(), "b".into()] }, "names"),
+            (
+                Problem {
+                    buffers: vec![Buffer::new(1, 1, 0, 0)],
+                    names: vec!["a".into(), "b".into()],
+                    kinds: Vec::new(),
+                },
+                "names",
+            ),
         ];
         for (p, needle) in bad {
             for (name, strategy) in STRATEGIES {

@@ -18,7 +18,9 @@
 
 mod check;
 mod heuristics;
+pub mod images;
 mod index;
+pub mod svg;
 pub mod trace;
 
 #[cfg(test)]
@@ -62,18 +64,51 @@ impl Buffer {
     }
 }
 
-/// A planning problem: the buffers, and optionally a name per buffer for error messages.
+/// What a buffer holds, for reports and pictures (planning ignores it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum BufferKind {
+    /// An activation in a buffer view.
+    #[default]
+    Buffer,
+    /// An activation in an image view (pitched).
+    Texture,
+    /// A graph input planned in the arena.
+    Input,
+    /// A graph output.
+    Output,
+}
+
+impl BufferKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            BufferKind::Buffer => "buffer",
+            BufferKind::Texture => "texture",
+            BufferKind::Input => "input",
+            BufferKind::Output => "output",
+        }
+    }
+}
+
+/// A planning problem: the buffers, and optionally a name and a kind per buffer for
+/// messages, reports and pictures.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Problem {
     pub buffers: Vec<Buffer>,
     /// Either empty or one name per buffer.
     pub names: Vec<String>,
+    /// Either empty (all [`BufferKind::Buffer`]) or one kind per buffer.
+    pub kinds: Vec<BufferKind>,
 }
 
 impl Problem {
     /// A problem without names.
     pub fn new(buffers: Vec<Buffer>) -> Self {
-        Problem { buffers, names: Vec::new() }
+        Problem { buffers, names: Vec::new(), kinds: Vec::new() }
+    }
+
+    /// The kind of buffer `i` (`Buffer` when kinds are not given).
+    pub fn kind(&self, i: usize) -> BufferKind {
+        self.kinds.get(i).copied().unwrap_or_default()
     }
 
     /// Checks what the strategies rely on: `names` empty or one per buffer, every `align >= 1`,
@@ -86,6 +121,13 @@ impl Problem {
                 "problem has {} buffers but {} names (names must be empty or one per buffer)",
                 self.buffers.len(),
                 self.names.len()
+            ));
+        }
+        if !self.kinds.is_empty() && self.kinds.len() != self.buffers.len() {
+            return Err(format!(
+                "problem has {} buffers but {} kinds (kinds must be empty or one per buffer)",
+                self.buffers.len(),
+                self.kinds.len()
             ));
         }
         if u32::try_from(self.buffers.len()).is_err() {
@@ -219,7 +261,7 @@ pub fn naive_bytes(p: &Problem) -> u64 {
 
 /// `x` rounded up to a multiple of `align` (0 counts as 1); saturates at `u64::MAX`, which callers
 /// rule out beforehand via [`Problem::validate`]'s bound.
-pub(crate) fn align_up(x: u64, align: u64) -> u64 {
+pub fn align_up(x: u64, align: u64) -> u64 {
     let align = align.max(1);
     match x % align {
         0 => x,
