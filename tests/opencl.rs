@@ -452,3 +452,37 @@ fn user_kernel_example_computes_saxpy() {
         );
     }
 }
+
+/// A storage reused by textures of different sizes (the compiler's image slots on PoCL):
+/// a smaller texture written over the start of a larger one is the last writer of those
+/// bytes, so reading it back is allowed; bytes only the larger one wrote stay its own.
+const SLOT_REUSE: &str = r#"
+func @main() -> (f32[1, 1, 2, 2, 4], f32[1, 1, 4, 4, 4]) {
+  %s = alloc_storage 4096
+  %big = alloc_tensor %s, 0, f32[1, 1, 4, 4, 4], scope "global.texture"
+  call @vm.fill(%big, 1.0)
+  %o1s = alloc_storage 256
+  %o1 = alloc_tensor %o1s, 0, f32[1, 1, 4, 4, 4]
+  call @vm.copy(%big, %o1)                  ; the big texture reads its own bytes
+  kill %big
+  %small = alloc_tensor %s, 0, f32[1, 1, 2, 2, 4], scope "global.texture"
+  call @vm.fill(%small, 2.0)
+  %o2s = alloc_storage 64
+  %o2 = alloc_tensor %o2s, 0, f32[1, 1, 2, 2, 4]
+  call @vm.copy(%small, %o2)                ; the small one reads what it wrote
+  ret %o2, %o1
+}
+"#;
+
+#[test]
+fn a_smaller_texture_reusing_a_storage_is_the_last_writer_of_its_bytes() {
+    let m = Arc::new(assemble(SLOT_REUSE, "slot.rxa").unwrap_or_else(|d| panic!("{}", d.render())));
+    let (host, _) = run(&m, None).expect("host run");
+    for dev in ["pocl", "intel"].into_iter().filter_map(platform) {
+        let mut vm = vm_on(&m, Some(&dev));
+        let r = vm.invoke("main", &[]).unwrap_or_else(|e| panic!("{}: {e}", dev.caps.name));
+        assert_eq!(r, host, "{}", dev.caps.name);
+    }
+    let HostValue::Tensor(small) = &host[0] else { panic!("a tensor") };
+    assert!(small.to_f64().iter().all(|&v| v == 2.0));
+}

@@ -524,8 +524,23 @@ impl View {
         }
         let (s, e) = (self.offset, self.offset + self.bytes);
         let mut w = self.storage.writes.borrow_mut();
-        w.retain(|r| !(s <= r.start && r.end <= e));
-        w.push(WriteRecord { start: s, end: e, tag: self.writer_tag() });
+        // The new write is the last writer of [s, e): earlier records keep only what lies
+        // outside it (a record around it splits in two).
+        let mut kept = Vec::with_capacity(w.len() + 2);
+        for r in w.drain(..) {
+            if r.end <= s || e <= r.start {
+                kept.push(r);
+                continue;
+            }
+            if r.start < s {
+                kept.push(WriteRecord { end: s, ..r });
+            }
+            if e < r.end {
+                kept.push(WriteRecord { start: e, ..r });
+            }
+        }
+        kept.push(WriteRecord { start: s, end: e, tag: self.writer_tag() });
+        *w = kept;
     }
 
     /// Elements per contiguous run and the byte distance between runs: the whole tensor
