@@ -114,3 +114,75 @@ pub fn pragmas(d: DType) -> &'static str {
         ""
     }
 }
+
+/// Test support shared by the OpenCL operator tests: run one operator's kernel on device
+/// copies of its inputs and read its outputs back.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{cl_fn, ClCtx, ClTensor};
+    use crate::host_tensor::HostTensor;
+    use crate::opencl::{ClBlock, ClDevice, ClView, ViewKind};
+    use crate::ops::{Attrs, TensorInfo};
+
+    /// A device copy of `t` at a byte offset of 64 (so kernels must honour the offset),
+    /// filled with `fill` instead of `t`'s bytes when given.
+    pub fn upload(dev: &ClDevice, t: &HostTensor, fill: Option<u8>) -> (ClBlock, ClTensor) {
+        let (block, _) = dev.alloc(64 + t.data.len() as u64).unwrap();
+        let v = dev.view(&block, 64, t.dtype, None).unwrap();
+        if !t.data.is_empty() {
+            let data = match fill {
+                Some(b) => vec![b; t.data.len()],
+                None => t.data.clone(),
+            };
+            dev.write(&v, None, &data).unwrap();
+        }
+        let ct =
+            ClTensor { mem: v.mem, offset: v.offset / t.dtype.size() as u64, dtype: t.dtype, shape: t.shape.clone() };
+        (block, ct)
+    }
+
+    /// Runs `name`'s kernel on `ins` (outputs shaped like `want`, pre-filled with 0xA5
+    /// so unwritten bytes show) and returns each output's bytes.
+    pub fn run_kernel(
+        dev: &ClDevice,
+        name: &str,
+        ins: &[Option<HostTensor>],
+        infos: &[Option<TensorInfo>],
+        a: &Attrs,
+        want: &[HostTensor],
+    ) -> Vec<Vec<u8>> {
+        let mut keep = Vec::new();
+        let mut cl_ins = Vec::new();
+        for t in ins {
+            cl_ins.push(t.as_ref().map(|t| {
+                let (b, ct) = upload(dev, t, None);
+                keep.push(b);
+                ct
+            }));
+        }
+        let mut cl_outs = Vec::new();
+        for t in want {
+            let (b, ct) = upload(dev, t, Some(0xA5));
+            keep.push(b);
+            cl_outs.push(ct);
+        }
+        let f = cl_fn(name).unwrap_or_else(|| panic!("{name} has no kernel"));
+        f(&ClCtx { dev }, &cl_ins, infos, a, &cl_outs).unwrap_or_else(|e| panic!("{name} {a} (OpenCL): {e}"));
+        let outs = want
+            .iter()
+            .zip(&cl_outs)
+            .map(|(w, o)| {
+                let mut got = vec![0u8; w.data.len()];
+                if !got.is_empty() {
+                    let v = ClView { mem: o.mem, offset: o.offset * w.dtype.size() as u64, kind: ViewKind::Buffer };
+                    dev.read(&v, got.len(), None, &mut got).unwrap();
+                }
+                got
+            })
+            .collect();
+        for b in keep {
+            dev.release(b);
+        }
+        outs
+    }
+}

@@ -1057,7 +1057,7 @@ fn lrn(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[C
 #[allow(clippy::cloned_ref_to_slice_refs)]
 mod tests {
     use super::*;
-    use crate::opencl::{find_device, ClBlock, ClDevice};
+    use crate::opencl::{find_device, ClDevice};
     use crate::ops::OPS;
 
     fn attrs(list: &[(&str, AttrValue)]) -> Attrs {
@@ -1106,22 +1106,6 @@ mod tests {
         HostTensor::new(DType::I64, vec![v.len() as i64], v.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap()
     }
 
-    /// A device copy of `t` at a byte offset of 64 (so kernels must honour the offset).
-    fn upload(dev: &ClDevice, t: &HostTensor, fill: Option<u8>) -> (ClBlock, ClTensor) {
-        let (block, _) = dev.alloc(64 + t.data.len() as u64).unwrap();
-        let v = dev.view(&block, 64, t.dtype, None).unwrap();
-        if !t.data.is_empty() {
-            let data = match fill {
-                Some(b) => vec![b; t.data.len()],
-                None => t.data.clone(),
-            };
-            dev.write(&v, None, &data).unwrap();
-        }
-        let ct =
-            ClTensor { mem: v.mem, offset: v.offset / t.dtype.size() as u64, dtype: t.dtype, shape: t.shape.clone() };
-        (block, ct)
-    }
-
     fn close(a: f64, b: f64) -> bool {
         (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-3 * b.abs() + 1e-5
     }
@@ -1143,29 +1127,8 @@ mod tests {
         let mut want: Vec<HostTensor> = inferred.iter().map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();
         let refs: Vec<Option<&HostTensor>> = ins.iter().map(Option::as_ref).collect();
         (def.host)(&refs, a, &mut want).unwrap_or_else(|e| panic!("{name} (host): {e}"));
-        let mut keep = Vec::new();
-        let mut cl_ins = Vec::new();
-        for t in ins {
-            cl_ins.push(t.as_ref().map(|t| {
-                let (b, ct) = upload(dev, t, None);
-                keep.push(b);
-                ct
-            }));
-        }
-        let mut cl_outs = Vec::new();
-        for t in &want {
-            let (b, ct) = upload(dev, t, Some(0xA5));
-            keep.push(b);
-            cl_outs.push(ct);
-        }
-        let f = super::super::cl::cl_fn(name).unwrap_or_else(|| panic!("{name} has no kernel"));
-        f(&ClCtx { dev }, &cl_ins, &infos, a, &cl_outs).unwrap_or_else(|e| panic!("{name} (OpenCL): {e}"));
-        for (i, (w, o)) in want.iter().zip(&cl_outs).enumerate() {
-            let mut got = vec![0u8; w.data.len()];
-            if !got.is_empty() {
-                let v = crate::opencl::ClView { mem: o.mem, offset: 64, kind: crate::opencl::ViewKind::Buffer };
-                dev.read(&v, got.len(), None, &mut got).unwrap();
-            }
+        let outs = super::super::cl::testing::run_kernel(dev, name, ins, &infos, a, &want);
+        for (i, (w, got)) in want.iter().zip(outs).enumerate() {
             let ok = match w.dtype {
                 DType::F32 => w.data.chunks_exact(4).zip(got.chunks_exact(4)).all(|(x, y)| {
                     close(

@@ -758,8 +758,9 @@ fn cast_k(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &A
 
 #[cfg(test)]
 mod tests {
+    use super::super::cl::testing::upload;
     use super::*;
-    use crate::opencl::{find_device, ClBlock, ClDevice};
+    use crate::opencl::{find_device, ClDevice};
     use crate::ops::OPS;
 
     type A = AttrValue;
@@ -792,19 +793,6 @@ mod tests {
         Some(t)
     }
 
-    /// A device copy of `t` at a byte offset of 64 (so kernels must honour the offset).
-    fn upload(dev: &ClDevice, t: &HostTensor, fill: Option<u8>) -> (ClBlock, ClTensor) {
-        let (block, _) = dev.alloc(64 + t.data.len() as u64).unwrap();
-        let v = dev.view(&block, 64, t.dtype, None).unwrap();
-        if !t.data.is_empty() {
-            let data = fill.map_or_else(|| t.data.clone(), |b| vec![b; t.data.len()]);
-            dev.write(&v, None, &data).unwrap();
-        }
-        let ct =
-            ClTensor { mem: v.mem, offset: v.offset / t.dtype.size() as u64, dtype: t.dtype, shape: t.shape.clone() };
-        (block, ct)
-    }
-
     /// Runs `name` on the host and on the device and compares the output bytes. Without
     /// `host_values`, input 2 has no host value (as for large index tensors).
     fn check(dev: &ClDevice, name: &str, ins: &[Option<HostTensor>], a: &[(&str, A)], host_values: bool) {
@@ -824,33 +812,9 @@ mod tests {
                 t.value = None;
             }
         }
-        let mut keep = Vec::new();
-        let mut cl_ins = Vec::new();
-        for t in ins {
-            cl_ins.push(t.as_ref().map(|t| {
-                let (b, ct) = upload(dev, t, None);
-                keep.push(b);
-                ct
-            }));
-        }
-        let mut cl_outs = Vec::new();
-        for t in &want {
-            let (b, ct) = upload(dev, t, Some(0xA5));
-            keep.push(b);
-            cl_outs.push(ct);
-        }
-        let f = super::super::cl::cl_fn(name).unwrap_or_else(|| panic!("{name} has no kernel"));
-        f(&ClCtx { dev }, &cl_ins, &infos, &a, &cl_outs).unwrap_or_else(|e| panic!("{name} {a} (OpenCL): {e}"));
-        for (i, (w, o)) in want.iter().zip(&cl_outs).enumerate() {
-            let mut got = vec![0u8; w.data.len()];
-            if !got.is_empty() {
-                let v = ClView { mem: o.mem, offset: o.offset * w.dtype.size() as u64, kind: ViewKind::Buffer };
-                dev.read(&v, got.len(), None, &mut got).unwrap();
-            }
+        let outs = super::super::cl::testing::run_kernel(dev, name, ins, &infos, &a, &want);
+        for (i, (w, got)) in want.iter().zip(outs).enumerate() {
             assert_eq!(w.data, got, "{name} {a}: output {} differs", i + 1);
-        }
-        for b in keep {
-            dev.release(b);
         }
     }
 
