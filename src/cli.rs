@@ -79,11 +79,16 @@ pub enum Command {
 /// How `compile` (and `run` of an `.onnx` file) plans memory.
 #[derive(Args, Debug, Clone)]
 pub struct CompileArgs {
-    /// `best` (every strategy, smallest arena kept), one strategy (`greedy_by_size`,
-    /// `max_live_first`, `max_live_longest_first`, `first_fit_in_order`), or `none` (every
-    /// tensor its own storage, the no-reuse baseline).
+    /// `best` (every heuristic, then the exact search within --plan-budget), `heuristics`
+    /// (the best heuristic alone), one strategy (`greedy_by_size`, `max_live_first`,
+    /// `max_live_longest_first`, `first_fit_in_order`), or `none` (every tensor its own
+    /// storage, the no-reuse baseline).
     #[arg(long, default_value = "best", value_name = "NAME")]
     pub planner: String,
+    /// Search nodes per pool for the exact search of `--planner best` (deterministic: the
+    /// same budget gives the same plan).
+    #[arg(long, value_name = "NODES", default_value_t = crate::plan::exact::DEFAULT_BUDGET)]
+    pub plan_budget: u64,
     /// Offset alignment of buffer tensors in an arena, in bytes (default: the target's
     /// CL_DEVICE_MEM_BASE_ADDR_ALIGN; 128 on the host).
     #[arg(long, value_name = "BYTES")]
@@ -105,7 +110,14 @@ pub struct CompileArgs {
 
 impl Default for CompileArgs {
     fn default() -> CompileArgs {
-        CompileArgs { planner: "best".into(), align: None, textures: "none".into(), target: None, reorder: false }
+        CompileArgs {
+            planner: "best".into(),
+            plan_budget: crate::plan::exact::DEFAULT_BUDGET,
+            align: None,
+            textures: "none".into(),
+            target: None,
+            reorder: false,
+        }
     }
 }
 
@@ -234,7 +246,8 @@ pub fn compile_model(
         }
         target.mem_base_addr_align = align;
     }
-    let opts = crate::compile::Options { planner, textures, target, reorder: args.reorder };
+    let opts =
+        crate::compile::Options { planner, textures, target, reorder: args.reorder, plan_budget: args.plan_budget };
     let c = crate::compile::compile(&g, &shapes, &opts).map_err(|e| format!("{}: {e}", path.display()))?;
     let text = format!("{}{}", c.plan_comment, rxvm_asm::disassemble(&c.module));
     Ok((c, text))
@@ -397,7 +410,8 @@ fn cmd_plan(a: &PlanArgs) -> Result<(), Failure> {
         }
         for (name, problem) in problems {
             let started = std::time::Instant::now();
-            let plan = crate::compile::run_planner(&problem, planner).map_err(|e| format!("{name}: {e}"))?;
+            let plan = crate::compile::run_planner(&problem, planner, a.compile.plan_budget)
+                .map_err(|e| format!("{name}: {e}"))?;
             let millis = started.elapsed().as_secs_f64() * 1e3;
             planned.push((crate::report::PlanSummary::new(&name, &problem, &plan, millis), problem, plan));
         }

@@ -145,7 +145,7 @@ fn compile_and_run_an_onnx_model() {
     assert!(stats["naive_bytes"].as_u64().unwrap() > 6308352);
     let (code, _, err) = rxvm(&["compile", &model, "--planner", "magic"]);
     assert_eq!(code, 1);
-    assert!(err.contains("unknown planner `magic`; the planners are: none, best, greedy_by_size"), "{err}");
+    assert!(err.contains("unknown planner `magic`; the planners are: none, best, heuristics, greedy_by_size"), "{err}");
 
     // Textures for a named target: the plan says where each texture lives, and the program
     // runs on the host to the same result as the buffer program.

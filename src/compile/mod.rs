@@ -29,8 +29,10 @@ use std::fmt::Write;
 pub enum Planner {
     /// Every buffer its own storage: the no-reuse baseline.
     None,
-    /// All buffers in one arena, best of every strategy.
+    /// The best heuristic, improved by the exact search within the options' budget.
     Best,
+    /// The best of the heuristics alone.
+    Heuristics,
     /// One arena, one strategy.
     Strategy(&'static str),
 }
@@ -41,10 +43,11 @@ impl Planner {
         match s {
             "none" => Ok(Planner::None),
             "best" => Ok(Planner::Best),
+            "heuristics" => Ok(Planner::Heuristics),
             _ => match plan::STRATEGIES.iter().find(|st| st.0 == s) {
                 Some(st) => Ok(Planner::Strategy(st.0)),
                 None => {
-                    let mut names = vec!["none", "best"];
+                    let mut names = vec!["none", "best", "heuristics"];
                     names.extend(plan::STRATEGIES.iter().map(|s| s.0));
                     Err(format!("unknown planner `{s}`; the planners are: {}", names.join(", ")))
                 }
@@ -67,11 +70,19 @@ pub struct Options {
     /// Reorder independent operators when that lowers the peak of live bytes
     /// ([`reorder`]).
     pub reorder: bool,
+    /// Search nodes per pool for the exact search of [`Planner::Best`].
+    pub plan_budget: u64,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { planner: Planner::Best, textures: Textures::None, target: DeviceCaps::host(), reorder: false }
+        Options {
+            planner: Planner::Best,
+            textures: Textures::None,
+            target: DeviceCaps::host(),
+            reorder: false,
+            plan_budget: plan::exact::DEFAULT_BUDGET,
+        }
     }
 }
 
@@ -149,7 +160,7 @@ pub struct Compiled {
 
 /// Plans `problem` with `planner` and checks the result with the independent checker.
 /// `Planner::None` stacks each pool's buffers without reuse.
-pub fn run_planner(problem: &Problem, planner: Planner) -> Result<Plan, String> {
+pub fn run_planner(problem: &Problem, planner: Planner, budget: u64) -> Result<Plan, String> {
     let plan = match planner {
         Planner::None => {
             problem.validate()?;
@@ -166,7 +177,8 @@ pub fn run_planner(problem: &Problem, planner: Planner) -> Result<Plan, String> 
                 .collect();
             Plan { offsets, pool_sizes: tops.into_iter().collect(), strategy: "none" }
         }
-        Planner::Best => plan::best_of(problem)?,
+        Planner::Best => plan::exact::plan_exact(problem, budget)?.plan,
+        Planner::Heuristics => plan::best_of(problem)?,
         Planner::Strategy(name) => {
             let st = plan::STRATEGIES.iter().find(|s| s.0 == name).ok_or("unknown strategy")?;
             (st.1)(problem)?
@@ -237,7 +249,7 @@ pub fn compile(g: &Graph, input_shapes: &[Vec<i64>], opts: &Options) -> Result<C
     }
     let problem = Problem { buffers, names, kinds };
     let started = std::time::Instant::now();
-    let plan = run_planner(&problem, opts.planner)?;
+    let plan = run_planner(&problem, opts.planner, opts.plan_budget)?;
     let millis = started.elapsed().as_secs_f64() * 1e3;
     // The textures of one image slot never live at the same time, so every planner puts
     // them at offset 0, where the slot's image starts.

@@ -17,6 +17,7 @@
 //! instances) into [`Problem`]s.
 
 mod check;
+pub mod exact;
 mod heuristics;
 pub mod images;
 mod index;
