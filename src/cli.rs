@@ -365,10 +365,7 @@ fn cmd_disasm(file: &Path, output: Option<PathBuf>) -> Result<(), Failure> {
 }
 
 fn cmd_compile(model: &Path, output: Option<PathBuf>, args: &CompileArgs, device: Option<&str>) -> Result<(), Failure> {
-    let caps = match device {
-        Some(d) => device_caps(&device_spec(d, None)?),
-        None => DeviceCaps::host(),
-    };
+    let caps = planning_caps(device)?;
     let (c, text) = compile_model(model, args, &caps)?;
     let out = output.unwrap_or_else(|| model.with_extension("rxa"));
     match out.extension().and_then(|e| e.to_str()) {
@@ -416,10 +413,7 @@ fn cmd_plan(a: &PlanArgs) -> Result<(), Failure> {
             planned.push((crate::report::PlanSummary::new(&name, &problem, &plan, millis), problem, plan));
         }
     } else if let Some(model) = &a.model {
-        let caps = match &a.device {
-            Some(d) => device_caps(&device_spec(d, None)?),
-            None => DeviceCaps::host(),
-        };
+        let caps = planning_caps(a.device.as_deref())?;
         let (c, _) = compile_model(model, &a.compile, &caps)?;
         let name = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let mut summary = crate::report::PlanSummary::new(
@@ -547,6 +541,15 @@ pub fn device_caps(spec: &DeviceSpec) -> DeviceCaps {
     match spec {
         DeviceSpec::Host(c) => c.clone(),
         DeviceSpec::OpenCl(i) => i.caps.clone(),
+    }
+}
+
+/// The caps `compile` and `plan` plan for without `--target`: those of `--device`, or the
+/// host's.
+fn planning_caps(device: Option<&str>) -> Result<DeviceCaps, String> {
+    match device {
+        Some(d) => Ok(device_caps(&device_spec(d, None)?)),
+        None => Ok(DeviceCaps::host()),
     }
 }
 

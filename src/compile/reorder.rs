@@ -10,12 +10,13 @@
 //! the lower peak, so the pass never makes a plan worse.
 
 use super::liveness::VIEW_OPS;
+use super::scopes::dense_bytes;
 use crate::graph::{Analysis, Graph};
 use std::collections::{BTreeSet, HashMap};
 
-/// Bytes of a tensor's type (0 when unknown).
+/// Bytes of a tensor's type (0 when unknown; liveness has already refused overflowing ones).
 fn bytes_of(a: &Analysis, t: &str) -> u64 {
-    a.types.get(t).map_or(0, |(d, s)| s.iter().map(|&v| v.max(0) as u64).product::<u64>() * d.size() as u64)
+    a.types.get(t).and_then(|(d, s)| dense_bytes(*d, s)).unwrap_or(0)
 }
 
 /// A dependency-respecting permutation of `g.nodes` (indices) that greedily keeps the

@@ -107,11 +107,15 @@ fn lcm(a: u64, b: u64) -> u64 {
     a / gcd(a, b) * b
 }
 
+/// Bytes of a dense tensor; `None` for a negative dim or on overflow.
+pub(crate) fn dense_bytes(dtype: DType, shape: &[i64]) -> Option<u64> {
+    let elems = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?));
+    elems.and_then(|e| e.checked_mul(dtype.size() as u64))
+}
+
 /// The placement of a buffer tensor.
 fn buffer(dtype: DType, shape: &[i64], target: &DeviceCaps) -> Result<Placement, String> {
-    let elems = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?));
-    let bytes =
-        elems.and_then(|e| e.checked_mul(dtype.size() as u64)).ok_or_else(|| format!("{shape:?} is too large"))?;
+    let bytes = dense_bytes(dtype, shape).ok_or_else(|| format!("{shape:?} is too large"))?;
     Ok(Placement {
         dtype,
         shape: shape.to_vec(),
