@@ -106,6 +106,42 @@ pub struct CompileArgs {
     /// lowers the peak of live bytes; the plan's comments give the bound before and after.
     #[arg(long)]
     pub reorder: bool,
+    /// Plan graph inputs in the activations' pool, live from entry to their last reader, so
+    /// their bytes are reused afterwards: all inputs, or the comma-separated NAMES. THE
+    /// INPUT DATA IS OVERWRITTEN during the run. The pool becomes a storage parameter of
+    /// `@main` with each such input placed in it (`run` allocates it and writes the input
+    /// there directly).
+    #[arg(long, num_args = 0..=1, default_missing_value = "all", value_name = "NAMES")]
+    pub inputs_in_arena: Option<String>,
+    /// Put a class of buffers (`inputs`, `activations`, `outputs`) or one tensor in the named
+    /// pool; each pool is its own storage, and memory is reused only within a pool.
+    /// Repeatable; a tensor rule beats a class rule. Default: activations and outputs in
+    /// `arena`, inputs in the caller's memory.
+    #[arg(long = "pool", value_name = "CLASS_OR_TENSOR=POOL")]
+    pub pools: Vec<String>,
+    /// Who owns output memory: `vm` (the program allocates it) or `caller` (outputs are
+    /// views in a storage parameter of `@main`, pool `outputs`, that the caller passes: no
+    /// copy out of VM memory).
+    #[arg(long, default_value = "vm", value_name = "vm|caller")]
+    pub io: String,
+}
+
+impl CompileArgs {
+    /// The pool map of `--inputs-in-arena`, `--pool` and `--io`.
+    pub fn pool_map(&self) -> Result<crate::compile::PoolMap, String> {
+        let mut rules = Vec::with_capacity(self.pools.len());
+        for r in &self.pools {
+            rules.push(crate::compile::PoolMap::parse_rule(r).map_err(|e| format!("--pool {e}"))?);
+        }
+        Ok(crate::compile::PoolMap {
+            rules,
+            inputs_in_arena: self
+                .inputs_in_arena
+                .as_deref()
+                .map_or(crate::compile::InputsInArena::None, crate::compile::InputsInArena::parse),
+            io: crate::compile::Io::from_name(&self.io).map_err(|e| format!("--io: {e}"))?,
+        })
+    }
 }
 
 impl Default for CompileArgs {
@@ -117,6 +153,9 @@ impl Default for CompileArgs {
             textures: "none".into(),
             target: None,
             reorder: false,
+            inputs_in_arena: None,
+            pools: Vec::new(),
+            io: "vm".into(),
         }
     }
 }
@@ -246,8 +285,14 @@ pub fn compile_model(
         }
         target.mem_base_addr_align = align;
     }
-    let opts =
-        crate::compile::Options { planner, textures, target, reorder: args.reorder, plan_budget: args.plan_budget };
+    let opts = crate::compile::Options {
+        planner,
+        textures,
+        target,
+        reorder: args.reorder,
+        plan_budget: args.plan_budget,
+        pools: args.pool_map()?,
+    };
     let c = crate::compile::compile(&g, &shapes, &opts).map_err(|e| format!("{}: {e}", path.display()))?;
     let text = format!("{}{}", c.plan_comment, rxvm_asm::disassemble(&c.module));
     Ok((c, text))
@@ -644,9 +689,12 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
         format!("no function @{} in {}; it has: {}", a.func.trim_start_matches('@'), a.file.display(), names.join(", "))
     })?;
     let f = &module.funcs[fid.0 as usize];
-    let param_names: Vec<String> = (0..f.params.len()).map(|i| f.reg_name(rxvm_vm::bytecode::Reg(i as u32))).collect();
+    // Storage parameters (pools the caller provides) are allocated by the VM with the size
+    // the code needs; every other parameter takes an --input.
+    let value_params: Vec<usize> = (0..f.params.len()).filter(|&i| !matches!(f.params[i], Type::Storage)).collect();
+    let param_names: Vec<String> = value_params.iter().map(|&i| f.reg_name(rxvm_vm::bytecode::Reg(i as u32))).collect();
 
-    let mut specs: Vec<Option<InputSpec>> = vec![None; f.params.len()];
+    let mut specs: Vec<Option<InputSpec>> = vec![None; value_params.len()];
     for raw in &a.inputs {
         let (name, spec) = parse_input_spec(raw)?;
         let idx = param_names.iter().position(|n| *n == name).ok_or_else(|| {
@@ -662,7 +710,7 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
         .iter()
         .enumerate()
         .filter(|(_, s)| s.is_none())
-        .map(|(i, _)| format!("%{}: {}", param_names[i], f.params[i]))
+        .map(|(i, _)| format!("%{}: {}", param_names[i], f.params[value_params[i]]))
         .collect();
     if !missing.is_empty() {
         return Err(Failure::Message(format!(
@@ -674,7 +722,7 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
     let mut inputs = Vec::with_capacity(specs.len());
     for (i, s) in specs.iter().enumerate() {
         let s = s.as_ref().ok_or_else(|| "missing input".to_string())?;
-        inputs.push(make_input(&param_names[i], &f.params[i], s)?);
+        inputs.push(make_input(&param_names[i], &f.params[value_params[i]], s)?);
     }
 
     let mut vm = Vm::with_devices(module.clone(), vec![spec]).map_err(|e| e.to_string())?;

@@ -9,6 +9,8 @@ use std::fmt::Write;
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoolSummary {
     pub pool: u32,
+    /// The pool's name (`arena`, `outputs`, ...) or `pool N`.
+    pub name: String,
     pub arena_bytes: u64,
     pub lower_bound: u64,
     pub buffers: usize,
@@ -41,7 +43,14 @@ impl PlanSummary {
                 let members = problem.buffers.iter().enumerate().filter(|(_, b)| b.pool == pool);
                 let (buffers, textures) = members
                     .fold((0, 0), |(n, t), (i, _)| (n + 1, t + usize::from(problem.kind(i) == BufferKind::Texture)));
-                PoolSummary { pool, arena_bytes: plan.pool_size(pool).unwrap_or(0), lower_bound, buffers, textures }
+                PoolSummary {
+                    pool,
+                    name: problem.pool_name(pool),
+                    arena_bytes: plan.pool_size(pool).unwrap_or(0),
+                    lower_bound,
+                    buffers,
+                    textures,
+                }
             })
             .collect();
         PlanSummary {
@@ -74,6 +83,7 @@ impl PlanSummary {
             .map(|p| {
                 json!({
                     "pool": p.pool,
+                    "name": p.name,
                     "arena_bytes": p.arena_bytes,
                     "lower_bound": p.lower_bound,
                     "buffers": p.buffers,
@@ -136,8 +146,8 @@ impl PlanSummary {
                 let tex = if p.textures > 0 { format!(", {} textures", p.textures) } else { String::new() };
                 let _ = writeln!(
                     s,
-                    "  pool {:<7} {} B, lower bound {} B, {} buffers{tex}",
-                    p.pool,
+                    "  {:<12} {} B, lower bound {} B, {} buffers{tex}",
+                    p.name,
                     group(p.arena_bytes),
                     group(p.lower_bound),
                     p.buffers
@@ -180,7 +190,10 @@ mod tests {
         let plan = Plan { offsets: vec![0, 100, 0], pool_sizes: vec![(0, 150), (1, 70)], strategy: "x" };
         let s = PlanSummary::new("m", &p, &plan, 1.5);
         assert_eq!((s.arena_bytes, s.lower_bound, s.naive_bytes), (220, 220, 220));
-        assert_eq!(s.pools[0], PoolSummary { pool: 0, arena_bytes: 150, lower_bound: 150, buffers: 2, textures: 1 });
+        assert_eq!(
+            s.pools[0],
+            PoolSummary { pool: 0, name: "pool 0".into(), arena_bytes: 150, lower_bound: 150, buffers: 2, textures: 1 }
+        );
         assert_eq!(s.efficiency(), 1.0);
         let j = s.to_json();
         assert_eq!(j["pools"][1]["arena_bytes"], 70);

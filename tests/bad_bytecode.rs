@@ -4,7 +4,7 @@
 use rxvm::vm::builder::{ModuleBuilder, Operand};
 use rxvm::vm::bytecode::{Arg, ConstId, FuncId, Instr, Label, Reg};
 use rxvm::vm::module::{ConstData, Literal, Module};
-use rxvm::vm::types::{DType, Scope, Type};
+use rxvm::vm::types::{DType, Dim, Scope, Type};
 use rxvm::vm::{load_module, write_module};
 
 /// A valid module: a storage, a view, a fill, a loop and a call.
@@ -201,4 +201,132 @@ fn absurd_register_counts_are_refused() {
     main_fn(&mut m).num_regs = 1_000_000_000;
     let e = refuse_module(&m);
     assert!(e.contains("declares 1000000000 registers, but its code can name at most"), "{e}");
+}
+
+/// A model whose input `%x: f32[1, 4]` is placed in its storage parameter at byte 64, and a
+/// `@main` that calls it with that view.
+fn placed() -> Module {
+    let mut mb = ModuleBuilder::new("placed");
+    let x_ty = Type::Tensor { dtype: DType::F32, dims: vec![Dim::Known(1), Dim::Known(4)] };
+    let model = mb.declare("model", vec![x_ty.clone(), Type::Storage], vec![Type::Float]);
+    let mut f = mb.function("model", vec![x_ty, Type::Storage], vec![Type::Float]);
+    f.place_param(0, 1, 64);
+    let s = f.call_builtin("sum", &[f.param(0).into()]).unwrap();
+    f.ret(&[s[0].into()]);
+    mb.add_function(f);
+    let mut f = mb.function("main", vec![], vec![Type::Float]);
+    let st = f.alloc_storage(Operand::Int(80), None, 0, Scope::Global);
+    let x = f.alloc_tensor(st, Operand::Int(64), DType::F32, &[Operand::Int(1), Operand::Int(4)], Scope::Global);
+    let r = f.call(model, 1, &[x.into(), st.into()]);
+    f.ret(&[r[0].into()]);
+    mb.add_function(f);
+    mb.build().expect("the placed module is valid")
+}
+
+/// The sections of an encoded module: (id, offset of the section header, payload length).
+fn sections(b: &[u8]) -> Vec<(u8, usize, usize)> {
+    let mut out = Vec::new();
+    let mut at = 8;
+    while at < b.len() {
+        let len = u32::from_le_bytes(b[at + 1..at + 5].try_into().unwrap()) as usize;
+        out.push((b[at], at, len));
+        at += 5 + len;
+    }
+    out
+}
+
+const PLACEMENTS: u8 = 11;
+
+#[test]
+fn placements_round_trip_and_are_omitted_when_absent() {
+    let m = placed();
+    let bytes = write_module(&m);
+    let back = load_module(&bytes).unwrap();
+    assert_eq!(back, m);
+    assert_eq!(back.funcs[0].placements, m.funcs[0].placements);
+    assert_eq!(back.funcs[0].placement(0).map(|p| (p.storage, p.offset)), Some((1, 64)));
+    let ids: Vec<u8> = sections(&bytes).iter().map(|s| s.0).collect();
+    assert_eq!(ids.last(), Some(&PLACEMENTS), "{ids:?}");
+    // Without placements the section is not written: existing files stay byte-identical.
+    assert!(sections(&write_module(&base())).iter().all(|s| s.0 != PLACEMENTS));
+}
+
+#[test]
+fn corrupt_placements() {
+    let good = write_module(&placed());
+    let &(_, at, len) = sections(&good).iter().find(|s| s.0 == PLACEMENTS).expect("a Placements section");
+    assert_eq!(at + 5 + len, good.len(), "Placements is the last section");
+    assert_eq!(len, 4 + 8 + 16, "one function with one placement");
+    let payload = at + 5;
+    // Payload: function count, then [function index, placement count, (param, storage, offset)].
+    let set_u32 = |b: &mut Vec<u8>, off: usize, v: u32| b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+    let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
+    let mut b = good[..good.len() - 4].to_vec();
+    set_u32(&mut b, at + 1, len as u32 - 4);
+    cases.push(("a truncated placement", b));
+    let mut b = good.clone();
+    set_u32(&mut b, payload + 8, 2);
+    cases.push(("a placement count larger than the section", b));
+    let mut b = good.clone();
+    set_u32(&mut b, payload, 2);
+    cases.push(("a function count larger than the section", b));
+    let mut b = good.clone();
+    set_u32(&mut b, payload + 4, 2);
+    cases.push(("a function index out of range", b));
+    let mut b = good.clone();
+    set_u32(&mut b, payload + 8, 0);
+    set_u32(&mut b, at + 1, 12);
+    b.truncate(payload + 12);
+    cases.push(("a function listed with no placements", b));
+    let mut b = good[..payload].to_vec();
+    b[at + 1..at + 5].copy_from_slice(&(4u32 + 2 * 24).to_le_bytes());
+    b.extend_from_slice(&2u32.to_le_bytes());
+    for _ in 0..2 {
+        b.extend_from_slice(&good[payload + 4..]);
+    }
+    cases.push(("a function listed twice", b.clone()));
+    set_u32(&mut b, payload + 4, 1);
+    cases.push(("functions out of order", b));
+    let mut b = good.clone();
+    b.extend_from_slice(&[0, 0, 0]);
+    set_u32(&mut b, at + 1, len as u32 + 3);
+    cases.push(("trailing bytes in the section", b));
+    let mut out = String::new();
+    for (name, bytes) in cases {
+        out.push_str(&format!("{name}:\n  {}\n", refuse(&bytes)));
+    }
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn invalid_placements_are_refused_by_the_verifier() {
+    type Mutation = (&'static str, fn(&mut Module));
+    let cases: &[Mutation] = &[
+        ("placed parameter out of range", |m| m.funcs[0].placements[0].param = 5),
+        ("storage parameter out of range", |m| m.funcs[0].placements[0].storage = 9),
+        ("storage parameter is not a storage", |m| {
+            m.funcs[0].params[1] = Type::Int;
+        }),
+        ("placed in itself", |m| m.funcs[0].placements[0].storage = 0),
+        ("a parameter placed twice", |m| {
+            let p = m.funcs[0].placements[0];
+            m.funcs[0].placements.push(rxvm::vm::module::Placement { offset: 128, ..p });
+        }),
+        ("placed parameter is not a tensor", |m| m.funcs[0].params[0] = Type::Int),
+        ("placed parameter has an unknown dimension", |m| {
+            m.funcs[0].params[0] = Type::Tensor { dtype: DType::F32, dims: vec![Dim::Any, Dim::Known(4)] };
+        }),
+        ("placed parameter of any shape", |m| m.funcs[0].params[0] = Type::AnyTensor),
+        ("offset plus size overflows", |m| m.funcs[0].placements[0].offset = u64::MAX - 8),
+        ("size overflows", |m| {
+            m.funcs[0].params[0] = Type::Tensor { dtype: DType::F32, dims: vec![Dim::Known(1 << 62), Dim::Known(4)] };
+        }),
+    ];
+    let mut out = String::new();
+    for (name, mutate) in cases {
+        let mut m = placed();
+        mutate(&mut m);
+        out.push_str(&format!("{name}:\n  {}\n", refuse_module(&m).replace('\n', "\n  ")));
+    }
+    insta::assert_snapshot!(out);
 }

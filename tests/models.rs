@@ -12,9 +12,14 @@
 //! the host (which computes texture operators with its buffer kernels) that program is
 //! bit-identical to the buffer program; on Intel (images over the arena's buffer) and PoCL
 //! (each texture a separate image) it matches the expected outputs within the tolerance.
+//!
+//! With `--inputs-in-arena` the input shares the arena with the activations: the run needs
+//! no more device bytes than the default (measured: the VM's peak equals the plan's device
+//! bytes), and the outputs are bit-identical to the default plan's, on the host and on
+//! Intel (there also with `--io caller`: outputs in a storage the caller passes).
 
 use rxvm::cli::ramp;
-use rxvm::compile::{compile, Options, Planner, Textures};
+use rxvm::compile::{compile, InputsInArena, Io, Options, Planner, PoolMap, Textures};
 use rxvm::vm::memory::DeviceSpec;
 use rxvm::vm::opencl::find_device;
 use rxvm::vm::{DeviceCaps, HostValue, Vm};
@@ -46,11 +51,23 @@ fn light_dir() -> Option<PathBuf> {
 }
 
 fn run(m: rxvm::vm::Module, spec: DeviceSpec, input: &HostValue) -> Vec<f64> {
+    run_measured(m, spec, input).0
+}
+
+/// The output and the VM's peak of live storage bytes.
+fn run_measured(m: rxvm::vm::Module, spec: DeviceSpec, input: &HostValue) -> (Vec<f64>, u64) {
     let mut vm = Vm::with_devices(Arc::new(m), vec![spec]).expect("a VM");
-    match vm.invoke("main", std::slice::from_ref(input)).expect("the model runs").pop() {
+    let out = match vm.invoke("main", std::slice::from_ref(input)).expect("the model runs").pop() {
         Some(HostValue::Tensor(t)) => t.to_f64(),
         other => panic!("unexpected result {other:?}"),
-    }
+    };
+    let io = vm.last_io();
+    assert!(io.fallbacks.is_empty() && io.copies.d2d == 0, "unexpected copies: {io:?}");
+    (out, vm.stats().peak_bytes)
+}
+
+fn bit_identical(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
 fn assert_matches(what: &str, got: &[f64], want: &[f64], rtol: f64) {
@@ -82,13 +99,25 @@ fn light_models_match_onnx_expected_outputs_on_every_device() {
         let naive = compile(&g, &shapes, &Options { planner: Planner::None, ..Options::default() }).expect("compiles");
         let r = &planned.report;
         assert!(r.arena_bytes >= r.lower_bound && r.arena_bytes < r.naive_bytes, "{name}: {r:?}");
-        let host = run(planned.module.clone(), DeviceSpec::Host(DeviceCaps::host()), &input);
+        let (host, peak) = run_measured(planned.module.clone(), DeviceSpec::Host(DeviceCaps::host()), &input);
         assert_matches(&format!("{name} on the host"), &host, &want, rtol);
-        let host_naive = run(naive.module, DeviceSpec::Host(DeviceCaps::host()), &input);
+        assert_eq!(peak, r.device_bytes(), "{name}: measured peak vs the plan's device bytes");
+        // The input in the arena: never more device bytes, the same outputs.
+        let in_arena = |io: Io| Options {
+            pools: PoolMap { inputs_in_arena: InputsInArena::All, io, ..PoolMap::default() },
+            ..Options::default()
+        };
+        let shared = compile(&g, &shapes, &in_arena(Io::Vm)).expect("compiles with the input in the arena");
+        let (out, peak) = run_measured(shared.module, DeviceSpec::Host(DeviceCaps::host()), &input);
+        assert!(bit_identical(&out, &host), "{name}: --inputs-in-arena changes the result");
+        assert_eq!(peak, shared.report.device_bytes(), "{name}: measured peak with the input in the arena");
         assert!(
-            host.iter().zip(&host_naive).all(|(a, b)| a.to_bits() == b.to_bits()),
-            "{name}: plan changes the result"
+            shared.report.device_bytes() <= r.device_bytes() && shared.report.input_bytes == 0,
+            "{name}: {:?} vs {r:?}",
+            shared.report
         );
+        let host_naive = run(naive.module, DeviceSpec::Host(DeviceCaps::host()), &input);
+        assert!(bit_identical(&host, &host_naive), "{name}: plan changes the result");
         // Reordering independent operators never raises the peak and never changes a value.
         let reordered = compile(&g, &shapes, &Options { reorder: true, ..Options::default() }).expect("compiles");
         let (before, after) = reordered.report.reorder_peaks.expect("peaks reported");
@@ -118,6 +147,13 @@ fn light_models_match_onnx_expected_outputs_on_every_device() {
         for (dev, spec) in &devices {
             let out = run(planned.module.clone(), spec.clone(), &input);
             assert_matches(&format!("{name} on {dev}"), &out, &want, rtol);
+            if *dev == "intel" {
+                let DeviceSpec::OpenCl(info) = spec else { unreachable!() };
+                let opts = Options { target: info.caps.clone(), ..in_arena(Io::Caller) };
+                let bound = compile(&g, &shapes, &opts).expect("compiles for caller-owned I/O");
+                let got = run(bound.module, spec.clone(), &input);
+                assert!(bit_identical(&got, &out), "{name} on {dev}: the input in the arena, outputs in caller memory");
+            }
             let DeviceSpec::OpenCl(info) = spec else { unreachable!() };
             let tex = run(textured(&info.caps).module, spec.clone(), &input);
             assert_matches(&format!("{name} on {dev} with textures"), &tex, &want, rtol);

@@ -19,6 +19,7 @@ fn hand_made(rows: &[(&str, BufferKind, u64, u32, u32, u32, u64)], strategy: &'s
         buffers: rows.iter().map(|r| Buffer { size: r.2, align: 256, first: r.3, last: r.4, pool: r.5 }).collect(),
         names: rows.iter().map(|r| r.0.to_string()).collect(),
         kinds: rows.iter().map(|r| r.1).collect(),
+        pool_names: Vec::new(),
     };
     let mut pool_sizes: Vec<(u32, u64)> = problem.pools().into_iter().map(|pool| (pool, 0)).collect();
     for r in rows {
@@ -300,7 +301,7 @@ proptest::proptest! {
             .iter()
             .map(|r| Buffer { size: r.0, align: 1, first: r.1, last: r.1.saturating_add(r.2), pool: r.3 })
             .collect();
-        let problem = Problem { buffers, names: rows.iter().map(|r| r.5.clone()).collect(), kinds: Vec::new() };
+        let problem = Problem { buffers, names: rows.iter().map(|r| r.5.clone()).collect(), kinds: Vec::new(), pool_names: Vec::new() };
         let mut offsets: Vec<u64> = rows.iter().map(|r| r.4).collect();
         if extra_offset {
             offsets.push(0);

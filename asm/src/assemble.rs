@@ -6,7 +6,7 @@ use crate::ast::*;
 use crate::diag::Diagnostic;
 use rxvm_vm::builtins::{Builtin, BUILTINS};
 use rxvm_vm::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, OpId, Reg};
-use rxvm_vm::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, SourceLoc, UserKernel};
+use rxvm_vm::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, Placement, SourceLoc, UserKernel};
 use rxvm_vm::ops::{AttrValue, Attrs, OPS};
 use rxvm_vm::types::{DType, Dim, Kind, Scope, Type};
 use rxvm_vm::VerifyError;
@@ -967,6 +967,7 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
         }
     }
     let params = a.func_params.get(fi).cloned().unwrap_or_default();
+    let placements = placements(f, &params, &mut a.errs);
     let results: Vec<Type> = f.results.iter().map(|t| a.ty(t)).collect();
 
     // Labels: name -> pc of the next instruction.
@@ -1353,6 +1354,7 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
     let func = Function {
         name: f.name.text.to_string(),
         params,
+        placements,
         results,
         num_regs,
         code: fa.code,
@@ -1360,6 +1362,131 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
         debug: FuncDebug { reg_names: fa.reg_names, labels: debug_labels, locs: fa.locs },
     };
     (func, FuncMap { header: f.header_span, instrs: fa.map })
+}
+
+/// The placements written in a function header (`%x: f32[1, 4] in %arena at 4096`):
+/// `in` names another parameter, of type `storage`; the placed parameter is a tensor whose
+/// dimensions are all known; the offset is a `u64` and the tensor ends within `u64` bytes.
+fn placements(f: &FuncDecl<'_>, params: &[Type], errs: &mut Vec<Diagnostic>) -> Vec<Placement> {
+    let mut out = Vec::new();
+    for (pi, p) in f.params.iter().enumerate() {
+        let Some(pl) = p.placement else { continue };
+        let storage = pl.storage;
+        let mut ok = true;
+
+        let si = f.params.iter().position(|q| q.name.text == storage.text);
+        match si {
+            None => {
+                let storages: Vec<&str> =
+                    f.params.iter().filter(|q| matches!(q.ty.kind, TypeKind::Storage)).map(|q| q.name.text).collect();
+                let mut d = Diagnostic::new(
+                    storage.span,
+                    format!("`%{}` is not a parameter of `@{}`", storage.text, f.name.text),
+                )
+                .with_label("not a parameter")
+                .with_note("`in` names the parameter of type `storage` that holds the placed tensor");
+                d = match (did_you_mean("%", &close_names(storage.text, storages.iter().copied())), storages.as_slice())
+                {
+                    (Some(s), _) => d.with_note(s),
+                    (None, []) => d.with_note(format!("add a parameter `%{}: storage`", storage.text)),
+                    (None, some) => d.with_note(format!(
+                        "the storage parameters are {}",
+                        some.iter().map(|n| format!("`%{n}`")).collect::<Vec<_>>().join(", ")
+                    )),
+                };
+                errs.push(d);
+                ok = false;
+            }
+            Some(si) => {
+                let q = &f.params[si];
+                if !matches!(q.ty.kind, TypeKind::Storage) {
+                    let ty = params.get(si).map_or_else(|| "?".to_string(), |t| t.to_string());
+                    errs.push(
+                        Diagnostic::new(storage.span, format!("`%{}` is not a storage", storage.text))
+                            .with_label(format!("`%{}` is a parameter of type `{ty}`", storage.text))
+                            .with_secondary(q.ty.span, "declared here")
+                            .with_note("`in` names the parameter of type `storage` that holds the placed tensor"),
+                    );
+                    ok = false;
+                }
+            }
+        }
+
+        match p.ty.kind {
+            TypeKind::Tensor { dims, .. } => {
+                if let Some(s) = dims.iter().find_map(|d| match d {
+                    DimExpr::Any(s) => Some(*s),
+                    DimExpr::Known(_) => None,
+                }) {
+                    errs.push(
+                        Diagnostic::new(s, "a placed parameter's dimensions must be known")
+                            .with_label("`?` is not allowed here")
+                            .with_secondary(pl.span, "placed here")
+                            .with_note(format!(
+                                "`%{}` occupies a fixed byte range of `%{}`: write every dimension, e.g. `f32[1, 3, 4, 4]`",
+                                p.name.text, storage.text
+                            )),
+                    );
+                    ok = false;
+                }
+            }
+            _ => {
+                let ty = params.get(pi).map_or_else(|| "?".to_string(), |t| t.to_string());
+                errs.push(
+                    Diagnostic::new(p.ty.span, "only a tensor with known dimensions can be placed")
+                        .with_label(format!("`{ty}` is not a tensor type with known dimensions"))
+                        .with_secondary(pl.span, "placed here")
+                        .with_note(format!(
+                            "write the tensor's full type, e.g. `%{}: f32[1, 3, 4, 4] in %{} at 0`",
+                            p.name.text, storage.text
+                        )),
+                );
+                ok = false;
+            }
+        }
+
+        let offset = match pl.offset.value.and_then(|v| u64::try_from(v).ok()) {
+            Some(v) => Some(v),
+            None => {
+                let negative = pl.offset.value.is_some_and(|v| v < 0);
+                errs.push(
+                    Diagnostic::new(pl.offset.span, "placement offset out of range")
+                        .with_label(if negative { "negative" } else { "too large" })
+                        .with_note(format!("an offset is a number of bytes in 0 ..= {}", u64::MAX)),
+                );
+                None
+            }
+        };
+
+        // The tensor's bytes must end within u64 (the verifier checks this too). A dimension
+        // that is not a valid i64 has been reported (and made `?`) by `Asm::ty`.
+        if let (Some(offset), Some(t @ Type::Tensor { dtype, dims }), true) = (offset, params.get(pi), ok) {
+            let known: Option<Vec<u64>> = dims
+                .iter()
+                .map(|d| match d {
+                    Dim::Known(v) => u64::try_from(*v).ok(),
+                    Dim::Any => None,
+                })
+                .collect();
+            if let Some(known) = known {
+                let bytes = known.iter().try_fold(dtype.size() as u64, |acc, &d| acc.checked_mul(d));
+                if bytes.and_then(|b| offset.checked_add(b)).is_none() {
+                    errs.push(
+                        Diagnostic::new(pl.span, format!("`%{}` would end past the largest byte offset", p.name.text))
+                            .with_label(format!("offset {offset} plus the size of {t} overflows 64 bits")),
+                    );
+                    ok = false;
+                }
+            } else {
+                ok = false;
+            }
+        }
+
+        if let (true, Some(si), Some(offset)) = (ok, si, offset) {
+            out.push(Placement { param: pi as u32, storage: si as u32, offset });
+        }
+    }
+    out
 }
 
 fn unknown_builtin(callee: &Name<'_>) -> Diagnostic {
@@ -1480,6 +1607,53 @@ fn operand<'s>(a: &mut Asm<'s>, fa: &mut FuncAsm<'s>, op: &Operand<'s>, float: b
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The diagnostics of a function header `func @f(PARAMS) {`: (message, spanned text).
+    fn header_errors(params: &str) -> Vec<(String, String)> {
+        let src = format!("func @f({params}) {{\n  ret\n}}\n");
+        match crate::assemble_unverified(&src, "t.rxa") {
+            Ok(m) => panic!("assembled: {:?}", m.funcs[0].placements),
+            Err(d) => d.items().iter().map(|i| (i.message.clone(), src[i.span.clone()].to_string())).collect(),
+        }
+    }
+
+    #[test]
+    fn placements() {
+        let src = "func @f(%x: f32[1, 4] in %a at 64, %a: storage, %y: i8[3] in %a at 0x80) {\n  ret\n}\n";
+        let m = crate::assemble(src, "t.rxa").unwrap_or_else(|d| panic!("{}", d.render()));
+        assert_eq!(
+            m.funcs[0].placements,
+            vec![Placement { param: 0, storage: 1, offset: 64 }, Placement { param: 2, storage: 1, offset: 128 }]
+        );
+
+        let e = |m: &str, t: &str| vec![(m.to_string(), t.to_string())];
+        assert_eq!(header_errors("%x: f32[4] in %b at 0, %a: storage"), e("`%b` is not a parameter of `@f`", "%b"));
+        assert_eq!(header_errors("%x: f32[4] in %x at 0"), e("`%x` is not a storage", "%x"));
+        assert_eq!(header_errors("%x: f32[4] in %n at 0, %n: int"), e("`%n` is not a storage", "%n"));
+        assert_eq!(
+            header_errors("%x: tensor in %a at 0, %a: storage"),
+            e("only a tensor with known dimensions can be placed", "tensor")
+        );
+        assert_eq!(
+            header_errors("%x: float in %a at 0, %a: storage"),
+            e("only a tensor with known dimensions can be placed", "float")
+        );
+        assert_eq!(
+            header_errors("%x: f32[2, ?] in %a at 0, %a: storage"),
+            e("a placed parameter's dimensions must be known", "?")
+        );
+        assert_eq!(header_errors("%x: f32[4] in %a at -8, %a: storage"), e("placement offset out of range", "-8"));
+        assert_eq!(
+            header_errors("%x: f32[4] in %a at 18446744073709551616, %a: storage"),
+            e("placement offset out of range", "18446744073709551616")
+        );
+        assert_eq!(
+            header_errors("%x: f32[4] in %a at 18446744073709551600, %a: storage"),
+            e("`%x` would end past the largest byte offset", "in %a at 18446744073709551600")
+        );
+        // Several problems in one placement are all reported.
+        assert_eq!(header_errors("%x: tensor in %n at -1, %n: int").len(), 3, "storage type, placed type and offset");
+    }
 
     #[test]
     fn suggestions() {

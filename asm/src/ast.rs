@@ -273,10 +273,21 @@ pub enum BodyItem<'a> {
     Instr(&'a InstrNode<'a>),
 }
 
+/// `in %STORAGE at OFFSET` after a parameter's type: the parameter is a view of the
+/// storage parameter `%STORAGE` at byte `OFFSET`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlacementExpr<'a> {
+    pub storage: Name<'a>,
+    pub offset: IntLit,
+    /// From `in` to the offset.
+    pub span: Span,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Param<'a> {
     pub name: Name<'a>,
     pub ty: TypeExpr<'a>,
+    pub placement: Option<PlacementExpr<'a>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

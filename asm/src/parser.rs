@@ -670,11 +670,19 @@ fn body<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [BodyItem<'
 
 // ---------------------------------------------------------------- declarations
 
+/// `in %STORAGE at OFFSET` (after a parameter's type).
+fn placement(i: Toks<'_>) -> PResult<'_, PlacementExpr<'_>> {
+    let (i, in_kw) = kw("in", "`in`")(i)?;
+    let (i, (storage, _, offset)) = cut((reg, kw("at", "`at`"), int_lit)).parse(i)?;
+    Ok((i, PlacementExpr { storage, offset, span: in_kw.span.to(offset.span) }))
+}
+
 fn param<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, Param<'a>> {
     move |i| {
         let (i, name) = reg(i)?;
         let (i, ty) = cut(preceded(punct(TokKind::Colon), type_expr(ar))).parse(i)?;
-        Ok((i, Param { name, ty }))
+        let (i, placement) = opt(placement).parse(i)?;
+        Ok((i, Param { name, ty, placement }))
     }
 }
 
@@ -846,6 +854,16 @@ pub fn parse<'a>(src: &'a str, ar: &'a Bump) -> Result<SourceModule<'a>, Diagnos
     }
 }
 
+/// Whether the failure at token `pos` is inside a parameter's `in %STORAGE at OFFSET`:
+/// right after `in`, `in %STORAGE` or `in %STORAGE at`.
+fn in_placement(all: &[Tok<'_>], pos: usize) -> bool {
+    let is_kw = |i: usize, w: &str| all.get(i).is_some_and(|t| t.kind == TokKind::Ident && t.text == w);
+    let is_reg = |i: usize| all.get(i).is_some_and(|t| t.kind == TokKind::Reg);
+    (pos >= 1 && is_kw(pos - 1, "in"))
+        || (pos >= 2 && is_kw(pos - 2, "in") && is_reg(pos - 1))
+        || (pos >= 3 && is_kw(pos - 3, "in") && is_reg(pos - 2) && is_kw(pos - 1, "at"))
+}
+
 fn error_from_tracker(src: &str, all: &[Tok<'_>], track: &Tracker) -> Diagnostic {
     if let Some((Custom::ModuleNotFirst, span)) = track.custom.get() {
         return Diagnostic::new(span, "the `module` declaration must come first")
@@ -868,6 +886,9 @@ fn error_from_tracker(src: &str, all: &[Tok<'_>], track: &Tracker) -> Diagnostic
                  continue on the next line after `{` or `,`",
             );
         }
+    }
+    if in_placement(all, pos) {
+        d = d.with_note("a parameter is placed in a storage parameter with `in %STORAGE at OFFSET`");
     }
     if let Some(t) = all.get(pos) {
         if t.kind == TokKind::Ident
@@ -1106,6 +1127,43 @@ mod tests {
         assert_eq!(e.expected, vec!["`%register`", "integer", "`]`"]);
         let e = parse_err("kernel @a = opencl(\"a\")\n");
         assert_eq!(e.expected, vec!["`,`"]);
+    }
+
+    #[test]
+    fn parses_parameter_placements() {
+        let ar = Bump::new();
+        let src = "func @f(%x: f32[1, 3, 4, 4] in %arena at 4096, %arena: storage, %y: f32[2] in %arena at 0x10,\n\
+                   %n: int) {\n  ret\n}\n";
+        let m = parse_ok(src, &ar);
+        let ps = m.funcs[0].params;
+        let pl = ps[0].placement.expect("%x is placed");
+        assert_eq!((pl.storage.text, pl.offset.value), ("arena", Some(4096)));
+        assert_eq!(&src[pl.span.range()], "in %arena at 4096");
+        assert!(ps[1].placement.is_none());
+        assert_eq!(ps[2].placement.map(|p| p.offset.value), Some(Some(16)));
+        assert!(ps[3].placement.is_none());
+
+        // `in` is a keyword only after a parameter's type: a register may still be `%in`.
+        let ar = Bump::new();
+        let m = parse_ok("func @f(%in: storage, %at: f32[1] in %in at 0) {\n  ret\n}\n", &ar);
+        assert_eq!(m.funcs[0].params[1].placement.map(|p| p.storage.text), Some("in"));
+    }
+
+    #[test]
+    fn placement_errors() {
+        let e = parse_err("func @f(%x: f32[4] in %a, %a: storage) {\n  ret\n}\n");
+        assert_eq!((e.expected.as_slice(), e.found.as_deref()), (&["`at`".to_string()][..], Some("`,`")));
+        assert!(e.notes.iter().any(|n| n.contains("in %STORAGE at OFFSET")), "{:?}", e.notes);
+        let e = parse_err("func @f(%x: f32[4] in %a at, %a: storage) {\n  ret\n}\n");
+        assert_eq!(e.expected, vec!["integer"]);
+        assert!(e.notes.iter().any(|n| n.contains("in %STORAGE at OFFSET")), "{:?}", e.notes);
+        let e = parse_err("func @f(%x: f32[4] in %a at %o, %a: storage) {\n  ret\n}\n");
+        assert_eq!((e.expected.as_slice(), e.found.as_deref()), (&["integer".to_string()][..], Some("`%o`")));
+        let e = parse_err("func @f(%x: f32[4] in 0 at 0) {\n  ret\n}\n");
+        assert_eq!(e.expected, vec!["`%register`"]);
+        let e = parse_err("func @f(%x: f32[4] at 0) {\n  ret\n}\n");
+        assert_eq!(e.expected, vec!["`in`", "`,`", "`)`"]);
+        assert!(e.notes.is_empty(), "{:?}", e.notes);
     }
 
     #[test]

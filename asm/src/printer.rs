@@ -652,6 +652,12 @@ fn print_func(out: &mut String, m: &Module, f: &Function) {
         push_reg_name(out, names.regs.get(i), i as u32);
         out.push_str(": ");
         push_type(out, t);
+        if let Some(pl) = f.placement(i as u32) {
+            out.push_str(" in %");
+            push_reg_name(out, names.regs.get(pl.storage as usize), pl.storage);
+            out.push_str(" at ");
+            push_u64(out, pl.offset);
+        }
     }
     out.push(')');
     match f.results.as_slice() {
@@ -749,6 +755,34 @@ mod tests {
         s.clear();
         push_attrs(&mut s, &Attrs::default());
         assert_eq!(s, "{}");
+    }
+
+    #[test]
+    fn placements_print_after_the_parameter_type() {
+        let src = "func @f(%arena: storage, %x: f32[1, 3, 4, 4] in %arena at 4096, %y: u8[2] in %arena at 0x20) {\n  ret\n}\n";
+        let m = crate::assemble(src, "p.rxa").unwrap_or_else(|d| panic!("{}", d.render()));
+        let text = print_module(&m);
+        assert!(
+            text.contains(
+                "func @f(%arena: storage, %x: f32[1, 3, 4, 4] in %arena at 4096, %y: u8[2] in %arena at 32) {"
+            ),
+            "{text}"
+        );
+        let mut stripped = m.clone();
+        stripped.strip_debug();
+        let text = print_module(&stripped);
+        assert!(
+            text.contains("(%r0: storage, %r1: f32[1, 3, 4, 4] in %r0 at 4096, %r2: u8[2] in %r0 at 32)"),
+            "{text}"
+        );
+        // The largest offset prints in full and reads back.
+        let mut big = m.clone();
+        big.funcs[0].params[2] = Type::Tensor { dtype: DType::U8, dims: vec![rxvm_vm::types::Dim::Known(0)] };
+        big.funcs[0].placements[1].offset = u64::MAX;
+        let text = print_module(&big);
+        assert!(text.contains(&format!("%y: u8[0] in %arena at {}", u64::MAX)), "{text}");
+        let back = crate::assemble(&text, "p.rxa").unwrap_or_else(|d| panic!("{}", d.render()));
+        assert_eq!(back.funcs[0].placements, big.funcs[0].placements);
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! time take none) or a layout conversion ([`super::scopes`]). Views — Reshape, Flatten,
 //! Squeeze, Unsqueeze, and inference-time Identity/Dropout of a tensor the program
 //! allocated, in the same scope — share their source's buffer and extend its life. Graph
-//! outputs stay live to the end, so nothing overwrites them.
+//! outputs stay live to the end, so nothing overwrites them. Graph inputs planned in a pool
+//! (`--inputs-in-arena`, `--pool inputs=...`) are tensors live from step 0, the program's
+//! entry, to their last reader; the others stay in the caller's memory and are not planned.
 
 use super::scopes::{Schedule, StepKind};
 use crate::graph::Graph;
@@ -32,6 +34,8 @@ pub struct Tensor {
     pub buffer: usize,
     /// True when it is a view of an earlier tensor's buffer.
     pub is_view: bool,
+    /// True for a graph input (a parameter, not defined by a step).
+    pub is_input: bool,
 }
 
 /// Memory that tensors live in: the first tensor's bytes, live from its definition to the
@@ -71,9 +75,28 @@ impl Liveness {
     }
 }
 
-/// Computes liveness over the schedule `s` of graph `g`.
-pub fn liveness(g: &Graph, s: &Schedule) -> Result<Liveness, String> {
+/// Computes liveness over the schedule `s` of graph `g`, with the graph inputs for which
+/// `planned` holds planned from entry.
+pub fn liveness(g: &Graph, s: &Schedule, planned: &dyn Fn(&str) -> bool) -> Result<Liveness, String> {
     let mut l = Liveness::default();
+    for inp in g.inputs.iter().filter(|i| planned(&i.name)) {
+        let p = s.tensors.get(&inp.name).ok_or_else(|| format!("graph input `{}` has no type", inp.name))?;
+        let t = l.tensors.len();
+        l.buffers.push(Buffer { bytes: p.bytes, align: p.align, scope: p.scope, first: 0, last: 0, tensor: t });
+        l.index.insert(inp.name.clone(), t);
+        l.tensors.push(Tensor {
+            name: inp.name.clone(),
+            dtype: p.dtype,
+            shape: p.shape.clone(),
+            scope: p.scope,
+            bytes: p.bytes,
+            def: 0,
+            last: 0,
+            buffer: l.buffers.len() - 1,
+            is_view: false,
+            is_input: true,
+        });
+    }
     for (step, st) in s.steps.iter().enumerate() {
         let step = step as u32;
         for x in &st.inputs {
@@ -128,6 +151,7 @@ pub fn liveness(g: &Graph, s: &Schedule) -> Result<Liveness, String> {
                 last: step,
                 buffer,
                 is_view: view.is_some(),
+                is_input: false,
             });
         }
     }
@@ -173,7 +197,7 @@ mod tests {
         g.outputs.push("c".into());
         let a = analyze(&g, &[vec![2, 3]]).unwrap();
         let s = schedule(&g, &a, &DeviceCaps::host(), Textures::Auto).unwrap();
-        let l = liveness(&g, &s).unwrap();
+        let l = liveness(&g, &s, &|_| false).unwrap();
         let t = |n: &str| l.tensor(n).unwrap().clone();
         assert_eq!((t("a").def, t("a").last), (0, 3));
         assert!(t("f").is_view && t("f").buffer == t("a").buffer);
@@ -183,5 +207,12 @@ mod tests {
         assert_eq!(l.buffers.len(), 4);
         let b = &l.buffers[t("a").buffer];
         assert_eq!((b.bytes, b.align, b.first, b.last, b.tensor), (24, 128, 0, 3, 0));
+
+        // A planned input is live from entry to its last reader, and views of it share it.
+        let l = liveness(&g, &s, &|n| n == "x").unwrap();
+        let x = l.tensor("x").unwrap();
+        assert!(x.is_input && !x.is_view);
+        assert_eq!((l.buffers[x.buffer].first, l.buffers[x.buffer].last), (0, 0));
+        assert_eq!(l.buffers.len(), 5);
     }
 }

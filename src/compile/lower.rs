@@ -17,7 +17,9 @@ use rxvm_vm::{HostTensor, Module};
 use std::collections::HashMap;
 
 /// Emits the module for the schedule `s` of `g`, with buffer `i` of `live` at
-/// `plan.offsets[i]` in arena `problem.buffers[i].pool`.
+/// `plan.offsets[i]` in arena `problem.buffers[i].pool`. The pools in `parameters` are
+/// storage parameters of `@main` after the graph inputs (in that order); planned inputs are
+/// placed in theirs.
 pub fn lower(
     g: &Graph,
     a: &Analysis,
@@ -25,12 +27,14 @@ pub fn lower(
     live: &Liveness,
     problem: &Problem,
     plan: &Plan,
+    parameters: &[u32],
 ) -> Result<Module, String> {
     let ty = |name: &str| -> Result<Type, String> {
         let (d, s) = a.types.get(name).ok_or_else(|| format!("tensor `{name}` has no type"))?;
         Ok(tensor_type(*d, s))
     };
-    let params: Vec<Type> = g.inputs.iter().map(|i| ty(&i.name)).collect::<Result<_, _>>()?;
+    let mut params: Vec<Type> = g.inputs.iter().map(|i| ty(&i.name)).collect::<Result<_, _>>()?;
+    params.extend(parameters.iter().map(|_| Type::Storage));
     // Returned tensors are buffers: the outputs themselves or their buffer copies.
     let results: Vec<Type> = g.outputs.iter().map(|o| ty(o)).collect::<Result<_, _>>()?;
     let mut mb = ModuleBuilder::new(&ident(if g.name.is_empty() { "model" } else { &g.name }, &mut HashMap::new()));
@@ -52,6 +56,30 @@ pub fn lower(
         e.1 = e.1.max(t.def);
     }
     let mut arenas: HashMap<u32, Reg> = HashMap::new();
+    // The pool's register: its name, or for a pool of one buffer `<tensor>.storage`.
+    let pool_name =
+        |pool: u32, names: &mut HashMap<String, usize>| match problem.pool_names.iter().find(|p| p.0 == pool) {
+            Some((_, n)) => ident(n, names),
+            None => {
+                let b = problem.buffers.iter().position(|b| b.pool == pool).unwrap_or(0);
+                format!("{}.storage", ident(&live.tensors[live.buffers[b].tensor].name, names))
+            }
+        };
+    for (k, &pool) in parameters.iter().enumerate() {
+        let r = f.param((g.inputs.len() + k) as u32);
+        let name = pool_name(pool, &mut names);
+        f.name(r, &name);
+        arenas.insert(pool, r);
+    }
+    for (i, inp) in g.inputs.iter().enumerate() {
+        if let Some(t) = live.tensor(&inp.name) {
+            let pool = problem.buffers[t.buffer].pool;
+            let k = parameters.iter().position(|&p| p == pool).ok_or_else(|| {
+                format!("internal: input `{}` is planned in pool {pool}, which is not a parameter", inp.name)
+            })?;
+            f.place_param(i as u32, (g.inputs.len() + k) as u32, plan.offsets[t.buffer]);
+        }
+    }
     let mut const_ids = HashMap::new();
     let mut const_names = HashMap::new();
     let mut konst = |mb: &mut ModuleBuilder, name: &str, c: &HostTensor| {
@@ -66,18 +94,16 @@ pub fn lower(
             _ => format!("conversion of `{}`", st.inputs[0]),
         };
         // Arenas whose first tensor is defined here.
-        let mut opening: Vec<(u32, u64)> =
-            plan.pool_sizes.iter().copied().filter(|(p, _)| arena_span.get(p).is_some_and(|s| s.0 == step)).collect();
+        let mut opening: Vec<(u32, u64)> = plan
+            .pool_sizes
+            .iter()
+            .copied()
+            .filter(|(p, _)| !parameters.contains(p) && arena_span.get(p).is_some_and(|s| s.0 == step))
+            .collect();
         opening.sort_unstable();
         for (pool, bytes) in opening {
             let storage = f.alloc_storage(Operand::Int(bytes.max(1) as i64), None, 0, Scope::Global);
-            // Pool 0 is the shared arena; the others hold one buffer each.
-            let name = if pool == 0 {
-                "arena".to_string()
-            } else {
-                let b = problem.buffers.iter().position(|b| b.pool == pool).unwrap_or(0);
-                format!("{}.storage", ident(&live.tensors[live.buffers[b].tensor].name, &mut names))
-            };
+            let name = pool_name(pool, &mut names);
             f.name(storage, &name);
             arenas.insert(pool, storage);
         }

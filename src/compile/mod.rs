@@ -14,9 +14,11 @@
 pub mod fold;
 pub mod liveness;
 pub mod lower;
+pub mod pools;
 pub mod reorder;
 pub mod scopes;
 
+pub use pools::{InputsInArena, Io, PoolMap};
 pub use scopes::Textures;
 
 use crate::graph::{analyze, Graph};
@@ -72,6 +74,9 @@ pub struct Options {
     pub reorder: bool,
     /// Search nodes per pool for the exact search of [`Planner::Best`].
     pub plan_budget: u64,
+    /// Which pool each buffer lives in, whether inputs are planned, and who owns the
+    /// outputs ([`pools`]).
+    pub pools: PoolMap,
 }
 
 impl Default for Options {
@@ -82,8 +87,21 @@ impl Default for Options {
             target: DeviceCaps::host(),
             reorder: false,
             plan_budget: plan::exact::DEFAULT_BUDGET,
+            pools: PoolMap::default(),
         }
     }
+}
+
+/// One pool of a compiled program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolReport {
+    pub name: String,
+    pub bytes: u64,
+    pub lower_bound: u64,
+    /// What it holds, e.g. `inputs+activations+outputs`.
+    pub holds: String,
+    /// The caller provides it (a storage parameter of `@main`).
+    pub parameter: bool,
 }
 
 /// What the memory plan achieved.
@@ -112,6 +130,19 @@ pub struct PlanReport {
     /// their dense image bytes ([`crate::plan::images`]).
     pub image_slots: usize,
     pub image_bytes: u64,
+    /// Named pools (image slots and the no-reuse baseline's per-buffer storages are not
+    /// listed), by pool id.
+    pub pools: Vec<PoolReport>,
+    /// Bytes of the graph inputs left in the caller's memory (not planned).
+    pub input_bytes: u64,
+}
+
+impl PlanReport {
+    /// Device memory one run needs apart from constants: every pool, plus the inputs kept
+    /// in the caller's memory.
+    pub fn device_bytes(&self) -> u64 {
+        self.arena_bytes + self.input_bytes
+    }
 }
 
 /// The peak of bytes live at one step (the lower bound with all buffers in one pool).
@@ -143,6 +174,88 @@ fn image_slots(
     }
     let p = plan::images::plan_images(&reqs);
     Ok((index.into_iter().zip(p.slot_of.iter().copied()).collect(), p))
+}
+
+/// Where each buffer lives.
+struct PoolLayout {
+    /// Pool id of every buffer.
+    pool_of: Vec<u32>,
+    classes: Vec<pools::Class>,
+    /// Named pools by id (the activations' pool is 0).
+    names: Vec<(u32, String)>,
+    /// Pools the caller provides, ascending.
+    parameters: Vec<u32>,
+}
+
+/// Assigns pools: named pools from the pool map (the activations' pool first, id 0), then
+/// image slots (textures on targets without images over buffers), or with the no-reuse
+/// planner one pool per buffer.
+fn pool_layout(
+    live: &liveness::Liveness,
+    sched: &scopes::Schedule,
+    opts: &Options,
+    slot_of: Option<&std::collections::HashMap<usize, usize>>,
+) -> Result<PoolLayout, String> {
+    let outputs: std::collections::HashSet<&str> = sched.outputs.iter().map(String::as_str).collect();
+    let mut members: Vec<Vec<&str>> = vec![Vec::new(); live.buffers.len()];
+    for t in &live.tensors {
+        members[t.buffer].push(&t.name);
+    }
+    let classes: Vec<pools::Class> = live
+        .buffers
+        .iter()
+        .zip(&members)
+        .map(|(b, m)| {
+            if live.tensors[b.tensor].is_input {
+                pools::Class::Input
+            } else if m.iter().any(|n| outputs.contains(n)) {
+                pools::Class::Output
+            } else {
+                pools::Class::Activation
+            }
+        })
+        .collect();
+    let mut names: Vec<(u32, String)> = vec![(0, opts.pools.activations().to_string())];
+    let mut pool_of = Vec::with_capacity(live.buffers.len());
+    for (i, (c, m)) in classes.iter().zip(&members).enumerate() {
+        let name = opts
+            .pools
+            .pool_of(*c, m)
+            .ok_or_else(|| format!("internal: input `{}` is planned but has no pool", m[0]))?;
+        let id = match names.iter().find(|(_, n)| *n == name) {
+            Some((id, _)) => *id,
+            None => {
+                names.push((names.len() as u32, name));
+                names.len() as u32 - 1
+            }
+        };
+        // The no-reuse baseline: every buffer its own storage, numbered from 1.
+        pool_of.push(if opts.planner == Planner::None { i as u32 + 1 } else { id });
+    }
+    let named = names.len() as u32;
+    if let Some(slot_of) = slot_of {
+        for (i, p) in pool_of.iter_mut().enumerate() {
+            if let Some(&slot) = slot_of.get(&i) {
+                *p = named + slot as u32;
+            }
+        }
+    }
+    if opts.planner == Planner::None {
+        names.clear();
+    } else {
+        names.retain(|(id, _)| pool_of.contains(id));
+    }
+    let mut parameters: Vec<u32> = Vec::new();
+    for (i, &p) in pool_of.iter().enumerate() {
+        let holds_input = classes[i] == pools::Class::Input;
+        let holds_output = classes[i] == pools::Class::Output;
+        if opts.pools.is_parameter(holds_input, holds_output) && !parameters.contains(&p) {
+            parameters.push(p);
+        }
+    }
+    // A pool is provided whole: any class in a parameter pool makes the pool a parameter.
+    parameters.sort_unstable();
+    Ok(PoolLayout { pool_of, classes, names, parameters })
 }
 
 /// A compiled graph: the module, its plan and a readable listing of the plan.
@@ -200,14 +313,15 @@ pub fn compile(g: &Graph, input_shapes: &[Vec<i64>], opts: &Options) -> Result<C
         None => (g, a),
     };
     let sched = scopes::schedule(g, &a, &opts.target, opts.textures)?;
-    let live = liveness::liveness(g, &sched)?;
+    let planned = |n: &str| opts.pools.pool_of(pools::Class::Input, &[n]).is_some();
+    let live = liveness::liveness(g, &sched, &planned)?;
     let reordered_graph;
     let (g, a, sched, live, reorder_peaks) = if opts.reorder {
         let before = peak_bytes(&live);
         reordered_graph = reorder::reordered(g, &reorder::reorder(g, &a));
         let a2 = analyze(&reordered_graph, input_shapes)?;
         let sched2 = scopes::schedule(&reordered_graph, &a2, &opts.target, opts.textures)?;
-        let live2 = liveness::liveness(&reordered_graph, &sched2)?;
+        let live2 = liveness::liveness(&reordered_graph, &sched2, &planned)?;
         let after = peak_bytes(&live2);
         if after < before {
             (&reordered_graph, a2, sched2, live2, Some((before, after)))
@@ -223,40 +337,69 @@ pub fn compile(g: &Graph, input_shapes: &[Vec<i64>], opts: &Options) -> Result<C
     } else {
         Some(image_slots(&live, &opts.target)?)
     };
+    let inputs: Vec<&str> = g.inputs.iter().map(|i| i.name.as_str()).collect();
+    opts.pools.check_names(&inputs, &live.index)?;
+    let layout = pool_layout(&live, &sched, opts, images.as_ref().map(|(slot_of, _)| slot_of))?;
     let buffers: Vec<Buffer> = live
         .buffers
         .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            let pool = match &images {
-                _ if opts.planner == Planner::None => i as u32 + 1,
-                Some((slot_of, _)) if b.scope.is_texture() => slot_of[&i] as u32 + 1,
-                _ => 0,
-            };
-            Buffer::new(b.bytes, b.align, b.first, b.last).in_pool(pool)
-        })
+        .zip(&layout.pool_of)
+        .map(|(b, &pool)| Buffer::new(b.bytes, b.align, b.first, b.last).in_pool(pool))
         .collect();
     let names = live.buffers.iter().map(|b| live.tensors[b.tensor].name.clone()).collect();
-    let mut kinds: Vec<BufferKind> = live
-        .buffers
+    let kinds: Vec<BufferKind> = layout
+        .classes
         .iter()
-        .map(|b| if b.scope.is_texture() { BufferKind::Texture } else { BufferKind::Buffer })
+        .zip(&live.buffers)
+        .map(|(c, b)| match c {
+            pools::Class::Input => BufferKind::Input,
+            pools::Class::Output => BufferKind::Output,
+            pools::Class::Activation if b.scope.is_texture() => BufferKind::Texture,
+            pools::Class::Activation => BufferKind::Buffer,
+        })
         .collect();
-    for o in &sched.outputs {
-        if let Some(t) = live.tensor(o) {
-            kinds[t.buffer] = BufferKind::Output;
-        }
-    }
-    let problem = Problem { buffers, names, kinds };
+    let problem = Problem { buffers, names, kinds, pool_names: layout.names.clone() };
     let started = std::time::Instant::now();
     let plan = run_planner(&problem, opts.planner, opts.plan_budget)?;
     let millis = started.elapsed().as_secs_f64() * 1e3;
     // The textures of one image slot never live at the same time, so every planner puts
     // them at offset 0, where the slot's image starts.
-    if images.is_some() && problem.buffers.iter().zip(&plan.offsets).any(|(b, &o)| b.pool > 0 && o != 0) {
-        return Err("internal: a texture of an image slot was not placed at offset 0".into());
+    if let Some((slot_of, _)) = &images {
+        if slot_of.keys().any(|&i| plan.offsets[i] != 0) {
+            return Err("internal: a texture of an image slot was not placed at offset 0".into());
+        }
     }
-    let module = lower::lower(g, &a, &sched, &live, &problem, &plan)?;
+    let module = lower::lower(g, &a, &sched, &live, &problem, &plan, &layout.parameters)?;
+    let bounds = plan::lower_bound_per_pool(&problem);
+    let pool_reports = layout
+        .names
+        .iter()
+        .map(|(id, name)| {
+            let mut holds: Vec<&str> = Vec::new();
+            for (c, label) in [
+                (pools::Class::Input, "inputs"),
+                (pools::Class::Activation, "activations"),
+                (pools::Class::Output, "outputs"),
+            ] {
+                if layout.classes.iter().zip(&layout.pool_of).any(|(k, p)| *k == c && p == id) {
+                    holds.push(label);
+                }
+            }
+            PoolReport {
+                name: name.clone(),
+                bytes: plan.pool_size(*id).unwrap_or(0),
+                lower_bound: bounds.iter().find(|b| b.0 == *id).map_or(0, |b| b.1),
+                holds: holds.join("+"),
+                parameter: layout.parameters.contains(id),
+            }
+        })
+        .collect();
+    let input_bytes = g
+        .inputs
+        .iter()
+        .filter(|i| live.tensor(&i.name).is_none())
+        .filter_map(|i| sched.tensors.get(&i.name).map(|p| p.bytes))
+        .sum();
     let report = PlanReport {
         arena_bytes: plan.arena_bytes(),
         lower_bound: plan::lower_bound(&problem),
@@ -270,6 +413,8 @@ pub fn compile(g: &Graph, input_shapes: &[Vec<i64>], opts: &Options) -> Result<C
         reorder_peaks,
         image_slots: images.as_ref().map_or(0, |(_, p)| p.slots.len()),
         image_bytes: images.as_ref().map_or(0, |(_, p)| p.bytes()),
+        pools: pool_reports,
+        input_bytes,
     };
     let mut c = format!(
         "; memory plan ({}) for target `{}`: {} arena bytes, lower bound {}, no-reuse {}; steps 0..{}\n",
@@ -294,9 +439,24 @@ pub fn compile(g: &Graph, input_shapes: &[Vec<i64>], opts: &Options) -> Result<C
     if let Some(note) = &sched.note {
         let _ = writeln!(c, "; note: {note}");
     }
+    for p in &report.pools {
+        let _ = writeln!(
+            c,
+            "; pool `{}`: {} bytes, lower bound {}, holds {}{}",
+            p.name,
+            p.bytes,
+            p.lower_bound,
+            p.holds,
+            if p.parameter { ", provided by the caller" } else { "" }
+        );
+    }
     for t in &live.tensors {
         let b = &problem.buffers[t.buffer];
-        let pool = if b.pool == 0 { "arena".into() } else { format!("storage {}", b.pool) };
+        let pool = match layout.names.iter().find(|(id, _)| *id == b.pool) {
+            Some((_, n)) if n == pools::DEFAULT_POOL => "arena".to_string(),
+            Some((_, n)) => format!("pool `{n}`"),
+            None => format!("storage {}", b.pool),
+        };
         let _ = writeln!(
             c,
             ";   {}: {}{:?}{} {} B at {pool} +{}, live [{}, {}]{}",

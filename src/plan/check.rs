@@ -138,6 +138,7 @@ mod tests {
             buffers: vec![Buffer::new(10, 1, 0, 2), Buffer::new(10, 1, 2, 4)],
             names: vec!["x".into(), "y".into()],
             kinds: Vec::new(),
+            pool_names: Vec::new(),
         };
         let err = check(&p, &plan(vec![0, 9], vec![(0, 19)])).unwrap_err();
         assert_eq!(

@@ -464,6 +464,7 @@ mod tests {
                     buffers: vec![Buffer::new(1, 1, 0, 0)],
                     names: vec!["a".into(), "b".into()],
                     kinds: Vec::new(),
+                    pool_names: Vec::new(),
                 },
                 "names",
             ),

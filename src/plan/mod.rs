@@ -99,12 +99,23 @@ pub struct Problem {
     pub names: Vec<String>,
     /// Either empty (all [`BufferKind::Buffer`]) or one kind per buffer.
     pub kinds: Vec<BufferKind>,
+    /// Names of pools, for reports and pictures (`(pool, name)`; unnamed pools print as
+    /// `pool N`).
+    pub pool_names: Vec<(u32, String)>,
 }
 
 impl Problem {
     /// A problem without names.
     pub fn new(buffers: Vec<Buffer>) -> Self {
-        Problem { buffers, names: Vec::new(), kinds: Vec::new() }
+        Problem { buffers, names: Vec::new(), kinds: Vec::new(), pool_names: Vec::new() }
+    }
+
+    /// The name of `pool`: given in [`Problem::pool_names`], or `pool N`.
+    pub fn pool_name(&self, pool: u32) -> String {
+        match self.pool_names.iter().find(|(p, _)| *p == pool) {
+            Some((_, n)) => n.clone(),
+            None => format!("pool {pool}"),
+        }
     }
 
     /// The kind of buffer `i` (`Buffer` when kinds are not given).

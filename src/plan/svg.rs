@@ -78,7 +78,7 @@ pub fn plot_area(panel: usize) -> PlotArea {
     PlotArea { left: MARGIN_LEFT, top, right: WIDTH - MARGIN_RIGHT, bottom: top + PLOT_HEIGHT }
 }
 
-/// An SVG picture of `plan`: one panel per pool (stacked vertically, titled with the pool id,
+/// An SVG picture of `plan`: one panel per pool (stacked vertically, titled with the pool's name,
 /// arena bytes, lower bound and efficiency LB/arena), x = schedule step, y = byte offset (0 at the
 /// bottom), one rectangle per buffer spanning `[first, last + 1) × [offset, offset + size)`,
 /// coloured by kind (buffer / texture / input / output, with a legend), labelled with its name
@@ -311,10 +311,10 @@ fn write_panel(
     writeln!(out, r#"<g id="pool-{}">"#, panel.pool)?;
     write!(
         out,
-        r#"<text x="{}" y="{}" font-weight="bold">pool {}: arena {}, lower bound {}, efficiency (LB/arena) {}"#,
+        r#"<text x="{}" y="{}" font-weight="bold">{}: arena {}, lower bound {}, efficiency (LB/arena) {}"#,
         Px(area.left),
         Px(area.top - 10.0),
-        panel.pool,
+        Escaped(&problem.pool_name(panel.pool)),
         Bytes(panel.arena),
         Bytes(panel.lower_bound),
         Efficiency { bound: panel.lower_bound, arena: panel.arena },
@@ -670,6 +670,7 @@ mod tests {
             buffers: vec![Buffer::new(64, 1, 0, 9)],
             names: vec!["a<b>&\"c'\u{1}".into()],
             kinds: Vec::new(),
+            pool_names: Vec::new(),
         };
         let svg = render(&problem, &plan(vec![0], vec![(0, 64)]), "t & <u>").unwrap();
         assert!(svg.contains("<title>t &amp; &lt;u&gt;</title>"), "{svg}");
@@ -743,7 +744,7 @@ mod tests {
         let n = 100_000u32;
         let buffers = (0..n).map(|i| Buffer::new(1024, 1, i, i + 1)).collect();
         let names = (0..n).map(|i| format!("tensor_{i}_{}", "x".repeat(500))).collect();
-        let problem = Problem { buffers, names, kinds: Vec::new() };
+        let problem = Problem { buffers, names, kinds: Vec::new(), pool_names: Vec::new() };
         let offsets = (0..u64::from(n)).map(|i| (i % 2) * 1024).collect();
         let svg = render(&problem, &plan(offsets, vec![(0, 2048)]), "huge").unwrap();
         // Each step is ~0.01 px wide: no labels, no outlines, and tooltips with cut names.

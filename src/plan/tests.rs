@@ -20,7 +20,7 @@ fn arb_problem() -> impl Strategy<Value = Problem> {
     (1u32..=3, 0usize..=200, any::<bool>()).prop_flat_map(|(pools, n, named)| {
         prop::collection::vec(arb_buffer(pools), n).prop_map(move |buffers| {
             let names = if named { (0..buffers.len()).map(|i| format!("t{i}")).collect() } else { Vec::new() };
-            Problem { buffers, names, kinds: Vec::new() }
+            Problem { buffers, names, kinds: Vec::new(), pool_names: Vec::new() }
         })
     })
 }

@@ -198,7 +198,7 @@ impl GlowBuilder {
         Ok(GlowModel {
             name: self.name,
             align,
-            problem: Problem { buffers, names: self.ids, kinds: Vec::new() },
+            problem: Problem { buffers, names: self.ids, kinds: Vec::new(), pool_names: Vec::new() },
             expected_mem: self.mem,
             expected_eff: self.eff,
         })
@@ -437,12 +437,18 @@ mod tests {
     fn minimalloc_writer_rejects_what_it_cannot_hold() {
         let two_pools = Problem::new(vec![Buffer::new(1, 1, 0, 0), Buffer::new(1, 1, 0, 0).in_pool(1)]);
         assert!(write_minimalloc_csv(&two_pools).unwrap_err().contains("one pool"));
-        let comma = Problem { buffers: vec![Buffer::new(1, 1, 0, 0)], names: vec!["a,b".into()], kinds: Vec::new() };
+        let comma = Problem {
+            buffers: vec![Buffer::new(1, 1, 0, 0)],
+            names: vec!["a,b".into()],
+            kinds: Vec::new(),
+            pool_names: Vec::new(),
+        };
         assert!(write_minimalloc_csv(&comma).unwrap_err().contains("cannot be a CSV id"));
         let dup = Problem {
             buffers: vec![Buffer::new(1, 1, 0, 0); 2],
             names: vec!["a".into(), "a".into()],
             kinds: Vec::new(),
+            pool_names: Vec::new(),
         };
         assert!(write_minimalloc_csv(&dup).unwrap_err().contains("same id"));
         assert!(write_minimalloc_csv(&Problem::new(vec![Buffer::new(1, 1, 3, 2)])).is_err());

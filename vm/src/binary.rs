@@ -7,7 +7,7 @@
 //! error carrying the byte offset, never a panic.
 
 use crate::bytecode::{Arg, Instr, Word, WORD_SIZE};
-use crate::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, SourceLoc, UserKernel};
+use crate::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, Placement, SourceLoc, UserKernel};
 use crate::ops::{AttrValue, Attrs};
 use crate::types::{DType, Dim, Type};
 use std::fmt;
@@ -31,12 +31,14 @@ pub enum SectionId {
     Attrs = 9,
     /// User-declared OpenCL kernels (optional; omitted when the module has none).
     Kernels = 10,
+    /// Parameter placements (optional; omitted when no function has any).
+    Placements = 11,
 }
 
 impl SectionId {
     fn from_u8(v: u8) -> Option<SectionId> {
         use SectionId::*;
-        [Strings, Meta, Literals, Constants, Functions, Code, Names, Spans, Attrs, Kernels]
+        [Strings, Meta, Literals, Constants, Functions, Code, Names, Spans, Attrs, Kernels, Placements]
             .into_iter()
             .find(|s| *s as u8 == v)
     }
@@ -265,6 +267,21 @@ pub fn write_module(m: &Module) -> Vec<u8> {
         put_u32(&mut kernels, strings.id(&k.source));
     }
 
+    // Placements: only functions that have some, by increasing function index.
+    let mut placements = Vec::new();
+    let placed: Vec<(usize, &Function)> =
+        m.funcs.iter().enumerate().filter(|(_, f)| !f.placements.is_empty()).collect();
+    put_len(&mut placements, placed.len());
+    for (i, f) in &placed {
+        put_len(&mut placements, *i);
+        put_len(&mut placements, f.placements.len());
+        for p in &f.placements {
+            put_u32(&mut placements, p.param);
+            put_u32(&mut placements, p.storage);
+            put_u64(&mut placements, p.offset);
+        }
+    }
+
     let mut strs = Vec::new();
     put_len(&mut strs, strings.list.len());
     for s in &strings.list {
@@ -291,6 +308,9 @@ pub fn write_module(m: &Module) -> Vec<u8> {
     }
     if !m.kernels.is_empty() {
         section(&mut out, SectionId::Kernels, kernels);
+    }
+    if !placed.is_empty() {
+        section(&mut out, SectionId::Placements, placements);
     }
     out
 }
@@ -565,6 +585,7 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                     m.funcs.push(Function {
                         name,
                         params,
+                        placements: Vec::new(),
                         results,
                         num_regs,
                         code: Vec::new(),
@@ -666,6 +687,44 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                     let entry = r.string(&strings, "kernel entry")?.to_string();
                     let source = r.string(&strings, "kernel source")?.to_string();
                     m.kernels.push(UserKernel { name, entry, source });
+                }
+            }
+            SectionId::Placements => {
+                let n = r.count("placement function count", 8)?;
+                let mut prev: Option<u32> = None;
+                for _ in 0..n {
+                    let at = r.pos;
+                    let fi = r.u32("placement function index")?;
+                    if let Some(p) = prev.filter(|p| fi <= *p) {
+                        r.pos = at;
+                        return r.err(if fi == p {
+                            format!("the placements of function {fi} are listed twice")
+                        } else {
+                            format!(
+                                "placements of function {fi} after those of function {p}: functions are listed in increasing index order"
+                            )
+                        });
+                    }
+                    prev = Some(fi);
+                    let nfuncs = m.funcs.len();
+                    let Some(f) = m.funcs.get_mut(fi as usize) else {
+                        r.pos = at;
+                        return r
+                            .err(format!("placements refer to function {fi}, but the module has {nfuncs} functions"));
+                    };
+                    let at = r.pos;
+                    let k = r.count("placement count", 16)?;
+                    if k == 0 {
+                        r.pos = at;
+                        return r.err(format!("function @{} is listed with no placements", f.name));
+                    }
+                    f.placements.reserve(k);
+                    for _ in 0..k {
+                        let param = r.u32("placed parameter")?;
+                        let storage = r.u32("placement storage parameter")?;
+                        let offset = r.u64("placement offset")?;
+                        f.placements.push(Placement { param, storage, offset });
+                    }
                 }
             }
             SectionId::Spans => {

@@ -60,6 +60,7 @@ impl ModuleBuilder {
         self.module.funcs.push(Function {
             name: name.to_string(),
             params,
+            placements: Vec::new(),
             results,
             num_regs: nparams,
             code: Vec::new(),
@@ -82,6 +83,7 @@ impl ModuleBuilder {
             labels: Vec::new(),
             reg_names: vec![String::new(); nparams],
             attrs: Vec::new(),
+            placements: Vec::new(),
         }
     }
 
@@ -124,6 +126,7 @@ impl ModuleBuilder {
             .collect();
         let f = &mut self.module.funcs[fb.id.0 as usize];
         f.num_regs = fb.num_regs;
+        f.placements = fb.placements;
         f.code = code;
         f.args = args;
         if fb.reg_names.iter().any(|n| !n.is_empty()) {
@@ -150,11 +153,20 @@ pub struct FunctionBuilder {
     labels: Vec<Option<u32>>,
     reg_names: Vec<String>,
     attrs: Vec<Attrs>,
+    placements: Vec<crate::module::Placement>,
 }
 
 impl FunctionBuilder {
     pub fn id(&self) -> FuncId {
         self.id
+    }
+
+    /// Declares that tensor parameter `param` must be a view of storage parameter `storage`
+    /// at byte `offset` ([`crate::module::Placement`]).
+    pub fn place_param(&mut self, param: u32, storage: u32, offset: u64) {
+        // Kept in parameter order, the order the assembler and the printer use.
+        let at = self.placements.partition_point(|p| p.param < param);
+        self.placements.insert(at, crate::module::Placement { param, storage, offset });
     }
 
     pub fn param(&self, i: u32) -> Reg {

@@ -7,6 +7,7 @@ use crate::device::DeviceCaps;
 use crate::error::{FrameLoc, VmError};
 use crate::exec::{call_builtin, read_view, store_bytes, write_view};
 use crate::host_tensor::{store_f64, HostTensor, HostValue};
+use crate::io::{copy_view, storage_requirements, Copies, Direction, Fallback, IoReport};
 use crate::memory::{DeviceSpec, Ledger, Runtime, Site, Stats, Storage, View};
 use crate::module::{ConstData, Function, Literal, Module};
 use crate::ops::{Attrs, TensorInfo};
@@ -70,6 +71,19 @@ pub struct Vm {
     frames: Vec<Frame>,
     pub limits: Limits,
     output: Output,
+    /// The copies and fallbacks of the last invocation.
+    io: IoReport,
+    /// Per function, the bytes its storage parameters need (computed on first use).
+    storage_needs: Vec<Option<Rc<[Option<u64>]>>>,
+}
+
+/// A storage parameter the VM replaced with its own (see [`crate::io`]).
+struct Substitute {
+    param: u32,
+    caller: Rc<Storage>,
+    ours: Rc<Storage>,
+    /// The caller's storage can take the results (it was only on the wrong device).
+    copy_back: bool,
 }
 
 impl Vm {
@@ -81,11 +95,21 @@ impl Vm {
 
     /// A VM on host and/or OpenCL devices (device 0 holds the constants).
     pub fn with_devices(module: Arc<Module>, devices: Vec<DeviceSpec>) -> Result<Vm, VmError> {
-        crate::verify::verify_module(&module).map_err(|e| VmError::api(format!("invalid module: {e}")))?;
         if devices.is_empty() {
             return Err(VmError::api("a VM needs at least one device"));
         }
         let rt = Runtime::new(devices).map_err(VmError::api)?;
+        Vm::with_runtime(module, rt)
+    }
+
+    /// A VM on the devices of an existing runtime, e.g. another VM's
+    /// ([`Vm::runtime`]): tensors and storages pass between VMs that share a runtime
+    /// without copies (one OpenCL context per device).
+    pub fn with_runtime(module: Arc<Module>, rt: Rc<Runtime>) -> Result<Vm, VmError> {
+        crate::verify::verify_module(&module).map_err(|e| VmError::api(format!("invalid module: {e}")))?;
+        if rt.devices.is_empty() {
+            return Err(VmError::api("a VM needs at least one device"));
+        }
         let mut consts = Vec::with_capacity(module.consts.len());
         for c in &module.consts {
             let numel = c.numel().unwrap_or(0);
@@ -113,7 +137,19 @@ impl Vm {
             frames: Vec::new(),
             limits: Limits::default(),
             output: Output::Stdout,
+            io: IoReport::default(),
+            storage_needs: Vec::new(),
         })
+    }
+
+    /// The devices and memory ledger this VM allocates from.
+    pub fn runtime(&self) -> &Rc<Runtime> {
+        &self.rt
+    }
+
+    /// The copies and fallbacks of the last invocation ([`crate::io`]).
+    pub fn last_io(&self) -> &IoReport {
+        &self.io
     }
 
     /// A VM on the host device with default capabilities.
@@ -198,9 +234,44 @@ impl Vm {
     }
 
     /// Invokes `func` with host values; tensors are copied into storages on device 0 and
-    /// results are copied back.
+    /// results are copied back. A function with storage parameters may be given only its
+    /// other parameters: the VM then allocates each storage with the bytes its code needs
+    /// and writes placed inputs straight into their storage (no copy beyond the upload).
     pub fn invoke(&mut self, func: &str, args: &[HostValue]) -> Result<Vec<HostValue>, VmError> {
-        let id = self.module.func_by_name(func).ok_or_else(|| {
+        let id = self.func_id(func)?;
+        let start = self.copies_now();
+        self.io.fallbacks.clear();
+        let module = self.module.clone();
+        let f = &module.funcs[id.0 as usize];
+        let nstorage = f.params.iter().filter(|t| matches!(t, Type::Storage)).count();
+        let vals = if nstorage > 0 && args.len() + nstorage == f.params.len() {
+            self.host_args(id, args, &[])?
+        } else {
+            let mut vals = Vec::with_capacity(args.len());
+            for (i, a) in args.iter().enumerate() {
+                vals.push(self.to_value(a).map_err(|e| VmError::api(format!("argument {}: {e}", i + 1)))?);
+            }
+            vals
+        };
+        let out = self.bind_and_run(id, vals);
+        let host = out.and_then(|out| {
+            out.iter()
+                .map(|v| {
+                    let h = to_host(v)?;
+                    if let HostValue::Tensor(t) = &h {
+                        self.count_copy(Direction::DeviceToHost, t.data.len() as u64);
+                    }
+                    Ok(h)
+                })
+                .collect::<Result<Vec<_>, String>>()
+                .map_err(|e| VmError::api(format!("reading the results: {e}")))
+        });
+        self.io.copies = self.copies_now().since(&start);
+        host
+    }
+
+    fn func_id(&self, func: &str) -> Result<FuncId, VmError> {
+        self.module.func_by_name(func).ok_or_else(|| {
             let names: Vec<String> = self.module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
             VmError::api(format!(
                 "no function @{} in module `{}`; it has: {}",
@@ -208,16 +279,140 @@ impl Vm {
                 self.module.name,
                 names.join(", ")
             ))
-        })?;
-        let mut vals = Vec::with_capacity(args.len());
-        for (i, a) in args.iter().enumerate() {
-            vals.push(self.to_value(a).map_err(|e| VmError::api(format!("argument {}: {e}", i + 1)))?);
+        })
+    }
+
+    /// The arguments of `id` from host values for its non-storage parameters: each storage
+    /// parameter `i` is `storages[i]` when given, else a new storage of the size the code
+    /// needs on device 0; placed tensors are written straight into their storage.
+    pub fn host_args(
+        &mut self,
+        id: FuncId,
+        args: &[HostValue],
+        storages: &[Option<Value>],
+    ) -> Result<Vec<Value>, VmError> {
+        let module = self.module.clone();
+        let f = module.func(id).ok_or_else(|| VmError::api(format!("no function with index {}", id.0)))?;
+        let needs = self.storage_needs(id);
+        let mut vals = vec![Value::Null; f.params.len()];
+        for (i, t) in f.params.iter().enumerate() {
+            if let Some(Some(v)) = storages.get(i) {
+                vals[i] = v.clone();
+            } else if matches!(t, Type::Storage) {
+                let bytes = needs[i].ok_or_else(|| {
+                    VmError::api(format!(
+                        "@{}: the code does not fix the size of storage parameter %{}; pass it (Vm::invoke_values)",
+                        f.name,
+                        f.reg_name(Reg(i as u32))
+                    ))
+                })?;
+                vals[i] = self.new_storage(0, bytes)?;
+            }
         }
-        let out = self.invoke_values(id, vals)?;
-        out.iter()
-            .map(to_host)
-            .collect::<Result<Vec<_>, String>>()
-            .map_err(|e| VmError::api(format!("reading the results: {e}")))
+        let mut host = args.iter();
+        for (i, t) in f.params.iter().enumerate() {
+            if matches!(t, Type::Storage) {
+                continue;
+            }
+            let Some(a) = host.next() else { break };
+            let what = || format!("argument %{} of @{}", f.reg_name(Reg(i as u32)), f.name);
+            vals[i] = match (f.placement(i as u32), a, &vals) {
+                (Some(p), HostValue::Tensor(ht), vals) => {
+                    if !crate::verify::type_admits(t, ht.dtype, &ht.shape) {
+                        return Err(VmError::api(format!(
+                            "{}: expected {t}, found {}{:?}",
+                            what(),
+                            ht.dtype,
+                            ht.shape
+                        )));
+                    }
+                    let Value::Storage(st) = &vals[p.storage as usize] else {
+                        return Err(VmError::api(format!("{}: its storage parameter is not a storage", what())));
+                    };
+                    let view = self
+                        .placed_view(st, p.offset, ht.dtype, &ht.shape)
+                        .map_err(|e| VmError::api(format!("{}: {e}", what())))?;
+                    write_view(&view, &ht.data).map_err(|e| VmError::api(format!("{}: {e}", what())))?;
+                    self.count_copy(Direction::HostToDevice, ht.data.len() as u64);
+                    Value::Tensor(view)
+                }
+                _ => self.to_value(a).map_err(|e| VmError::api(format!("{}: {e}", what())))?,
+            };
+        }
+        Ok(vals)
+    }
+
+    /// A buffer view of `st` at `offset` (bounds checked).
+    fn placed_view(
+        &self,
+        st: &Rc<Storage>,
+        offset: u64,
+        dtype: crate::types::DType,
+        shape: &[i64],
+    ) -> Result<Rc<View>, String> {
+        let bytes = shape
+            .iter()
+            .try_fold(dtype.size() as u64, |a, &d| a.checked_mul(u64::try_from(d).ok()?))
+            .ok_or("the tensor's size overflows")?;
+        if offset.checked_add(bytes).is_none_or(|end| end > st.size) {
+            return Err(format!(
+                "{bytes} bytes at offset {offset} do not fit in storage #{} of {} bytes",
+                st.id, st.size
+            ));
+        }
+        View::make(st.clone(), offset, dtype, shape, Scope::Global, None, bytes, Site::API)
+    }
+
+    /// Bytes each storage parameter of `id` needs, by parameter index
+    /// ([`crate::io::storage_requirements`] on device 0's capabilities).
+    pub fn storage_needs(&mut self, id: FuncId) -> Rc<[Option<u64>]> {
+        let i = id.0 as usize;
+        if self.storage_needs.len() < self.module.funcs.len() {
+            self.storage_needs.resize(self.module.funcs.len(), None);
+        }
+        if let Some(Some(n)) = self.storage_needs.get(i) {
+            return n.clone();
+        }
+        let n: Rc<[Option<u64>]> = match self.module.funcs.get(i) {
+            Some(f) => storage_requirements(&self.module, f, &self.rt.devices[0].caps).into(),
+            None => Rc::from(Vec::new()),
+        };
+        if let Some(slot) = self.storage_needs.get_mut(i) {
+            *slot = Some(n.clone());
+        }
+        n
+    }
+
+    /// A storage the caller owns, to pass as a storage parameter: `bytes` on `device`.
+    pub fn new_storage(&self, device: u8, bytes: u64) -> Result<Value, VmError> {
+        let st = Storage::alloc(&self.rt, device, bytes.max(1), 0, Scope::Global, Site::API, false)
+            .map_err(|e| VmError::api(e.to_string()))?;
+        Ok(Value::Storage(st))
+    }
+
+    /// A host tensor copied into a new storage on device 0 (counted as host→device).
+    pub fn upload(&self, t: &HostTensor) -> Result<Value, VmError> {
+        self.to_value(&HostValue::Tensor(t.clone())).map_err(VmError::api)
+    }
+
+    /// A tensor value read back to the host (counted as device→host).
+    pub fn download(&self, v: &Value) -> Result<HostTensor, VmError> {
+        match v {
+            Value::Tensor(t) => {
+                let h = read_view(t).map_err(|e| VmError::api(*e))?;
+                self.count_copy(Direction::DeviceToHost, h.data.len() as u64);
+                Ok(h)
+            }
+            other => Err(VmError::api(format!("expected a tensor, found {}", other.describe()))),
+        }
+    }
+
+    fn count_copy(&self, dir: Direction, bytes: u64) {
+        self.rt.ledger.borrow_mut().stats.copies.count(dir, bytes);
+    }
+
+    fn copies_now(&self) -> Copies {
+        self.rt.ledger.borrow().stats.copies
     }
 
     /// Copies a host value into the VM (tensors into a fresh storage on device 0).
@@ -233,13 +428,23 @@ impl Vm {
                     .map_err(|e| e.to_string())?;
                 let view = View::make(st, 0, t.dtype, &t.shape, Scope::Global, None, bytes, Site::API)?;
                 write_view(&view, &t.data).map_err(|e| *e)?;
+                self.count_copy(Direction::HostToDevice, bytes);
                 Value::Tensor(view)
             }
         })
     }
 
-    /// Invokes a function with VM values: checks arity and declared types, then runs.
+    /// Invokes a function with VM values: checks arity and declared types, binds caller
+    /// storages and tensors ([`crate::io`]), then runs. [`Vm::last_io`] reports the copies.
     pub fn invoke_values(&mut self, id: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
+        let start = self.copies_now();
+        self.io.fallbacks.clear();
+        let r = self.bind_and_run(id, args);
+        self.io.copies = self.copies_now().since(&start);
+        r
+    }
+
+    fn bind_and_run(&mut self, id: FuncId, mut args: Vec<Value>) -> Result<Vec<Value>, VmError> {
         let module = self.module.clone();
         let f = module.func(id).ok_or_else(|| VmError::api(format!("no function with index {}", id.0)))?;
         if args.len() != f.params.len() {
@@ -250,12 +455,161 @@ impl Vm {
                 return Err(VmError::api(format!("argument {} of @{}: {m}", i + 1, f.name)));
             }
         }
+        let subs = self
+            .bind(id, f, &mut args)
+            .map_err(|e| VmError::api(format!("binding the arguments of @{}: {e}", f.name)))?;
         let base = self.regs.len();
         let depth = self.frames.len();
         let r = self.run(&module, id, args);
         self.regs.truncate(base);
         self.frames.truncate(depth);
-        r
+        let mut out = r?;
+        if !subs.is_empty() {
+            self.copy_back(f, &subs, &mut out).map_err(|e| VmError::api(format!("@{}: {e}", f.name)))?;
+        }
+        Ok(out)
+    }
+
+    /// Uses the caller's storages and tensors in place where the function can, and
+    /// otherwise replaces them (one copy for a tensor), recording each fallback.
+    fn bind(&mut self, id: FuncId, f: &Function, args: &mut [Value]) -> Result<Vec<Substitute>, String> {
+        let mut subs = Vec::new();
+        let has_storage = f.params.iter().any(|t| matches!(t, Type::Storage));
+        let dev0 = self.rt.devices[0].caps.name.clone();
+        if has_storage {
+            let needs = self.storage_needs(id);
+            for i in 0..args.len() {
+                let Value::Storage(st) = &args[i] else { continue };
+                let need = needs.get(i).copied().flatten();
+                let reason = if !st.in_runtime(&self.rt) {
+                    Some(format!("storage #{} belongs to another runtime (another OpenCL context)", st.id))
+                } else if st.device != 0 {
+                    Some(format!(
+                        "storage #{} is on device {} (`{}`); @{} runs on device 0 (`{dev0}`)",
+                        st.id,
+                        st.device,
+                        st.caps().name,
+                        f.name
+                    ))
+                } else {
+                    None
+                };
+                let small = need.filter(|&n| st.size < n);
+                let reason = match (reason, small) {
+                    (None, None) => continue,
+                    (Some(r), None) => r,
+                    (r, Some(n)) => {
+                        let small = format!("storage #{} holds {} bytes; @{} needs {n}", st.id, st.size, f.name);
+                        r.map_or(small.clone(), |r| format!("{r}, and {small}"))
+                    }
+                };
+                let bytes = need.unwrap_or(st.size);
+                let ours = Storage::alloc(&self.rt, 0, bytes.max(1), 0, Scope::Global, Site::API, false)
+                    .map_err(|e| e.to_string())?;
+                self.fallback(
+                    format!("@{} %{}", f.name, f.reg_name(Reg(i as u32))),
+                    format!(
+                        "{reason}: the VM uses its own storage #{}{}",
+                        ours.id,
+                        if small.is_none() { " and copies the results back" } else { "; the results stay there" }
+                    ),
+                    0,
+                );
+                subs.push(Substitute {
+                    param: i as u32,
+                    caller: st.clone(),
+                    ours: ours.clone(),
+                    copy_back: small.is_none(),
+                });
+                args[i] = Value::Storage(ours);
+            }
+        }
+        for i in 0..args.len() {
+            let Value::Tensor(v) = &args[i] else { continue };
+            let what = format!("@{} %{}", f.name, f.reg_name(Reg(i as u32)));
+            let (target, reason) = match f.placement(i as u32) {
+                Some(p) => {
+                    let Some(Value::Storage(st)) = args.get(p.storage as usize) else { continue };
+                    let sname = f.reg_name(Reg(p.storage));
+                    let reason = if !Rc::ptr_eq(&v.storage, st) {
+                        if let Some(s) = subs.iter().find(|s| s.param == p.storage && Rc::ptr_eq(&v.storage, &s.caller))
+                        {
+                            format!("its storage %{sname} (#{}) was replaced", s.caller.id)
+                        } else {
+                            format!(
+                                "it must be a view of %{sname} (storage #{}) at offset {}, but it is in storage #{} at offset {}",
+                                st.id, p.offset, v.storage.id, v.offset
+                            )
+                        }
+                    } else if v.offset != p.offset {
+                        format!("it must be at offset {} of %{sname}, but it is at offset {}", p.offset, v.offset)
+                    } else if v.scope != Scope::Global {
+                        format!("it must be a \"global\" buffer view, but it is a \"{}\" view", v.scope)
+                    } else {
+                        continue;
+                    };
+                    (Some((st.clone(), p.offset)), reason)
+                }
+                None if !v.storage.in_runtime(&self.rt) => {
+                    (None, "it belongs to another runtime (another OpenCL context)".to_string())
+                }
+                None if v.storage.device != 0 && has_storage => (
+                    None,
+                    format!(
+                        "it is on device {} (`{}`); @{} runs on device 0 (`{dev0}`)",
+                        v.storage.device,
+                        v.storage.caps().name,
+                        f.name
+                    ),
+                ),
+                None => continue,
+            };
+            let copy = match target {
+                Some((st, off)) => self.placed_view(&st, off, v.dtype, &v.shape)?,
+                None => {
+                    let bytes = v.numel() * v.dtype.size() as u64;
+                    let st = Storage::alloc(&self.rt, 0, bytes, 0, Scope::Global, Site::API, false)
+                        .map_err(|e| e.to_string())?;
+                    View::make(st, 0, v.dtype, &v.shape, Scope::Global, None, bytes, Site::API)?
+                }
+            };
+            let n = copy_view(v, &copy)?;
+            self.count_copy(Direction::DeviceToDevice, n);
+            self.fallback(what, reason, n);
+            args[i] = Value::Tensor(copy);
+        }
+        Ok(subs)
+    }
+
+    /// Copies results that live in a replaced storage back into the caller's.
+    fn copy_back(&mut self, f: &Function, subs: &[Substitute], out: &mut [Value]) -> Result<(), String> {
+        for (i, v) in out.iter_mut().enumerate() {
+            let Value::Tensor(t) = &*v else { continue };
+            let Some(s) = subs.iter().find(|s| Rc::ptr_eq(&t.storage, &s.ours)) else { continue };
+            if !s.copy_back || t.scope != Scope::Global {
+                continue;
+            }
+            let dst = self.placed_view(&s.caller, t.offset, t.dtype, &t.shape)?;
+            let n = copy_view(t, &dst)?;
+            self.count_copy(Direction::DeviceToDevice, n);
+            self.fallback(
+                format!("@{} result {i}", f.name),
+                format!(
+                    "computed in the VM's storage #{}, then moved into the caller's storage #{}",
+                    s.ours.id, s.caller.id
+                ),
+                n,
+            );
+            *v = Value::Tensor(dst);
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn fallback(&mut self, what: String, reason: String, copied_bytes: u64) {
+        let fb = Fallback { what, reason, copied_bytes };
+        log::debug!("{fb}");
+        self.io.fallbacks.push(fb);
     }
 
     #[cold]

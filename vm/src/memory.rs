@@ -114,11 +114,14 @@ pub struct Stats {
     pub live_views: u64,
     /// Bytes held by constants (outside the pool and the counters above).
     pub constant_bytes: u64,
+    /// Copies into, out of and between storages ([`crate::io`]).
+    pub copies: crate::io::Copies,
 }
 
 impl Stats {
     /// The counters as `(key, value)` pairs, in a stable order (the JSON keys).
-    pub fn fields(&self) -> [(&'static str, u64); 10] {
+    pub fn fields(&self) -> [(&'static str, u64); 16] {
+        let c = self.copies.fields();
         [
             ("fresh_allocations", self.fresh_allocations),
             ("pool_hits", self.pool_hits),
@@ -130,6 +133,12 @@ impl Stats {
             ("live_storages", self.live_storages),
             ("live_views", self.live_views),
             ("constant_bytes", self.constant_bytes),
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            c[5],
         ]
     }
 }
@@ -395,6 +404,12 @@ impl Storage {
 
     pub fn device_state(&self) -> &DeviceState {
         &self.rt.devices[self.device as usize]
+    }
+
+    /// True when the storage belongs to runtime `rt` (views of another runtime's storages
+    /// live in another OpenCL context).
+    pub fn in_runtime(&self, rt: &Rc<Runtime>) -> bool {
+        Rc::ptr_eq(&self.rt, rt)
     }
 
     /// True for storages that hold module constants (read-only).

@@ -76,11 +76,27 @@ pub struct FuncDebug {
     pub locs: Vec<SourceLoc>,
 }
 
+/// Where a tensor parameter must live: a view of storage parameter `storage` at byte
+/// `offset` (scope `global`). A compiled model whose input is planned in an arena that
+/// the caller provides declares it so (`%x: f32[..] in %arena at 4096`): the caller writes
+/// the input there and nothing is copied; a tensor passed from elsewhere is copied in once
+/// by the VM, which reports why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The tensor parameter.
+    pub param: u32,
+    /// The storage parameter it lives in.
+    pub storage: u32,
+    pub offset: u64,
+}
+
 /// A function: parameters occupy registers `0..params.len()`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Function {
     pub name: String,
     pub params: Vec<Type>,
+    /// Tensor parameters that must be views of a storage parameter, by parameter index.
+    pub placements: Vec<Placement>,
     pub results: Vec<Type>,
     pub num_regs: u32,
     pub code: Vec<Instr>,
@@ -106,6 +122,11 @@ impl Function {
     pub fn arg_slice(&self, start: u32, len: usize) -> Option<&[Arg]> {
         let s = start as usize;
         self.args.get(s..s.checked_add(len)?)
+    }
+
+    /// The placement of parameter `param`, if it has one.
+    pub fn placement(&self, param: u32) -> Option<&Placement> {
+        self.placements.iter().find(|p| p.param == param)
     }
 
     pub fn label_at(&self, pc: u32) -> Option<&str> {

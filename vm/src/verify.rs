@@ -3,16 +3,17 @@
 //! kinds, arity, definitions before use on every path, no use after `kill` on any path) and
 //! only checks at run time what depends on values (dynamic sizes, bounds, alignment).
 //!
-//! Passes per function: (1) structure and index ranges, (2) one static kind per register,
-//! (3) a forward dataflow over basic blocks of "definitely defined" and "maybe killed"
-//! register sets, (4) constant-size views against constant-size storages.
+//! Passes per function, after its parameter placements (each a tensor parameter of known
+//! shape in a `storage` parameter): (1) structure and index ranges, (2) one static kind per
+//! register, (3) a forward dataflow over basic blocks of "definitely defined" and "maybe
+//! killed" register sets, (4) constant-size views against constant-size storages.
 
 use crate::builtins::Builtin;
 use crate::bytecode::{Arg, ArgKind, FuncId, Instr, OpId, Reg};
 use crate::host_tensor::HostTensor;
 use crate::module::{ConstData, Function, Literal, Module};
 use crate::ops::{TensorInfo, OPS};
-use crate::types::{DType, ImageLayout, Kind, Scope, Type};
+use crate::types::{DType, Dim, ImageLayout, Kind, Scope, Type};
 use std::collections::HashSet;
 
 /// Why a module was refused: which function and instruction, and which operand (numbered
@@ -227,6 +228,7 @@ impl<'m> FuncVerifier<'m> {
                 format!("@{} declares {} registers, but its code can name at most {reachable}", f.name, f.num_regs),
             ));
         }
+        self.check_placements()?;
         let Some(last) = f.code.last() else {
             return Err(self.err(
                 None,
@@ -255,6 +257,77 @@ impl<'m> FuncVerifier<'m> {
         self.dataflow()?;
         self.check_constant_views()?;
         self.check_static_ops()
+    }
+
+    /// Each placement puts a distinct tensor parameter with a fully known shape in another
+    /// parameter of type `storage`, and its bytes end within `u64`.
+    fn check_placements(&self) -> VResult<()> {
+        let f = self.f;
+        let np = f.params.len();
+        let pname = |i: u32| format!("%{}", f.reg_name(Reg(i)));
+        let header_err = |message: String| Err(self.err(None, None, message));
+        for (k, p) in f.placements.iter().enumerate() {
+            let Some(ty) = f.params.get(p.param as usize) else {
+                return header_err(format!("@{} places parameter {}, but it has {np} parameters", f.name, p.param));
+            };
+            let x = pname(p.param);
+            let Some(sty) = f.params.get(p.storage as usize) else {
+                return header_err(format!(
+                    "@{} places {x} in parameter {}, but it has {np} parameters",
+                    f.name, p.storage
+                ));
+            };
+            if f.placements[..k].iter().any(|q| q.param == p.param) {
+                return header_err(format!(
+                    "@{} places parameter {x} twice; a parameter has at most one placement",
+                    f.name
+                ));
+            }
+            if p.storage == p.param {
+                return header_err(format!("@{} places parameter {x} in itself", f.name));
+            }
+            let s = pname(p.storage);
+            if *sty != Type::Storage {
+                return header_err(format!(
+                    "@{} places {x} in {s}, a parameter of type {sty}; a placement's storage must be a parameter of type storage",
+                    f.name
+                ));
+            }
+            let shape: Option<(DType, Vec<u64>)> = match ty {
+                Type::Tensor { dtype, dims } => dims
+                    .iter()
+                    .map(|d| match d {
+                        Dim::Known(v) => u64::try_from(*v).ok(),
+                        Dim::Any => None,
+                    })
+                    .collect::<Option<Vec<u64>>>()
+                    .map(|dims| (*dtype, dims)),
+                _ => None,
+            };
+            let Some((dtype, dims)) = shape else {
+                return header_err(format!(
+                    "@{} places {x} of type {ty} in {s}; a placed parameter must be a tensor with every dimension known (e.g. f32[1, 3, 4, 4])",
+                    f.name
+                ));
+            };
+            let bytes = dims.iter().try_fold(dtype.size() as u64, |a, &d| a.checked_mul(d));
+            match bytes {
+                None => {
+                    return header_err(format!(
+                        "@{} places {x} of type {ty} in {s}, but its size overflows u64",
+                        f.name
+                    ))
+                }
+                Some(b) if p.offset.checked_add(b).is_none() => {
+                    return header_err(format!(
+                    "@{} places {x} ({ty}, {b} bytes) at offset {} in {s}: its end is past the largest u64 byte offset",
+                    f.name, p.offset
+                ))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
     }
 
     // ------------------------------------------------------------ pass 1: indices
