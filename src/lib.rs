@@ -19,3 +19,8 @@ pub use rxvm_vm as vm;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/compiler.md")]
 pub struct CompilerDocs;
+
+/// The Rust examples of `docs/memory.md` (pools, chaining), run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/memory.md")]
+pub struct MemoryDocs;

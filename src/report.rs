@@ -144,10 +144,11 @@ impl PlanSummary {
         if self.pools.len() > 1 {
             for p in self.pools.iter().take(MAX_POOLS) {
                 let tex = if p.textures > 0 { format!(", {} textures", p.textures) } else { String::new() };
+                // Unnamed pools are `pool N`; pool names have no spaces.
+                let label = if p.name.contains(' ') { p.name.clone() } else { format!("pool `{}`", p.name) };
                 let _ = writeln!(
                     s,
-                    "  {:<12} {} B, lower bound {} B, {} buffers{tex}",
-                    p.name,
+                    "  {label:<12} {} B, lower bound {} B, {} buffers{tex}",
                     group(p.arena_bytes),
                     group(p.lower_bound),
                     p.buffers

@@ -228,3 +228,71 @@ fn plan_reports_traces_and_models() {
         assert!(err.starts_with(want), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn inputs_in_the_arena_pools_and_caller_io_from_the_command_line() {
+    let model = ".cache/onnx/wheel/onnx/backend/test/data/light/light_squeezenet.onnx";
+    if !std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(model).exists() {
+        assert!(std::env::var("RXVM_REQUIRE_ONNX_DATA").is_err(), "{model} is missing");
+        return;
+    }
+    let stats = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["run", model, "--input", "data_0=ramp", "--stats=json", "-q"];
+        args.extend_from_slice(extra);
+        let (code, out, err) = rxvm(&args);
+        assert_eq!(code, 0, "{extra:?}: {err}");
+        serde_json::from_str(out.trim()).expect("json")
+    };
+    // The input's 602,112 bytes are reused by the activations: the run needs that much less.
+    let plain = stats(&[]);
+    let shared = stats(&["--inputs-in-arena"]);
+    assert_eq!((plain["input_bytes"].as_u64(), plain["device_bytes"].as_u64()), (Some(602112), Some(6910464)));
+    assert_eq!((shared["input_bytes"].as_u64(), shared["device_bytes"].as_u64()), (Some(0), Some(6308352)));
+    assert_eq!(shared["peak_bytes"], shared["device_bytes"], "measured = planned");
+    assert_eq!(shared["pools"]["arena"]["holds"], "inputs+activations+outputs");
+    assert_eq!(shared["pools"]["arena"]["caller_provided"], true);
+    // Written in place: one upload, one read-back, nothing else.
+    for s in [&plain, &shared] {
+        assert_eq!((s["copies_h2d"].as_u64(), s["bytes_h2d"].as_u64()), (Some(1), Some(602112)));
+        assert_eq!((s["copies_d2h"].as_u64(), s["bytes_d2h"].as_u64()), (Some(1), Some(4000)));
+        assert_eq!(s["copies_d2d"], 0);
+        assert_eq!(s["io_fallbacks"], serde_json::json!([]));
+    }
+    // Caller-owned outputs and three pools.
+    let pools = stats(&["--io", "caller", "--pool", "inputs=in", "--pool", "activations=act"]);
+    let p = &pools["pools"];
+    assert_eq!((p["in"]["bytes"].as_u64(), p["in"]["caller_provided"].as_bool()), (Some(602112), Some(true)));
+    assert_eq!((p["act"]["bytes"].as_u64(), p["act"]["caller_provided"].as_bool()), (Some(6308352), Some(false)));
+    assert_eq!((p["outputs"]["bytes"].as_u64(), p["outputs"]["caller_provided"].as_bool()), (Some(4000), Some(true)));
+
+    // The compiled program says where the input lives.
+    let rxa = tmp("squeezenet_in_arena.rxa");
+    let (code, _, err) = rxvm(&["compile", model, "--inputs-in-arena", "-o", rxa.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(rxa).unwrap();
+    assert!(text.contains("func @main(%data_0: f32[1, 3, 224, 224] in %arena at "), "{}", &text[..600]);
+    assert!(text.contains(
+        "; pool `arena`: 6308352 bytes, lower bound 6308352, holds inputs+activations+outputs, provided by the caller"
+    ));
+
+    for (args, want) in [
+        (&["--pool", "constants=w"][..], "error: --pool `constants=w`: constants are not planned"),
+        (&["--pool", "inputs"], "error: --pool `inputs`: expected CLASS_OR_TENSOR=POOL"),
+        // Names are checked against the model, and the message says which file.
+        (
+            &["--pool", "nope=p"],
+            "error: .cache/onnx/wheel/onnx/backend/test/data/light/light_squeezenet.onnx: --pool nope=...: `nope` is neither a class (inputs, activations, outputs) nor a tensor",
+        ),
+        (
+            &["--inputs-in-arena=image"],
+            "error: .cache/onnx/wheel/onnx/backend/test/data/light/light_squeezenet.onnx: --inputs-in-arena: `image` is not a graph input; the inputs are: data_0",
+        ),
+        (&["--io", "both"], "error: --io: expected `vm` or `caller`, found `both`"),
+    ] {
+        let mut all = vec!["compile", model, "-o", "/tmp/unused.rxa"];
+        all.extend_from_slice(args);
+        let (code, _, err) = rxvm(&all);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.starts_with(want), "{args:?}: {err}");
+    }
+}

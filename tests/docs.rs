@@ -1,5 +1,6 @@
 //! Every complete program in the documentation (fenced as ```rxa) assembles and runs on the
-//! host device, so the docs cannot drift from the implementation.
+//! host device, so the docs cannot drift from the implementation. Examples whose `@main`
+//! takes storage parameters get them from the VM, sized by the code (`docs/memory.md`).
 
 use rxvm::asm::assemble;
 use rxvm::vm::types::{Dim, Type};
@@ -33,7 +34,7 @@ fn default_input(t: &Type) -> HostValue {
             let shape: Vec<i64> = dims.iter().map(|d| if let Dim::Known(v) = d { *v } else { 2 }).collect();
             HostValue::Tensor(HostTensor::random(*dtype, &shape, 1).expect("input"))
         }
-        other => panic!("a documented example takes a {other} parameter; use int, float, shape or tensor"),
+        other => panic!("a documented example takes a {other} parameter; use int, float, shape, tensor or storage"),
     }
 }
 
@@ -56,7 +57,13 @@ fn documented_programs_assemble_and_run() {
             let m = assemble(&src, &name).unwrap_or_else(|d| panic!("{name}:\n{}", d.render()));
             let m = Arc::new(m);
             let Some(fid) = m.func_by_name("main") else { panic!("{name}: a complete example has @main") };
-            let args: Vec<HostValue> = m.funcs[fid.0 as usize].params.iter().map(default_input).collect();
+            // Storage parameters are left to the VM, which allocates what the code needs.
+            let args: Vec<HostValue> = m.funcs[fid.0 as usize]
+                .params
+                .iter()
+                .filter(|t| !matches!(t, Type::Storage))
+                .map(default_input)
+                .collect();
             let mut vm = Vm::host(m).expect("vm");
             vm.capture_output();
             vm.invoke("main", &args).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -2,7 +2,9 @@
 //!
 //! - Two compiled models chained (A's output is B's input) on the host and on Intel's
 //!   OpenCL runtime: nothing is copied between them and no output is copied out of VM
-//!   memory; with an incompatible binding the VM makes exactly one copy and says why.
+//!   memory; with an incompatible binding (B on another runtime) the VM makes exactly one
+//!   copy and says why; an input planned in B's arena but passed from elsewhere is read in
+//!   place, with a note that the saving is lost.
 //! - Three pools (inputs, activations, outputs): each its own storage, no byte shared across
 //!   pools, and the report lists each pool's size.
 
@@ -116,23 +118,46 @@ fn chained_models_share_memory_without_copies() {
             assert_eq!(run.copies, moved, "{dev}, round {round}");
         }
 
-        // B plans its input inside its own arena: A's output is elsewhere, so the VM copies
-        // it in — exactly once — and says why.
+        // B plans its input inside its own arena, but A's output lives in A's storage: the
+        // VM reads it where it is (B's tensors cannot overwrite it there) and notes that the
+        // planned saving is lost.
         let b_in_arena =
             build(&model_b(), &caps(&spec), PoolMap { inputs_in_arena: InputsInArena::All, ..caller_io() });
         let modules = vec![Arc::new(a.module.clone()), Arc::new(b_in_arena.module.clone())];
-        let mut chain = Chain::new(rt, modules, "main").expect("chain");
+        let mut chain = Chain::new(rt.clone(), modules, "main").expect("chain");
         let run = chain.run(std::slice::from_ref(&x)).expect("the chain runs");
         assert_eq!(run.outputs[0].data, want, "{dev}");
-        let between = &run.stages[1];
-        let copied = Copies { d2d: 1, bytes_d2d: 4 * 64 * 4, ..Copies::default() };
-        assert_eq!(between.copies, copied, "{dev}: {between:?}");
-        assert_eq!(between.fallbacks.len(), 1, "{dev}: {:?}", between.fallbacks);
-        let reason = between.fallbacks[0].to_string();
+        assert_eq!(run.stages[1].copies, Copies::default(), "{dev}: {:?}", run.stages[1]);
+        let notes: Vec<String> = run.stages[1].fallbacks.iter().map(|f| f.to_string()).collect();
+        assert_eq!(notes.len(), 1, "{dev}: {notes:?}");
         assert!(
-            reason.starts_with("@main %features: it must be a view of %arena (storage #")
-                && reason.ends_with("; copied 1024 bytes"),
-            "{dev}: {reason}"
+            notes[0].contains("read where it is; the 1024 bytes planned for it in %arena stay unused"),
+            "{notes:?}"
+        );
+
+        // A deliberately incompatible binding: B's VM on a runtime of its own (on OpenCL,
+        // another context), where A's output cannot be read. Exactly one copy, and why.
+        let mut va = Vm::with_runtime(Arc::new(a.module.clone()), rt.clone()).expect("vm");
+        let fa = va.module().func_by_name("main").expect("main");
+        let need = va.storage_needs(fa)[1].expect("size");
+        let a_out = va.new_storage(0, need).expect("storage");
+        let xa = va.upload(&x).expect("upload");
+        let ya = va.invoke_values(fa, vec![xa, a_out]).expect("A runs");
+        let other = Runtime::new(vec![spec.clone()]).expect("a second runtime");
+        let mut vb = Vm::with_runtime(Arc::new(b.module.clone()), other).expect("vm");
+        let fb = vb.module().func_by_name("main").expect("main");
+        let need = vb.storage_needs(fb)[1].expect("size");
+        let b_out = vb.new_storage(0, need).expect("storage");
+        let zb = vb.invoke_values(fb, vec![ya[0].clone(), b_out]).expect("B runs");
+        assert_eq!(vb.download(&zb[0]).expect("read").data, want, "{dev}");
+        let io = vb.last_io();
+        let copied = Copies { d2d: 1, bytes_d2d: 4 * 64 * 4, ..Copies::default() };
+        assert_eq!(io.copies, copied, "{dev}: {io:?}");
+        let reasons: Vec<String> = io.fallbacks.iter().map(|f| f.to_string()).collect();
+        assert_eq!(
+            reasons,
+            ["@main %features: it belongs to another runtime (another OpenCL context); copied 1024 bytes"],
+            "{dev}"
         );
     }
 }

@@ -79,7 +79,6 @@ pub struct Vm {
 
 /// A storage parameter the VM replaced with its own (see [`crate::io`]).
 struct Substitute {
-    param: u32,
     caller: Rc<Storage>,
     ours: Rc<Storage>,
     /// The caller's storage can take the results (it was only on the wrong device).
@@ -515,34 +514,52 @@ impl Vm {
                     ),
                     0,
                 );
-                subs.push(Substitute {
-                    param: i as u32,
-                    caller: st.clone(),
-                    ours: ours.clone(),
-                    copy_back: small.is_none(),
-                });
+                subs.push(Substitute { caller: st.clone(), ours: ours.clone(), copy_back: small.is_none() });
                 args[i] = Value::Storage(ours);
             }
         }
         for i in 0..args.len() {
             let Value::Tensor(v) = &args[i] else { continue };
             let what = format!("@{} %{}", f.name, f.reg_name(Reg(i as u32)));
-            let (target, reason) = match f.placement(i as u32) {
-                Some(p) => {
+            // Where the tensor cannot be read: another runtime's memory, or another device.
+            let unreadable = if !v.storage.in_runtime(&self.rt) {
+                Some("it belongs to another runtime (another OpenCL context)".to_string())
+            } else if v.storage.device != 0 && has_storage {
+                Some(format!(
+                    "it is on device {} (`{}`); @{} runs on device 0 (`{dev0}`)",
+                    v.storage.device,
+                    v.storage.caps().name,
+                    f.name
+                ))
+            } else {
+                None
+            };
+            let (target, reason) = match (f.placement(i as u32), unreadable) {
+                (Some(p), unreadable) => {
                     let Some(Value::Storage(st)) = args.get(p.storage as usize) else { continue };
                     let sname = f.reg_name(Reg(p.storage));
-                    let reason = if !Rc::ptr_eq(&v.storage, st) {
-                        if let Some(s) = subs.iter().find(|s| s.param == p.storage && Rc::ptr_eq(&v.storage, &s.caller))
-                        {
-                            format!("its storage %{sname} (#{}) was replaced", s.caller.id)
-                        } else {
+                    let reason = if let Some(r) = unreadable {
+                        r
+                    } else if !Rc::ptr_eq(&v.storage, st) {
+                        // Elsewhere, it cannot be overwritten by the function's tensors in
+                        // %sname: read it in place; only the planned saving is lost.
+                        self.fallback(
+                            what,
                             format!(
-                                "it must be a view of %{sname} (storage #{}) at offset {}, but it is in storage #{} at offset {}",
-                                st.id, p.offset, v.storage.id, v.offset
-                            )
-                        }
+                                "it is in storage #{}, not in %{sname} (storage #{}) at offset {}: read where it is; the {} bytes planned for it in %{sname} stay unused",
+                                v.storage.id,
+                                st.id,
+                                p.offset,
+                                v.numel() * v.dtype.size() as u64
+                            ),
+                            0,
+                        );
+                        continue;
                     } else if v.offset != p.offset {
-                        format!("it must be at offset {} of %{sname}, but it is at offset {}", p.offset, v.offset)
+                        format!(
+                            "it is at offset {} of %{sname}, planned at offset {}: the function's tensors would overwrite it",
+                            v.offset, p.offset
+                        )
                     } else if v.scope != Scope::Global {
                         format!("it must be a \"global\" buffer view, but it is a \"{}\" view", v.scope)
                     } else {
@@ -550,19 +567,8 @@ impl Vm {
                     };
                     (Some((st.clone(), p.offset)), reason)
                 }
-                None if !v.storage.in_runtime(&self.rt) => {
-                    (None, "it belongs to another runtime (another OpenCL context)".to_string())
-                }
-                None if v.storage.device != 0 && has_storage => (
-                    None,
-                    format!(
-                        "it is on device {} (`{}`); @{} runs on device 0 (`{dev0}`)",
-                        v.storage.device,
-                        v.storage.caps().name,
-                        f.name
-                    ),
-                ),
-                None => continue,
+                (None, Some(r)) => (None, r),
+                (None, None) => continue,
             };
             let copy = match target {
                 Some((st, off)) => self.placed_view(&st, off, v.dtype, &v.shape)?,
