@@ -39,14 +39,20 @@ pub enum Output {
     Buffer(Vec<u8>),
 }
 
-struct Frame {
-    func: u32,
-    /// Where to resume (set when this frame calls another).
-    pc: usize,
-    base: usize,
+pub(crate) struct Frame {
+    pub(crate) func: u32,
+    /// Where to resume (set when this frame calls another, or when a debugger pauses).
+    pub(crate) pc: usize,
+    pub(crate) base: usize,
     /// The caller's destination list for this frame's results.
     ret_list: u32,
     ret_ndst: u8,
+}
+
+/// How [`Vm::exec`] ended without an error.
+pub(crate) enum Exit {
+    Returned(Vec<Value>),
+    Paused,
 }
 
 /// An error on the way out of a handler: the message and notes; the loop adds where.
@@ -67,18 +73,20 @@ pub struct Vm {
     module: Arc<Module>,
     rt: Rc<Runtime>,
     consts: Vec<Rc<View>>,
-    regs: Vec<Value>,
-    frames: Vec<Frame>,
+    pub(crate) regs: Vec<Value>,
+    pub(crate) frames: Vec<Frame>,
     pub limits: Limits,
     output: Output,
     /// The copies and fallbacks of the last invocation.
     io: IoReport,
     /// Per function, the bytes its storage parameters need (computed on first use).
     storage_needs: Vec<Option<Rc<[Option<u64>]>>>,
+    /// The run a debugger is stepping through ([`crate::debug`]).
+    pub(crate) debug: Option<crate::debug::DebugRun>,
 }
 
 /// A storage parameter the VM replaced with its own (see [`crate::io`]).
-struct Substitute {
+pub(crate) struct Substitute {
     caller: Rc<Storage>,
     ours: Rc<Storage>,
     /// The caller's storage can take the results (it was only on the wrong device).
@@ -138,6 +146,7 @@ impl Vm {
             output: Output::Stdout,
             io: IoReport::default(),
             storage_needs: Vec::new(),
+            debug: None,
         })
     }
 
@@ -443,7 +452,39 @@ impl Vm {
         r
     }
 
-    fn bind_and_run(&mut self, id: FuncId, mut args: Vec<Value>) -> Result<Vec<Value>, VmError> {
+    fn bind_and_run(&mut self, id: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
+        let module = self.module.clone();
+        let (args, subs) = self.prepare_args(id, args)?;
+        let base = self.regs.len();
+        let depth = self.frames.len();
+        let r = self.run(&module, id, args);
+        self.regs.truncate(base);
+        self.frames.truncate(depth);
+        let out = r?;
+        self.finish_results(id, &subs, out)
+    }
+
+    /// Copies results out of replaced storages ([`crate::io`]).
+    pub(crate) fn finish_results(
+        &mut self,
+        id: FuncId,
+        subs: &[Substitute],
+        mut out: Vec<Value>,
+    ) -> Result<Vec<Value>, VmError> {
+        if !subs.is_empty() {
+            let module = self.module.clone();
+            let f = &module.funcs[id.0 as usize];
+            self.copy_back(f, subs, &mut out).map_err(|e| VmError::api(format!("@{}: {e}", f.name)))?;
+        }
+        Ok(out)
+    }
+
+    /// Checks arity and types and binds the arguments of `id` ([`crate::io`]).
+    pub(crate) fn prepare_args(
+        &mut self,
+        id: FuncId,
+        mut args: Vec<Value>,
+    ) -> Result<(Vec<Value>, Vec<Substitute>), VmError> {
         let module = self.module.clone();
         let f = module.func(id).ok_or_else(|| VmError::api(format!("no function with index {}", id.0)))?;
         if args.len() != f.params.len() {
@@ -457,16 +498,7 @@ impl Vm {
         let subs = self
             .bind(id, f, &mut args)
             .map_err(|e| VmError::api(format!("binding the arguments of @{}: {e}", f.name)))?;
-        let base = self.regs.len();
-        let depth = self.frames.len();
-        let r = self.run(&module, id, args);
-        self.regs.truncate(base);
-        self.frames.truncate(depth);
-        let mut out = r?;
-        if !subs.is_empty() {
-            self.copy_back(f, &subs, &mut out).map_err(|e| VmError::api(format!("@{}: {e}", f.name)))?;
-        }
-        Ok(out)
+        Ok((args, subs))
     }
 
     /// Uses the caller's storages and tensors in place where the function can, and
@@ -635,18 +667,61 @@ impl Vm {
 
     fn run(&mut self, m: &Module, entry: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
         let depth0 = self.frames.len();
-        let mut fid = entry.0 as usize;
-        let mut f = &m.funcs[fid];
-        let mut base = self.regs.len();
+        self.push_entry(m, entry, args);
+        match self.exec::<false, _>(m, depth0, |_| false) {
+            Ok(Exit::Returned(v)) => Ok(v),
+            Ok(Exit::Paused) => Err(VmError::api("internal: a run paused without a debugger")),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Pushes the frame of `entry` with its arguments in its first registers.
+    pub(crate) fn push_entry(&mut self, m: &Module, entry: FuncId, args: Vec<Value>) {
+        let f = &m.funcs[entry.0 as usize];
+        let base = self.regs.len();
         self.regs.resize(base + f.num_regs as usize, Value::Null);
         for (i, v) in args.into_iter().enumerate() {
             self.regs[base + i] = v;
         }
-        self.frames.push(Frame { func: fid as u32, pc: 0, base, ret_list: 0, ret_ndst: 0 });
-        let mut pc = 0usize;
+        self.frames.push(Frame { func: entry.0, pc: 0, base, ret_list: 0, ret_ndst: 0 });
+    }
+
+    /// Runs from the top frame's `pc` until the frame at depth `depth0` returns. With
+    /// `DEBUG`, `stop` is asked before each instruction and a `true` pauses there (the top
+    /// frame keeps its `pc`; on an error too, so a debugger can inspect the state). Without
+    /// it, the check compiles away.
+    pub(crate) fn exec<const DEBUG: bool, S: FnMut(&crate::debug::PausePoint) -> bool>(
+        &mut self,
+        m: &Module,
+        depth0: usize,
+        mut stop: S,
+    ) -> Result<Exit, VmError> {
+        let Some(top) = self.frames.last() else {
+            return Err(VmError::api("internal: no frame to run"));
+        };
+        let mut fid = top.func as usize;
+        let mut f = &m.funcs[fid];
+        let mut base = top.base;
+        let mut pc = top.pc;
         let mut count: u64 = 0;
         let limit = self.limits.max_instructions.unwrap_or(u64::MAX);
-        let result: Result<Vec<Value>, (usize, Box<Fault>)> = loop {
+        let result: Result<Exit, (usize, Box<Fault>)> = loop {
+            if DEBUG {
+                let point = crate::debug::PausePoint {
+                    func: FuncId(fid as u32),
+                    pc,
+                    depth: self.frames.len().saturating_sub(depth0 + 1),
+                    instr: f.code[pc],
+                    executed: count,
+                    next_storage: self.rt.ledger.borrow().next_storage_id(),
+                };
+                if stop(&point) {
+                    if let Some(top) = self.frames.last_mut() {
+                        top.pc = pc;
+                    }
+                    break Ok(Exit::Paused);
+                }
+            }
             count += 1;
             if count > limit {
                 break Err((
@@ -733,13 +808,13 @@ impl Vm {
                     Ok(vals) => {
                         self.regs.truncate(base);
                         let Some(done) = self.frames.pop() else {
-                            break Ok(vals.into_vec());
+                            break Ok(Exit::Returned(vals.into_vec()));
                         };
                         if self.frames.len() == depth0 {
-                            break Ok(vals.into_vec());
+                            break Ok(Exit::Returned(vals.into_vec()));
                         }
                         let Some(top) = self.frames.last() else {
-                            break Ok(vals.into_vec());
+                            break Ok(Exit::Returned(vals.into_vec()));
                         };
                         fid = top.func as usize;
                         f = &m.funcs[fid];
@@ -775,7 +850,14 @@ impl Vm {
             }
         };
         self.rt.ledger.borrow_mut().stats.instructions += count;
-        result.map_err(|(pc, e)| self.error_at(m, fid, pc, *e))
+        result.map_err(|(pc, e)| {
+            if DEBUG {
+                if let Some(top) = self.frames.last_mut() {
+                    top.pc = pc;
+                }
+            }
+            self.error_at(m, fid, pc, *e)
+        })
     }
 
     #[inline]

@@ -25,6 +25,7 @@ pub mod builder;
 pub mod builtins;
 pub mod bytecode;
 pub mod cl_kernels;
+pub mod debug;
 pub mod device;
 pub mod error;
 pub mod exec;

@@ -219,6 +219,11 @@ pub struct Ledger {
 }
 
 impl Ledger {
+    /// The id the next storage will get.
+    pub fn next_storage_id(&self) -> u64 {
+        self.next_storage
+    }
+
     /// Live storages, oldest first.
     pub fn storages(&self) -> Vec<StorageInfo> {
         let mut v: Vec<_> = self.storages.iter().cloned().collect();
