@@ -61,6 +61,13 @@ pub enum Command {
     Plan(PlanArgs),
     /// Run a function of a `.rxa` or `.rxb` program.
     Run(RunArgs),
+    /// Step through a program and inspect its storages, views and kills (`:help` inside).
+    /// Reads commands from standard input; on a terminal with line editing, history and
+    /// tab completion.
+    Repl {
+        /// A `.rxa`, `.rxb` or `.onnx` file to load.
+        file: Option<PathBuf>,
+    },
     /// List the host device and every OpenCL platform and device with the capabilities
     /// the VM and planner use.
     Devices,
@@ -365,6 +372,7 @@ pub fn main_with(cli: Cli) -> i32 {
         Command::Compile { model, output, compile, device } => cmd_compile(&model, output, &compile, device.as_deref()),
         Command::Plan(args) => cmd_plan(&args),
         Command::Run(args) => cmd_run(args),
+        Command::Repl { file } => cmd_repl(file.as_deref()),
         Command::Devices => cmd_devices(),
         Command::Conformance { dirs, device } => cmd_conformance(&dirs, &device),
     };
@@ -389,6 +397,16 @@ fn write_out(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
         let _ = std::fs::remove_file(&tmp);
         Failure::Message(format!("cannot write {}: {e}", path.display()))
     })
+}
+
+fn cmd_repl(file: Option<&Path>) -> Result<(), Failure> {
+    let mut repl = crate::repl::Repl::new();
+    if let Some(f) = file {
+        if let crate::repl::Outcome::Print(t) = repl.load(f) {
+            print!("{t}");
+        }
+    }
+    crate::repl::term::run(repl).map_err(Failure::Message)
 }
 
 fn cmd_asm(file: &Path, output: Option<PathBuf>, strip: bool) -> Result<(), Failure> {
@@ -508,7 +526,7 @@ fn cmd_check(file: &Path) -> Result<(), Failure> {
 }
 
 /// Builds the host value for one parameter from its `--input` spec.
-fn make_input(name: &str, ty: &Type, spec: &InputSpec) -> Result<HostValue, String> {
+pub fn make_input(name: &str, ty: &Type, spec: &InputSpec) -> Result<HostValue, String> {
     let known_shape = || match ty {
         Type::Tensor { dims, .. } => dims
             .iter()

@@ -9,6 +9,7 @@ pub mod inputs;
 pub mod npy;
 pub mod onnx;
 pub mod plan;
+pub mod repl;
 pub mod report;
 pub mod stats;
 

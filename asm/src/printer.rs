@@ -639,6 +639,16 @@ impl FnPrinter<'_> {
     }
 }
 
+/// Instruction `pc` of `f` as the disassembler prints it (for debuggers); `None` when `pc`
+/// is out of range.
+pub fn print_instr(m: &Module, f: &Function, pc: usize) -> Option<String> {
+    let ins = f.code.get(pc)?;
+    let mut out = String::new();
+    let mut p = FnPrinter { out: &mut out, m, f, names: Names::new(f) };
+    p.instr(ins);
+    Some(out)
+}
+
 fn print_func(out: &mut String, m: &Module, f: &Function) {
     let names = Names::new(f);
     out.push_str("func @");

@@ -51,12 +51,25 @@ impl Vm {
     pub fn debug_start(&mut self, func: FuncId, args: Vec<Value>) -> Result<(), VmError> {
         self.debug_abort();
         let (args, subs) = self.prepare_args(func, args)?;
+        self.debug_enter(func, args, subs);
+        Ok(())
+    }
+
+    /// [`Vm::debug_start`] with the arguments exactly as given (arity and types checked,
+    /// no binding): a storage too small for the code stays, so the code's own error shows.
+    pub fn debug_start_exact(&mut self, func: FuncId, args: Vec<Value>) -> Result<(), VmError> {
+        self.debug_abort();
+        self.check_args(func, &args)?;
+        self.debug_enter(func, args, Vec::new());
+        Ok(())
+    }
+
+    fn debug_enter(&mut self, func: FuncId, args: Vec<Value>, subs: Vec<Substitute>) {
         let depth0 = self.frames.len();
         let base0 = self.regs.len();
         let module = self.module().clone();
         self.push_entry(&module, func, args);
         self.debug = Some(DebugRun { depth0, base0, entry: func, subs, fault: None });
-        Ok(())
     }
 
     /// Runs on until `stop` returns true before an instruction (`Ok(None)`: paused there),

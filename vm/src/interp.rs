@@ -83,6 +83,8 @@ pub struct Vm {
     storage_needs: Vec<Option<Rc<[Option<u64>]>>>,
     /// The run a debugger is stepping through ([`crate::debug`]).
     pub(crate) debug: Option<crate::debug::DebugRun>,
+    /// Instructions typed at a REPL prompt: sites are [`Site::PROMPT`].
+    prompt: bool,
 }
 
 /// A storage parameter the VM replaced with its own (see [`crate::io`]).
@@ -147,7 +149,23 @@ impl Vm {
             io: IoReport::default(),
             storage_needs: Vec::new(),
             debug: None,
+            prompt: false,
         })
+    }
+
+    /// Records the objects this VM's instructions create as made at a REPL prompt
+    /// ([`Site::PROMPT`]) rather than at a place in its module.
+    pub fn mark_prompt(&mut self) {
+        self.prompt = true;
+    }
+
+    #[inline]
+    fn site(&self, fid: usize, pc: usize) -> Site {
+        if self.prompt {
+            Site::PROMPT
+        } else {
+            Site { func: fid as u32, pc: pc as u32 }
+        }
     }
 
     /// The devices and memory ledger this VM allocates from.
@@ -479,14 +497,9 @@ impl Vm {
         Ok(out)
     }
 
-    /// Checks arity and types and binds the arguments of `id` ([`crate::io`]).
-    pub(crate) fn prepare_args(
-        &mut self,
-        id: FuncId,
-        mut args: Vec<Value>,
-    ) -> Result<(Vec<Value>, Vec<Substitute>), VmError> {
-        let module = self.module.clone();
-        let f = module.func(id).ok_or_else(|| VmError::api(format!("no function with index {}", id.0)))?;
+    /// Checks the arity and declared types of the arguments of `id`.
+    pub(crate) fn check_args(&self, id: FuncId, args: &[Value]) -> Result<(), VmError> {
+        let f = self.module.func(id).ok_or_else(|| VmError::api(format!("no function with index {}", id.0)))?;
         if args.len() != f.params.len() {
             return Err(VmError::api(format!("@{} takes {} arguments, found {}", f.name, f.params.len(), args.len())));
         }
@@ -495,6 +508,18 @@ impl Vm {
                 return Err(VmError::api(format!("argument {} of @{}: {m}", i + 1, f.name)));
             }
         }
+        Ok(())
+    }
+
+    /// Checks arity and types and binds the arguments of `id` ([`crate::io`]).
+    pub(crate) fn prepare_args(
+        &mut self,
+        id: FuncId,
+        mut args: Vec<Value>,
+    ) -> Result<(Vec<Value>, Vec<Substitute>), VmError> {
+        self.check_args(id, &args)?;
+        let module = self.module.clone();
+        let f = &module.funcs[id.0 as usize];
         let subs = self
             .bind(id, f, &mut args)
             .map_err(|e| VmError::api(format!("binding the arguments of @{}: {e}", f.name)))?;
@@ -755,20 +780,10 @@ impl Vm {
                     self.make_shape(m, f, base, dims, ndim).map(|v| self.set(base, dst, v))
                 }
                 Instr::AllocStorage { dst, size, align, device, scope } => self
-                    .alloc_storage(m, f, base, size, align, device, scope, Site { func: fid as u32, pc: at as u32 })
+                    .alloc_storage(m, f, base, size, align, device, scope, self.site(fid, at))
                     .map(|v| self.set(base, dst, v)),
                 Instr::AllocTensor { dst, storage, args, dtype, scope, ndim } => self
-                    .alloc_tensor(
-                        m,
-                        f,
-                        base,
-                        storage,
-                        args,
-                        dtype,
-                        scope,
-                        ndim,
-                        Site { func: fid as u32, pc: at as u32 },
-                    )
+                    .alloc_tensor(m, f, base, storage, args, dtype, scope, ndim, self.site(fid, at))
                     .map(|v| self.set(base, dst, v)),
                 Instr::Kill { reg } => match &self.regs[base + reg.0 as usize] {
                     Value::Null | Value::Killed(_) => self.read_reg(f, base, reg).map(|_| ()),

@@ -21,6 +21,8 @@ pub struct Site {
 
 impl Site {
     pub const API: Site = Site { func: u32::MAX, pc: 0 };
+    /// Objects made by instructions typed at a REPL prompt ([`crate::Vm::mark_prompt`]).
+    pub const PROMPT: Site = Site { func: u32::MAX - 1, pc: 0 };
 }
 
 /// Where a device's memory lives.

@@ -1,0 +1,699 @@
+//! `rxvm repl`: step through a program and see every storage, view and kill.
+//!
+//! A [`Repl`] holds the loaded program, a VM running it under the debugger
+//! ([`rxvm_vm::debug`]), breakpoints, and a scratch frame for instructions typed at the
+//! prompt. [`Repl::execute`] takes one input line and returns what to print, so the same
+//! code serves a terminal (rustyline, in `cli.rs`), piped input and the tests' transcripts.
+
+pub mod inspect;
+pub mod term;
+
+use crate::cli::{load_program, make_input, render_vm_error, Failure};
+use crate::inputs::parse_input_spec;
+use rxvm_vm::bytecode::{FuncId, Instr, Reg};
+use rxvm_vm::debug::PausePoint;
+use rxvm_vm::memory::{DeviceSpec, Runtime};
+use rxvm_vm::module::Module;
+use rxvm_vm::types::Type;
+use rxvm_vm::value::Value;
+use rxvm_vm::{DeviceCaps, Vm};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// A place or event to stop at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Break {
+    /// A source line of the loaded program.
+    Line(u32),
+    /// An instruction: a function's entry or a label.
+    At(FuncId, usize, String),
+    OnAlloc,
+    OnKill,
+    /// Before the `alloc_storage` that creates storage #N.
+    OnStorage(u64),
+}
+
+impl Break {
+    fn describe(&self) -> String {
+        match self {
+            Break::Line(l) => format!("line {l}"),
+            Break::At(_, _, what) => what.clone(),
+            Break::OnAlloc => "on alloc".into(),
+            Break::OnKill => "on kill".into(),
+            Break::OnStorage(n) => format!("on storage {n}"),
+        }
+    }
+
+    fn hit(&self, m: &Module, p: &PausePoint) -> bool {
+        match self {
+            Break::Line(l) => m.funcs.get(p.func.0 as usize).is_some_and(|f| f.loc(p.pc).line == *l),
+            Break::At(f, pc, _) => p.func == *f && p.pc == *pc,
+            Break::OnAlloc => matches!(p.instr, Instr::AllocStorage { .. } | Instr::AllocTensor { .. }),
+            Break::OnKill => matches!(p.instr, Instr::Kill { .. }),
+            Break::OnStorage(n) => matches!(p.instr, Instr::AllocStorage { .. }) && p.next_storage == *n,
+        }
+    }
+}
+
+/// The loaded program.
+struct Loaded {
+    module: Arc<Module>,
+    /// Source name and text (`.rxa`, or the compiled program of a model).
+    source: Option<(String, String)>,
+}
+
+/// Instructions typed at the prompt run in a scratch frame whose registers persist.
+#[derive(Default)]
+struct Scratch {
+    regs: BTreeMap<String, Value>,
+    /// Registers dropped by a typed `kill`, with the input line that killed them.
+    killed: BTreeMap<String, usize>,
+    /// Input lines so far (commands included), to say which line killed a register.
+    lines: usize,
+}
+
+/// One REPL session.
+pub struct Repl {
+    loaded: Option<Loaded>,
+    vm: Option<Vm>,
+    /// A VM for typed instructions when no program is loaded.
+    scratch_rt: Option<Rc<Runtime>>,
+    breaks: Vec<(usize, Break)>,
+    next_break: usize,
+    /// The last `:run`, for `:restart`.
+    last_run: Option<(String, Vec<String>)>,
+    scratch: Scratch,
+}
+
+/// What a line did.
+pub enum Outcome {
+    /// Text to print (may be empty).
+    Print(String),
+    /// `:quit`.
+    Quit,
+}
+
+const HELP: &str = "\
+:load FILE                 load a .rxa, .rxb or .onnx file
+:run [@FUNC] [NAME=SPEC..] start FUNC (default @main) and run to a breakpoint or the end
+:step [N]                  execute N instructions (default 1), into calls
+:next                      execute one instruction, over calls
+:continue                  run to the next breakpoint or the end
+:break LINE|LABEL|@FUNC    stop before that line, label or function entry
+:break on alloc|kill       stop before every alloc_storage/alloc_tensor, or every kill
+:break on storage N        stop before the alloc_storage that creates storage #N
+:break                     list breakpoints
+:delete [N]                delete breakpoint N, or all
+:where                     the call stack and the source around the next instruction
+:restart                   start the last :run again
+:regs                      registers of the current frame
+:storages, :views          live storages and views
+:mem                       live and peak bytes per device, and a byte map of each storage
+:print %REG [N]            a register's value; for tensors the first N elements (default 16)
+:plan                      the memory plan of a compiled model
+:disasm [@FUNC]            a function's instructions
+:help, :quit
+Anything else is an instruction, executed at once in a scratch frame, e.g.
+  %s = alloc_storage 1024
+";
+
+impl Default for Repl {
+    fn default() -> Self {
+        Repl::new()
+    }
+}
+
+impl Repl {
+    pub fn new() -> Repl {
+        Repl {
+            loaded: None,
+            vm: None,
+            scratch_rt: None,
+            breaks: Vec::new(),
+            next_break: 1,
+            last_run: None,
+            scratch: Scratch::default(),
+        }
+    }
+
+    /// Names for tab completion: commands, function names, labels and live registers.
+    pub fn completions(&self) -> Vec<String> {
+        let mut v: Vec<String> = HELP
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|w| w.starts_with(':'))
+            .map(|w| w.trim_end_matches(',').to_string())
+            .collect();
+        v.extend(["storages", "views", "quit"].iter().map(|c| format!(":{c}")));
+        if let Some(l) = &self.loaded {
+            for f in &l.module.funcs {
+                v.push(format!("@{}", f.name));
+                v.extend(f.debug.labels.iter().map(|(_, n)| n.clone()));
+            }
+        }
+        if let (Some(vm), Some(l)) = (&self.vm, &self.loaded) {
+            if let Some(top) = vm.debug_frames().last() {
+                let f = &l.module.funcs[top.func.0 as usize];
+                for r in 0..f.num_regs {
+                    if matches!(vm.debug_reg(vm.debug_frames().len() - 1, Reg(r)), Some(v) if v.kind().is_some()) {
+                        v.push(format!("%{}", f.reg_name(Reg(r))));
+                    }
+                }
+            }
+        }
+        v.extend(self.scratch.regs.keys().map(|n| format!("%{n}")));
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Loads a program (replacing any loaded one).
+    pub fn load(&mut self, path: &Path) -> Outcome {
+        let p = match load_program(path) {
+            Ok(p) => p,
+            Err(Failure::Message(m)) => return Outcome::Print(format!("error: {m}\n")),
+            Err(Failure::Rendered(t)) => return Outcome::Print(t),
+        };
+        let module = Arc::new(p.module);
+        let vm =
+            match self.scratch_runtime().and_then(|rt| Vm::with_runtime(module.clone(), rt).map_err(|e| e.to_string()))
+            {
+                Ok(vm) => vm,
+                Err(e) => return Outcome::Print(format!("error: {e}\n")),
+            };
+        let funcs: Vec<String> = module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
+        let out = format!("loaded {}: module `{}`, functions {}\n", path.display(), module.name, funcs.join(", "));
+        self.loaded = Some(Loaded { module, source: p.source });
+        self.vm = Some(vm);
+        self.breaks.clear();
+        self.last_run = None;
+        Outcome::Print(out)
+    }
+
+    /// The runtime every VM of the session shares, so typed instructions and the program
+    /// see the same storages.
+    fn scratch_runtime(&mut self) -> Result<Rc<Runtime>, String> {
+        if let Some(rt) = &self.scratch_rt {
+            return Ok(rt.clone());
+        }
+        let rt = Runtime::new(vec![DeviceSpec::Host(DeviceCaps::host())])?;
+        self.scratch_rt = Some(rt.clone());
+        Ok(rt)
+    }
+
+    /// Executes one input line.
+    pub fn execute(&mut self, line: &str) -> Outcome {
+        self.scratch.lines += 1;
+        let line = line.trim();
+        if line.is_empty() || line.starts_with(';') {
+            return Outcome::Print(String::new());
+        }
+        let Some(cmd) = line.strip_prefix(':') else {
+            return Outcome::Print(self.typed_instruction(line));
+        };
+        let mut words = cmd.split_whitespace();
+        let name = words.next().unwrap_or("");
+        let rest: Vec<&str> = words.collect();
+        let text = match name {
+            "q" | "quit" | "exit" => return Outcome::Quit,
+            "h" | "help" => HELP.to_string(),
+            "load" | "l" => match rest.first() {
+                Some(p) => return self.load(Path::new(p)),
+                None => "error: :load needs a file\n".into(),
+            },
+            "run" | "r" => self.run(&rest),
+            "restart" => match self.last_run.clone() {
+                Some((f, args)) => {
+                    let mut all = vec![f.as_str()];
+                    all.extend(args.iter().map(String::as_str));
+                    self.run(&all)
+                }
+                None => "error: nothing to restart; use :run first\n".into(),
+            },
+            "step" | "s" => match rest.first().map(|n| n.parse::<u64>()) {
+                None => self.resume(|p| p.executed >= 1, true),
+                Some(Ok(n)) if n > 0 => self.resume(move |p| p.executed >= n, true),
+                Some(_) => format!("error: :step takes a positive count, found `{}`\n", rest[0]),
+            },
+            "next" | "n" => {
+                let depth = self.vm.as_ref().map_or(0, |vm| vm.debug_frames().len().saturating_sub(1));
+                self.resume(move |p| p.executed >= 1 && p.depth <= depth, true)
+            }
+            "continue" | "c" => self.resume(|_| false, true),
+            "break" | "b" => self.add_break(&rest),
+            "delete" | "d" => self.delete_break(&rest),
+            "where" | "w" => self.where_(),
+            "regs" => self.with_frame(inspect::regs),
+            "storages" => self.with_vm(inspect::storages),
+            "views" => self.with_vm(inspect::views),
+            "mem" => self.with_vm(inspect::mem),
+            "print" | "p" => self.print(&rest),
+            "plan" => self.plan(),
+            "disasm" => self.disasm(rest.first().copied()),
+            other => format!("error: unknown command `:{other}`; :help lists the commands\n"),
+        };
+        Outcome::Print(text)
+    }
+
+    /// Runs an inspection on the program's VM, or with nothing loaded on an empty one over
+    /// the session's runtime (where typed instructions allocate).
+    fn with_vm(&mut self, f: impl Fn(&Vm, &[(String, Value)]) -> String) -> String {
+        let scratch: Vec<(String, Value)> = self.scratch.regs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        if let Some(vm) = &self.vm {
+            return f(vm, &scratch);
+        }
+        match self
+            .scratch_runtime()
+            .and_then(|rt| Vm::with_runtime(Arc::new(Module::default()), rt).map_err(|e| e.to_string()))
+        {
+            Ok(vm) => f(&vm, &scratch),
+            Err(e) => format!("error: {e}\n"),
+        }
+    }
+
+    fn with_frame(&self, f: impl Fn(&Vm, usize) -> String) -> String {
+        match &self.vm {
+            Some(vm) if vm.debug_active() => f(vm, vm.debug_frames().len().saturating_sub(1)),
+            _ => "nothing is running; :run a function first\n".into(),
+        }
+    }
+
+    fn run(&mut self, args: &[&str]) -> String {
+        let (Some(l), Some(vm)) = (&self.loaded, &mut self.vm) else {
+            return "error: nothing loaded; :load a program first\n".into();
+        };
+        let (func, specs) = match args.first() {
+            Some(f) if f.starts_with('@') => (f.to_string(), &args[1..]),
+            _ => ("@main".to_string(), args),
+        };
+        let Some(id) = l.module.func_by_name(&func) else {
+            let names: Vec<String> = l.module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
+            return format!("error: no function {func}; the functions are: {}\n", names.join(", "));
+        };
+        let f = &l.module.funcs[id.0 as usize];
+        let mut host = Vec::new();
+        let mut given: BTreeMap<String, crate::inputs::InputSpec> = BTreeMap::new();
+        for s in specs {
+            match parse_input_spec(s) {
+                Ok((n, spec)) => {
+                    given.insert(n, spec);
+                }
+                Err(e) => return format!("error: {e}\n"),
+            }
+        }
+        for (i, t) in f.params.iter().enumerate() {
+            if matches!(t, Type::Storage) {
+                continue;
+            }
+            let name = f.reg_name(Reg(i as u32));
+            let spec = given.remove(&name).unwrap_or(match t {
+                Type::Tensor { .. } => crate::inputs::InputSpec::Ramp,
+                Type::Float => crate::inputs::InputSpec::Float(0.0),
+                _ => crate::inputs::InputSpec::Int(0),
+            });
+            match make_input(&name, t, &spec) {
+                Ok(v) => host.push(v),
+                Err(e) => return format!("error: {e}\n"),
+            }
+        }
+        if let Some(extra) = given.keys().next() {
+            return format!("error: {func} has no parameter %{extra}\n");
+        }
+        let vals = match vm.host_args(id, &host, &[]) {
+            Ok(v) => v,
+            Err(e) => return format!("error: {e}\n"),
+        };
+        if let Err(e) = vm.debug_start(id, vals) {
+            return format!("error: {e}\n");
+        }
+        self.last_run = Some((func.clone(), specs.iter().map(|s| s.to_string()).collect()));
+        let mut out = format!("started {func}\n");
+        out.push_str(&self.resume_from(|_| false, true, true));
+        out
+    }
+
+    /// Resumes the run until `stop` (and, with `breakpoints`, any breakpoint) holds.
+    fn resume(&mut self, stop: impl FnMut(&PausePoint) -> bool, breakpoints: bool) -> String {
+        self.resume_from(stop, breakpoints, false)
+    }
+
+    /// [`Repl::resume`]; `fresh` for a run that has not executed anything yet, where a
+    /// breakpoint on the first instruction counts (after a pause it would stop again at
+    /// once).
+    fn resume_from(&mut self, mut stop: impl FnMut(&PausePoint) -> bool, breakpoints: bool, fresh: bool) -> String {
+        let (Some(l), Some(vm)) = (&self.loaded, &mut self.vm) else {
+            return "error: nothing loaded; :load a program first\n".into();
+        };
+        if !vm.debug_active() {
+            return "nothing is running; :run a function first\n".into();
+        }
+        let module = l.module.clone();
+        let breaks = &self.breaks;
+        let mut hit: Option<usize> = None;
+        let r = vm.debug_resume(&mut |p| {
+            if stop(p) {
+                return true;
+            }
+            if breakpoints && (fresh || p.executed > 0) {
+                if let Some((n, _)) = breaks.iter().find(|(_, b)| b.hit(&module, p)) {
+                    hit = Some(*n);
+                    return true;
+                }
+            }
+            false
+        });
+        match r {
+            Ok(None) => {
+                let why = hit
+                    .and_then(|n| self.breaks.iter().find(|(k, _)| *k == n))
+                    .map(|(n, b)| format!(", breakpoint {n} ({})", b.describe()))
+                    .unwrap_or_default();
+                let mut s = self.location(&why);
+                s.push_str(&self.context(2));
+                s
+            }
+            Ok(Some(values)) => {
+                let mut s = String::from("returned");
+                for (i, v) in values.iter().enumerate() {
+                    let _ = write!(s, "\n  result {i}: {}", show_value(v));
+                }
+                s.push('\n');
+                s
+            }
+            Err(e) => {
+                let mut s = render_vm_error(&e, l.source.as_ref());
+                s.push_str("the run stopped here; :regs, :mem and :where show its state, :restart runs it again\n");
+                s
+            }
+        }
+    }
+
+    /// `stopped at @f+pc (line L)` for the innermost frame.
+    fn location(&self, why: &str) -> String {
+        let (Some(l), Some(vm)) = (&self.loaded, &self.vm) else { return String::new() };
+        let Some(top) = vm.debug_frames().last().copied() else { return String::new() };
+        let f = &l.module.funcs[top.func.0 as usize];
+        let line = f.loc(top.pc).line;
+        let at = if line > 0 { format!(" (line {line})") } else { String::new() };
+        format!("stopped at @{}+{}{at}{why}\n", f.name, top.pc)
+    }
+
+    /// The next instruction with `n` source lines around it (or its disassembly).
+    fn context(&self, n: u32) -> String {
+        let (Some(l), Some(vm)) = (&self.loaded, &self.vm) else { return String::new() };
+        let Some(top) = vm.debug_frames().last().copied() else { return String::new() };
+        let f = &l.module.funcs[top.func.0 as usize];
+        let line = f.loc(top.pc).line;
+        if let (Some((_, text)), true) = (&l.source, line > 0) {
+            let lines: Vec<&str> = text.lines().collect();
+            let lo = line.saturating_sub(n).max(1);
+            let hi = (line + n).min(lines.len() as u32);
+            let mut s = String::new();
+            for k in lo..=hi {
+                let mark = if k == line { "=>" } else { "  " };
+                let _ = writeln!(s, "{mark} {k:>4} | {}", lines.get(k as usize - 1).unwrap_or(&""));
+            }
+            return s;
+        }
+        match rxvm_asm::printer::print_instr(&l.module, f, top.pc) {
+            Some(i) => format!("=> {i}\n"),
+            None => String::new(),
+        }
+    }
+
+    fn where_(&self) -> String {
+        let (Some(l), Some(vm)) = (&self.loaded, &self.vm) else {
+            return "nothing loaded; :load a program first\n".into();
+        };
+        let frames = vm.debug_frames();
+        if frames.is_empty() {
+            return "nothing is running; :run a function first\n".into();
+        }
+        let mut s = String::new();
+        for (k, fr) in frames.iter().rev().enumerate() {
+            let f = &l.module.funcs[fr.func.0 as usize];
+            let line = f.loc(fr.pc).line;
+            let ins = rxvm_asm::printer::print_instr(&l.module, f, fr.pc).unwrap_or_default();
+            let at = if line > 0 { format!(" line {line}") } else { String::new() };
+            let _ = writeln!(s, "#{k} @{}+{}{at}: {ins}", f.name, fr.pc);
+        }
+        if let Some(fault) = vm.debug_fault() {
+            let _ = writeln!(s, "stopped by an error: {fault}");
+        }
+        s.push_str(&self.context(2));
+        s
+    }
+
+    fn add_break(&mut self, args: &[&str]) -> String {
+        if args.is_empty() {
+            if self.breaks.is_empty() {
+                return "no breakpoints\n".into();
+            }
+            return self.breaks.iter().map(|(n, b)| format!("{n}: {}\n", b.describe())).collect();
+        }
+        let b = match args {
+            ["on", "alloc"] => Break::OnAlloc,
+            ["on", "kill"] => Break::OnKill,
+            ["on", "storage", n] => match n.trim_start_matches('#').parse() {
+                Ok(n) => Break::OnStorage(n),
+                Err(_) => return format!("error: :break on storage takes a storage id, found `{n}`\n"),
+            },
+            [one] => match self.resolve_place(one) {
+                Ok(b) => b,
+                Err(e) => return format!("error: {e}\n"),
+            },
+            _ => return "error: expected :break LINE|LABEL|@FUNC|on alloc|on kill|on storage N\n".into(),
+        };
+        let n = self.next_break;
+        self.next_break += 1;
+        let s = format!("breakpoint {n}: {}\n", b.describe());
+        self.breaks.push((n, b));
+        s
+    }
+
+    fn resolve_place(&self, what: &str) -> Result<Break, String> {
+        if let Ok(line) = what.parse::<u32>() {
+            return Ok(Break::Line(line));
+        }
+        let Some(l) = &self.loaded else { return Err("nothing loaded; :load a program first".into()) };
+        if let Some(id) = what.strip_prefix('@').and_then(|n| l.module.func_by_name(n)) {
+            return Ok(Break::At(id, 0, format!("@{}", l.module.funcs[id.0 as usize].name)));
+        }
+        for (i, f) in l.module.funcs.iter().enumerate() {
+            if let Some((pc, name)) = f.debug.labels.iter().find(|(_, n)| n == what) {
+                return Ok(Break::At(FuncId(i as u32), *pc as usize, format!("label {name} in @{}", f.name)));
+            }
+        }
+        Err(format!("`{what}` is not a line number, a function (@name) or a label of the program"))
+    }
+
+    fn delete_break(&mut self, args: &[&str]) -> String {
+        match args.first() {
+            None => {
+                let n = self.breaks.len();
+                self.breaks.clear();
+                format!("deleted {n} breakpoint(s)\n")
+            }
+            Some(k) => match k.parse::<usize>() {
+                Ok(k) if self.breaks.iter().any(|(n, _)| *n == k) => {
+                    self.breaks.retain(|(n, _)| *n != k);
+                    format!("deleted breakpoint {k}\n")
+                }
+                _ => format!("error: no breakpoint `{k}`\n"),
+            },
+        }
+    }
+
+    fn print(&self, args: &[&str]) -> String {
+        let Some(name) = args.first().and_then(|a| a.strip_prefix('%')) else {
+            return "error: :print takes a register, e.g. :print %x 8\n".into();
+        };
+        let n = match args.get(1).map(|s| s.parse::<usize>()) {
+            None => 16,
+            Some(Ok(n)) => n,
+            Some(Err(_)) => return format!("error: :print takes an element count, found `{}`\n", args[1]),
+        };
+        let value = self.lookup(name);
+        match value {
+            None => format!("error: no register %{name} in the current frame or the scratch frame\n"),
+            Some(Value::Tensor(v)) => match rxvm_vm::interp::tensor_to_host(&v) {
+                Ok(t) => {
+                    let vals = t.to_f64();
+                    let shown: Vec<String> = vals.iter().take(n).map(|x| format!("{x}")).collect();
+                    let more = if vals.len() > n { format!(", ... ({} more)", vals.len() - n) } else { String::new() };
+                    format!("%{name} = {} [{}{more}]\n", show_value(&Value::Tensor(v)), shown.join(", "))
+                }
+                Err(e) => format!("error: reading %{name}: {e}\n"),
+            },
+            Some(v) => format!("%{name} = {}\n", show_value(&v)),
+        }
+    }
+
+    /// A register of the innermost frame, else of the scratch frame.
+    fn lookup(&self, name: &str) -> Option<Value> {
+        if let (Some(l), Some(vm)) = (&self.loaded, &self.vm) {
+            let frames = vm.debug_frames();
+            if let Some(top) = frames.last() {
+                let f = &l.module.funcs[top.func.0 as usize];
+                for r in 0..f.num_regs {
+                    if f.reg_name(Reg(r)) == name {
+                        return vm.debug_reg(frames.len() - 1, Reg(r)).cloned();
+                    }
+                }
+            }
+        }
+        self.scratch.regs.get(name).cloned()
+    }
+
+    fn plan(&self) -> String {
+        let Some(l) = &self.loaded else { return "nothing loaded; :load a program first\n".into() };
+        match &l.source {
+            Some((_, text)) if text.starts_with("; memory plan") => {
+                text.lines().take_while(|l| l.starts_with(';')).map(|l| format!("{l}\n")).collect()
+            }
+            _ => "the loaded program has no memory plan (compile a model: :load MODEL.onnx)\n".into(),
+        }
+    }
+
+    fn disasm(&self, func: Option<&str>) -> String {
+        let Some(l) = &self.loaded else { return "nothing loaded; :load a program first\n".into() };
+        let text = rxvm_asm::disassemble(&l.module);
+        let name = func.map_or("@main".to_string(), |f| format!("@{}", f.trim_start_matches('@')));
+        let head = format!("func {name}(");
+        match text.find(&head) {
+            Some(i) => {
+                let body = &text[i..];
+                let end = body.find("\n}\n").map_or(body.len(), |e| e + 3);
+                body[..end].to_string()
+            }
+            None => format!("error: no function {name}\n"),
+        }
+    }
+
+    /// Runs one typed instruction in the scratch frame: its registers persist from line to
+    /// line, and errors (bad syntax, use after kill, an out-of-bounds view) are reported
+    /// without ending the session.
+    fn typed_instruction(&mut self, line: &str) -> String {
+        let input = self.scratch.lines;
+        // A killed register used again: the VM's message, with where it was killed.
+        for (name, at) in &self.scratch.killed {
+            if mentions(line, name) && !self.scratch.regs.contains_key(name) {
+                return format!(
+                    "error: use of %{name} after `kill`\n  = note: %{name} was killed by input line {at}\n"
+                );
+            }
+        }
+        let params: Vec<(String, &'static str)> = self
+            .scratch
+            .regs
+            .iter()
+            .filter(|(n, _)| mentions(line, n))
+            .map(|(n, v)| (n.clone(), kind_type(v)))
+            .collect();
+        let header: Vec<String> = params.iter().map(|(n, t)| format!("%{n}: {t}")).collect();
+        let src = format!("func @scratch({}) {{\n  {line}\n  ret\n}}\n", header.join(", "));
+        let module = match rxvm_asm::assemble(&src, "<input>") {
+            Ok(m) => Arc::new(m),
+            Err(d) => return d.render(),
+        };
+        let rt = match &self.vm {
+            Some(vm) => Ok(vm.runtime().clone()),
+            None => self.scratch_runtime(),
+        };
+        let rt = match rt {
+            Ok(rt) => rt,
+            Err(e) => return format!("error: {e}\n"),
+        };
+        let mut vm = match Vm::with_runtime(module.clone(), rt) {
+            Ok(vm) => vm,
+            Err(e) => return format!("error: {e}\n"),
+        };
+        vm.mark_prompt();
+        let id = FuncId(0);
+        let args: Vec<Value> = params.iter().filter_map(|(n, _)| self.scratch.regs.get(n).cloned()).collect();
+        if let Err(e) = vm.debug_start_exact(id, args) {
+            return format!("error: {e}\n");
+        }
+        let f = &module.funcs[0];
+        let ret_pc = f.code.len().saturating_sub(1);
+        let source = Some(("<input>".to_string(), src.clone()));
+        match vm.debug_resume(&mut |p| p.pc == ret_pc) {
+            Ok(_) => {}
+            Err(e) => return render_vm_error(&e, source.as_ref()),
+        }
+        let mut out = String::new();
+        for r in 0..f.num_regs {
+            let name = f.reg_name(Reg(r));
+            match vm.debug_reg(0, Reg(r)) {
+                Some(Value::Killed(_)) => {
+                    self.scratch.regs.remove(&name);
+                    self.scratch.killed.insert(name.clone(), input);
+                    let _ = writeln!(out, "%{name} killed");
+                }
+                Some(v) if v.kind().is_some() => {
+                    let new = (r as usize) >= params.len();
+                    if new {
+                        self.scratch.killed.remove(&name);
+                        let _ = writeln!(out, "%{name} = {}", show_value(v));
+                    }
+                    self.scratch.regs.insert(name, v.clone());
+                }
+                _ => {}
+            }
+        }
+        vm.debug_abort();
+        out
+    }
+}
+
+/// Whether `%name` occurs in `line` as a whole register name.
+fn mentions(line: &str, name: &str) -> bool {
+    let pat = format!("%{name}");
+    line.match_indices(&pat).any(|(i, _)| {
+        line[i + pat.len()..].chars().next().is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == '.'))
+    })
+}
+
+/// The parameter type that admits a value.
+fn kind_type(v: &Value) -> &'static str {
+    match v {
+        Value::Int(_) => "int",
+        Value::Float(_) => "float",
+        Value::Shape(_) => "shape",
+        Value::Storage(_) => "storage",
+        _ => "tensor",
+    }
+}
+
+/// A register value in one line.
+pub fn show_value(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Killed(at) => format!("killed (at instruction {at})"),
+        Value::Int(i) => format!("int {i}"),
+        Value::Float(f) => format!("float {f:?}"),
+        Value::Shape(s) => format!("shape {:?}", &s[..]),
+        Value::Storage(s) => format!("storage #{} ({} B, device {})", s.id, s.size, s.device),
+        Value::Tensor(t) => {
+            let scope = if t.scope.is_texture() { format!(" \"{}\"", t.scope) } else { String::new() };
+            format!("tensor #{} {}{:?}{scope} at storage #{} +{}", t.id, t.dtype, &t.shape[..], t.storage.id, t.offset)
+        }
+    }
+}
+
+/// Runs a whole script (one input per line) and returns the transcript: each input line
+/// after `> `, then its output. Stops at `:quit`.
+pub fn transcript(repl: &mut Repl, script: &str) -> String {
+    let mut out = String::new();
+    for line in script.lines() {
+        let _ = writeln!(out, "> {line}");
+        match repl.execute(line) {
+            Outcome::Print(t) => out.push_str(&t),
+            Outcome::Quit => break,
+        }
+    }
+    out
+}

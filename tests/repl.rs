@@ -1,0 +1,156 @@
+//! `rxvm repl` sessions, scripted: each transcript (input lines after `> `, then what the
+//! REPL printed) is an insta snapshot. The binary is also driven through piped stdin,
+//! where it prints no prompt.
+
+use rxvm::repl::{transcript, Repl};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn session(file: Option<&str>, script: &str) -> String {
+    let mut repl = Repl::new();
+    let mut out = String::new();
+    if let Some(f) = file {
+        out.push_str(&transcript(&mut repl, &format!(":load {f}")));
+    }
+    out.push_str(&transcript(&mut repl, script));
+    out
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn stepping_through_a_program_with_a_texture_view() {
+    let script = "\
+:break @main
+:run x=ramp
+:step
+:step 2
+:views
+:where
+:print %t 8
+:next
+:regs
+:continue
+";
+    std::env::set_current_dir(root()).expect("cd");
+    insta::assert_snapshot!("repl_texture_steps", session(Some("examples/tiny.rxa"), script));
+}
+
+#[test]
+fn breaking_on_every_kill() {
+    let script = "\
+:break on kill
+:break
+:run
+:mem
+:continue
+:storages
+:continue
+:continue
+";
+    std::env::set_current_dir(root()).expect("cd");
+    insta::assert_snapshot!("repl_break_on_kill", session(Some("examples/tiny.rxa"), script));
+}
+
+#[test]
+fn mem_after_a_use_after_kill_error() {
+    let script = "\
+%s = alloc_storage 256
+%a = alloc_tensor %s, 0, f32[4, 4]
+%b = alloc_tensor %s, 32, f32[8]
+kill %a
+%c = alloc_tensor %a, 0, f32[2]
+call @vm.fill(%a, 1.0)
+:mem
+:views
+";
+    insta::assert_snapshot!("repl_use_after_kill", session(None, script));
+}
+
+#[test]
+fn an_interactive_alloc_view_kill_sequence() {
+    let script = "\
+%s = alloc_storage 2048, align 64
+%x = alloc_tensor %s, 0, f32[2, 3]
+call @vm.iota(%x, 0.0, 0.5)
+:print %x
+%t = alloc_tensor %s, 1024, f32[1, 1, 2, 4], scope \"global.texture\"
+%y = alloc_tensor %s, 2040, f32[8]
+%y = alloc_tensor %s, 16, f32[8]
+%bad syntax here
+:storages
+:views
+:mem
+kill %x
+kill %t
+:mem
+kill %s
+:storages
+%z = alloc_tensor %y, 0, f32[1]
+kill %y
+:storages
+";
+    insta::assert_snapshot!("repl_interactive", session(None, script));
+}
+
+#[test]
+fn piped_stdin_runs_a_script_without_prompts() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rxvm"))
+        .args(["repl", "examples/tiny.rxa"])
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rxvm repl starts");
+    child.stdin.take().expect("stdin").write_all(b":break on kill\n:run\n:quit\n:regs\n").expect("write the script");
+    let out = child.wait_with_output().expect("rxvm repl ends");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!stdout.contains("rxvm>"), "no prompt on piped input: {stdout}");
+    assert!(stdout.starts_with("loaded examples/tiny.rxa: module `tiny`, functions @main\nbreakpoint 1: on kill\n"));
+    assert!(stdout.contains("stopped at @main+4 (line 12), breakpoint 1 (on kill)"), "{stdout}");
+    // `:quit` ends the session: the `:regs` after it never runs.
+    assert!(!stdout.contains("%x = tensor"), "{stdout}");
+}
+
+/// The session of `docs/repl.md`, kept in sync: `RXVM_UPDATE_DOCS=1` rewrites it.
+#[test]
+fn the_documented_session_is_what_the_repl_prints() {
+    let script = "\
+:break on kill
+:run x=ramp
+:views
+:mem
+:continue
+:where
+:continue
+%s = alloc_storage 256
+%a = alloc_tensor %s, 0, f32[16]
+%b = alloc_tensor %s, 32, f32[4]
+:mem
+kill %a
+%c = alloc_tensor %a, 0, f32[2]
+:storages
+";
+    std::env::set_current_dir(root()).expect("cd");
+    let text = session(Some("examples/tiny.rxa"), script);
+    let block = format!("<!-- transcript:begin -->\n```text\n{text}```\n<!-- transcript:end -->");
+    let doc_path = root().join("docs/repl.md");
+    let doc = std::fs::read_to_string(&doc_path).expect("docs/repl.md");
+    let (Some(start), Some(end)) = (doc.find("<!-- transcript:begin -->"), doc.find("<!-- transcript:end -->")) else {
+        panic!("docs/repl.md has no transcript markers");
+    };
+    let current = &doc[start..end + "<!-- transcript:end -->".len()];
+    if current != block {
+        if std::env::var("RXVM_UPDATE_DOCS").is_ok() {
+            let updated = format!("{}{block}{}", &doc[..start], &doc[end + "<!-- transcript:end -->".len()..]);
+            std::fs::write(&doc_path, updated).expect("write docs/repl.md");
+        } else {
+            panic!("docs/repl.md's transcript is stale; rerun with RXVM_UPDATE_DOCS=1:\n{text}");
+        }
+    }
+}
