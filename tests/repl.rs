@@ -154,3 +154,48 @@ kill %a
         }
     }
 }
+
+#[test]
+fn a_compiled_model_shows_its_plan_and_steps_through_its_allocations() {
+    let model = ".cache/onnx/wheel/onnx/backend/test/data/light/light_squeezenet.onnx";
+    if !root().join(model).exists() {
+        assert!(std::env::var("RXVM_REQUIRE_ONNX_DATA").is_err(), "{model} is missing");
+        return;
+    }
+    std::env::set_current_dir(root()).expect("cd");
+    let out = session(Some(model), ":plan\n:break on alloc\n:run\n:where\n:step 2\n:storages\n");
+    assert!(out.contains("> :plan\n; memory plan (") && out.contains("; pool `arena`: 6308352 bytes"), "{out}");
+    assert!(out.contains(";   r0: f32[1, 64, 111, 111] 3154176 B at arena +0, live [0, 1]"), "{out}");
+    // The arena is the program's first allocation.
+    assert!(out.contains("stopped at @main+0, breakpoint 1 (on alloc)\n=> %arena = alloc_storage 6308352"), "{out}");
+    assert!(out.contains("#0 @main+0: %arena = alloc_storage 6308352"), "{out}");
+    let arena_row = |l: &str| l.contains(" 6308352 ") && l.contains("%arena") && l.ends_with("@main:0");
+    assert!(out.lines().any(arena_row), "the arena in :storages: {out}");
+}
+
+#[test]
+fn labels_functions_lines_storages_and_restart() {
+    let script = "\
+:break yes
+:break @pair
+:break 44
+:break on storage 8
+:break
+:run
+:where
+:continue
+:continue
+:delete 1
+:continue
+:continue
+:restart
+:delete
+:continue
+:disasm @pair
+:step
+:bogus
+:break nowhere
+";
+    std::env::set_current_dir(root()).expect("cd");
+    insta::assert_snapshot!("repl_breakpoints", session(Some("tests/programs/every_instruction.rxa"), script));
+}

@@ -178,12 +178,14 @@ impl Repl {
             Err(Failure::Rendered(t)) => return Outcome::Print(t),
         };
         let module = Arc::new(p.module);
-        let vm =
+        let mut vm =
             match self.scratch_runtime().and_then(|rt| Vm::with_runtime(module.clone(), rt).map_err(|e| e.to_string()))
             {
                 Ok(vm) => vm,
                 Err(e) => return Outcome::Print(format!("error: {e}\n")),
             };
+        // `@vm.print` output goes into the transcript, after the command that caused it.
+        vm.capture_output();
         let funcs: Vec<String> = module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
         let out = format!("loaded {}: module `{}`, functions {}\n", path.display(), module.name, funcs.join(", "));
         self.loaded = Some(Loaded { module, source: p.source });
@@ -365,7 +367,8 @@ impl Repl {
             }
             false
         });
-        match r {
+        let printed = vm.take_output();
+        let text = match r {
             Ok(None) => {
                 let why = hit
                     .and_then(|n| self.breaks.iter().find(|(k, _)| *k == n))
@@ -388,7 +391,8 @@ impl Repl {
                 s.push_str("the run stopped here; :regs, :mem and :where show its state, :restart runs it again\n");
                 s
             }
-        }
+        };
+        format!("{printed}{text}")
     }
 
     /// `stopped at @f+pc (line L)` for the innermost frame.

@@ -127,7 +127,14 @@ impl Vm {
     /// The frames of the run under the debugger, outermost first (empty when none).
     pub fn debug_frames(&self) -> Vec<FrameInfo> {
         let Some(r) = &self.debug else { return Vec::new() };
-        self.frames[r.depth0..].iter().map(|f| FrameInfo { func: FuncId(f.func), pc: f.pc }).collect()
+        let frames = &self.frames[r.depth0..];
+        let last = frames.len().saturating_sub(1);
+        // A caller's saved pc is where it resumes; the call in progress is the one before.
+        frames
+            .iter()
+            .enumerate()
+            .map(|(i, f)| FrameInfo { func: FuncId(f.func), pc: if i < last { f.pc.saturating_sub(1) } else { f.pc } })
+            .collect()
     }
 
     /// Register `r` of frame `frame` (an index into [`Vm::debug_frames`]).
