@@ -251,7 +251,11 @@ impl Repl {
             "regs" => self.with_frame(inspect::regs),
             "storages" => self.with_vm(inspect::storages),
             "views" => self.with_vm(inspect::views),
-            "mem" => self.with_vm(inspect::mem),
+            "mem" => {
+                let mut t = self.with_vm(inspect::mem);
+                t.push_str(&self.pools());
+                t
+            }
             "print" | "p" => self.print(&rest),
             "plan" => self.plan(),
             "disasm" => self.disasm(rest.first().copied()),
@@ -550,6 +554,23 @@ impl Repl {
             }
         }
         self.scratch.regs.get(name).cloned()
+    }
+
+    /// For a compiled model, each pool of its plan and the storage that holds it now.
+    fn pools(&self) -> String {
+        let Some(Loaded { source: Some((_, text)), .. }) = &self.loaded else { return String::new() };
+        let mut s = String::new();
+        for line in text.lines().take_while(|l| l.starts_with(';')) {
+            let Some(rest) = line.strip_prefix("; pool `") else { continue };
+            let Some((name, after)) = rest.split_once("`: ") else { continue };
+            let bytes = after.split(' ').next().unwrap_or("?");
+            let now = match self.lookup(name) {
+                Some(Value::Storage(st)) => format!("live as storage #{}", st.id),
+                _ => "not allocated now".to_string(),
+            };
+            let _ = writeln!(s, "pool `{name}`: {bytes} B planned, {now}");
+        }
+        s
     }
 
     fn plan(&self) -> String {
