@@ -1460,16 +1460,9 @@ fn placements(f: &FuncDecl<'_>, params: &[Type], errs: &mut Vec<Diagnostic>) -> 
 
         // The tensor's bytes must end within u64 (the verifier checks this too). A dimension
         // that is not a valid i64 has been reported (and made `?`) by `Asm::ty`.
-        if let (Some(offset), Some(t @ Type::Tensor { dtype, dims }), true) = (offset, params.get(pi), ok) {
-            let known: Option<Vec<u64>> = dims
-                .iter()
-                .map(|d| match d {
-                    Dim::Known(v) => u64::try_from(*v).ok(),
-                    Dim::Any => None,
-                })
-                .collect();
-            if let Some(known) = known {
-                let bytes = known.iter().try_fold(dtype.size() as u64, |acc, &d| acc.checked_mul(d));
+        if let (Some(offset), Some(t @ Type::Tensor { .. }), true) = (offset, params.get(pi), ok) {
+            if let Some((dtype, shape)) = t.known_shape() {
+                let bytes = rxvm_vm::types::dense_bytes(dtype, &shape);
                 if bytes.and_then(|b| offset.checked_add(b)).is_none() {
                     errs.push(
                         Diagnostic::new(pl.span, format!("`%{}` would end past the largest byte offset", p.name.text))

@@ -376,10 +376,7 @@ impl Vm {
         dtype: crate::types::DType,
         shape: &[i64],
     ) -> Result<Rc<View>, String> {
-        let bytes = shape
-            .iter()
-            .try_fold(dtype.size() as u64, |a, &d| a.checked_mul(u64::try_from(d).ok()?))
-            .ok_or("the tensor's size overflows")?;
+        let bytes = crate::types::dense_bytes(dtype, shape).ok_or("the tensor's size overflows")?;
         if offset.checked_add(bytes).is_none_or(|end| end > st.size) {
             return Err(format!(
                 "{bytes} bytes at offset {offset} do not fit in storage #{} of {} bytes",
@@ -531,7 +528,10 @@ impl Vm {
     fn bind(&mut self, id: FuncId, f: &Function, args: &mut [Value]) -> Result<Vec<Substitute>, String> {
         let mut subs = Vec::new();
         let has_storage = f.params.iter().any(|t| matches!(t, Type::Storage));
-        let dev0 = self.rt.devices[0].caps.name.clone();
+        // An `Rc` of the runtime, not a copy of the name: binding runs on every invocation and
+        // the name is only needed in a fallback's message.
+        let rt = self.rt.clone();
+        let dev0 = &rt.devices[0].caps.name;
         if has_storage {
             let needs = self.storage_needs(id);
             for i in 0..args.len() {

@@ -24,7 +24,7 @@ use crate::host_tensor::{HostTensor, HostValue};
 use crate::interp::Vm;
 use crate::memory::Runtime;
 use crate::module::{Function, Literal, Module};
-use crate::types::{ImageLayout, Scope, Type};
+use crate::types::{dense_bytes, ImageLayout, Scope, Type};
 use crate::value::Value;
 use std::fmt;
 use std::rc::Rc;
@@ -145,16 +145,12 @@ pub fn storage_requirements(m: &Module, f: &Function, caps: &DeviceCaps) -> Vec<
         }
     };
     for p in &f.placements {
-        let end = match f.params.get(p.param as usize) {
-            Some(Type::Tensor { dtype, dims }) => dims
-                .iter()
-                .try_fold(dtype.size() as u64, |acc, d| match d {
-                    crate::types::Dim::Known(v) => acc.checked_mul(u64::try_from(*v).ok()?),
-                    crate::types::Dim::Any => None,
-                })
-                .and_then(|b| b.checked_add(p.offset)),
-            _ => None,
-        };
+        let end = f
+            .params
+            .get(p.param as usize)
+            .and_then(Type::known_shape)
+            .and_then(|(dtype, shape)| dense_bytes(dtype, &shape))
+            .and_then(|b| b.checked_add(p.offset));
         grow(&mut need, p.storage as usize, end);
     }
     for ins in &f.code {
@@ -196,7 +192,7 @@ fn view_bytes(scope: Scope, dtype: crate::types::DType, dims: &[i64], caps: &Dev
     if scope.is_texture() {
         ImageLayout::new(scope, dtype, dims, caps.image_pitch_align_px).ok()?.byte_size()
     } else {
-        dims.iter().try_fold(dtype.size() as u64, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?))
+        dense_bytes(dtype, dims)
     }
 }
 

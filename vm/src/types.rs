@@ -244,7 +244,28 @@ pub enum Type {
     },
 }
 
+/// Bytes of a dense (row-major, unpadded) tensor; `None` for a negative dimension or when
+/// the size overflows `u64`.
+pub fn dense_bytes(dtype: DType, shape: &[i64]) -> Option<u64> {
+    shape.iter().try_fold(dtype.size() as u64, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?))
+}
+
 impl Type {
+    /// The dtype and shape of a tensor type whose dimensions are all known and non-negative.
+    pub fn known_shape(&self) -> Option<(DType, Vec<i64>)> {
+        match self {
+            Type::Tensor { dtype, dims } => dims
+                .iter()
+                .map(|d| match d {
+                    Dim::Known(v) if *v >= 0 => Some(*v),
+                    _ => None,
+                })
+                .collect::<Option<Vec<i64>>>()
+                .map(|shape| (*dtype, shape)),
+            _ => None,
+        }
+    }
+
     pub fn kind(&self) -> Kind {
         match self {
             Type::Int => Kind::Int,

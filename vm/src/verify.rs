@@ -13,7 +13,7 @@ use crate::bytecode::{Arg, ArgKind, FuncId, Instr, OpId, Reg};
 use crate::host_tensor::HostTensor;
 use crate::module::{ConstData, Function, Literal, Module};
 use crate::ops::{TensorInfo, OPS};
-use crate::types::{DType, Dim, ImageLayout, Kind, Scope, Type};
+use crate::types::{DType, ImageLayout, Kind, Scope, Type};
 use std::collections::HashSet;
 
 /// Why a module was refused: which function and instruction, and which operand (numbered
@@ -293,25 +293,13 @@ impl<'m> FuncVerifier<'m> {
                     f.name
                 ));
             }
-            let shape: Option<(DType, Vec<u64>)> = match ty {
-                Type::Tensor { dtype, dims } => dims
-                    .iter()
-                    .map(|d| match d {
-                        Dim::Known(v) => u64::try_from(*v).ok(),
-                        Dim::Any => None,
-                    })
-                    .collect::<Option<Vec<u64>>>()
-                    .map(|dims| (*dtype, dims)),
-                _ => None,
-            };
-            let Some((dtype, dims)) = shape else {
+            let Some((dtype, dims)) = ty.known_shape() else {
                 return header_err(format!(
                     "@{} places {x} of type {ty} in {s}; a placed parameter must be a tensor with every dimension known (e.g. f32[1, 3, 4, 4])",
                     f.name
                 ));
             };
-            let bytes = dims.iter().try_fold(dtype.size() as u64, |a, &d| a.checked_mul(d));
-            match bytes {
+            match crate::types::dense_bytes(dtype, &dims) {
                 None => {
                     return header_err(format!(
                         "@{} places {x} of type {ty} in {s}, but its size overflows u64",
