@@ -14,6 +14,7 @@ use super::shape::{broadcast, broadcast_strides};
 use super::{attr, op, AttrValue, Attrs, InferFn, OpDef, OutInfo, TensorInfo};
 use crate::host_tensor::{numel, HostTensor};
 use crate::types::DType;
+use std::borrow::Cow;
 use std::mem::size_of;
 
 /// This family's operators, in encoding order (append only).
@@ -105,6 +106,7 @@ const SIGNED: &[DType] = &[DType::F32, DType::I32, DType::I64];
 const ARITH: &[DType] = &[DType::F32, DType::F64, DType::I32, DType::I64];
 
 /// An element type the kernels compute in, read from and written to little-endian bytes.
+/// (Every implementor is a plain number: any bit pattern is a valid value.)
 trait Elem: Copy {
     fn read(b: &[u8]) -> Self;
     fn write(self, b: &mut [u8]);
@@ -131,20 +133,65 @@ elem!(f64, 8);
 elem!(i32, 4);
 elem!(i64, 8);
 
-/// The elements of `t` (its data length has been checked by [`prepare`]).
-fn values<T: Elem>(t: &HostTensor) -> Vec<T> {
-    t.data.chunks_exact(size_of::<T>()).map(T::read).collect()
+/// Little-endian bytes viewed in place as elements, when they are aligned for `T` (and
+/// a whole number of elements).
+fn view<T: Elem>(data: &[u8]) -> Option<&[T]> {
+    if cfg!(target_endian = "big") {
+        return None;
+    }
+    // SAFETY: every `Elem` is a plain number (any bit pattern is valid), and `align_to`
+    // only hands out the aligned middle part (checked to be everything).
+    let (head, mid, tail) = unsafe { data.align_to::<T>() };
+    (head.is_empty() && tail.is_empty()).then_some(mid)
 }
 
-/// Writes `v` into `out` element by element.
+fn view_mut<T: Elem>(data: &mut [u8]) -> Option<&mut [T]> {
+    if cfg!(target_endian = "big") {
+        return None;
+    }
+    // SAFETY: as in `view`; every value written is valid as bytes.
+    let (head, mid, tail) = unsafe { data.align_to_mut::<T>() };
+    (head.is_empty() && tail.is_empty()).then_some(mid)
+}
+
+/// The elements of `t` (its data length has been checked by [`prepare`]): borrowed in place
+/// when aligned.
+fn values<T: Elem>(t: &HostTensor) -> Cow<'_, [T]> {
+    match view::<T>(&t.data) {
+        Some(v) => Cow::Borrowed(v),
+        None => Cow::Owned(t.data.chunks_exact(size_of::<T>()).map(T::read).collect()),
+    }
+}
+
+/// Writes `v` into `out`.
 fn store<T: Elem>(out: &mut HostTensor, v: &[T]) {
+    if let Some(o) = view_mut::<T>(&mut out.data) {
+        let n = o.len().min(v.len());
+        o[..n].copy_from_slice(&v[..n]);
+        return;
+    }
     for (c, x) in out.data.chunks_exact_mut(size_of::<T>()).zip(v) {
         x.write(c);
     }
 }
 
-/// `out = f(x)` elementwise, straight from bytes to bytes.
+/// Runs `f` on the elements of `out` (in place when aligned; their prior values are
+/// unspecified: `f` must write every element).
+fn with_out<T: Elem + Default>(out: &mut HostTensor, f: impl FnOnce(&mut [T])) {
+    if let Some(o) = view_mut::<T>(&mut out.data) {
+        return f(o);
+    }
+    let mut v = vec![T::default(); out.data.len() / size_of::<T>()];
+    f(&mut v);
+    store(out, &v);
+}
+
+/// `out = f(x)` elementwise.
 fn map<T: Elem>(x: &HostTensor, out: &mut HostTensor, f: impl Fn(T) -> T) {
+    if let (Some(xs), Some(o)) = (view::<T>(&x.data), view_mut::<T>(&mut out.data)) {
+        o.iter_mut().zip(xs).for_each(|(o, &v)| *o = f(v));
+        return;
+    }
     let n = size_of::<T>();
     for (o, i) in out.data.chunks_exact_mut(n).zip(x.data.chunks_exact(n)) {
         f(T::read(i)).write(o);
@@ -154,8 +201,8 @@ fn map<T: Elem>(x: &HostTensor, out: &mut HostTensor, f: impl Fn(T) -> T) {
 /// The integer elements of an i32 or i64 tensor (empty for other dtypes).
 fn ints_of(t: &HostTensor) -> Vec<i64> {
     match t.dtype {
-        DType::I64 => values::<i64>(t),
-        DType::I32 => values::<i32>(t).into_iter().map(i64::from).collect(),
+        DType::I64 => values::<i64>(t).into_owned(),
+        DType::I32 => values::<i32>(t).iter().map(|&v| i64::from(v)).collect(),
         _ => Vec::new(),
     }
 }
@@ -306,7 +353,7 @@ fn no_checks(_: &Attrs) -> Result<(), String> {
 /// `bsh`) to `out`, in row-major order. `a` and `b` must hold their shapes' elements and
 /// `out` must be their broadcast. Dimensions are coalesced so the inner loop runs over the
 /// longest contiguous (or repeated) stretch.
-fn broadcast_map<A: Copy, B: Copy, T>(
+fn broadcast_map<A: Copy, B: Copy, T: Copy + Default>(
     a: &[A],
     ash: &[i64],
     b: &[B],
@@ -314,20 +361,40 @@ fn broadcast_map<A: Copy, B: Copy, T>(
     out: &[i64],
     f: impl Fn(A, B) -> T,
 ) -> Vec<T> {
+    let n = numel(out).map_or(0, |n| n as usize);
+    let mut y = vec![T::default(); n];
+    broadcast_into(a, ash, b, bsh, out, f, &mut y);
+    y
+}
+
+/// [`broadcast_map`] into `y` (as many elements as `out` has).
+fn broadcast_into<A: Copy, B: Copy, T>(
+    a: &[A],
+    ash: &[i64],
+    b: &[B],
+    bsh: &[i64],
+    out: &[i64],
+    f: impl Fn(A, B) -> T,
+    y: &mut [T],
+) {
     let n = match numel(out) {
-        Some(n) if n > 0 => n as usize,
-        _ => return Vec::new(),
+        Some(n) if n > 0 => (n as usize).min(y.len()),
+        _ => return,
     };
+    let y = &mut y[..n];
     if a.len() == n && b.len() == n {
-        return a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect();
+        y.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (&x, &z))| *o = f(x, z));
+        return;
     }
     if a.len() == n && b.len() == 1 {
-        let y = b[0];
-        return a.iter().map(|&x| f(x, y)).collect();
+        let z = b[0];
+        y.iter_mut().zip(a).for_each(|(o, &x)| *o = f(x, z));
+        return;
     }
     if a.len() == 1 && b.len() == n {
         let x = a[0];
-        return b.iter().map(|&y| f(x, y)).collect();
+        y.iter_mut().zip(b).for_each(|(o, &z)| *o = f(x, z));
+        return;
     }
     let (sa, sb) = (broadcast_strides(ash, out), broadcast_strides(bsh, out));
     // Coalesce: drop unit dimensions, merge a dimension into the previous one when both
@@ -352,24 +419,27 @@ fn broadcast_map<A: Copy, B: Copy, T>(
     }
     let (Some(&inner), Some(&ia), Some(&ib)) = (dims.last(), ta.last(), tb.last()) else {
         // Only unit dimensions: one element (handled above, kept for completeness).
-        return a.iter().zip(b).map(|(&x, &y)| f(x, y)).take(n).collect();
+        y.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (&x, &z))| *o = f(x, z));
+        return;
     };
     let k = dims.len() - 1;
-    let mut y = Vec::with_capacity(n);
     let mut idx = vec![0usize; k];
     let (mut oa, mut ob) = (0usize, 0usize);
-    for _ in 0..n / inner {
+    for row in y.chunks_exact_mut(inner) {
         match (ia, ib) {
-            (1, 1) => y.extend(a[oa..oa + inner].iter().zip(&b[ob..ob + inner]).map(|(&x, &z)| f(x, z))),
+            (1, 1) => row
+                .iter_mut()
+                .zip(a[oa..oa + inner].iter().zip(&b[ob..ob + inner]))
+                .for_each(|(o, (&x, &z))| *o = f(x, z)),
             (1, 0) => {
                 let z = b[ob];
-                y.extend(a[oa..oa + inner].iter().map(|&x| f(x, z)));
+                row.iter_mut().zip(&a[oa..oa + inner]).for_each(|(o, &x)| *o = f(x, z));
             }
             (0, 1) => {
                 let x = a[oa];
-                y.extend(b[ob..ob + inner].iter().map(|&z| f(x, z)));
+                row.iter_mut().zip(&b[ob..ob + inner]).for_each(|(o, &z)| *o = f(x, z));
             }
-            _ => y.extend((0..inner).map(|j| f(a[oa + j * ia], b[ob + j * ib]))),
+            _ => row.iter_mut().enumerate().for_each(|(j, o)| *o = f(a[oa + j * ia], b[ob + j * ib])),
         }
         for d in (0..k).rev() {
             idx[d] += 1;
@@ -383,7 +453,6 @@ fn broadcast_map<A: Copy, B: Copy, T>(
             idx[d] = 0;
         }
     }
-    y
 }
 
 /// B's shape for the opset ≤ 6 form: with `broadcast = 1` and `axis`, B's dimensions line up
@@ -446,7 +515,7 @@ fn infer_pow(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, 
 }
 
 /// `out = f(a, b)` with broadcasting, for inputs checked by [`prepare`].
-fn bin<T: Elem>(
+fn bin<T: Elem + Default>(
     a: &HostTensor,
     b: &HostTensor,
     attrs: &Attrs,
@@ -454,8 +523,8 @@ fn bin<T: Elem>(
     f: impl Fn(T, T) -> T,
 ) -> Result<(), String> {
     let bsh = legacy_b_shape(&a.shape, &b.shape, attrs)?;
-    let y = broadcast_map(&values::<T>(a), &a.shape, &values::<T>(b), &bsh, &out.shape, f);
-    store(out, &y);
+    let (av, bv, shape) = (values::<T>(a), values::<T>(b), out.shape.clone());
+    with_out(out, |y| broadcast_into(&av, &a.shape, &bv, &bsh, &shape, f, y));
     Ok(())
 }
 
@@ -787,10 +856,26 @@ fn infer_variadic(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>,
 }
 
 /// Folds the inputs with `f`, broadcasting as it goes.
-fn fold<T: Elem>(ins: &[Option<&HostTensor>], out: &mut HostTensor, f: impl Fn(T, T) -> T) -> Result<(), String> {
+fn fold<T: Elem + Default>(
+    ins: &[Option<&HostTensor>],
+    out: &mut HostTensor,
+    f: impl Fn(T, T) -> T,
+) -> Result<(), String> {
     let mut it = ins.iter().flatten();
     let Some(x) = it.next() else { return Err("input 1 is required".into()) };
-    let (mut acc, mut shape) = (values::<T>(x), x.shape.clone());
+    if ins.iter().flatten().all(|t| t.shape == out.shape) {
+        // No broadcasting: fold straight into the output, input by input.
+        let rest: Vec<Cow<[T]>> = it.map(|t| values::<T>(t)).collect();
+        let xv = values::<T>(x);
+        with_out(out, |y| {
+            y.copy_from_slice(&xv[..y.len()]);
+            for r in &rest {
+                y.iter_mut().zip(r.iter()).for_each(|(o, &v)| *o = f(*o, v));
+            }
+        });
+        return Ok(());
+    }
+    let (mut acc, mut shape) = (values::<T>(x).into_owned(), x.shape.clone());
     for t in it {
         let s = broadcast(&shape, &t.shape)?;
         acc = broadcast_map(&acc, &shape, &values::<T>(t), &t.shape, &s, &f);
@@ -1259,19 +1344,19 @@ fn batch_norm(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor
     }
     let eps = attrs.float("epsilon", 1e-5);
     let inner = if attrs.int("spatial", 1) == 0 { 1 } else { prod(x.shape.get(2..).unwrap_or(&[])) };
-    let p: Vec<Vec<f32>> = (1..5).map(|i| req(ins, i).map(values::<f32>)).collect::<Result<_, _>>()?;
+    let p: Vec<Cow<[f32]>> = (1..5).map(|i| req(ins, i).map(values::<f32>)).collect::<Result<_, _>>()?;
     let [scale, bias, mean, var] = &p[..] else { return Err("BatchNormalization takes 5 inputs".into()) };
     // (mean, scale / sqrt(var + eps), bias) per channel.
     let coef: Vec<(f32, f32, f32)> =
         (0..scale.len()).map(|c| (mean[c], (scale[c] as f64 / (var[c] as f64 + eps).sqrt()) as f32, bias[c])).collect();
     let xv = values::<f32>(x);
-    let mut y = vec![0f32; xv.len()];
-    for ((xs, ys), &(m, a, b)) in xv.chunks_exact(inner).zip(y.chunks_exact_mut(inner)).zip(coef.iter().cycle()) {
-        for (o, &v) in ys.iter_mut().zip(xs) {
-            *o = (v - m) * a + b;
+    with_out(first(outs)?, |y: &mut [f32]| {
+        for ((xs, ys), &(m, a, b)) in xv.chunks_exact(inner).zip(y.chunks_exact_mut(inner)).zip(coef.iter().cycle()) {
+            for (o, &v) in ys.iter_mut().zip(xs) {
+                *o = (v - m) * a + b;
+            }
         }
-    }
-    store(first(outs)?, &y);
+    });
     Ok(())
 }
 
@@ -1313,7 +1398,7 @@ fn instance_norm(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTen
     let mut y = vec![0f32; xv.len()];
     let count = inner as f64;
     for ((xs, ys), (&s, &b)) in
-        xv.chunks_exact(inner).zip(y.chunks_exact_mut(inner)).zip(scale.iter().zip(&bias).cycle())
+        xv.chunks_exact(inner).zip(y.chunks_exact_mut(inner)).zip(scale.iter().zip(bias.iter()).cycle())
     {
         let mean = xs.iter().map(|&v| v as f64).sum::<f64>() / count;
         let var = xs.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / count;

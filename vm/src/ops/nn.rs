@@ -11,6 +11,7 @@ use super::{attr, op, AttrSpec, Attrs, OpDef, OutInfo, TensorInfo};
 use crate::host_tensor::{numel, HostTensor};
 use crate::types::DType;
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::sync::OnceLock;
 
 const CONV_ATTRS: &[AttrSpec] = &[
@@ -138,17 +139,23 @@ fn validate_window(attrs: &Attrs) -> Result<(), String> {
         }
     }
     check_ints(attrs, "output_padding", 0, "non-negative")?;
-    let mut seen: Option<(String, usize)> = None;
+    // The descriptions are built only for the error: this runs on every call.
+    let spatial = |name: &str, len: usize| if name == "pads" { len / 2 } else { len };
+    let describe = |name: &str, len: usize| {
+        if name == "pads" {
+            format!("pads has {len} values ({} spatial dims)", len / 2)
+        } else {
+            format!("{name} has {len} values")
+        }
+    };
+    let mut seen: Option<(&str, usize)> = None;
     for name in ["kernel_shape", "strides", "dilations", "pads", "output_padding"] {
         let Some(v) = attrs.ints(name) else { continue };
-        let (n, desc) = if name == "pads" {
-            (v.len() / 2, format!("pads has {} values ({} spatial dims)", v.len(), v.len() / 2))
-        } else {
-            (v.len(), format!("{name} has {} values", v.len()))
-        };
-        match &seen {
-            None => seen = Some((desc, n)),
-            Some((first, m)) if *m != n => return Err(format!("{desc} but {first}")),
+        match seen {
+            None => seen = Some((name, v.len())),
+            Some((first, len)) if spatial(first, len) != spatial(name, v.len()) => {
+                return Err(format!("{} but {}", describe(name, v.len()), describe(first, len)))
+            }
             _ => {}
         }
     }
@@ -748,12 +755,24 @@ fn fill_f32(out: &mut HostTensor, f: impl FnOnce(&mut [f32]) -> Result<(), Strin
     Ok(())
 }
 
+/// Runs `f` on an f32 output's elements (in place when aligned, with whatever they held:
+/// `f` must write every element).
+fn write_f32(out: &mut HostTensor, f: impl FnOnce(&mut [f32]) -> Result<(), String>) -> Result<(), String> {
+    if let Some(v) = f32_view_mut(&mut out.data) {
+        return f(v);
+    }
+    let mut v = vec![0f32; out.data.len() / 4];
+    f(&mut v)?;
+    put_f32s(out, &v);
+    Ok(())
+}
+
 fn conv(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     let (x, w, b) = (host_input(ins, 0, "X")?, host_input(ins, 1, "W")?, ins.get(2).copied().flatten());
     let cd = conv_dims(&x.shape, &w.shape, b.map(|b| &b.shape[..]), attrs)?;
     check_out(outs, 0, DType::F32, &cd.out_shape)?;
     let (xv, wv, bv) = (values(x, "X")?, values(w, "W")?, b.map(|b| values(b, "B")).transpose()?);
-    fill_f32(&mut outs[0], |y| conv_f32(&xv, &wv, bv.as_deref(), &cd, y))
+    write_f32(&mut outs[0], |y| conv_f32(&xv, &wv, bv.as_deref(), &cd, y))
 }
 
 fn conv_transpose(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -854,6 +873,12 @@ impl ConvItem<'_> {
             return gemm_rows(mg, q1 - q0, cg, 1.0, a, Mat { d: &xg[q0..], rs: self.in_plane, cs: 1 }, y, false);
         }
         let nd = g.k.len();
+        if self.direct() && nd <= 2 {
+            if !(q0 == 0 && q1 == self.out_plane && self.direct_flat(xg, wg, y)) {
+                self.direct_2d(xg, wg, q0, q1, y);
+            }
+            return Ok(());
+        }
         if self.direct() {
             // Accumulate shifted input rows, weighted, into each output row.
             let sl = g.s[nd - 1];
@@ -877,18 +902,171 @@ impl ConvItem<'_> {
             }
             return Ok(());
         }
-        // im2col in column chunks, each followed by its GEMM.
+        // im2col in column chunks, each followed by its GEMM (im2col writes every element of
+        // the reused buffer).
         let chunk = cols_chunk(krows, q1 - q0);
-        let mut cols = vec![0f32; krows * chunk];
-        for c0 in (q0..q1).step_by(chunk) {
-            let c1 = (c0 + chunk).min(q1);
-            let wd = c1 - c0;
-            let cols = &mut cols[..krows * wd];
-            im2col(xg, g, &self.taps, c0, c1, cols);
-            let mut sub: Vec<&mut [f32]> = y.iter_mut().map(|r| &mut r[c0 - q0..c1 - q0]).collect();
-            gemm_rows(mg, wd, krows, 1.0, a, Mat { d: cols, rs: wd, cs: 1 }, &mut sub, false)?;
+        let mut cols = COLS.take();
+        if cols.len() < krows * chunk {
+            cols.resize(krows * chunk, 0.0);
         }
-        Ok(())
+        let mut run = || {
+            for c0 in (q0..q1).step_by(chunk) {
+                let c1 = (c0 + chunk).min(q1);
+                let wd = c1 - c0;
+                let cols = &mut cols[..krows * wd];
+                im2col(xg, g, &self.taps, c0, c1, cols);
+                let mut sub: Vec<&mut [f32]> = y.iter_mut().map(|r| &mut r[c0 - q0..c1 - q0]).collect();
+                gemm_rows(mg, wd, krows, 1.0, a, Mat { d: cols, rs: wd, cs: 1 }, &mut sub, false)?;
+            }
+            Ok(())
+        };
+        let res = run();
+        COLS.set(cols);
+        res
+    }
+
+    /// The direct convolution of whole planes (1-D and 2-D kernels) as long vector loops.
+    /// Each input channel is copied once into a zero-padded plane `pw` wide (a multiple of
+    /// the column stride), split into `sx` phases (phase `p` holds the padded columns `p`,
+    /// `p + sx`, ...). Output position (oy, ox) then sits at the flat index
+    /// `j = oy * pwo + ox` (`pwo = sy * pw / sx`, the positions `ox >= ow` are scratch) and
+    /// kernel tap `t` reads the flat element `sx * j + off_t` of the padded plane, that is
+    /// element `j + off_t / sx` of phase `off_t % sx`: a contiguous run for every tap, over
+    /// all rows at once. The accumulators start from `y` (the bias) and add the taps in
+    /// order, channel by channel. False (nothing done) when the padded planes would be much
+    /// larger than the tensors (huge pads or dilations).
+    fn direct_flat(&self, xg: &[f32], wg: &[f32], y: &mut [&mut [f32]]) -> bool {
+        let g = self.g;
+        let two = g.k.len() == 2;
+        let at = |v: &[usize], one: usize| if two { (v[0], v[1]) } else { (one, v[0]) };
+        let ((ih, iw), (oh, ow), (kh, kw)) = (at(&g.in_sp, 1), at(&g.out_sp, 1), at(&g.k, 1));
+        let ((sy, sx), (dy, dx)) = (at(&g.s, 1), at(&g.d, 1));
+        let (pt, pl) = if two { (g.pb[0], g.pb[1]) } else { (0, g.pb[0]) };
+        let (mg, cg, kprod) = (self.mg, self.cg, self.kprod);
+        if ow == 0 || oh == 0 || y.len() < mg || y[..mg].iter().any(|r| r.len() < oh * ow) {
+            return ow == 0 || oh == 0;
+        }
+        // Sizes in u128 first: anything far beyond the tensors falls back to `direct_2d`.
+        let limit = 16 * (self.in_plane + self.out_plane) as u128 + (1 << 16);
+        let (pt, pl) = (u128::try_from(pt).unwrap_or(u128::MAX), u128::try_from(pl).unwrap_or(u128::MAX));
+        let w_need = ((ow - 1) as u128 * sx as u128 + (kw - 1) as u128 * dx as u128 + 1).max(pl + iw as u128);
+        let pw128 = w_need.div_ceil(sx as u128) * sx as u128;
+        let rows_need = (pt + ih as u128).max((oh - 1) as u128 * sy as u128 + (kh - 1) as u128 * dy as u128 + 1);
+        let pwo128 = sy as u128 * pw128 / sx as u128;
+        if pt > limit || pl > limit || pw128 > limit || rows_need * pw128 > limit || oh as u128 * pwo128 > limit {
+            return false;
+        }
+        let (pt, pl, pw, pwo) = (pt as usize, pl as usize, pw128 as usize, pwo128 as usize);
+        // Flat tap offsets into the padded plane, row-major over the kernel.
+        let offs: Vec<usize> = (0..kh * kw).map(|t| (t / kw) * dy * pw + (t % kw) * dx).collect();
+        let max_off = offs.iter().max().copied().unwrap_or(0) / sx;
+        let len = (oh * pwo).div_ceil(FLAT) * FLAT;
+        // Every phase holds the padded input rows and the reads of the last lanes.
+        let plen = (len + max_off).max(rows_need as usize * pw / sx) + FLAT;
+        let mut buf = SCRATCH.take();
+        {
+            buf.clear();
+            buf.resize(mg * len + sx * plen, 0.0);
+            let (acc, phases) = buf.split_at_mut(mg * len);
+            for (a, yr) in acc.chunks_exact_mut(len).zip(y.iter()) {
+                for oy in 0..oh {
+                    a[oy * pwo..][..ow].copy_from_slice(&yr[oy * ow..][..ow]);
+                }
+            }
+            let mut taps: Vec<(usize, f32)> = Vec::with_capacity(kprod);
+            for c in 0..cg {
+                if c > 0 {
+                    phases.fill(0.0);
+                }
+                let xp = &xg[c * self.in_plane..][..self.in_plane];
+                for (iy, xr) in xp.chunks_exact(iw.max(1)).take(ih).enumerate() {
+                    let base = (pt + iy) * pw / sx;
+                    if sx == 1 {
+                        phases[base + pl..][..iw].copy_from_slice(xr);
+                    } else {
+                        // Phase p takes the input columns ix with (pl + ix) % sx == p.
+                        for p in 0..sx {
+                            let ix0 = (p + sx - pl % sx) % sx;
+                            if ix0 >= iw {
+                                continue;
+                            }
+                            let dst = &mut phases[p * plen + base + (pl + ix0) / sx..];
+                            dst.iter_mut().zip(xr[ix0..].iter().step_by(sx)).for_each(|(o, &v)| *o = v);
+                        }
+                    }
+                }
+                for (m, a) in acc.chunks_exact_mut(len).enumerate() {
+                    let wc = &wg[m * cg * kprod + c * kprod..][..kprod];
+                    taps.clear();
+                    taps.extend(offs.iter().zip(wc).map(|(&o, &w)| ((o % sx) * plen + o / sx, w)));
+                    flat_taps(a, phases, &taps);
+                }
+            }
+            for (a, yr) in acc.chunks_exact(len).zip(y.iter_mut()) {
+                for oy in 0..oh {
+                    yr[oy * ow..][..ow].copy_from_slice(&a[oy * pwo..][..ow]);
+                }
+            }
+        }
+        SCRATCH.set(buf);
+        true
+    }
+
+    /// The direct loops for 1-D and 2-D kernels (as 2-D with a unit height): for every output
+    /// channel, input channel and kernel tap, in that order, adds the weighted input row
+    /// segment the tap reads to the output row segment, over output positions `q0..q1`. The
+    /// range of rows (columns) a tap row (column) hits is worked out once, so the inner loop
+    /// is a plain multiply-add over contiguous (or strided) elements.
+    fn direct_2d(&self, xg: &[f32], wg: &[f32], q0: usize, q1: usize, y: &mut [&mut [f32]]) {
+        let g = self.g;
+        let two = g.k.len() == 2;
+        let at = |v: &[usize], one: usize| if two { (v[0], v[1]) } else { (one, v[0]) };
+        let ((ih, iw), (oh, ow), (kh, kw)) = (at(&g.in_sp, 1), at(&g.out_sp, 1), at(&g.k, 1));
+        let ((sy, sx), (dy, dx)) = (at(&g.s, 1), at(&g.d, 1));
+        let (pt, pl) = if two { (g.pb[0], g.pb[1]) } else { (0, g.pb[0]) };
+        if ow == 0 || oh == 0 || q0 >= q1 {
+            return;
+        }
+        // Per tap row (column): its offset into the input and the output rows (columns) whose
+        // read lands inside the input.
+        let rows: Vec<(i128, usize, usize)> = (0..kh).map(|ky| hit_range(oh, ih, sy, ky, dy, pt)).collect();
+        let cols: Vec<(i128, usize, usize)> = (0..kw).map(|kx| hit_range(ow, iw, sx, kx, dx, pl)).collect();
+        let (cg, kprod, krows, in_plane) = (self.cg, self.kprod, self.cg * self.kprod, self.in_plane);
+        let (oy0, oy1) = (q0 / ow, (q1 - 1) / ow);
+        for (m, orow_all) in y.iter_mut().enumerate().take(self.mg) {
+            for c in 0..cg {
+                let xp = &xg[c * in_plane..][..in_plane];
+                let wc = &wg[m * krows + c * kprod..][..kprod];
+                for oy in oy0..=oy1 {
+                    // Output columns xa..xb of this row are in q0..q1.
+                    let xa = if oy == oy0 { q0 - oy * ow } else { 0 };
+                    let xb = if oy == oy1 { q1 - oy * ow } else { ow };
+                    let orow = &mut orow_all[oy * ow + xa - q0..oy * ow + xb - q0];
+                    for (ky, &(offy, ya, yb)) in rows.iter().enumerate() {
+                        if oy < ya || oy >= yb {
+                            continue;
+                        }
+                        let iy = (oy as i128 * sy as i128 + offy) as usize;
+                        let xr = &xp[iy * iw..][..iw];
+                        for (kx, &(offx, ca, cb)) in cols.iter().enumerate() {
+                            let (lo, hi) = (ca.max(xa), cb.min(xb));
+                            if lo >= hi {
+                                continue;
+                            }
+                            let wv = wc[ky * kw + kx];
+                            let dst = &mut orow[lo - xa..hi - xa];
+                            let i0 = (lo as i128 * sx as i128 + offx) as usize;
+                            if sx == 1 {
+                                dst.iter_mut().zip(&xr[i0..i0 + (hi - lo)]).for_each(|(o, &v)| *o += wv * v);
+                            } else {
+                                let src = xr[i0..].iter().step_by(sx);
+                                dst.iter_mut().zip(src).for_each(|(o, &v)| *o += wv * v);
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// Adds a transposed convolution item's output channels `m0..m1` to `y` (their planes).
@@ -927,7 +1105,11 @@ fn conv_f32(x: &[f32], w: &[f32], b: Option<&[f32]>, cd: &ConvDims, y: &mut [f32
     if !sizes_ok || b.is_some_and(|b| b.len() != cd.m) {
         return Err("the tensors do not match their shapes".into());
     }
-    add_bias(y, b, out_plane);
+    // Every output element starts at its bias (or 0).
+    match b {
+        Some(b) if out_plane > 0 => y.chunks_mut(out_plane).zip(b.iter().cycle()).for_each(|(p, &bv)| p.fill(bv)),
+        _ => y.fill(0.0),
+    }
     let item_work = mg as f64 * out_plane as f64 * krows as f64;
     let (group, it) = (cd.group, &it);
     par_items(y, mg * out_plane, item_work * cd.n as f64 * cd.group as f64, |item, yi, par| {
@@ -940,14 +1122,9 @@ fn conv_f32(x: &[f32], w: &[f32], b: Option<&[f32]>, cd: &ConvDims, y: &mut [f32
             return it.conv_cols(xg, wg, 0, out_plane, &mut rows);
         }
         // One large item: threads take ranges of output columns (im2col included).
-        let mut lists = split_columns(&mut rows, &parts);
-        std::thread::scope(|sc| {
-            let hs: Vec<_> = lists
-                .iter_mut()
-                .zip(&parts)
-                .map(|(list, &(q0, q1))| sc.spawn(move || it.conv_cols(xg, wg, q0, q1, list)))
-                .collect();
-            hs.into_iter().try_for_each(join)
+        let lists = split_columns(&mut rows, &parts);
+        run_parts(lists.into_iter().zip(parts.iter().copied()), |(mut list, (q0, q1))| {
+            it.conv_cols(xg, wg, q0, q1, &mut list)
         })
     })
 }
@@ -971,19 +1148,73 @@ fn conv_transpose_f32(x: &[f32], w: &[f32], b: Option<&[f32]>, cd: &ConvDims, y:
             return it.conv_transpose_channels(xg, wg, 0, mg, yi);
         }
         // One large item: threads take ranges of output channels (disjoint output planes).
-        std::thread::scope(|sc| {
-            let mut rest = yi;
-            let mut hs = Vec::new();
-            for &(m0, m1) in &parts {
-                let (head, tail) = std::mem::take(&mut rest).split_at_mut((m1 - m0) * out_plane);
-                rest = tail;
-                hs.push(sc.spawn(move || it.conv_transpose_channels(xg, wg, m0, m1, head)));
-            }
-            hs.into_iter().try_for_each(join)
-        })
+        let mut rest = yi;
+        let mut jobs = Vec::with_capacity(parts.len());
+        for &(m0, m1) in &parts {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut((m1 - m0) * out_plane);
+            rest = tail;
+            jobs.push((m0, m1, head));
+        }
+        run_parts(jobs, |(m0, m1, head)| it.conv_transpose_channels(xg, wg, m0, m1, head))
     })?;
     add_bias(y, b, out_plane);
     Ok(())
+}
+
+/// Accumulator lanes per step of [`flat_taps`].
+const FLAT: usize = 16;
+
+thread_local! {
+    /// Per-thread scratch buffers, reused between calls: the direct convolution's planes,
+    /// the im2col columns and the GEMM's packed blocks.
+    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static COLS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PACK: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// `acc[j] += w * src[j + off]` for every `(off, w)` of `taps` in order, `FLAT` lanes of
+/// `acc` (a multiple of `FLAT` long) at a time, kept in registers over the taps. `src` must
+/// reach `acc.len() + off` for every tap.
+fn flat_taps(acc: &mut [f32], src: &[f32], taps: &[(usize, f32)]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        unsafe { flat_taps_avx2(acc, src, taps) };
+        return;
+    }
+    flat_taps_body(acc, src, taps);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn flat_taps_avx2(acc: &mut [f32], src: &[f32], taps: &[(usize, f32)]) {
+    flat_taps_body(acc, src, taps);
+}
+
+#[inline(always)]
+fn flat_taps_body(acc: &mut [f32], src: &[f32], taps: &[(usize, f32)]) {
+    for (ci, a) in acc.chunks_exact_mut(FLAT).enumerate() {
+        let j = ci * FLAT;
+        let mut r = [0f32; FLAT];
+        r.copy_from_slice(a);
+        for &(off, w) in taps {
+            let s: &[f32; FLAT] = src[j + off..j + off + FLAT].try_into().expect("FLAT lanes");
+            for i in 0..FLAT {
+                r[i] += w * s[i];
+            }
+        }
+        a.copy_from_slice(&r);
+    }
+}
+
+/// For kernel tap `kk` on one axis (stride `s`, dilation `d`, begin padding `pb`): the
+/// offset `kk * d - pb` and the output positions `lo..hi` (within `0..out`) whose input
+/// position `o * s + offset` lies in `0..len`.
+fn hit_range(out: usize, len: usize, s: usize, kk: usize, d: usize, pb: i64) -> (i128, usize, usize) {
+    let (s, off) = (s as i128, kk as i128 * d as i128 - pb as i128);
+    let lo = ceil_div(-off, s).clamp(0, out as i128);
+    let hi = ((len as i128 - 1 - off).div_euclid(s) + 1).clamp(lo, out as i128);
+    (off, lo as usize, hi as usize)
 }
 
 fn ceil_div(a: i128, b: i128) -> i128 {
@@ -1144,17 +1375,28 @@ enum PoolKind {
 /// A pooling output slot: the value alone, or the value and the flat index of the max.
 trait PoolOut: Send {
     fn set(&mut self, v: f32, index: i64);
+    fn value(&self) -> f32;
 }
 
 impl PoolOut for f32 {
+    #[inline(always)]
     fn set(&mut self, v: f32, _: i64) {
         *self = v;
+    }
+    #[inline(always)]
+    fn value(&self) -> f32 {
+        *self
     }
 }
 
 impl PoolOut for (f32, i64) {
+    #[inline(always)]
     fn set(&mut self, v: f32, index: i64) {
         *self = (v, index);
+    }
+    #[inline(always)]
+    fn value(&self) -> f32 {
+        self.0
     }
 }
 
@@ -1229,6 +1471,104 @@ fn pool_f32<P: PoolOut>(x: &[f32], pd: &PoolDims, kind: PoolKind, y: &mut [P]) -
     })
 }
 
+/// Whether [`pool_2d`] takes a pooling: 1-D or 2-D, with a kernel of modest size.
+fn rows_pool(g: &Geo) -> bool {
+    (1..=2).contains(&g.k.len()) && g.k.iter().fold(1usize, |a, &k| a.saturating_mul(k)) <= 1 << 16
+}
+
+/// [`pool_f32`] for 1-D and 2-D windows without MaxPool indices, as row operations: for
+/// every kernel tap (row-major), the output row segment whose reads land inside the input
+/// is combined with the matching (strided) input row segment. MaxPool starts every output
+/// at its window's first tap inside the input and keeps strictly greater values, tap by
+/// tap in order, as `pool_f32` does (so NaNs and signed zeros come out the same);
+/// AveragePool sums the taps and divides by the count.
+fn pool_2d<P: PoolOut>(x: &[f32], pd: &PoolDims, kind: PoolKind, y: &mut [P]) -> Result<(), String> {
+    let g = &pd.geo;
+    let two = g.k.len() == 2;
+    let at = |v: &[usize], one: usize| if two { (v[0], v[1]) } else { (one, v[0]) };
+    let ((ih, iw), (oh, ow), (kh, kw)) = (at(&g.in_sp, 1), at(&g.out_sp, 1), at(&g.k, 1));
+    let ((sy, sx), (dy, dx)) = (at(&g.s, 1), at(&g.d, 1));
+    let (pt, pl) = if two { (g.pb[0], g.pb[1]) } else { (0, g.pb[0]) };
+    let (in_plane, out_plane) = (ih * iw, oh * ow);
+    if x.len() != pd.n * pd.c * in_plane || y.len() != pd.n * pd.c * out_plane {
+        return Err("the tensors do not match their shapes".into());
+    }
+    if y.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<(i128, usize, usize)> = (0..kh).map(|ky| hit_range(oh, ih, sy, ky, dy, pt)).collect();
+    let cols: Vec<(i128, usize, usize)> = (0..kw).map(|kx| hit_range(ow, iw, sx, kx, dx, pl)).collect();
+    // The first tap inside the input per output row / column (None: the window misses it).
+    let first = |r: &[(i128, usize, usize)], o: usize| r.iter().position(|&(_, lo, hi)| (lo..hi).contains(&o));
+    let first_col: Vec<Option<usize>> = (0..ow).map(|ox| first(&cols, ox)).collect();
+    // AveragePool's divisor per output row / column (separable).
+    let taps = pool_taps(g);
+    let count = |t: &Taps, include_pad: bool| if include_pad { t.padded } else { t.hits };
+    let (ty, tx) = if two { (&taps[0][..], &taps[1][..]) } else { (&[][..], &taps[0][..]) };
+    let window = kh.saturating_mul(kw).min(in_plane.max(1));
+    par_items(y, out_plane, y.len() as f64 * window as f64, |plane, yp, _| {
+        let xp = &x[plane * in_plane..][..in_plane];
+        // MaxPool indices are flat over the whole input.
+        let plane_base = (plane * in_plane) as i64;
+        for (oy, yrow) in yp.chunks_exact_mut(ow.max(1)).enumerate() {
+            match kind {
+                PoolKind::Max => match first(&rows, oy) {
+                    Some(ky) => {
+                        let r0 = (oy as i128 * sy as i128 + rows[ky].0) as usize * iw;
+                        for (ox, (o, f)) in yrow.iter_mut().zip(&first_col).enumerate() {
+                            match f {
+                                Some(kx) => {
+                                    let p = r0 + (ox as i128 * sx as i128 + cols[*kx].0) as usize;
+                                    o.set(xp[p], plane_base + p as i64);
+                                }
+                                None => o.set(f32::NEG_INFINITY, -1),
+                            }
+                        }
+                    }
+                    None => yrow.iter_mut().for_each(|o| o.set(f32::NEG_INFINITY, -1)),
+                },
+                PoolKind::Average { .. } => yrow.iter_mut().for_each(|o| o.set(0.0, -1)),
+            }
+            for &(offy, ya, yb) in &rows {
+                if oy < ya || oy >= yb {
+                    continue;
+                }
+                let r0 = (oy as i128 * sy as i128 + offy) as usize * iw;
+                let xr = &xp[r0..][..iw];
+                for &(offx, lo, hi) in &cols {
+                    if lo >= hi {
+                        continue;
+                    }
+                    let dst = &mut yrow[lo..hi];
+                    let i0 = (lo as i128 * sx as i128 + offx) as usize;
+                    let src = &xr[i0..=i0 + (hi - lo - 1) * sx];
+                    match kind {
+                        PoolKind::Max => dst.iter_mut().enumerate().for_each(|(j, o)| {
+                            let v = src[j * sx];
+                            if v > o.value() {
+                                o.set(v, plane_base + (r0 + i0 + j * sx) as i64);
+                            }
+                        }),
+                        PoolKind::Average { .. } if sx == 1 => {
+                            dst.iter_mut().zip(src).for_each(|(o, &v)| o.set(o.value() + v, -1))
+                        }
+                        PoolKind::Average { .. } => {
+                            dst.iter_mut().enumerate().for_each(|(j, o)| o.set(o.value() + src[j * sx], -1))
+                        }
+                    }
+                }
+            }
+            if let PoolKind::Average { include_pad } = kind {
+                let cy = if two { count(&ty[oy], include_pad) } else { 1 };
+                for (o, t) in yrow.iter_mut().zip(tx) {
+                    o.set(o.value() / cy.saturating_mul(count(t, include_pad)) as f32, -1);
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
 fn max_pool(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     validate_max_pool(attrs)?;
     let x = host_input(ins, 0, "X")?;
@@ -1236,12 +1576,19 @@ fn max_pool(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor])
     check_out(outs, 0, DType::F32, &pd.out_shape)?;
     let xv = values(x, "X")?;
     if outs.len() < 2 {
+        if rows_pool(&pd.geo) {
+            return write_f32(&mut outs[0], |y| pool_2d(&xv, &pd, PoolKind::Max, y));
+        }
         return fill_f32(&mut outs[0], |y| pool_f32(&xv, &pd, PoolKind::Max, y));
     }
     check_out(outs, 1, DType::I64, &pd.out_shape)?;
     let mut y = vec![(0f32, -1i64); outs[1].data.len() / 8];
-    pool_f32(&xv, &pd, PoolKind::Max, &mut y)?;
-    fill_f32(&mut outs[0], |v| {
+    if rows_pool(&pd.geo) {
+        pool_2d(&xv, &pd, PoolKind::Max, &mut y)?;
+    } else {
+        pool_f32(&xv, &pd, PoolKind::Max, &mut y)?;
+    }
+    write_f32(&mut outs[0], |v| {
         v.iter_mut().zip(&y).for_each(|(o, p)| *o = p.0);
         Ok(())
     })?;
@@ -1258,6 +1605,9 @@ fn average_pool(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTens
     check_out(outs, 0, DType::F32, &pd.out_shape)?;
     let include_pad = flag(attrs, "count_include_pad")?;
     let xv = values(x, "X")?;
+    if rows_pool(&pd.geo) {
+        return write_f32(&mut outs[0], |y| pool_2d(&xv, &pd, PoolKind::Average { include_pad }, y));
+    }
     fill_f32(&mut outs[0], |y| pool_f32(&xv, &pd, PoolKind::Average { include_pad }, y))
 }
 
@@ -1376,6 +1726,23 @@ fn join<T>(h: std::thread::ScopedJoinHandle<'_, Result<T, String>>) -> Result<T,
     h.join().unwrap_or_else(|_| Err("a worker thread panicked".into()))
 }
 
+/// Runs `f` on every job, in parallel: the first on the calling thread, the others on
+/// scoped threads. The first error (in job order) is returned.
+fn run_parts<J: Send>(
+    jobs: impl IntoIterator<Item = J>,
+    f: impl Fn(J) -> Result<(), String> + Sync,
+) -> Result<(), String> {
+    let mut jobs = jobs.into_iter();
+    let Some(first) = jobs.next() else { return Ok(()) };
+    let f = &f;
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = jobs.map(|job| sc.spawn(move || f(job))).collect();
+        let mine = f(first);
+        let theirs = hs.into_iter().try_for_each(join);
+        mine.and(theirs)
+    })
+}
+
 /// Runs `f(item, out_chunk, may_split)` over the `item_len`-sized chunks of `out`. When the
 /// work is large and there are at least as many items as threads, contiguous ranges of
 /// items go to the threads (and `may_split` is false); otherwise the items run in order
@@ -1393,18 +1760,8 @@ fn par_items<T: Send>(
     let t = threads();
     if t > 1 && items >= t && work >= PAR_WORK {
         let per = items.div_ceil(t);
-        let f = &f;
-        std::thread::scope(|sc| {
-            let hs: Vec<_> = out
-                .chunks_mut(per * item_len)
-                .enumerate()
-                .map(|(ti, part)| {
-                    sc.spawn(move || {
-                        part.chunks_mut(item_len).enumerate().try_for_each(|(j, it)| f(ti * per + j, it, false))
-                    })
-                })
-                .collect();
-            hs.into_iter().try_for_each(join)
+        run_parts(out.chunks_mut(per * item_len).enumerate(), |(ti, part)| {
+            part.chunks_mut(item_len).enumerate().try_for_each(|(j, it)| f(ti * per + j, it, false))
         })
     } else {
         out.chunks_mut(item_len).enumerate().try_for_each(|(i, it)| f(i, it, true))
@@ -1498,37 +1855,19 @@ fn gemm_rows(
     let t = if par && (m as f64) * (n as f64) * (k as f64) >= PAR_WORK { threads() } else { 1 };
     if t > 1 && m >= 16 * t {
         let per = m.div_ceil(t);
-        return std::thread::scope(|sc| {
-            let hs: Vec<_> = c
-                .chunks_mut(per)
-                .enumerate()
-                .map(|(ti, part)| {
-                    let a_rows = Mat { d: &a.d[ti * per * a.rs..], ..a };
-                    sc.spawn(move || {
-                        gemm_serial(part.len(), n, k, alpha, a_rows, b, part);
-                        Ok(())
-                    })
-                })
-                .collect();
-            hs.into_iter().try_for_each(join)
+        return run_parts(c.chunks_mut(per).enumerate(), |(ti, part)| {
+            let a_rows = Mat { d: &a.d[ti * per * a.rs..], ..a };
+            gemm_serial(part.len(), n, k, alpha, a_rows, b, part);
+            Ok(())
         });
     }
     if t > 1 && n >= 16 * t {
         let parts = ranges(n, t, 16);
-        let mut lists = split_columns(c, &parts);
-        return std::thread::scope(|sc| {
-            let hs: Vec<_> = lists
-                .iter_mut()
-                .zip(&parts)
-                .map(|(rows, &(j0, j1))| {
-                    let b_cols = Mat { d: &b.d[j0 * b.cs..], ..b };
-                    sc.spawn(move || {
-                        gemm_serial(m, j1 - j0, k, alpha, a, b_cols, rows);
-                        Ok(())
-                    })
-                })
-                .collect();
-            hs.into_iter().try_for_each(join)
+        let lists = split_columns(c, &parts);
+        return run_parts(lists.into_iter().zip(parts.iter().copied()), |(mut rows, (j0, j1))| {
+            let b_cols = Mat { d: &b.d[j0 * b.cs..], ..b };
+            gemm_serial(m, j1 - j0, k, alpha, a, b_cols, &mut rows);
+            Ok(())
         });
     }
     gemm_serial(m, n, k, alpha, a, b, c);
@@ -1545,6 +1884,17 @@ fn gemm_serial(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut
                 let av = alpha * a.d[i * a.rs + p * a.cs];
                 let br = &b.d[p * b.rs..][..n];
                 row.iter_mut().zip(br).for_each(|(o, &v)| *o += av * v);
+            }
+        }
+        return;
+    }
+    if m < 4 && a.cs == 1 && b.rs == 1 {
+        // Few rows times a transposed B (e.g. a fully connected layer with transB): dot
+        // products of contiguous rows, each row of B read once.
+        for j in 0..n {
+            let bj = &b.d[j * b.cs..][..k];
+            for (i, row) in c.iter_mut().enumerate().take(m) {
+                row[j] += alpha * dot(&a.d[i * a.rs..][..k], bj);
             }
         }
         return;
@@ -1567,15 +1917,41 @@ fn gemm_serial(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut
 }
 
 fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { dot_avx2(a, b) };
+    }
+    dot_body(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+    dot_body(a, b)
+}
+
+/// Dot product with 32 independent partial sums (four AVX registers in flight).
+#[inline(always)]
+fn dot_body(a: &[f32], b: &[f32]) -> f32 {
+    const L: usize = 32;
+    let mut acc = [0f32; L];
+    let (ca, cb) = (a.chunks_exact(L), b.chunks_exact(L));
     let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
     for (x, y) in ca.zip(cb) {
-        for j in 0..8 {
+        for j in 0..L {
             acc[j] += x[j] * y[j];
         }
     }
-    acc.iter().sum::<f32>() + tail
+    // Pairwise: lanes j and j + 8 (and so on) fold together, then the last 8.
+    let mut w = L;
+    while w > 8 {
+        w /= 2;
+        for j in 0..w {
+            acc[j] += acc[j + w];
+        }
+    }
+    acc[..8].iter().sum::<f32>() + tail
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -1601,15 +1977,35 @@ fn gemm_packed<const MR: usize, const NR: usize, const FMA: bool>(
     b: Mat,
     c: &mut [&mut [f32]],
 ) {
-    let (mut ap, mut bp) = (Vec::new(), Vec::new());
+    // (Taken out of the thread-local, not borrowed in a closure: a closure would not
+    // inherit the caller's target features.)
+    let (mut ap, mut bp) = PACK.take();
+    gemm_blocks::<MR, NR, FMA>(m, n, k, alpha, a, b, c, &mut ap, &mut bp);
+    PACK.set((ap, bp));
+}
+
+/// [`gemm_packed`] with the packing buffers given.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn gemm_blocks<const MR: usize, const NR: usize, const FMA: bool>(
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: Mat,
+    b: Mat,
+    c: &mut [&mut [f32]],
+    ap: &mut Vec<f32>,
+    bp: &mut Vec<f32>,
+) {
     for j0 in (0..n).step_by(NC) {
         let nc = NC.min(n - j0);
         for p0 in (0..k).step_by(KC) {
             let kc = KC.min(k - p0);
-            pack_b::<NR>(&b, p0, j0, kc, nc, &mut bp);
+            pack_b::<NR>(&b, p0, j0, kc, nc, bp);
             for i0 in (0..m).step_by(MC) {
                 let mc = MC.min(m - i0);
-                pack_a::<MR>(&a, i0, p0, mc, kc, &mut ap);
+                pack_a::<MR>(&a, i0, p0, mc, kc, ap);
                 for (js, bs) in bp.chunks_exact(NR * kc).enumerate() {
                     let jj = j0 + js * NR;
                     let nr = NR.min(n - jj);
@@ -3211,6 +3607,11 @@ mod tests {
             (&[1, 64, 30, 30], &[8, 64, 3, 3], true, [1, 1], [1, 1], [1, 1], [1, 1], 1),
             (&[1, 8, 61, 57], &[8, 1, 3, 3], false, [2, 2], [2, 1], [2, 1], [2, 1], 8),
             (&[3, 12, 17, 19], &[12, 3, 5, 3], true, [2, 3], [1, 2], [2, 0], [1, 3], 4),
+            // Direct loops over padded planes: strides, dilations, wide pads, two channels
+            // per group in and out.
+            (&[1, 6, 9, 11], &[6, 1, 3, 3], true, [3, 2], [2, 3], [4, 5], [3, 2], 6),
+            (&[2, 6, 13, 10], &[6, 2, 3, 2], true, [1, 2], [1, 1], [0, 1], [2, 0], 3),
+            (&[1, 4, 7, 5], &[4, 1, 1, 3], false, [1, 3], [1, 1], [0, 2], [0, 0], 4),
         ];
         for (i, &(xs, ws, bias, s, d, pb, pe, group)) in cases.iter().enumerate() {
             let (x, w, b) = (rnd(xs, 1 + i as u64), rnd(ws, 100 + i as u64), rnd(&[ws[0]], 200 + i as u64));
