@@ -229,6 +229,10 @@ pub struct RunArgs {
     /// Stop with an error beyond this call depth.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub max_call_depth: usize,
+    /// Check every operator and kernel call, but skip its work: measures the VM's own cost
+    /// (results are meaningless; combine with --quiet and --stats).
+    #[arg(long)]
+    pub noop_kernels: bool,
 }
 
 /// A failure already reported to the user, or one to report.
@@ -257,13 +261,12 @@ fn is_onnx(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "onnx")
 }
 
-/// Reads and compiles an ONNX model for `args.target`, or else `device`; the `.rxa` text
-/// (the plan in comments) comes along.
+/// Reads and compiles an ONNX model for `args.target`, or else `device`.
 pub fn compile_model(
     path: &Path,
     args: &CompileArgs,
     device: &DeviceCaps,
-) -> Result<(crate::compile::Compiled, String), Failure> {
+) -> Result<crate::compile::Compiled, Failure> {
     let g = crate::onnx::read_model(path)?;
     let mut shapes = Vec::with_capacity(g.inputs.len());
     let mut dynamic = Vec::new();
@@ -300,9 +303,19 @@ pub fn compile_model(
         plan_budget: args.plan_budget,
         pools: args.pool_map()?,
     };
-    let c = crate::compile::compile(&g, &shapes, &opts).map_err(|e| format!("{}: {e}", path.display()))?;
-    let text = format!("{}{}", c.plan_comment, rxvm_asm::disassemble(&c.module));
-    Ok((c, text))
+    crate::compile::compile(&g, &shapes, &opts).map_err(|e| Failure::Message(format!("{}: {e}", path.display())))
+}
+
+/// A compiled model as a program to run: its source text is the plan (the comments that
+/// head its `.rxa`). The compiled code has no source lines, so errors and the REPL show
+/// its disassembly instead; printing that here would dominate a large model's run time
+/// (every weight as a decimal literal).
+fn compiled_program(path: &Path, c: crate::compile::Compiled) -> Program {
+    Program {
+        module: c.module,
+        source: Some((path.display().to_string() + ".rxa", c.plan_comment)),
+        plan: Some(c.report),
+    }
 }
 
 fn is_bytecode(path: &Path, bytes: &[u8]) -> bool {
@@ -312,12 +325,8 @@ fn is_bytecode(path: &Path, bytes: &[u8]) -> bool {
 /// Loads `.rxa` (assemble + verify) or `.rxb` (decode + verify).
 pub fn load_program(path: &Path) -> Result<Program, Failure> {
     if is_onnx(path) {
-        let (c, text) = compile_model(path, &CompileArgs::default(), &DeviceCaps::host())?;
-        return Ok(Program {
-            module: c.module,
-            source: Some((path.display().to_string() + ".rxa", text)),
-            plan: Some(c.report),
-        });
+        let c = compile_model(path, &CompileArgs::default(), &DeviceCaps::host())?;
+        return Ok(compiled_program(path, c));
     }
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let name = path.display().to_string();
@@ -429,7 +438,8 @@ fn cmd_disasm(file: &Path, output: Option<PathBuf>) -> Result<(), Failure> {
 
 fn cmd_compile(model: &Path, output: Option<PathBuf>, args: &CompileArgs, device: Option<&str>) -> Result<(), Failure> {
     let caps = planning_caps(device)?;
-    let (c, text) = compile_model(model, args, &caps)?;
+    let c = compile_model(model, args, &caps)?;
+    let text = format!("{}{}", c.plan_comment, rxvm_asm::disassemble(&c.module));
     let out = output.unwrap_or_else(|| model.with_extension("rxa"));
     match out.extension().and_then(|e| e.to_str()) {
         Some("rxb") => write_out(&out, &rxvm_vm::write_module(&c.module)),
@@ -477,7 +487,7 @@ fn cmd_plan(a: &PlanArgs) -> Result<(), Failure> {
         }
     } else if let Some(model) = &a.model {
         let caps = planning_caps(a.device.as_deref())?;
-        let (c, _) = compile_model(model, &a.compile, &caps)?;
+        let c = compile_model(model, &a.compile, &caps)?;
         let name = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let mut summary = crate::report::PlanSummary::new(
             &format!("{name} (target {})", c.report.target),
@@ -696,8 +706,7 @@ fn cmd_devices() -> Result<(), Failure> {
 fn cmd_run(a: RunArgs) -> Result<(), Failure> {
     let spec = device_spec(&a.device, a.host_caps.as_deref())?;
     let p = if is_onnx(&a.file) {
-        let (c, text) = compile_model(&a.file, &a.compile, &device_caps(&spec))?;
-        Program { module: c.module, source: Some((a.file.display().to_string() + ".rxa", text)), plan: Some(c.report) }
+        compiled_program(&a.file, compile_model(&a.file, &a.compile, &device_caps(&spec))?)
     } else {
         load_program(&a.file)?
     };
@@ -746,6 +755,9 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
     let mut vm = Vm::with_devices(module.clone(), vec![spec]).map_err(|e| e.to_string())?;
     vm.limits.max_instructions = a.max_instructions;
     vm.limits.max_call_depth = a.max_call_depth;
+    if a.noop_kernels {
+        vm.kernels = rxvm_vm::Kernels::Noop;
+    }
     let func_name = f.name.clone();
     let results = vm.invoke(&func_name, &inputs).map_err(|e| Failure::Rendered(render_vm_error(&e, p.source.as_ref())));
     // Print the stats even when the run failed: peak bytes and counters cover the failed

@@ -146,7 +146,7 @@ pub fn run_case(dir: &Path, device: &DeviceSpec) -> Outcome {
         let args: Vec<HostValue> = inputs.into_iter().map(HostValue::Tensor).collect();
         let outs = match vm.invoke("main", &args) {
             Ok(o) => o,
-            Err(e) => return Outcome::Fail(e.message),
+            Err(e) => return Outcome::Fail(e.into_data().message),
         };
         for (i, (got, want)) in outs.iter().zip(&wants).enumerate() {
             let HostValue::Tensor(got) = got else { return Outcome::Fail(format!("output {i} is not a tensor")) };

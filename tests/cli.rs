@@ -296,3 +296,22 @@ fn inputs_in_the_arena_pools_and_caller_io_from_the_command_line() {
         assert!(err.starts_with(want), "{args:?}: {err}");
     }
 }
+
+/// `--noop-kernels` (docs/performance.md): the same instructions run, the kernels do not.
+#[test]
+fn noop_kernels_run_the_same_instructions_without_kernel_work() {
+    let stats = |extra: &[&str]| {
+        let mut args = vec!["run", "examples/mlp.rxa", "--input", "x=ramp", "-q", "--stats=json"];
+        args.extend_from_slice(extra);
+        let (code, out, err) = rxvm(&args);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        (v["instructions"].as_u64().expect("instructions"), v["views_created"].as_u64().expect("views"))
+    };
+    let (run, noop) = (stats(&[]), stats(&["--noop-kernels"]));
+    assert!(run.0 > 0 && run == noop, "{run:?} vs {noop:?}");
+    let out = tmp("noop.npy");
+    let (_, _, _) =
+        rxvm(&["run", "examples/mlp.rxa", "--input", "x=ramp", "-q", "--noop-kernels", "-o", out.to_str().unwrap()]);
+    assert!(out.exists(), "results are still written");
+}

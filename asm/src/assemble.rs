@@ -4,6 +4,7 @@
 
 use crate::ast::*;
 use crate::diag::Diagnostic;
+use rustc_hash::FxHashMap as FastMap;
 use rxvm_vm::builtins::{Builtin, BUILTINS};
 use rxvm_vm::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, OpId, Reg};
 use rxvm_vm::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, Placement, SourceLoc, UserKernel};
@@ -11,7 +12,6 @@ use rxvm_vm::ops::{AttrValue, Attrs, OPS};
 use rxvm_vm::types::{DType, Dim, Kind, Scope, Type};
 use rxvm_vm::VerifyError;
 use smallvec::SmallVec;
-use std::collections::HashMap;
 use std::path::Path;
 
 /// Where each part of the module came from in the text.
@@ -93,17 +93,41 @@ impl SourceMap {
 struct Lines<'a> {
     src: &'a str,
     starts: Vec<usize>,
+    /// The line of the previous lookup: instructions are looked up in text order, so the
+    /// next one is usually on the same line or a few lines further.
+    hint: std::cell::Cell<usize>,
 }
 
 impl<'a> Lines<'a> {
     fn new(src: &'a str) -> Lines<'a> {
         let mut starts = vec![0];
         starts.extend(src.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i + 1));
-        Lines { src, starts }
+        Lines { src, starts, hint: std::cell::Cell::new(1) }
+    }
+
+    /// The 1-based line holding byte `off`: the number of line starts at or before it.
+    fn line_of(&self, off: usize) -> usize {
+        let s = &self.starts;
+        let mut line = self.hint.get();
+        if line >= 1 && line <= s.len() && s[line - 1] <= off {
+            // Walk forward a little from the previous answer, else search.
+            let mut steps = 0;
+            while line < s.len() && s[line] <= off && steps < 16 {
+                line += 1;
+                steps += 1;
+            }
+            if line == s.len() || s[line] > off {
+                self.hint.set(line);
+                return line;
+            }
+        }
+        line = s.partition_point(|&st| st <= off).max(1);
+        self.hint.set(line);
+        line
     }
 
     fn loc(&self, off: usize) -> SourceLoc {
-        let line = self.starts.partition_point(|&s| s <= off).max(1);
+        let line = self.line_of(off);
         let start = self.starts[line - 1];
         let col = self.src.get(start..off).map_or(0, |t| t.chars().count()) + 1;
         SourceLoc { line: u32::try_from(line).unwrap_or(u32::MAX), col: u32::try_from(col).unwrap_or(u32::MAX) }
@@ -337,14 +361,62 @@ struct Asm<'s> {
     base_dir: Option<&'s Path>,
     errs: Vec<Diagnostic>,
     literals: Vec<Literal>,
-    lit_index: HashMap<(bool, u64), u32>,
-    consts: HashMap<&'s str, (ConstId, Span)>,
-    funcs: HashMap<&'s str, (FuncId, Span)>,
+    lit_index: FastMap<(bool, u64), u32>,
+    consts: FastMap<&'s str, (ConstId, Span)>,
+    funcs: FastMap<&'s str, (FuncId, Span)>,
     /// Kernels by declared name (without `cl.`).
-    kernels: HashMap<&'s str, (u32, Span)>,
+    kernels: FastMap<&'s str, (u32, Span)>,
     func_params: Vec<Vec<Type>>,
     /// Operator attribute sets, in text order.
     attrs: Vec<Attrs>,
+    /// Whether to record the [`SourceMap`]'s per-instruction spans.
+    want_map: bool,
+    names: CalleeNames,
+}
+
+/// Builtins and operators by name: the same answers as `Builtin::from_name` and
+/// `OpId::from_name`, by hash instead of a scan of the tables for every call.
+struct CalleeNames {
+    builtins: FastMap<&'static str, Builtin>,
+    ops: FastMap<&'static str, OpId>,
+}
+
+impl CalleeNames {
+    fn new() -> CalleeNames {
+        let mut builtins = FastMap::default();
+        for b in Builtin::ALL {
+            builtins.entry(b.sig().name).or_insert(*b);
+        }
+        let mut ops = FastMap::default();
+        for (i, o) in OPS.iter().enumerate() {
+            ops.entry(o.name).or_insert(OpId(i as u32));
+        }
+        CalleeNames { builtins, ops }
+    }
+
+    /// As [`Builtin::from_name`].
+    fn builtin(&self, name: &str) -> Option<Builtin> {
+        self.builtins.get(name.strip_prefix("vm.").unwrap_or(name)).copied()
+    }
+
+    /// As [`OpId::from_name`].
+    fn op(&self, name: &str) -> Option<OpId> {
+        self.ops.get(name.strip_prefix("onnx.").unwrap_or(name)).copied()
+    }
+}
+
+/// The spans of an instruction's operands, recorded only when the source map is wanted.
+struct OperandSpans {
+    on: bool,
+    spans: SmallVec<[Span; 6]>,
+}
+
+impl OperandSpans {
+    fn push(&mut self, s: Span) {
+        if self.on {
+            self.spans.push(s);
+        }
+    }
 }
 
 impl<'s> Asm<'s> {
@@ -409,9 +481,9 @@ impl<'s> Asm<'s> {
     /// The attribute set of an operator call; records where each attribute is written.
     fn attr_set(&mut self, b: &AttrBlock<'_>, spans: &mut Vec<(String, Span)>) -> Attrs {
         let mut set = Attrs::default();
-        let mut seen: HashMap<&str, Span> = HashMap::new();
-        for n in b.attrs {
-            if let Some(&first) = seen.get(n.name.text) {
+        for (k, n) in b.attrs.iter().enumerate() {
+            // Blocks are short: the first earlier attribute of the same name, if any.
+            if let Some(first) = b.attrs[..k].iter().find(|e| e.name.text == n.name.text).map(|e| e.name.span) {
                 self.err(
                     Diagnostic::new(n.name.span, format!("duplicate attribute `{}`", n.name.text))
                         .with_label("given again here")
@@ -419,7 +491,6 @@ impl<'s> Asm<'s> {
                 );
                 continue;
             }
-            seen.insert(n.name.text, n.name.span);
             let value = match n.value {
                 AttrExpr::Int(i) => i64_of(&i).map(AttrValue::Int),
                 AttrExpr::Float(f) => f64_of(&f).map(AttrValue::Float),
@@ -444,7 +515,9 @@ impl<'s> Asm<'s> {
             };
             match value {
                 Ok(v) => {
-                    spans.push((n.name.text.to_string(), n.span()));
+                    if self.want_map {
+                        spans.push((n.name.text.to_string(), n.span()));
+                    }
                     set.0.push((n.name.text.to_string(), v));
                 }
                 Err(d) => self.err(d),
@@ -455,6 +528,12 @@ impl<'s> Asm<'s> {
 
     fn scope(&mut self, s: Option<StrLit<'_>>) -> Scope {
         let Some(s) = s else { return Scope::Global };
+        // Fast path: a known scope written without escapes needs no decoded copy.
+        if let Some(inner) = s.raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+            if let Some(sc) = Scope::from_name(inner).filter(|_| !inner.contains('\\')) {
+                return sc;
+            }
+        }
         match decode_string(s) {
             Ok(text) => match Scope::from_name(&text) {
                 Some(sc) => sc,
@@ -728,9 +807,9 @@ fn size_error(s: StrLit<'_>, rel: &str, len: u64, nbytes: Option<u64>, type_text
 
 /// Per-function state.
 struct FuncAsm<'s> {
-    regs: HashMap<&'s str, u32>,
+    regs: FastMap<&'s str, u32>,
     reg_names: Vec<String>,
-    labels: HashMap<&'s str, u32>,
+    labels: FastMap<&'s str, u32>,
     code: Vec<Instr>,
     args: Vec<Arg>,
     locs: Vec<SourceLoc>,
@@ -797,17 +876,32 @@ pub fn assemble_ast(
     file_name: &str,
     base_dir: Option<&Path>,
 ) -> Result<(Module, SourceMap), Vec<Diagnostic>> {
+    assemble_ast_with(ast, src, file_name, base_dir, true)
+}
+
+/// As [`assemble_ast`]; with `want_map` false the source map has only the module span and
+/// function headers (no per-instruction spans), which saves their time and memory when the
+/// caller only needs the module.
+pub(crate) fn assemble_ast_with(
+    ast: &SourceModule<'_>,
+    src: &str,
+    file_name: &str,
+    base_dir: Option<&Path>,
+    want_map: bool,
+) -> Result<(Module, SourceMap), Vec<Diagnostic>> {
     let mut a = Asm {
         lines: Lines::new(src),
         base_dir,
         errs: Vec::new(),
         literals: Vec::new(),
-        lit_index: HashMap::new(),
-        consts: HashMap::new(),
-        funcs: HashMap::new(),
-        kernels: HashMap::new(),
+        lit_index: FastMap::default(),
+        consts: FastMap::default(),
+        funcs: FastMap::default(),
+        kernels: FastMap::default(),
         func_params: Vec::new(),
         attrs: Vec::new(),
+        want_map,
+        names: CalleeNames::new(),
     };
     let mut smap = SourceMap::default();
 
@@ -942,9 +1036,9 @@ fn expect_dsts(ins: &InstrNode<'_>, n: usize, errs: &mut Vec<Diagnostic>) {
 
 fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function, FuncMap) {
     let mut fa = FuncAsm {
-        regs: HashMap::new(),
+        regs: FastMap::default(),
         reg_names: Vec::new(),
-        labels: HashMap::new(),
+        labels: FastMap::default(),
         code: Vec::new(),
         args: Vec::new(),
         locs: Vec::new(),
@@ -974,7 +1068,7 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
     let mut pc = 0u32;
     let mut pending: Vec<Name<'s>> = Vec::new();
     let mut debug_labels: Vec<(u32, String)> = Vec::new();
-    let mut label_spans: HashMap<&str, Span> = HashMap::new();
+    let mut label_spans: FastMap<&str, Span> = FastMap::default();
     for item in f.body {
         match item {
             BodyItem::Label(l) => {
@@ -1009,9 +1103,9 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
 
     for item in f.body {
         let BodyItem::Instr(ins) = item else { continue };
-        let mut ops: SmallVec<[Span; 6]> = SmallVec::new();
+        let mut ops = OperandSpans { on: a.want_map, spans: SmallVec::new() };
         let mut attr_spans: Vec<(String, Span)> = Vec::new();
-        let dst = |fa: &mut FuncAsm<'s>, ops: &mut SmallVec<[Span; 6]>, errs: &mut Vec<Diagnostic>| -> Reg {
+        let dst = |fa: &mut FuncAsm<'s>, ops: &mut OperandSpans, errs: &mut Vec<Diagnostic>| -> Reg {
             match ins.dsts.first() {
                 Some(d) => {
                     ops.push(d.span);
@@ -1164,7 +1258,7 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
                 // Which parameters take floats (integer literals there become floats).
                 let float_params: SmallVec<[bool; 8]>;
                 let target = if let Some(bname) = callee.text.strip_prefix("vm.") {
-                    match Builtin::from_name(bname) {
+                    match a.names.builtin(bname) {
                         Some(b) => {
                             float_params = b.sig().params.iter().map(|k| *k == Kind::Float).collect();
                             Ok(BuiltinId(b as u32))
@@ -1218,7 +1312,7 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
                 if !ins.dsts.is_empty() {
                     a.errs.push(op_call_dsts(a.lines.src, ins, arrow.is_some(), attrs.map(|b| b.span)));
                 }
-                let id = OpId::from_name(op.text).unwrap_or_else(|| {
+                let id = a.names.op(op.text).unwrap_or_else(|| {
                     a.errs.push(unknown_operator(&op));
                     OpId(0)
                 });
@@ -1347,7 +1441,9 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
         }
         fa.code.push(instr);
         fa.locs.push(a.lines.loc(ins.span.start));
-        fa.map.push(InstrMap { span: ins.span, operands: ops, attrs: attr_spans });
+        if a.want_map {
+            fa.map.push(InstrMap { span: ins.span, operands: ops.spans, attrs: attr_spans });
+        }
     }
 
     let num_regs = fa.reg_names.len() as u32;

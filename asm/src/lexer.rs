@@ -118,7 +118,19 @@ impl Tok<'_> {
 
 /// Splits `src` into tokens. Stops at the first invalid character or unterminated string.
 pub fn lex(src: &str) -> Result<Vec<Tok<'_>>, Diagnostic> {
-    let mut out = Vec::with_capacity(src.len() / 4 + 1);
+    let mut out = Vec::new();
+    lex_into(src, &mut out)?;
+    Ok(out)
+}
+
+/// As [`lex`], appending to `out` (reserving room first: compiled programs have a token
+/// every 3 bytes or so, so growing from small would copy the array several times).
+pub fn lex_into<'a>(src: &'a str, out: &mut Vec<Tok<'a>>) -> Result<(), Diagnostic> {
+    out.reserve(src.len() / 3 + 16);
+    lex_tokens(src, out)
+}
+
+fn lex_tokens<'a>(src: &'a str, out: &mut Vec<Tok<'a>>) -> Result<(), Diagnostic> {
     let mut lx = TokKind::lexer(src);
     while let Some(r) = lx.next() {
         let range = lx.span();
@@ -145,7 +157,7 @@ pub fn lex(src: &str) -> Result<Vec<Tok<'_>>, Diagnostic> {
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -35,17 +35,32 @@ pub fn assemble_with_map(
     file_name: &str,
     base_dir: Option<&Path>,
 ) -> Result<(Module, SourceMap), Diagnostics> {
+    assemble_map_opt(source, file_name, base_dir, true)
+}
+
+fn assemble_map_opt(
+    source: &str,
+    file_name: &str,
+    base_dir: Option<&Path>,
+    want_map: bool,
+) -> Result<(Module, SourceMap), Diagnostics> {
     let arena = bumpalo::Bump::new();
+    let mut toks = Vec::new();
     let fail = |items: Vec<Diagnostic>| Diagnostics::new(file_name, source, items);
-    let ast = parser::parse(source, &arena).map_err(|d| fail(vec![d]))?;
-    assemble::assemble_ast(&ast, source, file_name, base_dir).map_err(fail)
+    let ast = parser::parse_with(source, &arena, &mut toks).map_err(|d| fail(vec![d]))?;
+    assemble::assemble_ast_with(&ast, source, file_name, base_dir, want_map).map_err(fail)
 }
 
 fn assemble_in(source: &str, file_name: &str, base_dir: Option<&Path>) -> Result<Module, Diagnostics> {
-    let (module, map) = assemble_with_map(source, file_name, base_dir)?;
+    // The source map is only needed to place a verifier error: assemble without it, and
+    // (rarely) assemble again with it when the verifier refuses the module.
+    let (module, _) = assemble_map_opt(source, file_name, base_dir, false)?;
     match rxvm_vm::verify_module(&module) {
         Ok(()) => Ok(module),
-        Err(e) => Err(Diagnostics::new(file_name, source, vec![map.verify_diagnostic(&e)])),
+        Err(e) => {
+            let (_, map) = assemble_with_map(source, file_name, base_dir)?;
+            Err(Diagnostics::new(file_name, source, vec![map.verify_diagnostic(&e)]))
+        }
     }
 }
 

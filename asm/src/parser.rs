@@ -9,7 +9,7 @@
 
 use crate::ast::*;
 use crate::diag::Diagnostic;
-use crate::lexer::{lex, Tok, TokKind};
+use crate::lexer::{lex, lex_into, Tok, TokKind};
 use bumpalo::Bump;
 use nom::branch::alt;
 use nom::combinator::{cut, map, opt};
@@ -846,6 +846,18 @@ pub fn parse<'a>(src: &'a str, ar: &'a Bump) -> Result<SourceModule<'a>, Diagnos
     let toks = lex(src)?;
     let all: &'a [Tok<'a>] = ar.alloc_slice_copy(&toks);
     drop(toks);
+    parse_tokens(src, all, ar)
+}
+
+/// As [`parse`], with the tokens in `toks` (cleared first) instead of copied into the arena:
+/// the caller keeps the token array alive as long as the parse tree.
+pub fn parse_with<'a>(src: &'a str, ar: &'a Bump, toks: &'a mut Vec<Tok<'a>>) -> Result<SourceModule<'a>, Diagnostic> {
+    toks.clear();
+    lex_into(src, toks)?;
+    parse_tokens(src, toks, ar)
+}
+
+fn parse_tokens<'a>(src: &'a str, all: &'a [Tok<'a>], ar: &'a Bump) -> Result<SourceModule<'a>, Diagnostic> {
     let track: &'a Tracker = ar.alloc(Tracker::default());
     let input = Toks::new(all, track);
     match source_module(ar, input) {

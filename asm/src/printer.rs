@@ -13,13 +13,13 @@
 //! Everything is written into one `String`; names are resolved once per function, so that
 //! printing an instruction allocates nothing.
 
+use rustc_hash::FxHashSet as FastSet;
 use rxvm_vm::builtins::BUILTINS;
 use rxvm_vm::bytecode::{Arg, ArgKind, Instr, Reg};
 use rxvm_vm::module::{ConstData, Constant, Function, Literal, Module, UserKernel};
 use rxvm_vm::ops::{AttrValue, Attrs, OpId};
 use rxvm_vm::types::{DType, Scope, Type};
 use std::borrow::Cow;
-use std::collections::HashSet;
 use std::fmt::Write;
 
 /// Prints `m` as assembly text.
@@ -314,7 +314,7 @@ impl<'f> Names<'f> {
             }
         }
         let n = max_ref.max(f.debug.reg_names.len()).max(f.params.len());
-        let mut used: HashSet<&str> = HashSet::new();
+        let mut used: FastSet<&str> = FastSet::default();
         let mut regs: Vec<RegName<'f>> = Vec::with_capacity(n);
         for i in 0..n {
             let name = f.debug.reg_names.get(i).map(String::as_str).filter(|s| is_sigil_name(s));
@@ -326,7 +326,7 @@ impl<'f> Names<'f> {
         // A generated `r{i}` must not collide with a source name (only possible when some
         // registers have names and others do not).
         if !used.is_empty() {
-            let mut taken: HashSet<String> = HashSet::new();
+            let mut taken: FastSet<String> = FastSet::default();
             for (i, r) in regs.iter_mut().enumerate() {
                 if let RegName::Generated(_) = r {
                     let mut cand = format!("r{i}");
@@ -346,14 +346,14 @@ impl<'f> Names<'f> {
 
         let len = f.code.len();
         let mut labels: Vec<Option<Cow<'f, str>>> = vec![None; len];
-        let mut used: HashSet<&str> = HashSet::new();
+        let mut used: FastSet<&str> = FastSet::default();
         for (pc, name) in &f.debug.labels {
             let pc = *pc as usize;
             if pc < len && labels[pc].is_none() && is_ident(name) && used.insert(name) {
                 labels[pc] = Some(Cow::Borrowed(name.as_str()));
             }
         }
-        let mut taken: HashSet<String> = HashSet::new();
+        let mut taken: FastSet<String> = FastSet::default();
         let mut need = |pc: u32, labels: &mut Vec<Option<Cow<'f, str>>>| {
             let pc = pc as usize;
             if pc < len && labels[pc].is_none() {

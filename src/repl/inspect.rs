@@ -280,7 +280,7 @@ fn constant_names(module: &Module, storages: &[StorageInfo], views: &[ViewInfo])
     let mut names = BTreeMap::new();
     for (s, c) in constants.iter().zip(&module.consts) {
         match views.iter().find(|v| v.storage == s.id) {
-            Some(v) if v.dtype == c.dtype && v.shape == c.shape => {
+            Some(v) if v.dtype == c.dtype && v.shape[..] == c.shape[..] => {
                 names.insert(s.id, c.name.clone());
             }
             _ => return BTreeMap::new(),
@@ -450,6 +450,15 @@ fn line(out: &mut String, args: std::fmt::Arguments<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A host VM that keeps the table of live objects from the start (its constants too).
+    fn tracked_vm(module: Module) -> Vm {
+        let rt =
+            crate::vm::memory::Runtime::new(vec![crate::vm::memory::DeviceSpec::Host(crate::vm::DeviceCaps::host())])
+                .unwrap();
+        rt.ledger.borrow_mut().track = true;
+        Vm::with_runtime(Arc::new(module), rt).unwrap()
+    }
     use crate::vm::builder::{ModuleBuilder, Operand};
     use crate::vm::bytecode::Instr;
     use crate::vm::types::{DType, Scope, Type};
@@ -490,7 +499,7 @@ func @main(%x: f32[2], %n: int) -> int {
     /// first instruction of @inner (two frames).
     fn paused(in_inner: bool) -> Vm {
         let module = crate::asm::assemble(PROGRAM, "inspect.rxa").unwrap();
-        let mut vm = Vm::host(Arc::new(module)).unwrap();
+        let mut vm = tracked_vm(module);
         let main = vm.module().func_by_name("main").unwrap();
         let x = vm.upload(&HostTensor::from_f32(&[2], &[1.0, 2.0]).unwrap()).unwrap();
         vm.debug_start(main, vec![x, Value::Int(3)]).unwrap();
@@ -541,7 +550,7 @@ func @main(%x: f32[2], %n: int) -> int {
         f.kill(s);
         f.ret(&[]);
         mb.add_function(f);
-        let mut vm = Vm::host(Arc::new(mb.build().unwrap())).unwrap();
+        let mut vm = tracked_vm(mb.build().unwrap());
         let main = vm.module().func_by_name("main").unwrap();
         vm.debug_start(main, vec![]).unwrap();
         // Paused before `kill %r2`: %r1 is killed, %r2 still holds its view.
@@ -557,7 +566,7 @@ func @main(%x: f32[2], %n: int) -> int {
         let p = f.param(0);
         f.ret(&[p.into()]);
         mb.add_function(f);
-        let vm = Vm::host(Arc::new(mb.build().unwrap())).unwrap();
+        let vm = tracked_vm(mb.build().unwrap());
         let out = format!("{}\n{}\n{}\n{}", regs(&vm, 0), storages(&vm, &[]), views(&vm, &[]), mem(&vm, &[]));
         insta::assert_snapshot!(out);
     }

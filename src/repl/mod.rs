@@ -202,6 +202,8 @@ impl Repl {
             return Ok(rt.clone());
         }
         let rt = Runtime::new(vec![DeviceSpec::Host(DeviceCaps::host())])?;
+        // `:storages`, `:views` and `:mem` list the live objects.
+        rt.ledger.borrow_mut().track = true;
         self.scratch_rt = Some(rt.clone());
         Ok(rt)
     }

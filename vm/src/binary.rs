@@ -368,10 +368,10 @@ impl<'a> Reader<'a> {
         }
         Ok(n)
     }
-    fn string<'s>(&mut self, strings: &'s [String], what: &str) -> R<&'s str> {
+    fn string<'s>(&mut self, strings: &[&'s str], what: &str) -> R<&'s str> {
         let i = self.u32(what)?;
         match strings.get(i as usize) {
-            Some(s) => Ok(s),
+            Some(s) => Ok(*s),
             None => self.err(format!("{what} refers to string {i}, but the module has {} strings", strings.len())),
         }
     }
@@ -452,7 +452,8 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
     }
 
     let mut m = Module::default();
-    let mut strings: Vec<String> = Vec::new();
+    // Borrowed from `bytes`: each is copied once, where the module uses it.
+    let mut strings: Vec<&str> = Vec::new();
     let mut headers: Vec<FuncHeader> = Vec::new();
     let mut last: Option<SectionId> = None;
     let mut seen_code = false;
@@ -486,7 +487,7 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                     let at = r.pos;
                     let b = r.take(len, "string")?;
                     match std::str::from_utf8(b) {
-                        Ok(s) => strings.push(s.to_string()),
+                        Ok(s) => strings.push(s),
                         Err(e) => {
                             r.pos = at;
                             return r.err(format!("string is not UTF-8: {e}"));
@@ -499,6 +500,7 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
             }
             SectionId::Literals => {
                 let n = r.count("literal count", 9)?;
+                m.literals.reserve(n);
                 for _ in 0..n {
                     let tag = r.u8("literal tag")?;
                     let v = r.u64("literal value")?;
@@ -514,6 +516,7 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
             }
             SectionId::Constants => {
                 let n = r.count("constant count", 7)?;
+                m.consts.reserve(n);
                 for _ in 0..n {
                     let name = r.string(&strings, "constant name")?.to_string();
                     let dtype = r.dtype()?;
@@ -566,6 +569,8 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
             }
             SectionId::Functions => {
                 let n = r.count("function count", 21)?;
+                m.funcs.reserve(n);
+                headers.reserve(n);
                 for _ in 0..n {
                     let name = r.string(&strings, "function name")?.to_string();
                     let np = r.count("parameter count", 1)?;
@@ -610,32 +615,34 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                             ))
                         }
                     }
-                    f.code.reserve(h.ninstr);
-                    for pc in 0..h.ninstr {
-                        let at = r.pos;
-                        let mut w = [0u8; WORD_SIZE];
-                        w.copy_from_slice(r.take(WORD_SIZE, "instruction")?);
-                        match Instr::decode(Word::from_bytes(&w)) {
+                    // Both fit (checked above): decode them from whole slices.
+                    let start = r.pos;
+                    let words = r.take(h.ninstr * WORD_SIZE, "instruction")?;
+                    f.code.reserve_exact(h.ninstr);
+                    for (pc, w) in words.chunks_exact(WORD_SIZE).enumerate() {
+                        let w: &[u8; WORD_SIZE] = w.try_into().expect("chunks of WORD_SIZE");
+                        match Instr::decode(Word::from_bytes(w)) {
                             Ok(i) => f.code.push(i),
                             Err(e) => {
-                                r.pos = at;
+                                r.pos = start + pc * WORD_SIZE;
                                 return r.err(format!("@{} instruction {pc}: {e}", f.name));
                             }
                         }
                     }
-                    f.args.reserve(h.nargs);
-                    for _ in 0..h.nargs {
-                        f.args.push(Arg(r.u32("argument")?));
-                    }
+                    let args = r.take(h.nargs * 4, "argument")?;
+                    f.args.reserve_exact(h.nargs);
+                    f.args.extend(args.chunks_exact(4).map(|a| Arg(u32::from_le_bytes([a[0], a[1], a[2], a[3]]))));
                 }
             }
             SectionId::Names => {
                 for f in &mut m.funcs {
                     let n = r.count("register name count", 4)?;
+                    f.debug.reg_names.reserve(n);
                     for _ in 0..n {
                         f.debug.reg_names.push(r.string(&strings, "register name")?.to_string());
                     }
                     let n = r.count("label count", 8)?;
+                    f.debug.labels.reserve(n);
                     for _ in 0..n {
                         let pc = r.u32("label position")?;
                         let name = r.string(&strings, "label name")?.to_string();
@@ -648,9 +655,11 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
             }
             SectionId::Attrs => {
                 let n = r.count("attribute set count", 4)?;
+                m.attrs.reserve(n);
                 for _ in 0..n {
                     let k = r.count("attribute count", 9)?;
                     let mut set = Attrs::default();
+                    set.0.reserve(k);
                     for _ in 0..k {
                         let name = r.string(&strings, "attribute name")?.to_string();
                         let tag = r.u8("attribute tag")?;
@@ -733,6 +742,7 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                 }
                 for f in &mut m.funcs {
                     let n = r.count("span count", 8)?;
+                    f.debug.locs.reserve(n);
                     for _ in 0..n {
                         let line = r.u32("line")?;
                         let col = r.u32("column")?;

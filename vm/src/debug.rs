@@ -50,7 +50,8 @@ impl Vm {
     /// before its first instruction. A run already in progress is aborted.
     pub fn debug_start(&mut self, func: FuncId, args: Vec<Value>) -> Result<(), VmError> {
         self.debug_abort();
-        let (args, subs) = self.prepare_args(func, args)?;
+        let module = self.module().clone();
+        let (args, subs) = self.prepare_args(&module, func, args)?;
         self.debug_enter(func, args, subs);
         Ok(())
     }
@@ -90,7 +91,7 @@ impl Vm {
                 self.regs.truncate(base0);
                 self.frames.truncate(depth0);
                 let subs = self.debug.take().map(|r| r.subs).unwrap_or_default();
-                self.finish_results(entry, &subs, values).map(Some)
+                self.finish_results(&module, entry, &subs, values).map(Some)
             }
             Err(e) => {
                 if let Some(r) = &mut self.debug {

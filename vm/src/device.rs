@@ -2,8 +2,8 @@
 //! memory and emulates image views with the same pitch rules an OpenCL device uses, so a
 //! plan made for any target can be executed and checked on the host.
 
+use rustc_hash::FxHashMap;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
-use std::collections::HashMap;
 use std::fmt;
 use std::ptr::NonNull;
 
@@ -201,7 +201,8 @@ pub fn size_class(size: u64) -> u64 {
 /// reference dies and are handed out again for any request of the same class.
 #[derive(Default)]
 pub struct HostPool {
-    free: HashMap<(u64, u64), Vec<HostBlock>>,
+    // FxHash: SipHash of the key was a tenth of an alloc_storage + kill.
+    free: FxHashMap<(u64, u64), Vec<HostBlock>>,
     pub free_bytes: u64,
 }
 

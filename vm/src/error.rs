@@ -12,9 +12,15 @@ pub struct FrameLoc {
     pub loc: SourceLoc,
 }
 
-/// An error raised while running a program, or when invoking it through the API.
+/// An error raised while running a program, or when invoking it through the API. Boxed:
+/// every `Result` on the invocation path carries it, and one pointer keeps those results
+/// small on the success path; the fields are reached through `Deref`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct VmError {
+pub struct VmError(Box<VmErrorData>);
+
+/// What a [`VmError`] holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VmErrorData {
     pub message: String,
     pub notes: Vec<String>,
     /// Innermost frame first; empty for errors outside any function (bad API arguments).
@@ -22,10 +28,35 @@ pub struct VmError {
     pub source_file: Option<String>,
 }
 
+impl std::ops::Deref for VmError {
+    type Target = VmErrorData;
+    fn deref(&self) -> &VmErrorData {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for VmError {
+    fn deref_mut(&mut self) -> &mut VmErrorData {
+        &mut self.0
+    }
+}
+
+impl From<VmErrorData> for VmError {
+    #[cold]
+    fn from(d: VmErrorData) -> VmError {
+        VmError(Box::new(d))
+    }
+}
+
 impl VmError {
     #[cold]
     pub fn api(message: impl Into<String>) -> VmError {
-        VmError { message: message.into(), notes: vec![], stack: vec![], source_file: None }
+        VmErrorData { message: message.into(), notes: vec![], stack: vec![], source_file: None }.into()
+    }
+
+    /// The error's parts, by value.
+    pub fn into_data(self) -> VmErrorData {
+        *self.0
     }
 
     /// Where the error happened: `file:line:col` or `@func instruction N`.

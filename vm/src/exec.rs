@@ -22,10 +22,27 @@ fn fail<T>(msg: String) -> Result<T, Fail> {
 
 /// Copies a view's elements, row-major and without padding, into a new host tensor.
 pub fn read_view(v: &View) -> Result<HostTensor, Fail> {
+    read_view_into(v, Vec::new())
+}
+
+/// [`read_view`] into `buf`'s memory (its contents are replaced): callers that read many
+/// tensors recycle their buffers instead of faulting in fresh pages for each.
+pub fn read_view_into(v: &View, mut buf: Vec<u8>) -> Result<HostTensor, Fail> {
     v.check_coherent_read().map_err(Box::new)?;
     let es = v.dtype.size();
     let n = v.numel();
-    let mut data = vec![0u8; n as usize * es];
+    let len = n as usize * es;
+    let (run, _) = v.runs();
+    buf.clear();
+    if v.cl.is_none() && run as usize * es == len && len > 0 {
+        // One contiguous run on the host: copy without zero-filling first.
+        // SAFETY: view creation checked that the run lies inside the storage.
+        let src = unsafe { std::slice::from_raw_parts(v.storage.host_ptr().add(v.offset as usize), len) };
+        buf.extend_from_slice(src);
+        return Ok(HostTensor { dtype: v.dtype, shape: v.shape.to_vec(), data: buf });
+    }
+    buf.resize(len, 0);
+    let mut data = buf;
     if let (Some(dev), Some(h)) = (v.storage.device_state().cl(), v.cl) {
         dev.read(&h, data.len(), v.image.as_ref(), &mut data).map_err(|e| Box::new(e.to_string()))?;
         return Ok(HostTensor { dtype: v.dtype, shape: v.shape.to_vec(), data });

@@ -42,9 +42,9 @@ pub mod verify;
 
 pub use binary::{read_module, write_module, LoadError};
 pub use device::DeviceCaps;
-pub use error::VmError;
+pub use error::{VmError, VmErrorData};
 pub use host_tensor::{HostTensor, HostValue};
-pub use interp::{Limits, Vm};
+pub use interp::{Kernels, Limits, Vm};
 pub use io::{Copies, Fallback, IoReport};
 pub use memory::Stats;
 pub use module::Module;

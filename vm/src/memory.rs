@@ -9,7 +9,7 @@ use crate::opencl::{ClBlock, ClDevice, ClDeviceInfo, ClView, ViewKind};
 use crate::types::{DType, ImageLayout, Scope};
 use smallvec::SmallVec;
 use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 /// The instruction that created an object: function index and instruction index.
 /// `func == u32::MAX` marks objects made by the embedding API (inputs, constants).
@@ -165,7 +165,7 @@ pub struct ViewInfo {
     pub storage: u64,
     pub offset: u64,
     pub dtype: DType,
-    pub shape: Vec<i64>,
+    pub shape: SmallVec<[i64; 4]>,
     pub scope: Scope,
     pub image: Option<ImageLayout>,
     pub bytes: u64,
@@ -210,12 +210,19 @@ impl<T> Slab<T> {
     }
 }
 
-/// Live storages and views with ids, sizes, offsets, scopes and creating instruction.
-#[derive(Debug, Default)]
+/// Counters of every storage and view, and with [`Ledger::track`] a table of the live ones
+/// (ids, sizes, offsets, scopes and creating instruction). The tables hold weak references,
+/// so registering an object copies nothing; the [`StorageInfo`] and [`ViewInfo`] records
+/// are built only when someone asks.
+#[derive(Default)]
 pub struct Ledger {
     pub stats: Stats,
-    storages: Slab<StorageInfo>,
-    views: Slab<ViewInfo>,
+    /// Keep the tables of live objects behind [`Ledger::storages`] and [`Ledger::views`]
+    /// (the REPL turns this on). Off by default: registering and forgetting each object
+    /// costs about a fifth of an `alloc_storage` + `alloc_tensor` + `kill` triple.
+    pub track: bool,
+    storages: Slab<Weak<Storage>>,
+    views: Slab<Weak<View>>,
     next_storage: u64,
     next_view: u64,
 }
@@ -226,20 +233,23 @@ impl Ledger {
         self.next_storage
     }
 
-    /// Live storages, oldest first.
+    /// Live storages, oldest first (created while [`Ledger::track`] was on).
     pub fn storages(&self) -> Vec<StorageInfo> {
-        let mut v: Vec<_> = self.storages.iter().cloned().collect();
+        let mut v: Vec<_> = self.storages.iter().filter_map(Weak::upgrade).map(|s| s.info()).collect();
         v.sort_by_key(|s| s.id);
         v
     }
 
-    /// Live views, oldest first.
+    /// Live views, oldest first (created while [`Ledger::track`] was on).
     pub fn views(&self) -> Vec<ViewInfo> {
-        let mut v: Vec<_> = self.views.iter().cloned().collect();
+        let mut v: Vec<_> = self.views.iter().filter_map(Weak::upgrade).map(|v| v.info()).collect();
         v.sort_by_key(|s| s.id);
         v
     }
 }
+
+/// The table slot of an object created while [`Ledger::track`] was off.
+const UNTRACKED: u32 = u32::MAX;
 
 /// Device memory owned by a storage.
 pub enum DeviceMem {
@@ -263,6 +273,7 @@ pub struct Storage {
     pub size: u64,
     pub align: u64,
     pub scope: Scope,
+    pub site: Site,
     slot: u32,
     constant: bool,
     mem: Option<DeviceMem>,
@@ -361,11 +372,6 @@ impl Storage {
         let mut l = rt.ledger.borrow_mut();
         let id = l.next_storage;
         l.next_storage += 1;
-        let capacity = match &block {
-            DeviceMem::Host(b) => b.capacity(),
-            DeviceMem::OpenCl(b) => b.capacity(),
-        };
-        let slot = l.storages.insert(StorageInfo { id, device, size, capacity, align, scope, site, constant });
         let s = &mut l.stats;
         if constant {
             s.constant_bytes += size;
@@ -379,19 +385,47 @@ impl Storage {
             s.peak_bytes = s.peak_bytes.max(s.live_bytes);
         }
         s.live_storages += 1;
-        drop(l);
-        Ok(Rc::new(Storage {
+        let storage = |slot| Storage {
             id,
             device,
             size,
             align,
             scope,
+            site,
             slot,
             constant,
             mem: Some(block),
             rt: rt.clone(),
             writes: RefCell::default(),
-        }))
+        };
+        Ok(if l.track {
+            Rc::new_cyclic(|me| storage(l.storages.insert(me.clone())))
+        } else {
+            Rc::new(storage(UNTRACKED))
+        })
+    }
+
+    /// Bytes of the device block behind the storage (its size class; at least `size`).
+    pub fn capacity(&self) -> u64 {
+        match &self.mem {
+            Some(DeviceMem::Host(b)) => b.capacity(),
+            Some(DeviceMem::OpenCl(b)) => b.capacity(),
+            None => self.size,
+        }
+    }
+
+    /// The storage as the ledger reports it.
+    pub fn info(&self) -> StorageInfo {
+        StorageInfo {
+            id: self.id,
+            device: self.device,
+            size: self.size,
+            capacity: self.capacity(),
+            align: self.align,
+            scope: self.scope,
+            site: self.site,
+            constant: self.constant,
+        }
     }
 
     /// Base address of host memory (null for device memory).
@@ -439,7 +473,9 @@ impl Drop for Storage {
             _ => {}
         }
         let mut l = self.rt.ledger.borrow_mut();
-        l.storages.remove(self.slot);
+        if self.slot != UNTRACKED {
+            l.storages.remove(self.slot);
+        }
         l.stats.live_storages -= 1;
         if !self.constant {
             l.stats.live_bytes -= self.size;
@@ -463,6 +499,7 @@ pub struct View {
     pub cl: Option<ClView>,
     /// Bytes the view covers in its storage (pitched for images).
     pub bytes: u64,
+    pub site: Site,
     slot: u32,
 }
 
@@ -480,24 +517,45 @@ impl View {
         site: Site,
         cl: Option<ClView>,
     ) -> Rc<View> {
-        let mut l = storage.rt.ledger.borrow_mut();
+        let rt = storage.rt.clone();
+        let mut l = rt.ledger.borrow_mut();
         let id = l.next_view;
         l.next_view += 1;
-        let slot = l.views.insert(ViewInfo {
-            id,
-            storage: storage.id,
-            offset,
-            dtype,
-            shape: shape.to_vec(),
-            scope,
-            image,
-            bytes,
-            site,
-        });
         l.stats.views_created += 1;
         l.stats.live_views += 1;
-        drop(l);
-        Rc::new(View { id, storage, offset, dtype, shape: SmallVec::from_slice(shape), scope, image, cl, bytes, slot })
+        let view = |slot| View {
+            id,
+            storage,
+            offset,
+            dtype,
+            shape: SmallVec::from_slice(shape),
+            scope,
+            image,
+            cl,
+            bytes,
+            site,
+            slot,
+        };
+        if l.track {
+            Rc::new_cyclic(|me| view(l.views.insert(me.clone())))
+        } else {
+            Rc::new(view(UNTRACKED))
+        }
+    }
+
+    /// The view as the ledger reports it.
+    pub fn info(&self) -> ViewInfo {
+        ViewInfo {
+            id: self.id,
+            storage: self.storage.id,
+            offset: self.offset,
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+            scope: self.scope,
+            image: self.image,
+            bytes: self.bytes,
+            site: self.site,
+        }
     }
 
     pub fn numel(&self) -> u64 {
@@ -601,7 +659,9 @@ impl View {
 impl Drop for View {
     fn drop(&mut self) {
         let mut l = self.storage.rt.ledger.borrow_mut();
-        l.views.remove(self.slot);
+        if self.slot != UNTRACKED {
+            l.views.remove(self.slot);
+        }
         l.stats.live_views -= 1;
     }
 }

@@ -16,6 +16,7 @@ use opencl3::device::{Device, CL_DEVICE_TYPE_ALL};
 use opencl3::kernel::Kernel;
 use opencl3::program::Program;
 use opencl3::types::{cl_device_id, cl_image_desc, cl_image_format, cl_mem, CL_BLOCKING};
+use rustc_hash::FxHashMap;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -119,7 +120,7 @@ struct ViewKey {
 pub struct ClBlock {
     mem: ClMem,
     capacity: u64,
-    views: RefCell<HashMap<ViewKey, ClMem>>,
+    views: RefCell<FxHashMap<ViewKey, ClMem>>,
 }
 
 impl ClBlock {
@@ -141,7 +142,7 @@ pub struct ClDevice {
     pub counters: Rc<ClCounters>,
     /// `cl_khr_fp64` is available.
     pub has_fp64: bool,
-    pool: RefCell<HashMap<u64, Vec<ClBlock>>>,
+    pool: RefCell<FxHashMap<u64, Vec<ClBlock>>>,
     pub pool_free_bytes: Cell<u64>,
     kernels: RefCell<HashMap<String, (Program, Kernel)>>,
 }

@@ -89,8 +89,10 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
             });
         }
     }
+    // The values of integer constants (shape-like operator inputs), built once, on first need.
+    let const_values = std::cell::OnceCell::new();
     for i in 0..m.funcs.len() {
-        FuncVerifier::new(m, FuncId(i as u32)).run()?;
+        FuncVerifier::new(m, FuncId(i as u32), &const_values).run()?;
     }
     Ok(())
 }
@@ -143,6 +145,9 @@ struct State {
     killed: RegSet,
 }
 
+/// The registers an instruction defines (most define at most one).
+type Defs = smallvec::SmallVec<[(Reg, Option<Kind>); 2]>;
+
 /// How an instruction touches a register, in text operand order.
 #[derive(Clone, Copy)]
 enum Access {
@@ -158,14 +163,16 @@ struct FuncVerifier<'m> {
     kinds: Vec<Option<Kind>>,
     /// Where each register's kind was first fixed, for the "conflicting kinds" note.
     kind_site: Vec<usize>,
+    /// Module-wide: the value of each integer constant (see `check_static_ops`).
+    const_values: &'m std::cell::OnceCell<Vec<Option<HostTensor>>>,
 }
 
 type VResult<T> = Result<T, VerifyError>;
 
 impl<'m> FuncVerifier<'m> {
-    fn new(m: &'m Module, id: FuncId) -> Self {
+    fn new(m: &'m Module, id: FuncId, const_values: &'m std::cell::OnceCell<Vec<Option<HostTensor>>>) -> Self {
         let f = &m.funcs[id.0 as usize];
-        FuncVerifier { m, id, f, kinds: Vec::new(), kind_site: Vec::new() }
+        FuncVerifier { m, id, f, kinds: Vec::new(), kind_site: Vec::new(), const_values }
     }
 
     fn err(&self, pc: Option<usize>, operand: Option<usize>, message: String) -> VerifyError {
@@ -531,7 +538,7 @@ impl<'m> FuncVerifier<'m> {
                     list,
                     ndst,
                     nargs,
-                    &format!("vm.{}", s.name),
+                    format_args!("vm.{}", s.name),
                     s.params.len(),
                     s.variadic,
                     s.results.len(),
@@ -591,7 +598,7 @@ impl<'m> FuncVerifier<'m> {
         list: u32,
         ndst: u8,
         nargs: u16,
-        name: &str,
+        name: impl std::fmt::Display,
         nparams: usize,
         variadic: bool,
         nresults: usize,
@@ -632,16 +639,17 @@ impl<'m> FuncVerifier<'m> {
     // ------------------------------------------------------------ pass 2: kinds
 
     /// Registers the instruction defines, with their kinds (None: same as a source register).
-    fn defs(&self, pc: usize) -> Vec<(Reg, Option<Kind>)> {
+    fn defs(&self, pc: usize) -> Defs {
         let f = self.f;
+        let one = |dst: Reg, k: Option<Kind>| -> Defs { smallvec::smallvec![(dst, k)] };
         match f.code[pc] {
-            Instr::Mov { dst, .. } => vec![(dst, None)],
-            Instr::LoadInt { dst, .. } => vec![(dst, Some(Kind::Int))],
-            Instr::LoadFloat { dst, .. } => vec![(dst, Some(Kind::Float))],
-            Instr::LoadConst { dst, .. } => vec![(dst, Some(Kind::Tensor))],
-            Instr::MakeShape { dst, .. } => vec![(dst, Some(Kind::Shape))],
-            Instr::AllocStorage { dst, .. } => vec![(dst, Some(Kind::Storage))],
-            Instr::AllocTensor { dst, .. } => vec![(dst, Some(Kind::Tensor))],
+            Instr::Mov { dst, .. } => one(dst, None),
+            Instr::LoadInt { dst, .. } => one(dst, Some(Kind::Int)),
+            Instr::LoadFloat { dst, .. } => one(dst, Some(Kind::Float)),
+            Instr::LoadConst { dst, .. } => one(dst, Some(Kind::Tensor)),
+            Instr::MakeShape { dst, .. } => one(dst, Some(Kind::Shape)),
+            Instr::AllocStorage { dst, .. } => one(dst, Some(Kind::Storage)),
+            Instr::AllocTensor { dst, .. } => one(dst, Some(Kind::Tensor)),
             Instr::Call { func, list, ndst, .. } => {
                 let callee = &self.m.funcs[func.0 as usize];
                 self.call_dsts(list, ndst).zip(callee.results.iter().map(|t| Some(t.kind()))).collect()
@@ -656,7 +664,7 @@ impl<'m> FuncVerifier<'m> {
             | Instr::Br { .. }
             | Instr::BrIf { .. }
             | Instr::CallOp { .. }
-            | Instr::CallKernel { .. } => vec![],
+            | Instr::CallKernel { .. } => Defs::new(),
         }
     }
 
@@ -737,7 +745,8 @@ impl<'m> FuncVerifier<'m> {
         }
     }
 
-    fn expect_kind(&self, pc: usize, op: usize, a: Arg, want: Kind, role: &str) -> VResult<()> {
+    /// `role` is only formatted when the check fails (pass `format_args!`, not `format!`).
+    fn expect_kind(&self, pc: usize, op: usize, a: Arg, want: Kind, role: impl std::fmt::Display) -> VResult<()> {
         match self.arg_kind(a) {
             Some(k) if k == want => Ok(()),
             Some(k) => {
@@ -770,20 +779,19 @@ impl<'m> FuncVerifier<'m> {
                     if i >= nargs as usize {
                         self.expect_kind(pc, i, *a, Kind::Int, "a global work size")?;
                     } else if !matches!(self.arg_kind(*a), Some(Kind::Tensor | Kind::Int | Kind::Float)) {
-                        let role = format!("argument {} of @cl.{name}", i + 1);
-                        self.expect_kind(pc, i, *a, Kind::Tensor, &role)?;
+                        self.expect_kind(pc, i, *a, Kind::Tensor, format_args!("argument {} of @cl.{name}", i + 1))?;
                     }
                 }
             }
             Instr::CallOp { op, list, nout, nin, .. } => {
                 let name = OPS[op.0 as usize].name;
                 for (i, a) in f.args[list as usize..][..nin as usize + nout as usize].iter().enumerate() {
-                    let role = if i < nin as usize {
-                        format!("input {} of @onnx.{name}", i + 1)
+                    if i < nin as usize {
+                        self.expect_kind(pc, i, *a, Kind::Tensor, format_args!("input {} of @onnx.{name}", i + 1))?;
                     } else {
-                        format!("output {} of @onnx.{name}", i + 1 - nin as usize)
-                    };
-                    self.expect_kind(pc, i, *a, Kind::Tensor, &role)?;
+                        let k = i + 1 - nin as usize;
+                        self.expect_kind(pc, i, *a, Kind::Tensor, format_args!("output {k} of @onnx.{name}"))?;
+                    }
                 }
             }
             Instr::Mov { src, .. } => {
@@ -816,8 +824,8 @@ impl<'m> FuncVerifier<'m> {
                 let callee = &self.m.funcs[func.0 as usize];
                 let args = &f.args[list as usize + ndst as usize..][..nargs as usize];
                 for (i, (a, t)) in args.iter().zip(&callee.params).enumerate() {
-                    let role = format!("argument {} of @{}", i + 1, callee.name);
-                    self.expect_kind(pc, ndst as usize + i, *a, t.kind(), &role)?;
+                    let (op, k) = (ndst as usize + i, t.kind());
+                    self.expect_kind(pc, op, *a, k, format_args!("argument {} of @{}", i + 1, callee.name))?;
                 }
             }
             Instr::CallBuiltin { builtin, list, ndst, nargs } => {
@@ -827,7 +835,7 @@ impl<'m> FuncVerifier<'m> {
                     let op = ndst as usize + i;
                     match sig.params.get(i) {
                         Some(k) => {
-                            self.expect_kind(pc, op, *a, *k, &format!("argument {} of @vm.{}", i + 1, sig.name))?
+                            self.expect_kind(pc, op, *a, *k, format_args!("argument {} of @vm.{}", i + 1, sig.name))?
                         }
                         None => {
                             if self.arg_kind(*a).is_none() {
@@ -841,7 +849,7 @@ impl<'m> FuncVerifier<'m> {
             }
             Instr::Ret { list, nvals } => {
                 for (i, (a, t)) in f.args[list as usize..][..nvals as usize].iter().zip(&f.results).enumerate() {
-                    self.expect_kind(pc, i, *a, t.kind(), &format!("result {} of @{}", i + 1, f.name))?;
+                    self.expect_kind(pc, i, *a, t.kind(), format_args!("result {} of @{}", i + 1, f.name))?;
                 }
             }
             Instr::BrIf { cond, .. } => self.expect_kind(pc, 0, reg(cond), Kind::Int, "the branch condition")?,
@@ -1198,25 +1206,30 @@ impl FuncVerifier<'_> {
             return Ok(());
         }
         let shapes = self.static_shapes();
-        let const_values: Vec<Option<HostTensor>> = self
-            .m
-            .consts
-            .iter()
-            .map(|c| match &c.data {
-                // Only integer constants can be shape-like; float weights are not copied.
-                ConstData::Bytes(b) if !c.dtype.is_float() => HostTensor::new(c.dtype, c.shape.clone(), b.clone()).ok(),
-                _ => None,
-            })
-            .collect();
+        let const_values: &[Option<HostTensor>] = self.const_values.get_or_init(|| {
+            self.m
+                .consts
+                .iter()
+                .map(|c| match &c.data {
+                    // Only integer constants can be shape-like; float weights are not copied.
+                    ConstData::Bytes(b) if !c.dtype.is_float() => {
+                        HostTensor::new(c.dtype, c.shape.clone(), b.clone()).ok()
+                    }
+                    _ => None,
+                })
+                .collect()
+        });
         let empty = crate::ops::Attrs::default();
+        let mut infos = Vec::new();
+        // Per operand: Some(true) for a texture, None when the scope is unknown.
+        let mut scopes: Vec<Option<bool>> = Vec::new();
         'calls: for (pc, ins) in f.code.iter().enumerate() {
             let Instr::CallOp { op, list, attrs, nout, nin } = *ins else { continue };
             let def = OPS[op.0 as usize];
             let attrs = if attrs == 0 { &empty } else { &self.m.attrs[attrs as usize - 1] };
             let items = &f.args[list as usize..][..nin as usize + nout as usize];
-            let mut infos = Vec::with_capacity(nin as usize);
-            // Per operand: Some(true) for a texture, None when the scope is unknown.
-            let mut scopes: Vec<Option<bool>> = Vec::with_capacity(items.len());
+            infos.clear();
+            scopes.clear();
             for a in &items[..nin as usize] {
                 infos.push(match a.kind() {
                     ArgKind::None => {
