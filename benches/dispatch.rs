@@ -1,61 +1,62 @@
-//! Interpreter overhead: a bare builtin call, an empty invocation, and the
-//! alloc_storage + alloc_tensor + kill triple on the host device (steady state: pool hits).
-//! `cargo bench --bench dispatch`; per-element figures are time / elements.
+//! Interpreter dispatch: nanoseconds per instruction of cheap instructions, straight-line
+//! and in a loop. `cargo bench --bench dispatch`; each benchmark's throughput is its count
+//! of executed instructions, so criterion's `elem/s` inverts to ns per instruction.
+//!
+//! * `straight/nop`: 10,000 `call @vm.nop()` (the bare builtin call, TVM's reference is
+//!   `vm.builtin.null_value` at 27 ns);
+//! * `straight/iadd`: 10,000 `%a = call @vm.iadd(%a, 1)` (read, add with overflow check, write);
+//! * `loop/iadd_ilt_br_if`: a counted loop of 10,000 iterations, three instructions each.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use rxvm_vm::builder::{ModuleBuilder, Operand};
-use rxvm_vm::types::{DType, Scope};
-use rxvm_vm::Vm;
+use rxvm::vm::{HostValue, Vm};
 use std::sync::Arc;
 
-const N: u64 = 10_000;
+const N: usize = 10_000;
 
-/// `main()`: `n` straight-line calls of `@vm.nop`, then `ret`.
-fn nops(n: u64) -> rxvm_vm::Module {
-    let mut mb = ModuleBuilder::new("nops");
-    let mut f = mb.function("main", vec![], vec![]);
-    for _ in 0..n {
-        f.call_builtin("nop", &[]).expect("nop exists");
-    }
-    f.ret(&[]);
-    mb.add_function(f);
-    mb.build().expect("valid")
+fn vm(text: &str) -> Vm {
+    let module = rxvm_asm::assemble(text, "bench.rxa").unwrap_or_else(|d| panic!("{}", d.render()));
+    Vm::host(Arc::new(module)).expect("a VM")
 }
 
-/// `main()`: `n` unrolled alloc_storage / alloc_tensor / kill / kill sequences.
-fn triples(n: u64) -> rxvm_vm::Module {
-    let mut mb = ModuleBuilder::new("triples");
-    let mut f = mb.function("main", vec![], vec![]);
-    for _ in 0..n {
-        let s = f.alloc_storage(Operand::Int(4096), None, 0, Scope::Global);
-        let t = f.alloc_tensor(s, Operand::Int(0), DType::F32, &[Operand::Int(1024)], Scope::Global);
-        f.kill(t);
-        f.kill(s);
+fn straight(body: &str, ret: &str) -> String {
+    let mut t = format!("module straight\n\nfunc @main() -> {ret} {{\n  %a = int 0\n");
+    for _ in 0..N {
+        t.push_str(body);
     }
-    f.ret(&[]);
-    mb.add_function(f);
-    mb.build().expect("valid")
-}
-
-fn empty() -> rxvm_vm::Module {
-    let mut mb = ModuleBuilder::new("empty");
-    let mut f = mb.function("main", vec![], vec![]);
-    f.ret(&[]);
-    mb.add_function(f);
-    mb.build().expect("valid")
+    t.push_str(if ret == "int" { "  ret %a\n}\n" } else { "  ret\n}\n" });
+    t
 }
 
 fn bench(c: &mut Criterion) {
-    let mut g = c.benchmark_group("dispatch");
-    g.throughput(Throughput::Elements(N));
-    let mut vm = Vm::host(Arc::new(nops(N))).expect("vm");
-    g.bench_function("builtin_nop_call", |b| b.iter(|| vm.invoke("main", &[]).expect("runs")));
-    let mut vm = Vm::host(Arc::new(triples(N))).expect("vm");
-    vm.invoke("main", &[]).expect("warm the pool");
-    g.bench_function("alloc_storage_tensor_kill_triple", |b| b.iter(|| vm.invoke("main", &[]).expect("runs")));
+    let mut g = c.benchmark_group("straight");
+    // 1 int + N calls + ret.
+    g.throughput(Throughput::Elements(N as u64 + 2));
+    let mut nop = vm(&straight("  call @vm.nop()\n", "()"));
+    g.bench_function("nop", |b| b.iter(|| nop.invoke("main", &[]).expect("runs")));
+    let mut iadd = vm(&straight("  %a = call @vm.iadd(%a, 1)\n", "int"));
+    assert_eq!(iadd.invoke("main", &[]).expect("runs"), [HostValue::Int(N as i64)]);
+    g.bench_function("iadd", |b| b.iter(|| iadd.invoke("main", &[]).expect("runs")));
     g.finish();
-    let mut vm = Vm::host(Arc::new(empty())).expect("vm");
-    c.bench_function("empty_invocation", |b| b.iter(|| vm.invoke("main", &[]).expect("runs")));
+
+    let mut g = c.benchmark_group("loop");
+    // 2 setup instructions, 3 per iteration, 1 ret.
+    g.throughput(Throughput::Elements(3 * N as u64 + 3));
+    let mut looped = vm("module looped
+
+func @main(%n: int) -> int {
+  %i = int 0
+loop:
+  %i = call @vm.iadd(%i, 1)
+  %more = call @vm.ilt(%i, %n)
+  br_if %more, loop, done
+done:
+  ret %i
+}
+");
+    let n = [HostValue::Int(N as i64)];
+    assert_eq!(looped.invoke("main", &n).expect("runs"), [HostValue::Int(N as i64)]);
+    g.bench_function("iadd_ilt_br_if", |b| b.iter(|| looped.invoke("main", &n).expect("runs")));
+    g.finish();
 }
 
 criterion_group!(benches, bench);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up what the tests need and runs every check CI runs: the three OpenCL runtimes
 # (PoCL, Intel CPU, Oclgrind), ONNX's test data (from the onnx wheel), formatting, clippy with warnings as errors, the whole test
-# suite on the host and on each OpenCL platform, and a build of the benchmarks.
+# suite on the host and on each OpenCL platform, and one run of each benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,5 +35,5 @@ for device in host opencl:intel opencl:pocl; do
   printf '%-14s ' "$device"
   ./target/debug/rxvm conformance "$onnx_data/pytorch-converted" "$onnx_data/pytorch-operator" --device "$device" | tail -n 1
 done
-echo "== cargo bench --no-run"
-cargo bench --workspace --locked --no-run
+echo "== cargo bench -- --test (each benchmark once: they build, run and check their results)"
+cargo bench --workspace --locked --bench '*' -- --test

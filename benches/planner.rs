@@ -1,4 +1,4 @@
-//! Memory planner benchmarks: `cargo bench --bench plan` (a few minutes; `-- <filter>` for a part).
+//! Memory planner benchmarks: `cargo bench --bench planner` (a few minutes; `-- <filter>` for a part).
 //!
 //! * `minimalloc_fit/<A..K>`: the exact search answering MiniMalloc's question on its 11
 //!   challenging instances, "do they fit in 1,048,576 bytes?" (they all do);
