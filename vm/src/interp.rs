@@ -130,6 +130,24 @@ enum OperandKey {
     Tensor { dtype: DType, shape: SmallVec<[i64; 4]>, value: Option<Vec<u8>> },
 }
 
+/// A returning function's values as the caller of [`Vm::exec`] takes them (`SmallVec`'s
+/// `into_vec` costs a collect even when there is nothing to move).
+fn into_results(vals: SmallVec<[Value; 2]>) -> Vec<Value> {
+    if vals.is_empty() {
+        Vec::new()
+    } else {
+        vals.into_vec()
+    }
+}
+
+/// The error for an operator call whose output view is in a constant, if any.
+fn refuse_constant_outputs(def: &crate::ops::OpDef, outputs: &[Option<Rc<View>>]) -> Step<()> {
+    match outputs.iter().position(|v| v.as_ref().is_some_and(|v| v.storage.is_constant())) {
+        Some(i) => fault(format!("@onnx.{} cannot write output {} into a constant", def.name, i + 1)),
+        None => Ok(()),
+    }
+}
+
 /// True for inputs whose values shape inference may read (on OpenCL devices only these
 /// are read back for it).
 fn inference_reads_value(v: &View) -> bool {
@@ -1056,13 +1074,13 @@ impl Vm {
                     Ok(vals) => {
                         self.regs.truncate(base);
                         let Some(done) = self.frames.pop() else {
-                            break Ok(Exit::Returned(if vals.is_empty() { Vec::new() } else { vals.into_vec() }));
+                            break Ok(Exit::Returned(into_results(vals)));
                         };
                         if self.frames.len() == depth0 {
-                            break Ok(Exit::Returned(if vals.is_empty() { Vec::new() } else { vals.into_vec() }));
+                            break Ok(Exit::Returned(into_results(vals)));
                         }
                         let Some(top) = self.frames.last() else {
-                            break Ok(Exit::Returned(if vals.is_empty() { Vec::new() } else { vals.into_vec() }));
+                            break Ok(Exit::Returned(into_results(vals)));
                         };
                         fid = top.func as usize;
                         f = &m.funcs[fid];
@@ -1432,18 +1450,16 @@ impl Vm {
             .get(&site)
             .filter(|o| o.matches(inputs, &host_in, outputs))
             .map(|o| o.inferred.clone());
-        if memo.is_some() && noop && !views.iter().flatten().any(|v| v.scope.is_texture()) {
-            return match outputs.iter().position(|v| v.as_ref().is_some_and(|v| v.storage.is_constant())) {
-                Some(i) => fault(format!("@onnx.{} cannot write output {} into a constant", def.name, i + 1)),
-                None => Ok(()),
-            };
+        let textured = views.iter().flatten().any(|v| v.scope.is_texture());
+        if memo.is_some() && noop && !textured {
+            return refuse_constant_outputs(def, outputs);
         }
         if memo.is_none() {
             // First call here, or new operand types: read the small constants too.
             for (h, v) in host_in.iter_mut().zip(inputs) {
                 if let (None, Some(v)) = (&h, v) {
                     if inference_reads_value(v) {
-                        *h = Some(read_view(v).map_err(io_err)?);
+                        *h = Some(self.read_recycled(v).map_err(io_err)?);
                     }
                 }
             }
@@ -1453,19 +1469,13 @@ impl Vm {
             .zip(host_in.iter())
             .map(|(v, h)| v.as_ref().map(|v| TensorInfo { dtype: v.dtype, shape: &v.shape, value: h.as_ref() }))
             .collect();
-        if views.iter().flatten().any(|v| v.scope.is_texture()) {
+        if textured {
             return self
                 .op_call_blocked(&OpCall { dev, def, inputs, outputs, infos: &infos, host_in: &host_in, attrs }, noop);
         }
         if let Some(inferred) = memo {
-            for (i, v) in outputs.iter().enumerate() {
-                if v.as_ref().is_some_and(|v| v.storage.is_constant()) {
-                    return fault(format!("@onnx.{} cannot write output {} into a constant", def.name, i + 1));
-                }
-            }
-            if noop {
-                return Ok(());
-            }
+            // (With no-op kernels a remembered call returned above.)
+            refuse_constant_outputs(def, outputs)?;
             return self
                 .run_op(&OpCall { dev, def, inputs, outputs, infos: &infos, host_in: &host_in, attrs }, &inferred);
         }
