@@ -7,10 +7,10 @@ use crate::host_tensor::{format_nested, load_f64, load_i64, store_f64, store_i64
 use crate::memory::View;
 use crate::opencl::{ClDevice, KernelArg, ViewKind};
 use crate::ops::texture_cl::BlockedSide;
+use crate::shared::Shared;
 use crate::types::{DType, Scope};
 use crate::value::Value;
 use std::io::Write;
-use std::rc::Rc;
 
 /// A builtin's failure: the message (the interpreter adds where).
 pub type Fail = Box<String>;
@@ -183,7 +183,7 @@ fn put(v: &View, i: u64, b: &[u8; 8]) {
     unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), v.elem_ptr(i), v.dtype.size()) };
 }
 
-fn writable<'a>(name: &str, v: &'a Rc<View>) -> Result<&'a Rc<View>, Fail> {
+fn writable<'a>(name: &str, v: &'a Shared<View>) -> Result<&'a Shared<View>, Fail> {
     if v.storage.is_constant() {
         return fail(format!("@vm.{name} cannot write to a constant tensor"));
     }
@@ -217,7 +217,7 @@ fn as_float(v: &Value) -> f64 {
     }
 }
 
-fn as_tensor(v: &Value) -> Result<&Rc<View>, Fail> {
+fn as_tensor(v: &Value) -> Result<&Shared<View>, Fail> {
     match v {
         Value::Tensor(t) => Ok(t),
         other => fail(format!("expected a tensor, found {}", other.describe())),

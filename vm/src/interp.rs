@@ -11,6 +11,7 @@ use crate::io::{copy_view, storage_requirements, Copies, Direction, Fallback, Io
 use crate::memory::{DeviceSpec, Ledger, Runtime, Site, Stats, Storage, View};
 use crate::module::{ConstData, Function, Literal, Module};
 use crate::ops::{Attrs, TensorInfo};
+use crate::shared::Shared;
 use crate::types::{DType, ImageLayout, Scope, Type};
 use crate::value::Value;
 use rustc_hash::FxHashMap;
@@ -87,7 +88,7 @@ fn fault<T>(message: String) -> Step<T> {
 pub struct Vm {
     module: Arc<Module>,
     rt: Rc<Runtime>,
-    consts: Vec<Rc<View>>,
+    consts: Vec<Shared<View>>,
     pub(crate) regs: Vec<Value>,
     pub(crate) frames: Vec<Frame>,
     pub limits: Limits,
@@ -106,7 +107,13 @@ pub struct Vm {
     pub(crate) debug: Option<crate::debug::DebugRun>,
     /// Instructions typed at a REPL prompt: sites are [`Site::PROMPT`].
     prompt: bool,
+    /// Function ids by name, for modules with more than [`LINEAR_LOOKUP`] functions (a
+    /// linear scan of a compiled model's few functions is faster than hashing the name).
+    func_index: FxHashMap<Box<str>, FuncId>,
 }
+
+/// Up to this many functions, [`Vm::invoke`] finds its function by a linear scan.
+const LINEAR_LOOKUP: usize = 8;
 
 /// What an operator call site inferred for the operands it saw last. Inference depends
 /// only on the operands' dtypes and shapes and on the values of the small inputs (the ones
@@ -134,6 +141,8 @@ enum OperandKey {
 /// `into_vec` costs a collect even when there is nothing to move).
 fn into_results(vals: SmallVec<[Value; 2]>) -> Vec<Value> {
     if vals.is_empty() {
+        // Nothing to drop: skip the `SmallVec`'s drop loop.
+        std::mem::forget(vals);
         Vec::new()
     } else {
         vals.into_vec()
@@ -141,7 +150,7 @@ fn into_results(vals: SmallVec<[Value; 2]>) -> Vec<Value> {
 }
 
 /// The error for an operator call whose output view is in a constant, if any.
-fn refuse_constant_outputs(def: &crate::ops::OpDef, outputs: &[Option<Rc<View>>]) -> Step<()> {
+fn refuse_constant_outputs(def: &crate::ops::OpDef, outputs: &[Option<Shared<View>>]) -> Step<()> {
     match outputs.iter().position(|v| v.as_ref().is_some_and(|v| v.storage.is_constant())) {
         Some(i) => fault(format!("@onnx.{} cannot write output {} into a constant", def.name, i + 1)),
         None => Ok(()),
@@ -184,9 +193,9 @@ impl OperandKey {
 impl OpMemo {
     fn matches(
         &self,
-        inputs: &[Option<Rc<View>>],
+        inputs: &[Option<Shared<View>>],
         host_in: &[Option<HostTensor>],
-        outputs: &[Option<Rc<View>>],
+        outputs: &[Option<Shared<View>>],
     ) -> bool {
         self.inputs.len() == inputs.len()
             && self.outputs.len() == outputs.len()
@@ -209,8 +218,8 @@ struct OpCall<'a> {
     /// The OpenCL device the operands live on; `None` on the host.
     dev: Option<&'a crate::opencl::ClDevice>,
     def: &'a crate::ops::OpDef,
-    inputs: &'a [Option<Rc<View>>],
-    outputs: &'a [Option<Rc<View>>],
+    inputs: &'a [Option<Shared<View>>],
+    outputs: &'a [Option<Shared<View>>],
     infos: &'a [Option<TensorInfo<'a>>],
     /// Host copies of the inputs the call reads on the host.
     host_in: &'a [Option<HostTensor>],
@@ -311,8 +320,8 @@ impl<T: AsHostTensor> Drop for Recycled<'_, T> {
 
 /// A storage parameter the VM replaced with its own (see [`crate::io`]).
 pub(crate) struct Substitute {
-    caller: Rc<Storage>,
-    ours: Rc<Storage>,
+    caller: Shared<Storage>,
+    ours: Shared<Storage>,
     /// The caller's storage can take the results (it was only on the wrong device).
     copy_back: bool,
 }
@@ -361,7 +370,6 @@ impl Vm {
             consts.push(view);
         }
         Ok(Vm {
-            module,
             rt,
             consts,
             regs: Vec::new(),
@@ -375,6 +383,12 @@ impl Vm {
             storage_needs: Vec::new(),
             debug: None,
             prompt: false,
+            func_index: if module.funcs.len() > LINEAR_LOOKUP {
+                module.funcs.iter().enumerate().map(|(i, f)| (f.name.as_str().into(), FuncId(i as u32))).collect()
+            } else {
+                FxHashMap::default()
+            },
+            module,
         })
     }
 
@@ -532,16 +546,25 @@ impl Vm {
         Arc::as_ptr(&self.module)
     }
 
+    #[inline]
     fn func_id(&self, func: &str) -> Result<FuncId, VmError> {
-        self.module.func_by_name(func).ok_or_else(|| {
-            let names: Vec<String> = self.module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
-            VmError::api(format!(
-                "no function @{} in module `{}`; it has: {}",
-                func.trim_start_matches('@'),
-                self.module.name,
-                names.join(", ")
-            ))
-        })
+        let found = if self.func_index.is_empty() {
+            self.module.func_by_name(func)
+        } else {
+            self.func_index.get(func.strip_prefix('@').unwrap_or(func)).copied()
+        };
+        found.ok_or_else(|| self.no_such_function(func))
+    }
+
+    #[cold]
+    fn no_such_function(&self, func: &str) -> VmError {
+        let names: Vec<String> = self.module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
+        VmError::api(format!(
+            "no function @{} in module `{}`; it has: {}",
+            func.trim_start_matches('@'),
+            self.module.name,
+            names.join(", ")
+        ))
     }
 
     /// The arguments of `id` from host values for its non-storage parameters: each storage
@@ -607,11 +630,11 @@ impl Vm {
     /// A buffer view of `st` at `offset` (bounds checked).
     fn placed_view(
         &self,
-        st: &Rc<Storage>,
+        st: &Shared<Storage>,
         offset: u64,
         dtype: crate::types::DType,
         shape: &[i64],
-    ) -> Result<Rc<View>, String> {
+    ) -> Result<Shared<View>, String> {
         let bytes = crate::types::dense_bytes(dtype, shape).ok_or("the tensor's size overflows")?;
         if offset.checked_add(bytes).is_none_or(|end| end > st.size) {
             return Err(format!(
@@ -712,8 +735,11 @@ impl Vm {
         let base = self.regs.len();
         let depth = self.frames.len();
         let r = self.run(m, id, args);
-        self.regs.truncate(base);
-        self.frames.truncate(depth);
+        // On success `exec` has already popped the frame; after an error it has not.
+        self.truncate_regs(base);
+        if self.frames.len() > depth {
+            self.frames.truncate(depth);
+        }
         let out = r?;
         self.finish_results(m, id, &subs, out)
     }
@@ -842,7 +868,7 @@ impl Vm {
                     let sname = f.reg_name(Reg(p.storage));
                     let reason = if let Some(r) = unreadable {
                         r
-                    } else if !Rc::ptr_eq(&v.storage, st) {
+                    } else if !Shared::ptr_eq(&v.storage, st) {
                         // Elsewhere, it cannot be overwritten by the function's tensors in
                         // %sname: read it in place; only the planned saving is lost.
                         self.fallback(
@@ -893,7 +919,7 @@ impl Vm {
     fn copy_back(&mut self, f: &Function, subs: &[Substitute], out: &mut [Value]) -> Result<(), String> {
         for (i, v) in out.iter_mut().enumerate() {
             let Value::Tensor(t) = &*v else { continue };
-            let Some(s) = subs.iter().find(|s| Rc::ptr_eq(&t.storage, &s.ours)) else { continue };
+            let Some(s) = subs.iter().find(|s| Shared::ptr_eq(&t.storage, &s.ours)) else { continue };
             if !s.copy_back || t.scope != Scope::Global {
                 continue;
             }
@@ -951,9 +977,15 @@ impl Vm {
     pub(crate) fn push_entry(&mut self, m: &Module, entry: FuncId, args: Vec<Value>) {
         let f = &m.funcs[entry.0 as usize];
         let base = self.regs.len();
-        self.regs.resize(base + f.num_regs as usize, Value::Null);
-        for (i, v) in args.into_iter().enumerate() {
-            self.regs[base + i] = v;
+        // The guards skip calls that do nothing: an empty invocation is a few dozen
+        // instructions, and each no-op `resize`, drop loop or iterator drop was a tenth more.
+        if f.num_regs > 0 {
+            self.regs.resize(base + f.num_regs as usize, Value::Null);
+        }
+        if !args.is_empty() {
+            for (i, v) in args.into_iter().enumerate() {
+                self.regs[base + i] = v;
+            }
         }
         self.frames.push(Frame { func: entry.0, pc: 0, base, ret_list: 0, ret_ndst: 0 });
     }
@@ -1072,7 +1104,7 @@ impl Vm {
                 Instr::Ret { list, nvals } => match self.collect_results(m, f, base, list, nvals) {
                     Err(e) => Err(e),
                     Ok(vals) => {
-                        self.regs.truncate(base);
+                        self.truncate_regs(base);
                         let Some(done) = self.frames.pop() else {
                             break Ok(Exit::Returned(into_results(vals)));
                         };
@@ -1126,6 +1158,14 @@ impl Vm {
             }
             self.error_at(m, fid, pc, *e)
         })
+    }
+
+    /// `regs.truncate(base)`, without the call into the drop loop when nothing is above `base`.
+    #[inline(always)]
+    fn truncate_regs(&mut self, base: usize) {
+        if self.regs.len() > base {
+            self.regs.truncate(base);
+        }
     }
 
     // Always inlined: an out-of-line call passes the value through memory, and the callee's
@@ -1196,7 +1236,7 @@ impl Vm {
             }
             global.push(g as usize);
         }
-        let tensors: SmallVec<[&Rc<View>; 6]> =
+        let tensors: SmallVec<[&Shared<View>; 6]> =
             vals.iter().filter_map(|v| if let Value::Tensor(t) = v { Some(t) } else { None }).collect();
         let state = match tensors.first() {
             Some(t) => t.storage.device_state(),
@@ -1256,8 +1296,8 @@ impl Vm {
         &self,
         dev: &crate::opencl::ClDevice,
         def: &crate::ops::OpDef,
-        inputs: &[Option<Rc<View>>],
-        outputs: &[Option<Rc<View>>],
+        inputs: &[Option<Shared<View>>],
+        outputs: &[Option<Shared<View>>],
         infos: &[Option<TensorInfo>],
         attrs: &Attrs,
     ) -> Step<()> {
@@ -1267,7 +1307,7 @@ impl Vm {
                 def.name, dev.caps.name
             ));
         };
-        let as_cl = |v: &Rc<View>| -> Step<crate::ops::cl::ClTensor> {
+        let as_cl = |v: &Shared<View>| -> Step<crate::ops::cl::ClTensor> {
             match crate::ops::cl::ClTensor::of_view(v) {
                 Some(t) => Ok(t),
                 None => fault(format!(
@@ -1317,7 +1357,7 @@ impl Vm {
                 v.scope
             ));
         }
-        let textured = |v: &Option<Rc<View>>| v.as_ref().is_some_and(|v| v.scope == Scope::Texture);
+        let textured = |v: &Option<Shared<View>>| v.as_ref().is_some_and(|v| v.scope == Scope::Texture);
         let tin: SmallVec<[bool; 6]> = inputs.iter().map(textured).collect();
         let tout: SmallVec<[Option<bool>; 3]> =
             outputs.iter().map(|v| v.as_ref().map(|v| v.scope == Scope::Texture)).collect();
@@ -1356,7 +1396,7 @@ impl Vm {
             let b = blocked::block(&outs[0]).map_err(bx)?;
             return write_view(y, &b.data).map_err(|e| Box::new(Fault { message: *e, notes: vec![] }));
         };
-        let handle = |v: &Rc<View>| v.cl.ok_or_else(|| format!("internal: {} has no device handle", v.id));
+        let handle = |v: &Shared<View>| v.cl.ok_or_else(|| format!("internal: {} has no device handle", v.id));
         let y_mem = handle(y).map_err(bx)?.mem;
         let mut ins = Vec::with_capacity(inputs.len());
         for (v, l) in inputs.iter().zip(&call.logical_in) {
@@ -1406,7 +1446,7 @@ impl Vm {
         let empty = Attrs::default();
         let attrs = if attrs == 0 { &empty } else { &m.attrs[attrs as usize - 1] };
         let items = &f.args[list as usize..][..nin as usize + nout as usize];
-        let mut views: SmallVec<[Option<Rc<View>>; 6]> = SmallVec::new();
+        let mut views: SmallVec<[Option<Shared<View>>; 6]> = SmallVec::new();
         for a in items {
             views.push(match a.kind() {
                 ArgKind::None => None,
@@ -1556,18 +1596,21 @@ impl Vm {
         crate::exec::read_view_into(v, buf)
     }
 
-    #[inline]
+    /// An int operand; the common case (an int is there) is inlined, errors are not.
+    #[inline(always)]
     fn read_int(&self, m: &Module, f: &Function, base: usize, a: Arg) -> Step<i64> {
-        match a.kind() {
-            ArgKind::Imm(v) => Ok(v as i64),
-            ArgKind::Reg(r) => match &self.regs[base + r.0 as usize] {
-                Value::Int(v) => Ok(*v),
-                _ => self.read_reg(f, base, r).and_then(|v| fault(format!("expected an int, found {}", v.describe()))),
-            },
-            _ => match self.read(m, f, base, a)? {
-                Value::Int(v) => Ok(v),
-                v => fault(format!("expected an int, found {}", v.describe())),
-            },
+        match self.int_operand(m, base, a) {
+            Some(v) => Ok(v),
+            None => self.read_int_slow(m, f, base, a),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn read_int_slow(&self, m: &Module, f: &Function, base: usize, a: Arg) -> Step<i64> {
+        match self.read(m, f, base, a)? {
+            Value::Int(v) => Ok(v),
+            v => fault(format!("expected an int, found {}", v.describe())),
         }
     }
 
@@ -1842,6 +1885,9 @@ impl Vm {
     #[inline]
     fn collect_results(&self, m: &Module, f: &Function, base: usize, list: u32, n: u16) -> Step<SmallVec<[Value; 2]>> {
         let mut vals = SmallVec::new();
+        if n == 0 {
+            return Ok(vals);
+        }
         for (i, a) in f.args[list as usize..][..n as usize].iter().enumerate() {
             let v = self.read(m, f, base, *a)?;
             if let Err(msg) = check_type(&v, &f.results[i]) {

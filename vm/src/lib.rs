@@ -36,6 +36,7 @@ pub mod memory;
 pub mod module;
 pub mod opencl;
 pub mod ops;
+pub mod shared;
 pub mod types;
 pub mod value;
 pub mod verify;

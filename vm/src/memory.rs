@@ -1,15 +1,17 @@
 //! Storages, views and the allocation ledger.
 //!
-//! A [`Storage`] owns device memory and is reference counted (`Rc`); a [`View`] holds its
+//! A [`Storage`] owns device memory and is reference counted ([`Shared`]); a [`View`] holds its
 //! storage, so a storage lives while any register or view refers to it. When the last
 //! reference dies the memory goes back to its device's pool and the ledger forgets it.
 
 use crate::device::{AllocSource, DeviceCaps, HostBlock, HostPool};
 use crate::opencl::{ClBlock, ClDevice, ClDeviceInfo, ClView, ViewKind};
+use crate::shared::Shared;
 use crate::types::{DType, ImageLayout, Scope};
 use smallvec::SmallVec;
 use std::cell::{Cell, RefCell};
-use std::rc::{Rc, Weak};
+use std::ptr::NonNull;
+use std::rc::Rc;
 
 /// The instruction that created an object: function index and instruction index.
 /// `func == u32::MAX` marks objects made by the embedding API (inputs, constants).
@@ -211,9 +213,10 @@ impl<T> Slab<T> {
 }
 
 /// Counters of every storage and view, and with [`Ledger::track`] a table of the live ones
-/// (ids, sizes, offsets, scopes and creating instruction). The tables hold weak references,
-/// so registering an object copies nothing; the [`StorageInfo`] and [`ViewInfo`] records
-/// are built only when someone asks.
+/// (ids, sizes, offsets, scopes and creating instruction). The tables hold the objects'
+/// addresses, so registering one copies nothing; the [`StorageInfo`] and [`ViewInfo`]
+/// records are built only when someone asks. An object leaves its table in its `Drop`,
+/// before its memory is freed, so every address in a table is that of a live object.
 #[derive(Default)]
 pub struct Ledger {
     pub stats: Stats,
@@ -221,8 +224,8 @@ pub struct Ledger {
     /// (the REPL turns this on). Off by default: registering and forgetting each object
     /// costs about a fifth of an `alloc_storage` + `alloc_tensor` + `kill` triple.
     pub track: bool,
-    storages: Slab<Weak<Storage>>,
-    views: Slab<Weak<View>>,
+    storages: Slab<NonNull<Storage>>,
+    views: Slab<NonNull<View>>,
     next_storage: u64,
     next_view: u64,
 }
@@ -235,14 +238,16 @@ impl Ledger {
 
     /// Live storages, oldest first (created while [`Ledger::track`] was on).
     pub fn storages(&self) -> Vec<StorageInfo> {
-        let mut v: Vec<_> = self.storages.iter().filter_map(Weak::upgrade).map(|s| s.info()).collect();
+        // SAFETY: the table holds live objects only (see the type's docs).
+        let mut v: Vec<_> = self.storages.iter().map(|s| unsafe { s.as_ref() }.info()).collect();
         v.sort_by_key(|s| s.id);
         v
     }
 
     /// Live views, oldest first (created while [`Ledger::track`] was on).
     pub fn views(&self) -> Vec<ViewInfo> {
-        let mut v: Vec<_> = self.views.iter().filter_map(Weak::upgrade).map(|v| v.info()).collect();
+        // SAFETY: the table holds live objects only (see the type's docs).
+        let mut v: Vec<_> = self.views.iter().map(|v| unsafe { v.as_ref() }.info()).collect();
         v.sort_by_key(|s| s.id);
         v
     }
@@ -330,7 +335,7 @@ impl Storage {
         scope: Scope,
         site: Site,
         constant: bool,
-    ) -> Result<Rc<Storage>, AllocError> {
+    ) -> Result<Shared<Storage>, AllocError> {
         let Some(dev) = rt.devices.get(device as usize) else {
             return Err(AllocError::NoDevice { device, count: rt.devices.len() });
         };
@@ -398,11 +403,7 @@ impl Storage {
             rt: rt.clone(),
             writes: RefCell::default(),
         };
-        Ok(if l.track {
-            Rc::new_cyclic(|me| storage(l.storages.insert(me.clone())))
-        } else {
-            Rc::new(storage(UNTRACKED))
-        })
+        Ok(Shared::new_at(|at| storage(if l.track { l.storages.insert(at) } else { UNTRACKED })))
     }
 
     /// Bytes of the device block behind the storage (its size class; at least `size`).
@@ -489,7 +490,7 @@ impl Drop for Storage {
 /// image view (texture scopes) whose rows are `image.row_pitch_bytes()` apart.
 pub struct View {
     pub id: u64,
-    pub storage: Rc<Storage>,
+    pub storage: Shared<Storage>,
     pub offset: u64,
     pub dtype: DType,
     pub shape: SmallVec<[i64; 4]>,
@@ -507,7 +508,7 @@ impl View {
     /// Registers a view whose geometry and device handle are ready (see [`View::make`]).
     #[allow(clippy::too_many_arguments)]
     fn new(
-        storage: Rc<Storage>,
+        storage: Shared<Storage>,
         offset: u64,
         dtype: DType,
         shape: &[i64],
@@ -516,7 +517,7 @@ impl View {
         bytes: u64,
         site: Site,
         cl: Option<ClView>,
-    ) -> Rc<View> {
+    ) -> Shared<View> {
         let rt = storage.rt.clone();
         let mut l = rt.ledger.borrow_mut();
         let id = l.next_view;
@@ -536,11 +537,7 @@ impl View {
             site,
             slot,
         };
-        if l.track {
-            Rc::new_cyclic(|me| view(l.views.insert(me.clone())))
-        } else {
-            Rc::new(view(UNTRACKED))
-        }
+        Shared::new_at(|at| view(if l.track { l.views.insert(at) } else { UNTRACKED }))
     }
 
     /// The view as the ledger reports it.
@@ -671,7 +668,7 @@ impl View {
     /// sub-buffer or an image, cached on the storage's block) on OpenCL devices.
     #[allow(clippy::too_many_arguments)]
     pub fn make(
-        storage: Rc<Storage>,
+        storage: Shared<Storage>,
         offset: u64,
         dtype: DType,
         shape: &[i64],
@@ -679,7 +676,7 @@ impl View {
         image: Option<ImageLayout>,
         bytes: u64,
         site: Site,
-    ) -> Result<Rc<View>, String> {
+    ) -> Result<Shared<View>, String> {
         let cl = match (storage.device_state().cl(), storage.cl_block()) {
             (Some(dev), Some(block)) => Some(dev.view(block, offset, dtype, image.as_ref())?),
             _ => None,
@@ -687,3 +684,6 @@ impl View {
         Ok(View::new(storage, offset, dtype, shape, scope, image, bytes, site, cl))
     }
 }
+
+crate::recycled!(Storage);
+crate::recycled!(View);

@@ -1,6 +1,7 @@
 //! Register values.
 
 use crate::memory::{Storage, View};
+use crate::shared::Shared;
 use crate::types::Kind;
 use std::rc::Rc;
 
@@ -14,8 +15,8 @@ pub enum Value {
     Int(i64),
     Float(f64),
     Shape(Rc<[i64]>),
-    Storage(Rc<Storage>),
-    Tensor(Rc<View>),
+    Storage(Shared<Storage>),
+    Tensor(Shared<View>),
 }
 
 impl Value {
