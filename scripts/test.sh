@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up what the tests need and runs every check CI runs: the three OpenCL runtimes
-# (PoCL, Intel CPU, Oclgrind), ONNX's test data (from the onnx wheel), formatting, clippy with warnings as errors, the whole test
+# (PoCL, Intel CPU, Oclgrind), valgrind, ONNX's test data (from the onnx wheel), formatting, clippy with warnings as errors, the whole test
 # suite on the host and on each OpenCL platform, and one run of each benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +17,18 @@ source scripts/opencl-env.sh
 # In CI a missing platform fails the OpenCL tests instead of skipping them.
 if [ "${CI:-}" = "true" ]; then
   export RXVM_REQUIRE_OPENCL="${RXVM_REQUIRE_OPENCL:-pocl,intel,oclgrind}"
+fi
+
+echo "== valgrind (tests/leaks.rs runs the host device under memcheck)"
+if ! command -v valgrind >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get install -y -qq valgrind >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq valgrind; }) >/dev/null
+  else
+    echo "valgrind is missing: install it to run the leak check (tests/leaks.rs skips it)"
+  fi
+fi
+if [ "${CI:-}" = "true" ]; then
+  export RXVM_REQUIRE_VALGRIND=1
 fi
 
 echo "== ONNX test data"

@@ -229,6 +229,10 @@ pub struct RunArgs {
     /// Stop with an error beyond this call depth.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub max_call_depth: usize,
+    /// Stop with an error when an allocation would make more than SIZE bytes live on the
+    /// device (constants included), e.g. `64M`.
+    #[arg(long, value_name = "SIZE", value_parser = parse_byte_size)]
+    pub max_live_bytes: Option<u64>,
     /// Check every operator and kernel call, but skip its work: measures the VM's own cost
     /// (results are meaningless; combine with --quiet and --stats).
     #[arg(long)]
@@ -755,6 +759,7 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
     let mut vm = Vm::with_devices(module.clone(), vec![spec]).map_err(|e| e.to_string())?;
     vm.limits.max_instructions = a.max_instructions;
     vm.limits.max_call_depth = a.max_call_depth;
+    vm.limits.max_live_bytes = a.max_live_bytes;
     if a.noop_kernels {
         vm.kernels = rxvm_vm::Kernels::Noop;
     }
@@ -806,4 +811,10 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
         print_stats(&mut out, fmt, &vm, p.plan.as_ref()).map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// A byte count for clap: `4096`, `64K`, `16M`, `1G`.
+fn parse_byte_size(s: &str) -> Result<u64, String> {
+    rxvm_vm::device::parse_size(s)
+        .ok_or_else(|| format!("expected a byte count such as 4096, 64K, 16M or 1G, found `{s}`"))
 }

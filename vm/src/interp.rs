@@ -27,11 +27,15 @@ pub struct Limits {
     pub max_call_depth: usize,
     /// Instructions per invocation; `None` for no limit.
     pub max_instructions: Option<u64>,
+    /// Bytes of storage live at once on each device: everything live there, the module's
+    /// constants, inputs and the VM's copies included, but not blocks cached in the pool.
+    /// `None`: no limit beyond the device's own memory.
+    pub max_live_bytes: Option<u64>,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_call_depth: 10_000, max_instructions: None }
+        Limits { max_call_depth: 10_000, max_instructions: None, max_live_bytes: None }
     }
 }
 
@@ -504,6 +508,7 @@ impl Vm {
     /// and writes placed inputs straight into their storage (no copy beyond the upload).
     pub fn invoke(&mut self, func: &str, args: &[HostValue]) -> Result<Vec<HostValue>, VmError> {
         let id = self.func_id(func)?;
+        self.apply_live_limit();
         let start = self.copies_now();
         self.io.fallbacks.clear();
         // SAFETY: see `module_ptr`; `m` does not outlive this call.
@@ -720,6 +725,7 @@ impl Vm {
     /// Invokes a function with VM values: checks arity and declared types, binds caller
     /// storages and tensors ([`crate::io`]), then runs. [`Vm::last_io`] reports the copies.
     pub fn invoke_values(&mut self, id: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
+        self.apply_live_limit();
         let start = self.copies_now();
         self.io.fallbacks.clear();
         // SAFETY: see `module_ptr`; `m` does not outlive this call.
@@ -1009,6 +1015,7 @@ impl Vm {
         let mut pc = top.pc;
         let mut count: u64 = 0;
         let limit = self.limits.max_instructions.unwrap_or(u64::MAX);
+        self.apply_live_limit();
         let result: Result<Exit, (usize, Box<Fault>)> = loop {
             if DEBUG {
                 let point = crate::debug::PausePoint {
@@ -1158,6 +1165,16 @@ impl Vm {
             }
             self.error_at(m, fid, pc, *e)
         })
+    }
+
+    /// Hands [`Limits::max_live_bytes`] to the devices, which check it on every allocation
+    /// (the field is public, so it is read again at every entry into the VM).
+    #[inline]
+    fn apply_live_limit(&self) {
+        let limit = self.limits.max_live_bytes.unwrap_or(u64::MAX);
+        for d in &self.rt.devices {
+            d.live_limit.set(limit);
+        }
     }
 
     /// `regs.truncate(base)`, without the call into the drop loop when nothing is above `base`.

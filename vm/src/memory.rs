@@ -46,6 +46,8 @@ pub struct DeviceState {
     pub backend: Backend,
     pub live_bytes: Cell<u64>,
     pub peak_bytes: Cell<u64>,
+    /// The most bytes that may be live here ([`crate::Limits::max_live_bytes`]).
+    pub live_limit: Cell<u64>,
 }
 
 impl DeviceState {
@@ -95,7 +97,13 @@ impl Runtime {
                     (d.caps.clone(), Backend::OpenCl(Box::new(d)))
                 }
             };
-            devices.push(DeviceState { caps, backend, live_bytes: Cell::new(0), peak_bytes: Cell::new(0) });
+            devices.push(DeviceState {
+                caps,
+                backend,
+                live_bytes: Cell::new(0),
+                peak_bytes: Cell::new(0),
+                live_limit: Cell::new(u64::MAX),
+            });
         }
         Ok(Rc::new(Runtime { devices, ledger: RefCell::default() }))
     }
@@ -293,6 +301,7 @@ pub enum AllocError {
     NoDevice { device: u8, count: usize },
     TooLarge { size: u64, max_alloc: u64, device: String },
     OutOfMemory { size: u64, live: u64, limit: u64, device: String },
+    LiveLimit { size: u64, live: u64, limit: u64, device: String },
     BadAlign(u64),
     AlignTooLarge { align: u64, device: String, max: u64 },
     Device(String),
@@ -311,6 +320,10 @@ impl std::fmt::Display for AllocError {
             AllocError::OutOfMemory { size, live, limit, device } => write!(
                 f,
                 "out of device memory on `{device}`: {size} more bytes with {live} live would exceed its {limit} bytes"
+            ),
+            AllocError::LiveLimit { size, live, limit, device } => write!(
+                f,
+                "live-bytes limit reached on `{device}`: {size} more bytes with {live} live would exceed the limit of {limit} bytes (raise it with --max-live-bytes or Limits::max_live_bytes)"
             ),
             AllocError::BadAlign(a) => write!(f, "alignment must be a power of two, found {a}"),
             AllocError::AlignTooLarge { align, device, max } => {
@@ -350,6 +363,10 @@ impl Storage {
         let live = dev.live_bytes.get();
         if live.saturating_add(size) > caps.global_mem {
             return Err(AllocError::OutOfMemory { size, live, limit: caps.global_mem, device: caps.name.clone() });
+        }
+        let limit = dev.live_limit.get();
+        if !constant && live.saturating_add(size) > limit {
+            return Err(AllocError::LiveLimit { size, live, limit, device: caps.name.clone() });
         }
         let oom = || AllocError::OutOfMemory { size, live, limit: caps.global_mem, device: caps.name.clone() };
         let (block, source) = match &dev.backend {

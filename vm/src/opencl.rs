@@ -156,6 +156,13 @@ pub struct ClDeviceInfo {
     pub version: String,
 }
 
+// SAFETY: `id` is a root device's handle: valid for the life of the process, not reference
+// counted, and the OpenCL API is thread-safe for it (OpenCL 1.2 §A.2: every call but
+// clSetKernelArg and clSetKernelExecInfo). Sending the description lets each thread open its
+// own VM (own context and queue) on the same device.
+unsafe impl Send for ClDeviceInfo {}
+unsafe impl Sync for ClDeviceInfo {}
+
 fn caps_of(platform: &str, d: &Device) -> Result<(DeviceCaps, String), ClError> {
     let name = cl3("clGetDeviceInfo(CL_DEVICE_NAME)", d.name())?;
     let ext = d.extensions().unwrap_or_default();

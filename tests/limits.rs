@@ -1,0 +1,164 @@
+//! Execution limits: the instruction budget, the call depth and the live bytes per device.
+//! Each stops a program with a clear error (through the API and the CLI), and the VM is
+//! clean and usable afterwards.
+
+use rxvm::asm::assemble;
+use rxvm::vm::{HostValue, Limits, Vm, VmError};
+use std::process::Command;
+use std::sync::Arc;
+
+const SPIN: &str = "module spin
+
+func @main() {
+loop:
+  br loop
+}
+
+func @answer() -> int {
+  %a = int 42
+  ret %a
+}
+";
+
+const RECURSE: &str = "module recurse
+
+func @down(%n: int) -> int {
+  %m = call @vm.iadd(%n, 1)
+  %r = call @down(%m)
+  ret %r
+}
+";
+
+/// Eight live 1 MiB storages, each with a view, none killed before the next.
+const HOARD: &str = "module hoard
+
+func @main() -> int {
+  %a = alloc_storage 1048576
+  %ta = alloc_tensor %a, 0, f32[262144]
+  %b = alloc_storage 1048576
+  %tb = alloc_tensor %b, 0, f32[262144]
+  %c = alloc_storage 1048576
+  %d = alloc_storage 1048576
+  %e = alloc_storage 1048576
+  %f = alloc_storage 1048576
+  %g = alloc_storage 1048576
+  %h = alloc_storage 1048576
+  %n = int 8
+  ret %n
+}
+";
+
+fn vm(src: &str) -> Vm {
+    let m = assemble(src, "limits.rxa").unwrap_or_else(|d| panic!("{}", d.render()));
+    Vm::host(Arc::new(m)).expect("a VM")
+}
+
+/// Nothing the failed run made is still alive, and the VM's stacks are empty.
+fn assert_clean(vm: &Vm, what: &str) {
+    let s = vm.stats();
+    assert_eq!((s.live_storages, s.live_views, s.live_bytes), (0, 0, 0), "{what}: {s:?}");
+    assert_eq!(vm.device_bytes(0).map(|(live, _)| live), Some(0), "{what}: device bytes");
+}
+
+fn message(e: VmError) -> String {
+    e.to_string()
+}
+
+#[test]
+fn the_instruction_limit_stops_an_endless_loop() {
+    let mut vm = vm(SPIN);
+    vm.limits.max_instructions = Some(10_000);
+    let e = message(vm.invoke("main", &[]).expect_err("the loop never ends"));
+    assert!(e.contains("instruction limit of 10000 reached"), "{e}");
+    assert!(e.contains("raise it with --max-instructions or Limits::max_instructions"), "{e}");
+    assert_clean(&vm, "after the instruction limit");
+    // The budget is per invocation: the VM runs the next call normally.
+    assert_eq!(vm.invoke("answer", &[]).expect("runs"), [HostValue::Int(42)]);
+    // Every instruction counts, so a limit of exactly the instructions a call needs passes.
+    vm.limits.max_instructions = Some(2);
+    assert_eq!(vm.invoke("answer", &[]).expect("runs"), [HostValue::Int(42)]);
+    vm.limits.max_instructions = Some(1);
+    let e = message(vm.invoke("answer", &[]).expect_err("one instruction short"));
+    assert!(e.contains("instruction limit of 1 reached"), "{e}");
+}
+
+#[test]
+fn the_call_depth_limit_stops_runaway_recursion() {
+    let mut vm = vm(RECURSE);
+    vm.limits.max_call_depth = 50;
+    let e = message(vm.invoke("down", &[HostValue::Int(0)]).expect_err("no base case"));
+    assert!(e.contains("call depth limit of 50 reached calling @down"), "{e}");
+    assert_clean(&vm, "after the depth limit");
+    // The register stack was unwound: a deeper limit still reaches exactly that depth.
+    vm.limits.max_call_depth = 200;
+    let e = message(vm.invoke("down", &[HostValue::Int(0)]).expect_err("no base case"));
+    assert!(e.contains("call depth limit of 200 reached"), "{e}");
+    assert_eq!(Limits::default().max_call_depth, 10_000);
+}
+
+#[test]
+fn the_live_bytes_limit_refuses_the_allocation_that_would_cross_it() {
+    let mut vm = vm(HOARD);
+    vm.limits.max_live_bytes = Some(4 << 20);
+    let e = message(vm.invoke("main", &[]).expect_err("8 MiB do not fit in 4"));
+    assert!(
+        e.contains(
+            "live-bytes limit reached on `host`: 1048576 more bytes with 4194304 live would exceed the limit of 4194304 bytes"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("--max-live-bytes"), "{e}");
+    assert_clean(&vm, "after the live-bytes limit");
+    // The peak never went past the limit.
+    assert!(vm.device_bytes(0).expect("device 0").1 <= 4 << 20);
+    // Raised, the same program runs; lifted, too.
+    vm.limits.max_live_bytes = Some(8 << 20);
+    assert_eq!(vm.invoke("main", &[]).expect("fits"), [HostValue::Int(8)]);
+    vm.limits.max_live_bytes = None;
+    assert_eq!(vm.invoke("main", &[]).expect("no limit"), [HostValue::Int(8)]);
+    assert_clean(&vm, "after successful runs");
+}
+
+#[test]
+fn the_live_bytes_limit_counts_inputs() {
+    let m = assemble(
+        "module sum\n\nfunc @main(%x: f32[1024]) -> float {\n  %s = call @vm.sum(%x)\n  ret %s\n}\n",
+        "sum.rxa",
+    )
+    .unwrap_or_else(|d| panic!("{}", d.render()));
+    let mut vm = Vm::host(Arc::new(m)).expect("a VM");
+    let x = rxvm::vm::HostTensor::from_f32(&[1024], &[0.5; 1024]).expect("a tensor");
+    vm.limits.max_live_bytes = Some(1000);
+    let e = message(vm.invoke("main", &[HostValue::Tensor(x.clone())]).expect_err("4096 bytes of input"));
+    assert!(e.contains("live-bytes limit reached on `host`: 4096 more bytes with 0 live"), "{e}");
+    vm.limits.max_live_bytes = Some(4096);
+    assert_eq!(vm.invoke("main", &[HostValue::Tensor(x)]).expect("fits"), [HostValue::Float(512.0)]);
+    assert_clean(&vm, "after the input was released");
+}
+
+fn rxvm_run(src: &str, name: &str, flags: &[&str]) -> (i32, String) {
+    let dir = std::env::temp_dir().join(format!("rxvm-limits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(name);
+    std::fs::write(&path, src).expect("write program");
+    let out = Command::new(env!("CARGO_BIN_EXE_rxvm")).arg("run").arg(&path).args(flags).output().expect("rxvm runs");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn every_limit_is_a_cli_flag() {
+    let (code, err) = rxvm_run(SPIN, "spin.rxa", &["--max-instructions", "500"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("instruction limit of 500 reached"), "{err}");
+    let (code, err) = rxvm_run(RECURSE, "recurse.rxa", &["--func", "down", "--max-call-depth", "20", "--input", "n=0"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("call depth limit of 20 reached calling @down"), "{err}");
+    let (code, err) = rxvm_run(HOARD, "hoard.rxa", &["--max-live-bytes", "2M"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("live-bytes limit reached on `host`"), "{err}");
+    let (code, err) = rxvm_run(HOARD, "hoard.rxa", &["--max-live-bytes", "8M", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = rxvm_run(HOARD, "hoard.rxa", &["--max-live-bytes", "lots"]);
+    assert_eq!(code, 2, "clap refuses it: {err}");
+    assert!(err.contains("expected a byte count such as 4096, 64K, 16M or 1G, found `lots`"), "{err}");
+}
