@@ -277,12 +277,15 @@ pub fn compile_model(
     for i in &g.inputs {
         match i.dims.iter().copied().collect::<Option<Vec<i64>>>() {
             Some(s) => shapes.push(s),
-            None => dynamic.push(format!("`{}` {:?}", i.name, i.dims)),
+            None => {
+                let dims: Vec<String> = i.dims.iter().map(|d| d.map_or("?".into(), |d| d.to_string())).collect();
+                dynamic.push(format!("`{}`: {}[{}]", i.name, i.dtype, dims.join(", ")))
+            }
         }
     }
     if !dynamic.is_empty() {
         return Err(Failure::Message(format!(
-            "{}: inputs with dynamic dims (None) cannot be planned statically: {}",
+            "{}: the memory plan needs fixed input shapes, but these inputs have dynamic (?) dims: {}; export the model with fixed input dims",
             path.display(),
             dynamic.join(", ")
         )));

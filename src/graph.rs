@@ -213,6 +213,9 @@ pub fn analyze<'g>(g: &'g Graph, input_shapes: &[Vec<i64>]) -> Result<Analysis<'
                 Some(TensorInfo { dtype: *d, shape: s, value: a.consts.get(x.as_str()) })
             });
         }
+        // The attributes' names and kinds first, so a bad one is blamed on its node here rather
+        // than on an instruction of the lowered module.
+        def.check_attrs(&n.attrs).map_err(|e| format!("node `{}` ({}): {e}", n.name, n.op))?;
         let outs = (def.infer)(&infos, &n.attrs).map_err(|e| format!("node `{}` ({}): {e}", n.name, n.op))?;
         if outs.len() < n.outputs.len() {
             return Err(format!(
