@@ -73,6 +73,19 @@ impl Arg {
         Arg((3 << Self::TAG_SHIFT) | c.0)
     }
 
+    /// The register, if this is one: a single compare, for the interpreter's fast paths
+    /// (registers are tag 0; [`Arg::kind`] decodes every tag).
+    #[inline(always)]
+    pub fn as_reg(self) -> Option<Reg> {
+        (self.0 >> Self::TAG_SHIFT == 0).then_some(Reg(self.0))
+    }
+
+    /// The immediate, if this is one.
+    #[inline(always)]
+    pub fn as_imm(self) -> Option<i32> {
+        (self.0 >> Self::TAG_SHIFT == 1).then_some(((self.0 << 2) as i32) >> 2)
+    }
+
     #[inline]
     pub fn kind(self) -> ArgKind {
         if self == Arg::NONE {

@@ -1817,7 +1817,7 @@ impl Vm {
             return false;
         }
         let Some(&[d, a, b]) = f.args.get(list as usize..list as usize + 3) else { return false };
-        let ArgKind::Reg(d) = d.kind() else { return false };
+        let Some(d) = d.as_reg() else { return false };
         let (Some(x), Some(y)) = (self.int_operand(m, base, a), self.int_operand(m, base, b)) else {
             return false;
         };
@@ -1847,12 +1847,17 @@ impl Vm {
     /// An int operand without cloning or error reporting (`None`: not an int right now).
     #[inline(always)]
     fn int_operand(&self, m: &Module, base: usize, a: Arg) -> Option<i64> {
-        match a.kind() {
-            ArgKind::Reg(r) => match self.regs.get(base + r.0 as usize) {
+        // Registers and immediates first, one compare each; `kind` decodes every tag.
+        if let Some(r) = a.as_reg() {
+            return match self.regs.get(base + r.0 as usize) {
                 Some(Value::Int(v)) => Some(*v),
                 _ => None,
-            },
-            ArgKind::Imm(v) => Some(v as i64),
+            };
+        }
+        if let Some(v) = a.as_imm() {
+            return Some(v as i64);
+        }
+        match a.kind() {
             ArgKind::Lit(i) => match m.literals.get(i as usize) {
                 Some(Literal::Int(v)) => Some(*v),
                 _ => None,
