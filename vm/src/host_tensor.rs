@@ -186,6 +186,19 @@ impl fmt::Display for HostTensor {
 /// Appends `[[..], [..]]` for row-major `data` of `shape`.
 pub fn format_nested(dtype: DType, shape: &[i64], data: &[u8], out: &mut String) {
     let es = dtype.size();
+    // No elements: `[]`, whatever the other dims. Nesting `[[], [], ...]` for a leading
+    // dim of 10^12 would take time and memory bounded by the shape, not by the data.
+    if !shape.is_empty() && shape.iter().any(|&d| d <= 0) {
+        out.push_str("[]");
+        return;
+    }
+    // Fewer bytes than the shape needs (never from a view read, which sizes its data by
+    // the shape): print what there is rather than index past the end.
+    let bytes = shape.iter().try_fold(es, |a, &d| a.checked_mul(d as usize));
+    if bytes.is_none_or(|b| data.len() < b) {
+        out.push_str("[...]");
+        return;
+    }
     if shape.is_empty() {
         if data.len() >= es {
             format_elem(dtype, &data[..es], out);
@@ -218,6 +231,16 @@ mod tests {
         assert_eq!(t.to_string(), "f32[2, 2] [[1.0, 2.5], [-3.0, 4.0]]");
         let s = HostTensor::new(DType::I32, vec![], 7i32.to_le_bytes().to_vec()).unwrap();
         assert_eq!(s.to_string(), "i32[] 7");
+    }
+
+    #[test]
+    fn a_tensor_without_elements_prints_in_constant_time() {
+        let mut out = String::new();
+        format_nested(DType::F32, &[1_000_000_000_000, 0], &[], &mut out);
+        assert_eq!(out, "[]");
+        let mut out = String::new();
+        format_nested(DType::F32, &[2, 2], &[0; 8], &mut out);
+        assert_eq!(out, "[...]", "too few bytes for the shape");
     }
 
     #[test]
