@@ -4,6 +4,7 @@
 
 use crate::ast::*;
 use crate::diag::Diagnostic;
+use crate::stream;
 use rustc_hash::FxHashMap as FastMap;
 use rxvm_vm::builtins::{Builtin, BUILTINS};
 use rxvm_vm::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, OpId, Reg};
@@ -99,6 +100,11 @@ struct Lines<'a> {
 }
 
 impl<'a> Lines<'a> {
+    /// Only the first line start; the rest are appended as they are found.
+    fn first(src: &'a str) -> Lines<'a> {
+        Lines { src, starts: vec![0], hint: std::cell::Cell::new(1) }
+    }
+
     fn new(src: &'a str) -> Lines<'a> {
         let mut starts = vec![0];
         starts.extend(src.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i + 1));
@@ -129,7 +135,8 @@ impl<'a> Lines<'a> {
     fn loc(&self, off: usize) -> SourceLoc {
         let line = self.line_of(off);
         let start = self.starts[line - 1];
-        let col = self.src.get(start..off).map_or(0, |t| t.chars().count()) + 1;
+        // Columns count characters; the indentation before an instruction is ASCII.
+        let col = self.src.get(start..off).map_or(0, |t| if t.is_ascii() { t.len() } else { t.chars().count() }) + 1;
         SourceLoc { line: u32::try_from(line).unwrap_or(u32::MAX), col: u32::try_from(col).unwrap_or(u32::MAX) }
     }
 }
@@ -272,10 +279,17 @@ fn int_out_of_range(span: Span, what: &str) -> Diagnostic {
     Diagnostic::new(span, format!("integer literal out of range for {what}")).with_label("out of range")
 }
 
+#[inline]
 fn i64_of(i: &IntLit) -> Result<i64, Diagnostic> {
-    i.value.and_then(|v| i64::try_from(v).ok()).ok_or_else(|| {
-        int_out_of_range(i.span, "i64").with_note(format!("integers are in {} ..= {}", i64::MIN, i64::MAX))
-    })
+    match i.value.and_then(|v| i64::try_from(v).ok()) {
+        Some(v) => Ok(v),
+        None => Err(i64_error(i)),
+    }
+}
+
+#[cold]
+fn i64_error(i: &IntLit) -> Diagnostic {
+    int_out_of_range(i.span, "i64").with_note(format!("integers are in {} ..= {}", i64::MIN, i64::MAX))
 }
 
 /// Appends one element of a byte constant, little endian.
@@ -366,12 +380,28 @@ struct Asm<'s> {
     funcs: FastMap<&'s str, (FuncId, Span)>,
     /// Kernels by declared name (without `cl.`).
     kernels: FastMap<&'s str, (u32, Span)>,
+    /// Each function's parameter types, until it is assembled (which takes them).
     func_params: Vec<Vec<Type>>,
+    /// Which parameters of each function are floats (integer literals passed there become
+    /// float literals).
+    float_params: Vec<SmallVec<[bool; 8]>>,
+    /// Register names of the function being assembled: a buffer kept from function to
+    /// function, so that each function's list is allocated once, at its size.
+    reg_names: Vec<String>,
+    /// The register table of `FuncAsm`, kept from function to function.
+    reg_table: FastMap<u64, u32>,
     /// Operator attribute sets, in text order.
     attrs: Vec<Attrs>,
     /// Whether to record the [`SourceMap`]'s per-instruction spans.
     want_map: bool,
     names: CalleeNames,
+    /// Assembling item by item ([`assemble_stream`]): a call may name a function defined
+    /// further on, which is resolved at the end (see `fixups`).
+    stream: bool,
+    /// Calls of functions not yet defined: function index, pc, callee name.
+    fixups: Vec<(usize, usize, &'s str)>,
+    /// Set when the streaming assembler cannot finish (the reference path takes over).
+    give_up: bool,
 }
 
 /// Builtins and operators by name: the same answers as `Builtin::from_name` and
@@ -480,7 +510,7 @@ impl<'s> Asm<'s> {
 
     /// The attribute set of an operator call; records where each attribute is written.
     fn attr_set(&mut self, b: &AttrBlock<'_>, spans: &mut Vec<(String, Span)>) -> Attrs {
-        let mut set = Attrs::default();
+        let mut set = Attrs(Vec::with_capacity(b.attrs.len()));
         for (k, n) in b.attrs.iter().enumerate() {
             // Blocks are short: the first earlier attribute of the same name, if any.
             if let Some(first) = b.attrs[..k].iter().find(|e| e.name.text == n.name.text).map(|e| e.name.span) {
@@ -504,14 +534,22 @@ impl<'s> Asm<'s> {
                     .collect::<Result<Vec<f64>, _>>()
                     .map(AttrValue::Floats),
                 // No floats (the arm above): every element is an integer.
-                AttrExpr::List { elems, .. } => elems
-                    .iter()
-                    .filter_map(|e| match e {
-                        Number::Int(i) => Some(i64_of(i)),
-                        Number::Float(_) => None,
-                    })
-                    .collect::<Result<Vec<i64>, _>>()
-                    .map(AttrValue::Ints),
+                AttrExpr::List { elems, .. } => {
+                    let mut v = Vec::with_capacity(elems.len());
+                    let mut r = Ok(());
+                    for e in elems {
+                        if let Number::Int(i) = e {
+                            match i64_of(i) {
+                                Ok(x) => v.push(x),
+                                Err(d) => {
+                                    r = Err(d);
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    r.map(|()| AttrValue::Ints(v))
+                }
             };
             match value {
                 Ok(v) => {
@@ -805,9 +843,27 @@ fn size_error(s: StrLit<'_>, rel: &str, len: u64, nbytes: Option<u64>, type_text
         })
 }
 
+/// Equal names. Names are short: comparing them inline is faster than calling `memcmp`,
+/// which `str`'s equality does.
+fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+fn name_hash(name: &str) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    std::hash::Hasher::write(&mut h, name.as_bytes());
+    std::hash::Hasher::finish(&h)
+}
+
 /// Per-function state.
 struct FuncAsm<'s> {
-    regs: FastMap<&'s str, u32>,
+    /// Registers by the hash of their name (checked against `reg_names`, see `find_reg`):
+    /// keys that borrow nothing let one table serve every function.
+    regs: FastMap<u64, u32>,
+    /// Whether two names of this function had the same hash: then a name missing from
+    /// `regs` may still be a register.
+    collided: bool,
     reg_names: Vec<String>,
     labels: FastMap<&'s str, u32>,
     code: Vec<Instr>,
@@ -818,8 +874,18 @@ struct FuncAsm<'s> {
 }
 
 impl<'s> FuncAsm<'s> {
-    fn reg(&mut self, n: &Name<'s>, errs: &mut Vec<Diagnostic>) -> Reg {
-        if let Some(&r) = self.regs.get(n.text) {
+    /// The register named `name` (with hash `h`), if any.
+    fn find_reg(&self, name: &str, h: u64) -> Option<u32> {
+        match self.regs.get(&h) {
+            Some(&r) if same_name(&self.reg_names[r as usize], name) => Some(r),
+            _ if self.collided => self.reg_names.iter().position(|n| same_name(n, name)).map(|i| i as u32),
+            _ => None,
+        }
+    }
+
+    fn reg(&mut self, n: &Name<'_>, errs: &mut Vec<Diagnostic>) -> Reg {
+        let h = name_hash(n.text);
+        if let Some(r) = self.find_reg(n.text, h) {
             return Reg(r);
         }
         let r = self.reg_names.len() as u32;
@@ -830,7 +896,13 @@ impl<'s> FuncAsm<'s> {
             }
             return Reg(0);
         }
-        self.regs.insert(n.text, r);
+        // On a collision the first name keeps the entry; the other is found by `find_reg`.
+        match self.regs.entry(h) {
+            std::collections::hash_map::Entry::Occupied(_) => self.collided = true,
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(r);
+            }
+        }
         self.reg_names.push(n.text.to_string());
         Reg(r)
     }
@@ -879,6 +951,98 @@ pub fn assemble_ast(
     assemble_ast_with(ast, src, file_name, base_dir, true)
 }
 
+impl<'s> Asm<'s> {
+    fn new(src: &'s str, base_dir: Option<&'s Path>, want_map: bool, stream: bool) -> Asm<'s> {
+        Asm {
+            // Streaming, the lexer finds the line starts.
+            lines: if stream { Lines::first(src) } else { Lines::new(src) },
+            base_dir,
+            errs: Vec::new(),
+            literals: Vec::new(),
+            lit_index: FastMap::default(),
+            consts: FastMap::default(),
+            funcs: FastMap::default(),
+            kernels: FastMap::default(),
+            func_params: Vec::new(),
+            float_params: Vec::new(),
+            reg_names: Vec::new(),
+            reg_table: FastMap::default(),
+            attrs: Vec::new(),
+            want_map,
+            names: CalleeNames::new(),
+            stream,
+            fixups: Vec::new(),
+            give_up: false,
+        }
+    }
+
+    /// Declares and encodes a constant; `key` is its name (the text of `c.name`).
+    fn declare_const(&mut self, c: &ConstDecl<'_>, key: &'s str, consts: &mut Vec<Constant>) {
+        if let Some(&(_, first)) = self.consts.get(key) {
+            self.err(
+                Diagnostic::new(c.name.span, format!("duplicate constant `@{}`", c.name.text))
+                    .with_label("declared again here")
+                    .with_secondary(first, "first declared here"),
+            );
+        } else if consts.len() as u64 > Arg::MAX_INDEX as u64 {
+            self.err(Diagnostic::new(c.name.span, "too many constants"));
+        } else {
+            self.consts.insert(key, (ConstId(consts.len() as u32), c.name.span));
+        }
+        let k = self.constant(c);
+        consts.push(k);
+    }
+
+    /// Declares a kernel; `key` is its name (the text of `k.name`).
+    fn declare_kernel(&mut self, k: &KernelDecl<'_>, key: &'s str, kernels: &mut Vec<UserKernel>) {
+        if let Some(&(_, first)) = self.kernels.get(key) {
+            self.err(
+                Diagnostic::new(k.name.span, format!("duplicate kernel `@{}`", k.name.text))
+                    .with_label("declared again here")
+                    .with_secondary(first, "first declared here"),
+            );
+        } else {
+            self.kernels.insert(key, (kernels.len() as u32, k.name.span));
+        }
+        let uk = self.kernel(k);
+        kernels.push(uk);
+    }
+
+    /// Declares function `i`'s name and signature; `key` is its name (the text of `f.name`).
+    fn declare_func(&mut self, i: usize, f: &FuncDecl<'_>, key: &'s str) {
+        if let Some(&(_, first)) = self.funcs.get(key) {
+            self.err(
+                Diagnostic::new(f.name.span, format!("duplicate function `@{}`", f.name.text))
+                    .with_label("defined again here")
+                    .with_secondary(first, "first defined here"),
+            );
+        } else {
+            self.funcs.insert(key, (FuncId(i as u32), f.name.span));
+        }
+        if f.name.text.starts_with("vm.") {
+            self.err(
+                Diagnostic::new(f.name.span, format!("function name `@{}` starts with `vm.`", f.name.text))
+                    .with_label("reserved for builtins"),
+            );
+        }
+        if f.name.text.starts_with("onnx.") {
+            self.err(
+                Diagnostic::new(f.name.span, format!("function name `@{}` starts with `onnx.`", f.name.text))
+                    .with_label("reserved for operators"),
+            );
+        }
+        if f.name.text.starts_with("cl.") {
+            self.err(
+                Diagnostic::new(f.name.span, format!("function name `@{}` starts with `cl.`", f.name.text))
+                    .with_label("reserved for OpenCL kernels"),
+            );
+        }
+        let params: Vec<Type> = f.params.iter().map(|p| self.ty(&p.ty)).collect();
+        self.float_params.push(params.iter().map(|t| *t == Type::Float).collect());
+        self.func_params.push(params);
+    }
+}
+
 /// As [`assemble_ast`]; with `want_map` false the source map has only the module span and
 /// function headers (no per-instruction spans), which saves their time and memory when the
 /// caller only needs the module.
@@ -889,20 +1053,7 @@ pub(crate) fn assemble_ast_with(
     base_dir: Option<&Path>,
     want_map: bool,
 ) -> Result<(Module, SourceMap), Vec<Diagnostic>> {
-    let mut a = Asm {
-        lines: Lines::new(src),
-        base_dir,
-        errs: Vec::new(),
-        literals: Vec::new(),
-        lit_index: FastMap::default(),
-        consts: FastMap::default(),
-        funcs: FastMap::default(),
-        kernels: FastMap::default(),
-        func_params: Vec::new(),
-        attrs: Vec::new(),
-        want_map,
-        names: CalleeNames::new(),
-    };
+    let mut a = Asm::new(src, base_dir, want_map, false);
     let mut smap = SourceMap::default();
 
     let name = match ast.name {
@@ -923,68 +1074,18 @@ pub(crate) fn assemble_ast_with(
     // Constants, in declaration order.
     let mut consts = Vec::with_capacity(ast.consts.len());
     for c in ast.consts {
-        if let Some(&(_, first)) = a.consts.get(c.name.text) {
-            a.err(
-                Diagnostic::new(c.name.span, format!("duplicate constant `@{}`", c.name.text))
-                    .with_label("declared again here")
-                    .with_secondary(first, "first declared here"),
-            );
-        } else if consts.len() as u64 > Arg::MAX_INDEX as u64 {
-            a.err(Diagnostic::new(c.name.span, "too many constants"));
-        } else {
-            a.consts.insert(c.name.text, (ConstId(consts.len() as u32), c.name.span));
-        }
-        let k = a.constant(c);
-        consts.push(k);
+        a.declare_const(c, c.name.text, &mut consts);
     }
 
     // Kernels, in declaration order.
     let mut kernels = Vec::with_capacity(ast.kernels.len());
     for k in ast.kernels {
-        if let Some(&(_, first)) = a.kernels.get(k.name.text) {
-            a.err(
-                Diagnostic::new(k.name.span, format!("duplicate kernel `@{}`", k.name.text))
-                    .with_label("declared again here")
-                    .with_secondary(first, "first declared here"),
-            );
-        } else {
-            a.kernels.insert(k.name.text, (kernels.len() as u32, k.name.span));
-        }
-        let uk = a.kernel(k);
-        kernels.push(uk);
+        a.declare_kernel(k, k.name.text, &mut kernels);
     }
 
     // Function names and signatures first: calls may precede definitions.
     for (i, f) in ast.funcs.iter().enumerate() {
-        if let Some(&(_, first)) = a.funcs.get(f.name.text) {
-            a.err(
-                Diagnostic::new(f.name.span, format!("duplicate function `@{}`", f.name.text))
-                    .with_label("defined again here")
-                    .with_secondary(first, "first defined here"),
-            );
-        } else {
-            a.funcs.insert(f.name.text, (FuncId(i as u32), f.name.span));
-        }
-        if f.name.text.starts_with("vm.") {
-            a.err(
-                Diagnostic::new(f.name.span, format!("function name `@{}` starts with `vm.`", f.name.text))
-                    .with_label("reserved for builtins"),
-            );
-        }
-        if f.name.text.starts_with("onnx.") {
-            a.err(
-                Diagnostic::new(f.name.span, format!("function name `@{}` starts with `onnx.`", f.name.text))
-                    .with_label("reserved for operators"),
-            );
-        }
-        if f.name.text.starts_with("cl.") {
-            a.err(
-                Diagnostic::new(f.name.span, format!("function name `@{}` starts with `cl.`", f.name.text))
-                    .with_label("reserved for OpenCL kernels"),
-            );
-        }
-        let params = f.params.iter().map(|p| a.ty(&p.ty)).collect();
-        a.func_params.push(params);
+        a.declare_func(i, f, f.name.text);
     }
 
     let mut funcs = Vec::with_capacity(ast.funcs.len());
@@ -1008,6 +1109,74 @@ pub(crate) fn assemble_ast_with(
         source_file: Some(file_name.to_string()),
     };
     Ok((module, smap))
+}
+
+/// The fast path of [`crate::assemble`]: parses and assembles one declaration at a time
+/// with [`crate::stream`], so that no token array or parse tree of the whole file is ever
+/// built. Gives the same module as [`assemble_ast_with`] on a parse of the whole file, or
+/// `None` when the input has an error or something the fast path leaves to that path: a
+/// function called before its definition with an integer literal argument, a constant or
+/// kernel used before its declaration.
+pub(crate) fn assemble_stream(src: &str, file_name: &str, base_dir: Option<&Path>) -> Option<Module> {
+    let mut p = stream::Parser::new(src).ok()?;
+    let name = match p.module_name().ok()? {
+        None => "main".to_string(),
+        Some(ModuleName::Ident(n)) => n.text.to_string(),
+        Some(ModuleName::Str(s)) => decode_string(s).ok()?,
+    };
+    let mut a = Asm::new(src, base_dir, false, true);
+    let (mut consts, mut kernels, mut funcs) = (Vec::new(), Vec::new(), Vec::new());
+    // One declaration's nodes at a time: the arena's memory is reused.
+    let mut ar = bumpalo::Bump::new();
+    // The name of a declaration, borrowed from the source (not from the arena).
+    let key = |n: &Name<'_>| src.get(n.span.start + 1..n.span.end);
+    loop {
+        ar.reset();
+        let item = p.next_item(&ar).ok()?;
+        p.take_line_starts(&mut a.lines.starts);
+        match item {
+            None => break,
+            Some(stream::Item::Const(c)) => a.declare_const(&c, key(&c.name)?, &mut consts),
+            Some(stream::Item::Kernel(k)) => a.declare_kernel(&k, key(&k.name)?, &mut kernels),
+            Some(stream::Item::Func(f)) => {
+                let fi = funcs.len();
+                a.declare_func(fi, &f, key(&f.name)?);
+                funcs.push(assemble_func(&mut a, fi, &f).0);
+            }
+        }
+        if a.give_up || !a.errs.is_empty() {
+            return None;
+        }
+    }
+    for &(fi, pc, callee) in &a.fixups {
+        let &(id, _) = a.funcs.get(callee)?;
+        match funcs.get_mut(fi).and_then(|f: &mut Function| f.code.get_mut(pc)) {
+            Some(Instr::Call { func, .. }) => *func = id,
+            _ => return None,
+        }
+    }
+    Some(Module {
+        name,
+        literals: a.literals,
+        consts,
+        funcs,
+        attrs: a.attrs,
+        kernels,
+        source_file: Some(file_name.to_string()),
+    })
+}
+
+/// How many operands the instruction puts in its function's operand lists.
+fn operand_list_len(ins: &InstrNode<'_>) -> usize {
+    match ins.kind {
+        InstrKind::Shape { dims } => dims.len(),
+        InstrKind::AllocTensor { dims, .. } => 1 + dims.len(),
+        InstrKind::Call { args, .. } => ins.dsts.len() + args.len(),
+        InstrKind::OpCall { inputs, outputs, .. } => inputs.len() + outputs.len(),
+        InstrKind::KernelCall { args, global, .. } => args.len() + global.map_or(0, |g| g.dims.len()),
+        InstrKind::Ret { values } => values.len(),
+        _ => 0,
+    }
 }
 
 fn expect_dsts(ins: &InstrNode<'_>, n: usize, errs: &mut Vec<Diagnostic>) {
@@ -1034,10 +1203,13 @@ fn expect_dsts(ins: &InstrNode<'_>, n: usize, errs: &mut Vec<Diagnostic>) {
     errs.push(d);
 }
 
-fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function, FuncMap) {
+fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) -> (Function, FuncMap) {
+    let mut regs = std::mem::take(&mut a.reg_table);
+    regs.clear();
     let mut fa = FuncAsm {
-        regs: FastMap::default(),
-        reg_names: Vec::new(),
+        regs,
+        collided: false,
+        reg_names: std::mem::take(&mut a.reg_names),
         labels: FastMap::default(),
         code: Vec::new(),
         args: Vec::new(),
@@ -1047,7 +1219,7 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
     };
 
     for p in f.params {
-        if let Some(&r) = fa.regs.get(p.name.text) {
+        if let Some(r) = fa.find_reg(p.name.text, name_hash(p.name.text)) {
             let first = f.params[r as usize].name.span;
             a.errs.push(
                 Diagnostic::new(p.name.span, format!("duplicate parameter `%{}`", p.name.text))
@@ -1060,15 +1232,16 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
             fa.reg(&p.name, &mut a.errs);
         }
     }
-    let params = a.func_params.get(fi).cloned().unwrap_or_default();
+    let params = a.func_params.get_mut(fi).map(std::mem::take).unwrap_or_default();
     let placements = placements(f, &params, &mut a.errs);
     let results: Vec<Type> = f.results.iter().map(|t| a.ty(t)).collect();
 
     // Labels: name -> pc of the next instruction.
     let mut pc = 0u32;
-    let mut pending: Vec<Name<'s>> = Vec::new();
+    let mut pending: Vec<Name<'f>> = Vec::new();
     let mut debug_labels: Vec<(u32, String)> = Vec::new();
     let mut label_spans: FastMap<&str, Span> = FastMap::default();
+    let mut nargs = 0usize;
     for item in f.body {
         match item {
             BodyItem::Label(l) => {
@@ -1087,12 +1260,18 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
                     pending.push(*l);
                 }
             }
-            BodyItem::Instr(_) => {
+            BodyItem::Instr(ins) => {
                 pending.clear();
                 pc = pc.saturating_add(1);
+                nargs += operand_list_len(ins);
             }
         }
     }
+    // Room for the code, its positions and operand lists: growing them was a tenth of the
+    // assembler's time.
+    fa.code.reserve_exact(pc as usize);
+    fa.locs.reserve_exact(pc as usize);
+    fa.args.reserve_exact(nargs);
     for l in &pending {
         a.errs.push(
             Diagnostic::new(l.span, "label has no instruction after it")
@@ -1105,7 +1284,7 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
         let BodyItem::Instr(ins) = item else { continue };
         let mut ops = OperandSpans { on: a.want_map, spans: SmallVec::new() };
         let mut attr_spans: Vec<(String, Span)> = Vec::new();
-        let dst = |fa: &mut FuncAsm<'s>, ops: &mut OperandSpans, errs: &mut Vec<Diagnostic>| -> Reg {
+        let dst = |fa: &mut FuncAsm<'f>, ops: &mut OperandSpans, errs: &mut Vec<Diagnostic>| -> Reg {
             match ins.dsts.first() {
                 Some(d) => {
                     ops.push(d.span);
@@ -1272,12 +1451,22 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
                 } else {
                     match a.funcs.get(callee.text) {
                         Some(&(id, _)) => {
-                            float_params = a
-                                .func_params
-                                .get(id.0 as usize)
-                                .map(|ps| ps.iter().map(|t| *t == Type::Float).collect())
-                                .unwrap_or_default();
+                            float_params = a.float_params.get(id.0 as usize).cloned().unwrap_or_default();
                             Err(id)
+                        }
+                        // Streaming: maybe defined further on. Only integer literal
+                        // arguments depend on the callee's parameter types (a float
+                        // parameter makes them float literals).
+                        None if a.stream => {
+                            float_params = SmallVec::new();
+                            if args.iter().any(|x| matches!(x, Operand::Int(_))) {
+                                a.give_up = true;
+                            }
+                            match a.lines.src.get(callee.span.start + 1..callee.span.end) {
+                                Some(name) => a.fixups.push((fi, fa.code.len(), name)),
+                                None => a.give_up = true,
+                            }
+                            Err(FuncId(0))
                         }
                         None => {
                             float_params = SmallVec::new();
@@ -1447,6 +1636,10 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
     }
 
     let num_regs = fa.reg_names.len() as u32;
+    // The names, moved to a list of their exact size; the buffer goes back for the next one.
+    let reg_names: Vec<String> = fa.reg_names.drain(..).collect();
+    a.reg_names = fa.reg_names;
+    a.reg_table = fa.regs;
     let func = Function {
         name: f.name.text.to_string(),
         params,
@@ -1455,7 +1648,7 @@ fn assemble_func<'s>(a: &mut Asm<'s>, fi: usize, f: &FuncDecl<'s>) -> (Function,
         num_regs,
         code: fa.code,
         args: fa.args,
-        debug: FuncDebug { reg_names: fa.reg_names, labels: debug_labels, locs: fa.locs },
+        debug: FuncDebug { reg_names, labels: debug_labels, locs: fa.locs },
     };
     (func, FuncMap { header: f.header_span, instrs: fa.map })
 }
@@ -1670,7 +1863,7 @@ fn label(fa: &FuncAsm<'_>, n: &Name<'_>, errs: &mut Vec<Diagnostic>) -> Label {
 }
 
 /// Encodes an operand; `float` converts integer literals to float literals.
-fn operand<'s>(a: &mut Asm<'s>, fa: &mut FuncAsm<'s>, op: &Operand<'s>, float: bool) -> Arg {
+fn operand<'f>(a: &mut Asm<'_>, fa: &mut FuncAsm<'f>, op: &Operand<'f>, float: bool) -> Arg {
     match op {
         Operand::Reg(n) => {
             let r = fa.reg(n, &mut a.errs);
@@ -1742,6 +1935,33 @@ mod tests {
         );
         // Several problems in one placement are all reported.
         assert_eq!(header_errors("%x: tensor in %n at -1, %n: int").len(), 3, "storage type, placed type and offset");
+    }
+
+    #[test]
+    fn register_table_collisions() {
+        let mut fa = FuncAsm {
+            regs: FastMap::default(),
+            collided: false,
+            reg_names: Vec::new(),
+            labels: FastMap::default(),
+            code: Vec::new(),
+            args: Vec::new(),
+            locs: Vec::new(),
+            map: Vec::new(),
+            too_many_regs: false,
+        };
+        let mut errs = Vec::new();
+        let name = |text| Name { text, span: Span::default() };
+        assert_eq!(fa.reg(&name("a"), &mut errs), Reg(0));
+        // As if "b" had the hash of "a": its slot is taken.
+        fa.regs.insert(name_hash("b"), 0);
+        assert_eq!(fa.reg(&name("b"), &mut errs), Reg(1));
+        assert!(fa.collided);
+        assert_eq!(fa.reg(&name("b"), &mut errs), Reg(1));
+        assert_eq!(fa.reg(&name("a"), &mut errs), Reg(0));
+        assert_eq!(fa.reg(&name("c"), &mut errs), Reg(2));
+        assert_eq!(fa.reg_names, ["a", "b", "c"]);
+        assert!(errs.is_empty());
     }
 
     #[test]

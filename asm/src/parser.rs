@@ -246,6 +246,11 @@ pub fn int_value(text: &str) -> Option<i128> {
         Some(d) => (true, d),
         None => (false, text),
     };
+    // Fast path: up to 18 decimal digits cannot overflow a u64.
+    if !digits.is_empty() && digits.len() <= 18 && digits.bytes().all(|b| b.is_ascii_digit()) {
+        let v = digits.bytes().fold(0u64, |v, b| v * 10 + u64::from(b - b'0')) as i128;
+        return Some(if neg { -v } else { v });
+    }
     let (radix, digits) = match digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
         Some(h) => (16, h),
         None => (10, digits),

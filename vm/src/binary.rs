@@ -334,33 +334,53 @@ impl<'a> Reader<'a> {
     fn remaining(&self) -> usize {
         self.bytes.len() - self.pos
     }
+    // The readers below are inlined with their error path out of line: they run for
+    // nearly every byte of a module.
+    #[inline]
     fn take(&mut self, n: usize, what: &str) -> R<&'a [u8]> {
-        if self.remaining() < n {
-            return self.err(format!("truncated: expected {n} bytes of {what}, found {}", self.remaining()));
+        match self.bytes.get(self.pos..).and_then(|r| r.get(..n)) {
+            Some(s) => {
+                self.pos += n;
+                Ok(s)
+            }
+            None => self.truncated(n, what),
         }
-        let s = &self.bytes[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(s)
     }
+    #[cold]
+    #[inline(never)]
+    fn truncated<T>(&self, n: usize, what: &str) -> R<T> {
+        self.err(format!("truncated: expected {n} bytes of {what}, found {}", self.remaining()))
+    }
+    /// The next `N` bytes.
+    #[inline]
+    fn array<const N: usize>(&mut self, what: &str) -> R<[u8; N]> {
+        match self.bytes.get(self.pos..).and_then(|r| r.first_chunk::<N>()) {
+            Some(a) => {
+                self.pos += N;
+                Ok(*a)
+            }
+            None => self.truncated(N, what),
+        }
+    }
+    #[inline]
     fn u8(&mut self, what: &str) -> R<u8> {
-        Ok(self.take(1, what)?[0])
+        Ok(self.array::<1>(what)?[0])
     }
+    #[inline]
     fn u16(&mut self, what: &str) -> R<u16> {
-        let b = self.take(2, what)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
+        self.array(what).map(u16::from_le_bytes)
     }
+    #[inline]
     fn u32(&mut self, what: &str) -> R<u32> {
-        let b = self.take(4, what)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        self.array(what).map(u32::from_le_bytes)
     }
+    #[inline]
     fn u64(&mut self, what: &str) -> R<u64> {
-        let b = self.take(8, what)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Ok(u64::from_le_bytes(a))
+        self.array(what).map(u64::from_le_bytes)
     }
     /// A count of items that take at least `min_item_bytes` each; refuses counts that
     /// could not fit in what remains, so a corrupt count never drives a huge allocation.
+    #[inline]
     fn count(&mut self, what: &str, min_item_bytes: usize) -> R<usize> {
         let n = self.u32(what)? as usize;
         if n.saturating_mul(min_item_bytes.max(1)) > self.remaining() {
@@ -368,12 +388,18 @@ impl<'a> Reader<'a> {
         }
         Ok(n)
     }
+    #[inline]
     fn string<'s>(&mut self, strings: &[&'s str], what: &str) -> R<&'s str> {
         let i = self.u32(what)?;
         match strings.get(i as usize) {
             Some(s) => Ok(*s),
-            None => self.err(format!("{what} refers to string {i}, but the module has {} strings", strings.len())),
+            None => self.bad_string(i, strings.len(), what),
         }
+    }
+    #[cold]
+    #[inline(never)]
+    fn bad_string<T>(&self, i: u32, n: usize, what: &str) -> R<T> {
+        self.err(format!("{what} refers to string {i}, but the module has {n} strings"))
     }
     fn dtype(&mut self) -> R<DType> {
         let d = self.u8("dtype")?;
@@ -742,12 +768,14 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                 }
                 for f in &mut m.funcs {
                     let n = r.count("span count", 8)?;
-                    f.debug.locs.reserve(n);
-                    for _ in 0..n {
-                        let line = r.u32("line")?;
-                        let col = r.u32("column")?;
-                        f.debug.locs.push(SourceLoc { line, col });
-                    }
+                    // `count` checked that the n spans are there: decode them from one slice.
+                    let bytes = r.take(n * 8, "span")?;
+                    f.debug.locs.reserve_exact(n);
+                    f.debug.locs.extend(bytes.chunks_exact(8).map(|c| {
+                        let (l, c) = c.split_at(4);
+                        let word = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                        SourceLoc { line: word(l), col: word(c) }
+                    }));
                 }
             }
         }

@@ -12,9 +12,10 @@ use crate::builtins::Builtin;
 use crate::bytecode::{Arg, ArgKind, FuncId, Instr, OpId, Reg};
 use crate::host_tensor::HostTensor;
 use crate::module::{ConstData, Function, Literal, Module};
-use crate::ops::{TensorInfo, OPS};
+use crate::ops::{AttrValue, Attrs, OutInfo, TensorInfo, OPS};
 use crate::types::{DType, ImageLayout, Kind, Scope, Type};
-use std::collections::HashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::cell::RefCell;
 
 /// Why a module was refused: which function and instruction, and which operand (numbered
 /// in the order the operands are written in assembly text, destinations first).
@@ -46,9 +47,19 @@ impl std::error::Error for VerifyError {}
 
 /// Verifies a whole module; returns the first error found.
 pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
+    module_checks(m)?;
+    let shared = RefCell::new(Shared::default());
+    for i in 0..m.funcs.len() {
+        FuncVerifier::new(m, FuncId(i as u32), &shared).run()?;
+    }
+    Ok(())
+}
+
+/// The module-wide checks: distinct names, constant sizes, kernel declarations.
+fn module_checks(m: &Module) -> Result<(), VerifyError> {
     let module_err =
         |message: String| VerifyError { func: None, pc: None, operand: None, message, notes: vec![], context: None };
-    let mut names = HashSet::new();
+    let mut names = FxHashSet::default();
     for c in &m.consts {
         if !names.insert(c.name.as_str()) {
             return Err(module_err(format!("constant @{} is defined twice", c.name)));
@@ -68,7 +79,7 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
             _ => {}
         }
     }
-    let mut names = HashSet::new();
+    let mut names = FxHashSet::default();
     for k in &m.kernels {
         if !names.insert(k.name.as_str()) {
             return Err(module_err(format!("kernel @cl.{} is declared twice", k.name)));
@@ -80,7 +91,8 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
             )));
         }
     }
-    let mut names = HashSet::new();
+    let mut names = FxHashSet::default();
+    names.reserve(m.funcs.len());
     for (i, f) in m.funcs.iter().enumerate() {
         if !names.insert(f.name.as_str()) {
             return Err(VerifyError {
@@ -89,64 +101,153 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
             });
         }
     }
-    // The values of integer constants (shape-like operator inputs), built once, on first need.
-    let const_values = std::cell::OnceCell::new();
-    for i in 0..m.funcs.len() {
-        FuncVerifier::new(m, FuncId(i as u32), &const_values).run()?;
-    }
     Ok(())
 }
 
-/// A fixed-size set of registers.
-#[derive(Clone, PartialEq, Eq)]
-struct RegSet(Vec<u64>);
+/// What the functions of one module share while they are verified: the operator-check memo
+/// and buffers reused from function to function (a module has thousands of small functions,
+/// and fresh vectors for each were a sizeable part of the verifier's time).
+#[derive(Default)]
+struct Shared<'m> {
+    memo: OpMemo<'m>,
+    /// The value of each integer constant (shape-like operator inputs), made on first need.
+    const_values: Vec<Option<HostTensor>>,
+    kinds: Vec<Option<Kind>>,
+    kind_site: Vec<usize>,
+    /// Definitions per register (parameters count as one), from `infer_kinds`.
+    ndefs: Vec<u32>,
+    flow: FlowBufs,
+    storage: Vec<Option<(u64, u64, usize)>>,
+    shapes: Vec<Option<StaticTensor>>,
+    dims: Vec<i64>,
+}
 
-impl RegSet {
-    fn new(n: usize, full: bool) -> RegSet {
-        RegSet(vec![if full { u64::MAX } else { 0 }; n.div_ceil(64)])
-    }
-    fn has(&self, r: u32) -> bool {
-        self.0[(r / 64) as usize] & (1 << (r % 64)) != 0
-    }
-    fn set(&mut self, r: u32, on: bool) {
-        let w = &mut self.0[(r / 64) as usize];
-        if on {
-            *w |= 1 << (r % 64)
-        } else {
-            *w &= !(1 << (r % 64))
+/// The dataflow pass's buffers; the entry states of all blocks live in one vector.
+#[derive(Default)]
+struct FlowBufs {
+    leader: Vec<bool>,
+    block_of: Vec<u32>,
+    starts: Vec<usize>,
+    /// Per block: `defined` then `killed`, `2 * words` words, valid when `has_entry`.
+    entry: Vec<u64>,
+    has_entry: Vec<bool>,
+    queued: Vec<bool>,
+    work: Vec<usize>,
+    /// The state being propagated: `defined` then `killed`.
+    st: Vec<u64>,
+}
+
+/// An attribute set compared by content (floats bitwise), so that equal sets written at
+/// different call sites share one id.
+#[derive(Clone, Copy)]
+struct AttrsKey<'m>(&'m Attrs);
+
+impl std::hash::Hash for AttrsKey<'_> {
+    /// Hashes a part of what `eq` compares (equal sets hash alike; equality decides):
+    /// name lengths and first bytes, scalar values, list lengths and first elements.
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        h.write_usize(self.0 .0.len());
+        for (name, v) in &self.0 .0 {
+            let b = name.as_bytes();
+            let mut head = [0u8; 8];
+            head[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
+            h.write_u64(u64::from_le_bytes(head) ^ (b.len() as u64) << 56);
+            match v {
+                AttrValue::Int(x) => h.write_u64(*x as u64),
+                AttrValue::Float(x) => h.write_u64(x.to_bits()),
+                AttrValue::Ints(xs) => {
+                    h.write_usize(xs.len());
+                    xs.iter().take(4).for_each(|x| h.write_u64(*x as u64));
+                }
+                AttrValue::Floats(xs) => {
+                    h.write_usize(xs.len());
+                    xs.iter().take(4).for_each(|x| h.write_u64(x.to_bits()));
+                }
+                AttrValue::Str(s) => h.write_usize(s.len()),
+            }
         }
-    }
-    /// `self &= o`; true when `self` changed.
-    fn intersect(&mut self, o: &RegSet) -> bool {
-        let mut changed = false;
-        for (a, b) in self.0.iter_mut().zip(&o.0) {
-            let n = *a & *b;
-            changed |= n != *a;
-            *a = n;
-        }
-        changed
-    }
-    /// `self |= o`; true when `self` changed.
-    fn union(&mut self, o: &RegSet) -> bool {
-        let mut changed = false;
-        for (a, b) in self.0.iter_mut().zip(&o.0) {
-            let n = *a | *b;
-            changed |= n != *a;
-            *a = n;
-        }
-        changed
     }
 }
 
-/// Dataflow facts at a program point.
-#[derive(Clone, PartialEq, Eq)]
-struct State {
-    defined: RegSet,
-    killed: RegSet,
+impl PartialEq for AttrsKey<'_> {
+    fn eq(&self, o: &Self) -> bool {
+        let same = |a: &AttrValue, b: &AttrValue| match (a, b) {
+            (AttrValue::Int(x), AttrValue::Int(y)) => x == y,
+            (AttrValue::Float(x), AttrValue::Float(y)) => x.to_bits() == y.to_bits(),
+            (AttrValue::Ints(x), AttrValue::Ints(y)) => x == y,
+            (AttrValue::Floats(x), AttrValue::Floats(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(a, b)| a.to_bits() == b.to_bits())
+            }
+            (AttrValue::Str(x), AttrValue::Str(y)) => x == y,
+            _ => false,
+        };
+        self.0 .0.len() == o.0 .0.len() && self.0 .0.iter().zip(&o.0 .0).all(|((n, a), (m, b))| n == m && same(a, b))
+    }
 }
 
-/// The registers an instruction defines (most define at most one).
-type Defs = smallvec::SmallVec<[(Reg, Option<Kind>); 2]>;
+impl Eq for AttrsKey<'_> {}
+
+/// The attributes of a call without an attribute set.
+static NO_ATTRS: Attrs = Attrs(Vec::new());
+
+/// Module-wide memo of operator checks. Attribute validation depends only on the operator
+/// and the attributes, and load-time shape inference only on the operator, the attributes,
+/// the input types (a constant by identity: its value may be read) and which operands are
+/// textures; compiled models repeat the same combinations at many call sites. Only successes
+/// are remembered: the first failure ends verification.
+#[derive(Default)]
+struct OpMemo<'m> {
+    /// Content id of attribute set `i` (1-based; 0 = none) at `attr_ids[i]`; `u32::MAX`
+    /// until computed.
+    attr_ids: Vec<u32>,
+    by_content: FxHashMap<AttrsKey<'m>, u32>,
+    /// `(operator, attributes id)` pairs whose attributes passed `OpDef::check_attrs`.
+    attrs_ok: FxHashSet<(u32, u32)>,
+    /// Static shape checks by key (see `check_static_ops`).
+    static_ops: FxHashMap<Box<[u64]>, StaticOutcome>,
+    key: Vec<u64>,
+}
+
+/// A remembered load-time inference.
+enum StaticOutcome {
+    /// Shapes are left to the run-time check (a parameter's scope is unknown and some
+    /// reading of it fits).
+    Skip,
+    /// The inferred outputs.
+    Outputs(Vec<OutInfo>),
+}
+
+impl<'m> OpMemo<'m> {
+    /// The content id of attribute set `attrs` (1-based; 0 = none), which must exist.
+    fn attrs_id(&mut self, m: &'m Module, attrs: u32) -> u32 {
+        if self.attr_ids.is_empty() {
+            self.attr_ids = vec![u32::MAX; m.attrs.len() + 1];
+        }
+        let i = attrs as usize;
+        if self.attr_ids[i] == u32::MAX {
+            let set = if attrs == 0 { &NO_ATTRS } else { &m.attrs[i - 1] };
+            let next = self.by_content.len() as u32;
+            self.attr_ids[i] = *self.by_content.entry(AttrsKey(set)).or_insert(next);
+        }
+        self.attr_ids[i]
+    }
+}
+
+/// The register an instruction other than a call defines, with its kind (None: the same
+/// as `mov`'s source).
+#[inline]
+fn single_def(ins: Instr) -> Option<(Reg, Option<Kind>)> {
+    Some(match ins {
+        Instr::Mov { dst, .. } => (dst, None),
+        Instr::LoadInt { dst, .. } => (dst, Some(Kind::Int)),
+        Instr::LoadFloat { dst, .. } => (dst, Some(Kind::Float)),
+        Instr::LoadConst { dst, .. } => (dst, Some(Kind::Tensor)),
+        Instr::MakeShape { dst, .. } => (dst, Some(Kind::Shape)),
+        Instr::AllocStorage { dst, .. } => (dst, Some(Kind::Storage)),
+        Instr::AllocTensor { dst, .. } => (dst, Some(Kind::Tensor)),
+        _ => return None,
+    })
+}
 
 /// How an instruction touches a register, in text operand order.
 #[derive(Clone, Copy)]
@@ -163,16 +264,20 @@ struct FuncVerifier<'m> {
     kinds: Vec<Option<Kind>>,
     /// Where each register's kind was first fixed, for the "conflicting kinds" note.
     kind_site: Vec<usize>,
-    /// Module-wide: the value of each integer constant (see `check_static_ops`).
-    const_values: &'m std::cell::OnceCell<Vec<Option<HostTensor>>>,
+    /// Module-wide memo and reusable buffers.
+    shared: &'m RefCell<Shared<'m>>,
 }
 
 type VResult<T> = Result<T, VerifyError>;
 
 impl<'m> FuncVerifier<'m> {
-    fn new(m: &'m Module, id: FuncId, const_values: &'m std::cell::OnceCell<Vec<Option<HostTensor>>>) -> Self {
+    fn new(m: &'m Module, id: FuncId, shared: &'m RefCell<Shared<'m>>) -> Self {
         let f = &m.funcs[id.0 as usize];
-        FuncVerifier { m, id, f, kinds: Vec::new(), kind_site: Vec::new(), const_values }
+        let (kinds, kind_site) = {
+            let mut sh = shared.borrow_mut();
+            (std::mem::take(&mut sh.kinds), std::mem::take(&mut sh.kind_site))
+        };
+        FuncVerifier { m, id, f, kinds, kind_site, shared }
     }
 
     fn err(&self, pc: Option<usize>, operand: Option<usize>, message: String) -> VerifyError {
@@ -205,6 +310,14 @@ impl<'m> FuncVerifier<'m> {
     }
 
     fn run(mut self) -> VResult<()> {
+        let r = self.passes();
+        let mut sh = self.shared.borrow_mut();
+        sh.kinds = std::mem::take(&mut self.kinds);
+        sh.kind_site = std::mem::take(&mut self.kind_site);
+        r
+    }
+
+    fn passes(&mut self) -> VResult<()> {
         let f = self.f;
         if (f.num_regs as usize) < f.params.len() {
             return Err(self.err(
@@ -353,7 +466,24 @@ impl<'m> FuncVerifier<'m> {
         Ok(())
     }
 
+    #[inline]
     fn check_arg(&self, pc: usize, op: usize, a: Arg) -> VResult<()> {
+        let ok = match a.kind() {
+            ArgKind::Reg(r) => r.0 < self.f.num_regs,
+            ArgKind::Imm(_) => true,
+            ArgKind::Lit(i) => (i as usize) < self.m.literals.len(),
+            ArgKind::Const(c) => (c.0 as usize) < self.m.consts.len(),
+            ArgKind::None => false,
+        };
+        if ok {
+            return Ok(());
+        }
+        self.arg_error(pc, op, a)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn arg_error(&self, pc: usize, op: usize, a: Arg) -> VResult<()> {
         match a.kind() {
             ArgKind::Reg(r) => self.check_reg(pc, op, r),
             ArgKind::Imm(_) => Ok(()),
@@ -431,7 +561,7 @@ impl<'m> FuncVerifier<'m> {
                 }
             }
         }
-        if attrs != 0 {
+        let set = if attrs != 0 {
             let Some(set) = self.m.attrs.get(attrs as usize - 1) else {
                 return self.at(
                     pc,
@@ -439,12 +569,19 @@ impl<'m> FuncVerifier<'m> {
                     format!("attribute set {} is out of range: the module has {}", attrs - 1, self.m.attrs.len()),
                 );
             };
-            if let Err(e) = def.check_attrs(set) {
-                return self.at(pc, Some(nin + nout), e);
-            }
-        } else if let Err(e) = def.check_attrs(&crate::ops::Attrs::default()) {
-            return self.at(pc, None, e);
+            set
+        } else {
+            &NO_ATTRS
+        };
+        let mut sh = self.shared.borrow_mut();
+        let key = (op.0, sh.memo.attrs_id(self.m, attrs));
+        if sh.memo.attrs_ok.contains(&key) {
+            return Ok(());
         }
+        if let Err(e) = def.check_attrs(set) {
+            return self.at(pc, if attrs != 0 { Some(nin + nout) } else { None }, e);
+        }
+        sh.memo.attrs_ok.insert(key);
         Ok(())
     }
 
@@ -638,43 +775,6 @@ impl<'m> FuncVerifier<'m> {
 
     // ------------------------------------------------------------ pass 2: kinds
 
-    /// Registers the instruction defines, with their kinds (None: same as a source register).
-    fn defs(&self, pc: usize) -> Defs {
-        let f = self.f;
-        let one = |dst: Reg, k: Option<Kind>| -> Defs { smallvec::smallvec![(dst, k)] };
-        match f.code[pc] {
-            Instr::Mov { dst, .. } => one(dst, None),
-            Instr::LoadInt { dst, .. } => one(dst, Some(Kind::Int)),
-            Instr::LoadFloat { dst, .. } => one(dst, Some(Kind::Float)),
-            Instr::LoadConst { dst, .. } => one(dst, Some(Kind::Tensor)),
-            Instr::MakeShape { dst, .. } => one(dst, Some(Kind::Shape)),
-            Instr::AllocStorage { dst, .. } => one(dst, Some(Kind::Storage)),
-            Instr::AllocTensor { dst, .. } => one(dst, Some(Kind::Tensor)),
-            Instr::Call { func, list, ndst, .. } => {
-                let callee = &self.m.funcs[func.0 as usize];
-                self.call_dsts(list, ndst).zip(callee.results.iter().map(|t| Some(t.kind()))).collect()
-            }
-            Instr::CallBuiltin { builtin, list, ndst, .. } => {
-                let sig = Builtin::ALL[builtin.0 as usize].sig();
-                self.call_dsts(list, ndst).zip(sig.results.iter().map(|k| Some(*k))).collect()
-            }
-            Instr::Nop {}
-            | Instr::Kill { .. }
-            | Instr::Ret { .. }
-            | Instr::Br { .. }
-            | Instr::BrIf { .. }
-            | Instr::CallOp { .. }
-            | Instr::CallKernel { .. } => Defs::new(),
-        }
-    }
-
-    fn call_dsts(&self, list: u32, ndst: u8) -> impl Iterator<Item = Reg> + '_ {
-        self.f.args[list as usize..list as usize + ndst as usize].iter().map(|a| match a.kind() {
-            ArgKind::Reg(r) => r,
-            _ => unreachable!("checked in pass 1"),
-        })
-    }
-
     fn set_kind(&mut self, pc: usize, r: Reg, k: Kind) -> VResult<bool> {
         match self.kinds[r.0 as usize] {
             None => {
@@ -707,30 +807,86 @@ impl<'m> FuncVerifier<'m> {
 
     fn infer_kinds(&mut self) -> VResult<()> {
         let n = self.f.num_regs as usize;
-        self.kinds = vec![None; n];
-        self.kind_site = vec![usize::MAX; n];
+        self.kinds.clear();
+        self.kinds.resize(n, None);
+        self.kind_site.clear();
+        self.kind_site.resize(n, usize::MAX);
         for (i, t) in self.f.params.iter().enumerate() {
             self.kinds[i] = Some(t.kind());
         }
+        // Definitions per register, for the later passes (counted on the first sweep).
+        let mut ndefs = std::mem::take(&mut self.shared.borrow_mut().ndefs);
+        ndefs.clear();
+        ndefs.resize(n, 0);
+        ndefs[..self.f.params.len()].fill(1);
+        let mut first = true;
         // `mov` chains propagate kinds; iterate to a fixpoint (bounded by the register count).
-        loop {
+        let r = 'sweeps: loop {
             let mut changed = false;
-            for pc in 0..self.f.code.len() {
-                for (r, k) in self.defs(pc) {
-                    let k = match (k, self.f.code[pc]) {
-                        (Some(k), _) => Some(k),
-                        (None, Instr::Mov { src, .. }) => self.kinds[src.0 as usize],
-                        _ => None,
-                    };
-                    if let Some(k) = k {
-                        changed |= self.set_kind(pc, r, k)?;
+            // A `mov` whose source had no kind yet: only then can another sweep change
+            // anything (every other definition sets the same kind again).
+            let mut deferred = false;
+            let (f, m) = (self.f, self.m);
+            for pc in 0..f.code.len() {
+                // What `defs` lists, without building the list: calls define their
+                // destinations, the others at most one register.
+                let (dsts, kinds): (&[Arg], &[Kind]) = match f.code[pc] {
+                    Instr::Call { func, list, ndst, .. } => {
+                        let results = &m.funcs[func.0 as usize].results;
+                        let dsts = &f.args[list as usize..][..ndst as usize];
+                        for (a, t) in dsts.iter().zip(results) {
+                            let ArgKind::Reg(r) = a.kind() else { unreachable!("checked in pass 1") };
+                            if first {
+                                ndefs[r.0 as usize] += 1;
+                            }
+                            match self.set_kind(pc, r, t.kind()) {
+                                Ok(c) => changed |= c,
+                                Err(e) => break 'sweeps Err(e),
+                            }
+                        }
+                        continue;
+                    }
+                    Instr::CallBuiltin { builtin, list, ndst, .. } => {
+                        (&f.args[list as usize..][..ndst as usize], Builtin::ALL[builtin.0 as usize].sig().results)
+                    }
+                    ins => {
+                        let Some((r, k)) = single_def(ins) else { continue };
+                        if first {
+                            ndefs[r.0 as usize] += 1;
+                        }
+                        let k = match (k, ins) {
+                            (Some(k), _) => Some(k),
+                            (None, Instr::Mov { src, .. }) => self.kinds[src.0 as usize],
+                            _ => None,
+                        };
+                        match k {
+                            Some(k) => match self.set_kind(pc, r, k) {
+                                Ok(c) => changed |= c,
+                                Err(e) => break 'sweeps Err(e),
+                            },
+                            None => deferred = true,
+                        }
+                        continue;
+                    }
+                };
+                for (a, k) in dsts.iter().zip(kinds) {
+                    let ArgKind::Reg(r) = a.kind() else { unreachable!("checked in pass 1") };
+                    if first {
+                        ndefs[r.0 as usize] += 1;
+                    }
+                    match self.set_kind(pc, r, *k) {
+                        Ok(c) => changed |= c,
+                        Err(e) => break 'sweeps Err(e),
                     }
                 }
             }
-            if !changed {
-                return Ok(());
+            first = false;
+            if !changed || !deferred {
+                break Ok(());
             }
-        }
+        };
+        self.shared.borrow_mut().ndefs = ndefs;
+        r
     }
 
     fn arg_kind(&self, a: Arg) -> Option<Kind> {
@@ -746,7 +902,17 @@ impl<'m> FuncVerifier<'m> {
     }
 
     /// `role` is only formatted when the check fails (pass `format_args!`, not `format!`).
+    #[inline]
     fn expect_kind(&self, pc: usize, op: usize, a: Arg, want: Kind, role: impl std::fmt::Display) -> VResult<()> {
+        if self.arg_kind(a) == Some(want) {
+            return Ok(());
+        }
+        self.kind_error(pc, op, a, want, &role)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn kind_error(&self, pc: usize, op: usize, a: Arg, want: Kind, role: &dyn std::fmt::Display) -> VResult<()> {
         match self.arg_kind(a) {
             Some(k) if k == want => Ok(()),
             Some(k) => {
@@ -859,58 +1025,61 @@ impl<'m> FuncVerifier<'m> {
 
     // ------------------------------------------------------------ pass 3: dataflow
 
-    /// Register accesses of an instruction in text operand order (uses before defs, as
-    /// they happen at run time).
-    fn accesses(&self, pc: usize, out: &mut Vec<(usize, Access)>) {
-        out.clear();
-        let f = self.f;
-        let uses = |first_op: usize, args: &[Arg], out: &mut Vec<(usize, Access)>| {
+    /// Visits the register accesses of an instruction in text operand order (uses before
+    /// defs, as they happen at run time).
+    #[inline(always)]
+    fn accesses<V: FnMut(usize, Access) -> VResult<()>>(&self, pc: usize, visit: &mut V) -> VResult<()> {
+        #[inline]
+        fn uses<V: FnMut(usize, Access) -> VResult<()>>(first_op: usize, args: &[Arg], visit: &mut V) -> VResult<()> {
             for (i, a) in args.iter().enumerate() {
                 if let ArgKind::Reg(r) = a.kind() {
-                    out.push((first_op + i, Access::Use(r)));
+                    visit(first_op + i, Access::Use(r))?;
                 }
             }
-        };
+            Ok(())
+        }
+        let f = self.f;
         match f.code[pc] {
-            Instr::Nop {} | Instr::Br { .. } => {}
+            Instr::Nop {} | Instr::Br { .. } => Ok(()),
             Instr::Mov { dst, src } => {
-                out.push((1, Access::Use(src)));
-                out.push((0, Access::Def(dst)));
+                visit(1, Access::Use(src))?;
+                visit(0, Access::Def(dst))
             }
             Instr::LoadInt { dst, .. } | Instr::LoadFloat { dst, .. } | Instr::LoadConst { dst, .. } => {
-                out.push((0, Access::Def(dst)))
+                visit(0, Access::Def(dst))
             }
             Instr::MakeShape { dst, dims, ndim } => {
-                uses(1, &f.args[dims as usize..][..ndim as usize], out);
-                out.push((0, Access::Def(dst)));
+                uses(1, &f.args[dims as usize..][..ndim as usize], visit)?;
+                visit(0, Access::Def(dst))
             }
             Instr::AllocStorage { dst, size, align, .. } => {
-                uses(1, &[size, align], out);
-                out.push((0, Access::Def(dst)));
+                uses(1, &[size, align], visit)?;
+                visit(0, Access::Def(dst))
             }
             Instr::AllocTensor { dst, storage, args, ndim, .. } => {
-                out.push((1, Access::Use(storage)));
-                uses(2, &f.args[args as usize..][..ndim as usize + 1], out);
-                out.push((0, Access::Def(dst)));
+                visit(1, Access::Use(storage))?;
+                uses(2, &f.args[args as usize..][..ndim as usize + 1], visit)?;
+                visit(0, Access::Def(dst))
             }
-            Instr::Kill { reg } => out.push((0, Access::Kill(reg))),
+            Instr::Kill { reg } => visit(0, Access::Kill(reg)),
             Instr::Call { list, ndst, nargs, .. } | Instr::CallBuiltin { list, ndst, nargs, .. } => {
                 let items = &f.args[list as usize..][..ndst as usize + nargs as usize];
-                uses(ndst as usize, &items[ndst as usize..], out);
+                uses(ndst as usize, &items[ndst as usize..], visit)?;
                 for (i, a) in items[..ndst as usize].iter().enumerate() {
                     if let ArgKind::Reg(r) = a.kind() {
-                        out.push((i, Access::Def(r)));
+                        visit(i, Access::Def(r))?;
                     }
                 }
+                Ok(())
             }
-            Instr::Ret { list, nvals } => uses(0, &f.args[list as usize..][..nvals as usize], out),
+            Instr::Ret { list, nvals } => uses(0, &f.args[list as usize..][..nvals as usize], visit),
             Instr::CallKernel { list, ndims, nargs, .. } => {
-                uses(0, &f.args[list as usize..][..nargs as usize + ndims as usize], out)
+                uses(0, &f.args[list as usize..][..nargs as usize + ndims as usize], visit)
             }
             Instr::CallOp { list, nout, nin, .. } => {
-                uses(0, &f.args[list as usize..][..nin as usize + nout as usize], out)
+                uses(0, &f.args[list as usize..][..nin as usize + nout as usize], visit)
             }
-            Instr::BrIf { cond, .. } => out.push((0, Access::Use(cond))),
+            Instr::BrIf { cond, .. } => visit(0, Access::Use(cond)),
         }
     }
 
@@ -929,104 +1098,147 @@ impl<'m> FuncVerifier<'m> {
         (0..pc).rev().find(is_kill).or_else(|| (pc..self.f.code.len()).find(is_kill))
     }
 
+    /// The error for a use or kill of `r` that is killed (`killed`) or not defined on some
+    /// path to `pc`.
+    #[cold]
+    #[inline(never)]
+    fn flow_error(&self, pc: usize, op: usize, a: Access, killed: bool) -> VerifyError {
+        let (Access::Use(r) | Access::Kill(r) | Access::Def(r)) = a;
+        let is_kill = matches!(a, Access::Kill(_));
+        if killed {
+            let message = if is_kill {
+                format!("{} is killed twice: it is already killed on some path to here", self.rn(r))
+            } else {
+                format!("{} is used after `kill` on some path to here", self.rn(r))
+            };
+            let mut e = self.err(Some(pc), Some(op), message);
+            if let Some(k) = self.kill_site(r, pc) {
+                e.notes.push(format!("{} is killed at {}", self.rn(r), self.line_note(k)));
+            }
+            return e;
+        }
+        let verb = if is_kill { "killed" } else { "used" };
+        self.err(Some(pc), Some(op), format!("{} is {verb} before it is defined on some path to here", self.rn(r)))
+    }
+
+    /// Applies instruction `pc` to the state `st` (`defined` words, then `killed`).
+    #[inline(always)]
+    fn flow_step(&self, pc: usize, st: &mut [u64], words: usize) -> VResult<()> {
+        self.accesses(pc, &mut |op, a| {
+            match a {
+                Access::Use(r) | Access::Kill(r) => {
+                    let (w, bit) = ((r.0 / 64) as usize, 1u64 << (r.0 % 64));
+                    if st[words + w] & bit != 0 {
+                        return Err(self.flow_error(pc, op, a, true));
+                    }
+                    if st[w] & bit == 0 {
+                        return Err(self.flow_error(pc, op, a, false));
+                    }
+                    if matches!(a, Access::Kill(_)) {
+                        st[words + w] |= bit;
+                    }
+                }
+                Access::Def(r) => {
+                    let (w, bit) = ((r.0 / 64) as usize, 1u64 << (r.0 % 64));
+                    st[w] |= bit;
+                    st[words + w] &= !bit;
+                }
+            }
+            Ok(())
+        })
+    }
+
     fn dataflow(&self) -> VResult<()> {
         let f = self.f;
         let n = f.code.len();
-        let nregs = f.num_regs as usize;
+        let words = (f.num_regs as usize).div_ceil(64);
+        let w2 = 2 * words;
+        let mut guard = self.shared.borrow_mut();
+        let b = &mut guard.flow;
+        // Straight-line code (one block ending in `ret`, most compiled functions): one pass.
+        if matches!(f.code[n - 1], Instr::Ret { .. }) && !f.code[..n - 1].iter().any(Instr::is_terminator) {
+            b.st.clear();
+            b.st.resize(w2, 0);
+            for i in 0..f.params.len() {
+                b.st[i / 64] |= 1 << (i % 64);
+            }
+            for pc in 0..n {
+                self.flow_step(pc, &mut b.st, words)?;
+            }
+            return Ok(());
+        }
         // Basic blocks: leaders are 0, branch targets and instructions after terminators.
-        let mut leader = vec![false; n];
-        leader[0] = true;
+        b.leader.clear();
+        b.leader.resize(n, false);
+        b.leader[0] = true;
         for pc in 0..n {
-            let (succ, k) = self.successors(pc);
             if f.code[pc].is_terminator() {
+                let (succ, k) = self.successors(pc);
                 for s in &succ[..k] {
-                    leader[*s] = true;
+                    b.leader[*s] = true;
                 }
                 if pc + 1 < n {
-                    leader[pc + 1] = true;
+                    b.leader[pc + 1] = true;
                 }
             }
         }
-        let mut block_of = vec![0u32; n];
-        let mut starts = Vec::new();
+        b.block_of.clear();
+        b.starts.clear();
         for pc in 0..n {
-            if leader[pc] {
-                starts.push(pc);
+            if b.leader[pc] {
+                b.starts.push(pc);
             }
-            block_of[pc] = (starts.len() - 1) as u32;
+            b.block_of.push((b.starts.len() - 1) as u32);
         }
-        let nblocks = starts.len();
-        let mut entry: Vec<Option<State>> = vec![None; nblocks];
-        let mut init = State { defined: RegSet::new(nregs, false), killed: RegSet::new(nregs, false) };
+        let nblocks = b.starts.len();
+        // Block entry states: `defined` (words 0..words) then `killed`.
+        b.entry.clear();
+        b.entry.resize(nblocks * w2, 0);
+        b.has_entry.clear();
+        b.has_entry.resize(nblocks, false);
+        b.queued.clear();
+        b.queued.resize(nblocks, false);
         for i in 0..f.params.len() {
-            init.defined.set(i as u32, true);
+            b.entry[i / 64] |= 1 << (i % 64);
         }
-        entry[0] = Some(init);
-        let mut work = vec![0usize];
-        let mut queued = vec![false; nblocks];
-        queued[0] = true;
-        let mut acc = Vec::new();
-        while let Some(b) = work.pop() {
-            queued[b] = false;
-            let mut st = entry[b].clone().expect("queued blocks have a state");
-            let mut pc = starts[b];
+        b.has_entry[0] = true;
+        b.work.clear();
+        b.work.push(0);
+        b.queued[0] = true;
+        b.st.clear();
+        b.st.resize(w2, 0);
+        while let Some(blk) = b.work.pop() {
+            b.queued[blk] = false;
+            b.st.copy_from_slice(&b.entry[blk * w2..][..w2]);
+            let mut pc = b.starts[blk];
             loop {
-                self.accesses(pc, &mut acc);
-                for &(op, a) in &acc {
-                    match a {
-                        Access::Use(r) | Access::Kill(r) => {
-                            let verb = if matches!(a, Access::Kill(_)) { "killed" } else { "used" };
-                            if st.killed.has(r.0) {
-                                let message = if matches!(a, Access::Kill(_)) {
-                                    format!("{} is killed twice: it is already killed on some path to here", self.rn(r))
-                                } else {
-                                    format!("{} is used after `kill` on some path to here", self.rn(r))
-                                };
-                                let mut e = self.err(Some(pc), Some(op), message);
-                                if let Some(k) = self.kill_site(r, pc) {
-                                    e.notes.push(format!("{} is killed at {}", self.rn(r), self.line_note(k)));
-                                }
-                                return Err(e);
-                            }
-                            if !st.defined.has(r.0) {
-                                return self.at(
-                                    pc,
-                                    Some(op),
-                                    format!("{} is {verb} before it is defined on some path to here", self.rn(r)),
-                                );
-                            }
-                            if matches!(a, Access::Kill(_)) {
-                                st.killed.set(r.0, true);
-                            }
-                        }
-                        Access::Def(r) => {
-                            st.defined.set(r.0, true);
-                            st.killed.set(r.0, false);
-                        }
-                    }
-                }
-                let (succ, k) = self.successors(pc);
-                let ends_block = f.code[pc].is_terminator() || (pc + 1 < n && leader[pc + 1]);
+                self.flow_step(pc, &mut b.st, words)?;
+                let ends_block = f.code[pc].is_terminator() || (pc + 1 < n && b.leader[pc + 1]);
                 if !ends_block {
                     pc += 1;
                     continue;
                 }
+                let (succ, k) = self.successors(pc);
                 for &s in &succ[..k] {
-                    let sb = block_of[s] as usize;
-                    let changed = match &mut entry[sb] {
-                        slot @ None => {
-                            *slot = Some(st.clone());
-                            true
+                    let sb = b.block_of[s] as usize;
+                    let e = &mut b.entry[sb * w2..][..w2];
+                    let changed = if !b.has_entry[sb] {
+                        e.copy_from_slice(&b.st);
+                        b.has_entry[sb] = true;
+                        true
+                    } else {
+                        // Defined on every path (intersection), killed on some path (union).
+                        let mut changed = false;
+                        for (i, (x, y)) in e.iter_mut().zip(&b.st).enumerate() {
+                            let v = if i < words { *x & *y } else { *x | *y };
+                            changed |= v != *x;
+                            *x = v;
                         }
-                        Some(e) => {
-                            let a = e.defined.intersect(&st.defined);
-                            let b = e.killed.union(&st.killed);
-                            a || b
-                        }
+                        changed
                     };
-                    if changed && !queued[sb] {
-                        queued[sb] = true;
-                        work.push(sb);
+                    if changed && !b.queued[sb] {
+                        b.queued[sb] = true;
+                        b.work.push(sb);
                     }
                 }
                 break;
@@ -1039,15 +1251,13 @@ impl<'m> FuncVerifier<'m> {
 
     fn check_constant_views(&self) -> VResult<()> {
         let f = self.f;
+        let mut guard = self.shared.borrow_mut();
+        let Shared { ndefs, storage, shapes, dims: shape_dims, .. } = &mut *guard;
         // Storage registers with exactly one definition, by an alloc_storage of constant size.
-        let mut ndefs = vec![0u32; f.num_regs as usize];
-        ndefs[..f.params.len()].fill(1);
-        for pc in 0..f.code.len() {
-            for (r, _) in self.defs(pc) {
-                ndefs[r.0 as usize] += 1;
-            }
-        }
-        let mut storage: Vec<Option<(u64, u64, usize)>> = vec![None; f.num_regs as usize];
+        storage.clear();
+        storage.resize(f.num_regs as usize, None);
+        // The static shapes for `check_static_ops`: parameters here, views below.
+        self.param_shapes(shapes, shape_dims);
         for (pc, ins) in f.code.iter().enumerate() {
             match *ins {
                 Instr::AllocStorage { dst, size, align, .. } => {
@@ -1076,7 +1286,7 @@ impl<'m> FuncVerifier<'m> {
                         }
                     }
                 }
-                Instr::AllocTensor { storage: s, args, dtype, scope, ndim, .. } => {
+                Instr::AllocTensor { dst, storage: s, args, dtype, scope, ndim } => {
                     let list = &f.args[args as usize..][..ndim as usize + 1];
                     let offset = self.m.const_int(list[0]);
                     if let Some(o) = offset {
@@ -1094,7 +1304,7 @@ impl<'m> FuncVerifier<'m> {
                             );
                         }
                     }
-                    let mut dims = Vec::with_capacity(ndim as usize);
+                    let mut dims = smallvec::SmallVec::<[i64; 8]>::new();
                     for (i, a) in list[1..].iter().enumerate() {
                         if let Some(v) = self.m.const_int(*a) {
                             if v < 0 {
@@ -1115,6 +1325,10 @@ impl<'m> FuncVerifier<'m> {
                     }
                     if dims.len() != ndim as usize {
                         continue;
+                    }
+                    if ndefs[dst.0 as usize] == 1 {
+                        shapes[dst.0 as usize] = Some((dtype, shape_dims.len() as u32, ndim as u32, Some(scope)));
+                        shape_dims.extend_from_slice(&dims);
                     }
                     let Some(bytes) = min_view_bytes(dtype, scope, &dims)
                         .map_err(|m| self.err(Some(pc), Some(3 + ndim as usize), m))?
@@ -1163,37 +1377,32 @@ fn count(n: usize, noun: &str) -> String {
 }
 
 impl FuncVerifier<'_> {
-    /// Dtype, shape and scope (unknown for parameters) of registers whose tensor shape is
-    /// fixed: parameters with fully known tensor types, and registers defined once by an
-    /// `alloc_tensor` with constant dims.
-    fn static_shapes(&self) -> Vec<Option<StaticTensor>> {
+    /// Dtype, shape and scope of registers whose tensor shape is fixed: here parameters
+    /// with fully known tensor types (scope unknown); `check_constant_views` adds registers
+    /// defined once by an `alloc_tensor` with constant dims. Shapes go to `dims`; `out`
+    /// holds where.
+    fn param_shapes(&self, out: &mut Vec<Option<StaticTensor>>, dims: &mut Vec<i64>) {
         let f = self.f;
-        let mut ndefs = vec![0u32; f.num_regs as usize];
-        ndefs[..f.params.len()].fill(1);
-        for pc in 0..f.code.len() {
-            for (r, _) in self.defs(pc) {
-                ndefs[r.0 as usize] += 1;
-            }
-        }
-        let mut out: Vec<Option<StaticTensor>> = vec![None; f.num_regs as usize];
+        out.clear();
+        out.resize(f.num_regs as usize, None);
+        dims.clear();
         for (i, t) in f.params.iter().enumerate() {
-            if let Type::Tensor { dtype, dims } = t {
-                let known: Option<Vec<i64>> =
-                    dims.iter().map(|d| if let crate::types::Dim::Known(v) = d { Some(*v) } else { None }).collect();
-                out[i] = known.map(|k| (*dtype, k, None));
-            }
-        }
-        for ins in &f.code {
-            if let Instr::AllocTensor { dst, args, dtype, ndim, scope, .. } = *ins {
-                if ndefs[dst.0 as usize] != 1 {
-                    continue;
+            if let Type::Tensor { dtype, dims: ds } = t {
+                let start = dims.len();
+                let known = ds.iter().all(|d| match d {
+                    crate::types::Dim::Known(v) => {
+                        dims.push(*v);
+                        true
+                    }
+                    crate::types::Dim::Any => false,
+                });
+                if known {
+                    out[i] = Some((*dtype, start as u32, ds.len() as u32, None));
+                } else {
+                    dims.truncate(start);
                 }
-                let dims: Option<Vec<i64>> =
-                    f.args[args as usize + 1..][..ndim as usize].iter().map(|a| self.m.const_int(*a)).collect();
-                out[dst.0 as usize] = dims.map(|d| (dtype, d, Some(scope)));
             }
         }
-        out
     }
 
     /// Operator calls whose operand shapes are all fixed are shape-checked at load time:
@@ -1205,92 +1414,103 @@ impl FuncVerifier<'_> {
         if !f.code.iter().any(|i| matches!(i, Instr::CallOp { .. })) {
             return Ok(());
         }
-        let shapes = self.static_shapes();
-        let const_values: &[Option<HostTensor>] = self.const_values.get_or_init(|| {
-            self.m
-                .consts
-                .iter()
-                .map(|c| match &c.data {
-                    // Only integer constants can be shape-like; float weights are not copied.
-                    ConstData::Bytes(b) if !c.dtype.is_float() => {
-                        HostTensor::new(c.dtype, c.shape.clone(), b.clone()).ok()
-                    }
-                    _ => None,
-                })
-                .collect()
-        });
-        let empty = crate::ops::Attrs::default();
+        let mut guard = self.shared.borrow_mut();
+        // Only integer constants can be shape-like; float weights are not copied.
+        let have = guard.const_values.len();
+        guard.const_values.extend(self.m.consts[have.min(self.m.consts.len())..].iter().map(|c| match &c.data {
+            ConstData::Bytes(b) if !c.dtype.is_float() => HostTensor::new(c.dtype, c.shape.clone(), b.clone()).ok(),
+            _ => None,
+        }));
+        // The static shapes are those `check_constant_views` found.
+        let Shared { memo, shapes, dims, const_values, .. } = &mut *guard;
+        let (shapes, dims) = (&*shapes, &*dims);
+        let shape_of = |t: &StaticTensor| &dims[t.1 as usize..][..t.2 as usize];
         let mut infos = Vec::new();
         // Per operand: Some(true) for a texture, None when the scope is unknown.
         let mut scopes: Vec<Option<bool>> = Vec::new();
+        let scope_code = |s: Option<Scope>| s.map_or(2, |s| u64::from(s.is_texture()));
         'calls: for (pc, ins) in f.code.iter().enumerate() {
-            let Instr::CallOp { op, list, attrs, nout, nin } = *ins else { continue };
-            let def = OPS[op.0 as usize];
-            let attrs = if attrs == 0 { &empty } else { &self.m.attrs[attrs as usize - 1] };
-            let items = &f.args[list as usize..][..nin as usize + nout as usize];
-            infos.clear();
-            scopes.clear();
-            for a in &items[..nin as usize] {
-                infos.push(match a.kind() {
-                    ArgKind::None => {
-                        scopes.push(Some(false));
-                        None
-                    }
-                    ArgKind::Const(c) => {
-                        scopes.push(Some(false));
-                        let k = &self.m.consts[c.0 as usize];
-                        Some(TensorInfo { dtype: k.dtype, shape: &k.shape, value: const_values[c.0 as usize].as_ref() })
-                    }
+            let Instr::CallOp { op, list, attrs: attrs_index, nout, nin } = *ins else { continue };
+            let (nin, nout) = (nin as usize, nout as usize);
+            let items = &f.args[list as usize..][..nin + nout];
+            // The memo key: everything the outcome depends on. Constants by index (their value
+            // may be read), other inputs by dtype, shape and scope, and the outputs' scopes.
+            let attrs_id = memo.attrs_id(self.m, attrs_index);
+            let key = &mut memo.key;
+            key.clear();
+            key.extend_from_slice(&[op.0 as u64, attrs_id as u64, nin as u64, nout as u64]);
+            for a in &items[..nin] {
+                match a.kind() {
+                    ArgKind::None => key.push(0),
+                    ArgKind::Const(c) => key.extend_from_slice(&[1, c.0 as u64]),
                     ArgKind::Reg(r) => match &shapes[r.0 as usize] {
-                        Some((d, s, scope)) if d.is_float() => {
-                            scopes.push(scope.map(Scope::is_texture));
-                            Some(TensorInfo { dtype: *d, shape: s, value: None })
+                        Some(t) if t.0.is_float() => {
+                            let shape = shape_of(t);
+                            key.extend_from_slice(&[2 | scope_code(t.3) << 2, t.0 as u64, shape.len() as u64]);
+                            key.extend(shape.iter().map(|&d| d as u64));
                         }
                         _ => continue 'calls,
                     },
                     _ => continue 'calls,
+                }
+            }
+            for a in &items[nin..] {
+                key.push(match a.kind() {
+                    ArgKind::None => 3,
+                    ArgKind::Reg(r) => scope_code(shapes[r.0 as usize].as_ref().and_then(|t| t.3)),
+                    _ => 0,
                 });
             }
-            for a in &items[nin as usize..] {
-                scopes.push(match a.kind() {
-                    ArgKind::Reg(r) => shapes[r.0 as usize].as_ref().and_then(|t| t.2).map(Scope::is_texture),
-                    _ => Some(false),
-                });
-            }
-            // The blocked-texture inference, with operands of unknown scope taken as `unknown`.
-            let blocked = |unknown: bool| {
-                let is_tex = |s: &Option<bool>| s.unwrap_or(unknown);
-                let tin: Vec<bool> = scopes[..nin as usize].iter().map(is_tex).collect();
-                let tout: Vec<Option<bool>> = items[nin as usize..]
-                    .iter()
-                    .zip(&scopes[nin as usize..])
-                    .map(|(a, s)| if matches!(a.kind(), ArgKind::None) { None } else { Some(is_tex(s)) })
-                    .collect();
-                crate::ops::blocked::infer(def, &infos, &tin, &tout, attrs)
+            let def = OPS[op.0 as usize];
+            let inferred: &[OutInfo] = match memo.static_ops.get(&key[..]) {
+                Some(StaticOutcome::Skip) => continue,
+                Some(StaticOutcome::Outputs(o)) => o,
+                None => {
+                    infos.clear();
+                    scopes.clear();
+                    for a in &items[..nin] {
+                        let (info, scope) = match a.kind() {
+                            ArgKind::Const(c) => {
+                                let k = &self.m.consts[c.0 as usize];
+                                let value = const_values[c.0 as usize].as_ref();
+                                (Some(TensorInfo { dtype: k.dtype, shape: &k.shape, value }), Some(false))
+                            }
+                            // Every register input has a static float shape (the key has it).
+                            ArgKind::Reg(r) => match &shapes[r.0 as usize] {
+                                Some(t) => (
+                                    Some(TensorInfo { dtype: t.0, shape: shape_of(t), value: None }),
+                                    t.3.map(Scope::is_texture),
+                                ),
+                                None => continue 'calls,
+                            },
+                            _ => (None, Some(false)),
+                        };
+                        infos.push(info);
+                        scopes.push(scope);
+                    }
+                    for a in &items[nin..] {
+                        scopes.push(match a.kind() {
+                            ArgKind::Reg(r) => shapes[r.0 as usize].as_ref().and_then(|t| t.3).map(Scope::is_texture),
+                            _ => Some(false),
+                        });
+                    }
+                    let attrs = if attrs_index == 0 { &NO_ATTRS } else { &self.m.attrs[attrs_index as usize - 1] };
+                    let outcome = self.infer_static(pc, def, &infos, &scopes, items, nin, attrs)?;
+                    let key = key.clone().into_boxed_slice();
+                    match memo.static_ops.entry(key).or_insert(outcome) {
+                        StaticOutcome::Skip => continue,
+                        StaticOutcome::Outputs(o) => o,
+                    }
+                }
             };
-            let inferred = if scopes.contains(&Some(true)) {
-                if scopes.contains(&None) {
-                    continue;
-                }
-                match blocked(false) {
-                    Ok(call) => vec![call.out],
-                    Err(e) => return self.at(pc, None, format!("@onnx.{}: {e}", def.name)),
-                }
-            } else {
-                match (def.infer)(&infos, attrs) {
-                    Ok(o) => o,
-                    // Parameters may be texture views: refused only if no reading fits.
-                    Err(_) if scopes.contains(&None) && blocked(true).is_ok() => continue,
-                    Err(e) => return self.at(pc, None, format!("@onnx.{}: {e}", def.name)),
-                }
-            };
-            for (i, a) in items[nin as usize..].iter().enumerate() {
+            for (i, a) in items[nin..].iter().enumerate() {
                 let (ArgKind::Reg(r), Some((dtype, shape))) = (a.kind(), inferred.get(i)) else { continue };
-                if let Some((vd, vs, _)) = &shapes[r.0 as usize] {
-                    if vd != dtype || vs != shape {
+                if let Some(t) = &shapes[r.0 as usize] {
+                    let (vd, vs) = (t.0, shape_of(t));
+                    if vd != *dtype || vs != &shape[..] {
                         return self.at(
                             pc,
-                            Some(nin as usize + i),
+                            Some(nin + i),
                             format!(
                                 "@onnx.{}: output {} is {dtype}{shape:?} for these inputs and attributes, but {} is {vd}{vs:?}",
                                 def.name,
@@ -1304,10 +1524,52 @@ impl FuncVerifier<'_> {
         }
         Ok(())
     }
+
+    /// Load-time inference of one operator call (see `check_static_ops`).
+    #[allow(clippy::too_many_arguments)]
+    fn infer_static(
+        &self,
+        pc: usize,
+        def: &crate::ops::OpDef,
+        infos: &[Option<TensorInfo>],
+        scopes: &[Option<bool>],
+        items: &[Arg],
+        nin: usize,
+        attrs: &Attrs,
+    ) -> VResult<StaticOutcome> {
+        // The blocked-texture inference, with operands of unknown scope taken as `unknown`.
+        let blocked = |unknown: bool| {
+            let is_tex = |s: &Option<bool>| s.unwrap_or(unknown);
+            let tin: Vec<bool> = scopes[..nin].iter().map(is_tex).collect();
+            let tout: Vec<Option<bool>> = items[nin..]
+                .iter()
+                .zip(&scopes[nin..])
+                .map(|(a, s)| if matches!(a.kind(), ArgKind::None) { None } else { Some(is_tex(s)) })
+                .collect();
+            crate::ops::blocked::infer(def, infos, &tin, &tout, attrs)
+        };
+        Ok(if scopes.contains(&Some(true)) {
+            if scopes.contains(&None) {
+                return Ok(StaticOutcome::Skip);
+            }
+            match blocked(false) {
+                Ok(call) => StaticOutcome::Outputs(vec![call.out]),
+                Err(e) => return self.at(pc, None, format!("@onnx.{}: {e}", def.name)),
+            }
+        } else {
+            match (def.infer)(infos, attrs) {
+                Ok(o) => StaticOutcome::Outputs(o),
+                // Parameters may be texture views: refused only if no reading fits.
+                Err(_) if scopes.contains(&None) && blocked(true).is_ok() => StaticOutcome::Skip,
+                Err(e) => return self.at(pc, None, format!("@onnx.{}: {e}", def.name)),
+            }
+        })
+    }
 }
 
-/// A register's fixed dtype and shape, and its scope when known.
-type StaticTensor = (DType, Vec<i64>, Option<Scope>);
+/// A register's fixed dtype, shape (start and length in a shared dims vector) and scope
+/// when known.
+type StaticTensor = (DType, u32, u32, Option<Scope>);
 
 /// The fewest bytes a view can take on any device (images counted without row padding).
 /// `Ok(None)` on overflow, `Err` when the shape does not fit the scope.
