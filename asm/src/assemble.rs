@@ -229,18 +229,7 @@ fn scope_list() -> String {
 
 /// Integer range of an integer dtype (bool is 0..=1).
 fn int_range(d: DType) -> Option<(i128, i128)> {
-    Some(match d {
-        DType::I8 => (i8::MIN as i128, i8::MAX as i128),
-        DType::I16 => (i16::MIN as i128, i16::MAX as i128),
-        DType::I32 => (i32::MIN as i128, i32::MAX as i128),
-        DType::I64 => (i64::MIN as i128, i64::MAX as i128),
-        DType::U8 => (0, u8::MAX as i128),
-        DType::U16 => (0, u16::MAX as i128),
-        DType::U32 => (0, u32::MAX as i128),
-        DType::U64 => (0, u64::MAX as i128),
-        DType::Bool => (0, 1),
-        DType::F16 | DType::F32 | DType::F64 => return None,
-    })
+    d.int_range()
 }
 
 /// Mantissa width, exponent mask and sign bit of a float dtype, as raw bits.

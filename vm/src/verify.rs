@@ -76,11 +76,26 @@ fn module_checks(m: &Module) -> Result<(), VerifyError> {
                     b.len()
                 )))
             }
+            (ConstData::Bytes(b), Some(_)) if c.dtype == DType::Bool && b.iter().any(|&x| x > 1) => {
+                return Err(module_err(format!("constant @{}: a bool element must be 0 or 1", c.name)))
+            }
+            (ConstData::Fill(v), Some(_)) => {
+                if let Some((lo, hi)) = c.dtype.int_range() {
+                    if v.fract() != 0.0 || *v < lo as f64 || *v > hi as f64 {
+                        return Err(module_err(format!(
+                            "constant @{}: fill value {v} is not an integer in {lo} ..= {hi}, the values of {}",
+                            c.name, c.dtype
+                        )));
+                    }
+                }
+            }
             _ => {}
         }
+        check_name(&c.name, "constant").map_err(module_err)?;
     }
     let mut names = FxHashSet::default();
     for k in &m.kernels {
+        check_name(&k.name, "kernel").map_err(module_err)?;
         if !names.insert(k.name.as_str()) {
             return Err(module_err(format!("kernel @cl.{} is declared twice", k.name)));
         }
@@ -94,14 +109,32 @@ fn module_checks(m: &Module) -> Result<(), VerifyError> {
     let mut names = FxHashSet::default();
     names.reserve(m.funcs.len());
     for (i, f) in m.funcs.iter().enumerate() {
+        let func_err = |message: String| VerifyError { func: Some(FuncId(i as u32)), ..module_err(message) };
         if !names.insert(f.name.as_str()) {
-            return Err(VerifyError {
-                func: Some(FuncId(i as u32)),
-                ..module_err(format!("function @{} is defined twice", f.name))
-            });
+            return Err(func_err(format!("function @{} is defined twice", f.name)));
+        }
+        check_name(&f.name, "function").map_err(func_err)?;
+        for n in f.debug.reg_names.iter().filter(|n| !n.is_empty()) {
+            check_name(n, "register").map_err(func_err)?;
+        }
+        for (_, l) in &f.debug.labels {
+            if !l.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+                return Err(func_err(format!("label `{l}` must start with a letter or `_`")));
+            }
+            check_name(l, "label").map_err(func_err)?;
         }
     }
     Ok(())
+}
+
+/// Names print as `@name`, `%name` and `name:`, so they must be what the assembler reads
+/// back: letters, digits, `_` and `.` (a module whose names are not would disassemble to
+/// text that does not assemble).
+fn check_name(name: &str, what: &str) -> Result<(), String> {
+    if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.') {
+        return Ok(());
+    }
+    Err(format!("{what} name {name:?} is not valid: names are one or more ASCII letters, digits, `_` and `.`"))
 }
 
 /// What the functions of one module share while they are verified: the operator-check memo
@@ -346,6 +379,15 @@ impl<'m> FuncVerifier<'m> {
                 None,
                 None,
                 format!("@{} declares {} registers, but its code can name at most {reachable}", f.name, f.num_regs),
+            ));
+        }
+        // Every register in the operand pool, including entries no instruction uses: the
+        // disassembler names every register it finds there.
+        if let Some(r) = f.args.iter().filter_map(|a| a.as_reg()).find(|r| r.0 >= f.num_regs) {
+            return Err(self.err(
+                None,
+                None,
+                format!("@{}'s operand pool names register r{}, but it has {} registers", f.name, r.0, f.num_regs),
             ));
         }
         self.check_placements()?;
