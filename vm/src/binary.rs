@@ -646,7 +646,10 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                     let words = r.take(h.ninstr * WORD_SIZE, "instruction")?;
                     f.code.reserve_exact(h.ninstr);
                     for (pc, w) in words.chunks_exact(WORD_SIZE).enumerate() {
-                        let w: &[u8; WORD_SIZE] = w.try_into().expect("chunks of WORD_SIZE");
+                        // `chunks_exact` yields whole words; an error, not a panic, if not.
+                        let Some(w) = w.first_chunk::<WORD_SIZE>() else {
+                            return r.err("internal: a partial instruction word");
+                        };
                         match Instr::decode(Word::from_bytes(w)) {
                             Ok(i) => f.code.push(i),
                             Err(e) => {

@@ -20,6 +20,11 @@
 //! assert_eq!(t.to_f64(), vec![2.5; 4]);
 //! ```
 
+// No `unwrap`/`expect` outside tests: bad input (text, bytecode, models, arguments) must
+// give an error, never a panic. An invariant that cannot fail is allowed where it is
+// stated, with `#[allow]` and the reason.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod binary;
 pub mod builder;
 pub mod builtins;
