@@ -227,6 +227,22 @@ fn scope_list() -> String {
     Scope::ALL.iter().map(|s| format!("\"{}\"", s.name())).collect::<Vec<_>>().join(", ")
 }
 
+/// The largest kernel source `file("...")` reads.
+const MAX_KERNEL_SOURCE: u64 = 16 << 20;
+
+/// At most `limit + 1` bytes of a regular file. Devices, FIFOs and directories are refused:
+/// their size says nothing (`/dev/zero` has size 0 and never ends).
+fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    let mut v = Vec::new();
+    f.take(limit.saturating_add(1)).read_to_end(&mut v)?;
+    Ok(v)
+}
+
 /// Integer range of an integer dtype (bool is 0..=1).
 fn int_range(d: DType) -> Option<(i128, i128)> {
     d.int_range()
@@ -756,7 +772,7 @@ impl<'s> Asm<'s> {
         let meta_len = std::fs::metadata(&path).map(|m| m.len());
         let bytes = match meta_len {
             Ok(len) if Some(len) != nbytes => Err(len),
-            Ok(_) => match std::fs::read(&path) {
+            Ok(len) => match read_regular(&path, len) {
                 Ok(b) => Ok(b),
                 Err(e) => {
                     self.err(file_error(s, &rel, &path, &e));
@@ -807,7 +823,11 @@ impl Asm<'_> {
             Some(b) => b.join(&rel),
             None => Path::new(&rel).to_path_buf(),
         };
-        let bytes = std::fs::read(&path).map_err(|e| file_error(s, &rel, &path, &e))?;
+        let bytes = read_regular(&path, MAX_KERNEL_SOURCE).map_err(|e| file_error(s, &rel, &path, &e))?;
+        if bytes.len() as u64 > MAX_KERNEL_SOURCE {
+            return Err(Diagnostic::new(s.span, format!("`{rel}` is larger than {MAX_KERNEL_SOURCE} bytes"))
+                .with_label("kernel source too large"));
+        }
         String::from_utf8(bytes).map_err(|e| {
             Diagnostic::new(s.span, format!("`{rel}` is not UTF-8 text"))
                 .with_label("not OpenCL C source")

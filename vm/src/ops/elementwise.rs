@@ -604,7 +604,7 @@ fn div(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> R
 // ---------------------------------------------------------------------------------------
 // Unary operators.
 
-fn infer_f32(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
+pub(crate) fn infer_f32(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
     let x = input(ins, 0, "X")?;
     check_dtype(x, 0, "X", F32)?;
     Ok(vec![(x.dtype, x.shape.to_vec())])

@@ -105,7 +105,7 @@ pub(crate) use attr;
 
 /// Operators defined here; the families live in their own modules.
 static CORE: &[OpDef] =
-    &[op!("Relu", in 1..=1, out 1..=1, attrs &[], infer shape::same_as_first, host host::relu, "max(x, 0)")];
+    &[op!("Relu", in 1..=1, out 1..=1, attrs &[], infer elementwise::infer_f32, host host::relu, "max(x, 0)")];
 
 /// Every operator, by [`OpId`]: the core table, then each family's table in a fixed
 /// order. An operator's index is its bytecode encoding.
