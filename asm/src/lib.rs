@@ -14,7 +14,6 @@
 // give an error, never a panic. An invariant that cannot fail is allowed where it is
 // stated, with `#[allow]` and the reason.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
-
 // `Diagnostic` is the error type of every fallible step; it is only built on the cold
 // path, so boxing it to shrink `Result`s would add noise and no speed.
 #![allow(clippy::result_large_err)]
