@@ -187,7 +187,12 @@ pub struct Analysis<'g> {
     pub folded: Vec<bool>,
 }
 
-/// Infers shapes and folds constant subgraphs, given concrete input shapes.
+/// The largest total output of a node that [`analyze`] evaluates at compile time (64 MiB);
+/// larger constant subgraphs are left to run time.
+pub const MAX_FOLD_BYTES: u64 = 64 << 20;
+
+/// Infers shapes and folds constant subgraphs, given concrete input shapes. Nodes whose
+/// outputs exceed [`MAX_FOLD_BYTES`] are not folded.
 pub fn analyze<'g>(g: &'g Graph, input_shapes: &[Vec<i64>]) -> Result<Analysis<'g>, String> {
     g.validate()?;
     let mut a = Analysis { types: HashMap::new(), consts: HashMap::new(), folded: Vec::new() };
@@ -226,7 +231,14 @@ pub fn analyze<'g>(g: &'g Graph, input_shapes: &[Vec<i64>]) -> Result<Analysis<'
                 outs.len()
             ));
         }
-        let fold = n.inputs.iter().all(|x| x.is_empty() || a.consts.contains_key(x.as_str()));
+        // Folding allocates the outputs on the host, so a node whose outputs would be larger
+        // than MAX_FOLD_BYTES (or whose size overflows) runs at run time instead, where the
+        // device's limits apply: a tiny model must not make the compiler allocate without bound.
+        let foldable_size = outs
+            .iter()
+            .try_fold(0u64, |acc, (d, s)| acc.checked_add(rxvm_vm::types::dense_bytes(*d, s)?))
+            .is_some_and(|bytes| bytes <= MAX_FOLD_BYTES);
+        let fold = foldable_size && n.inputs.iter().all(|x| x.is_empty() || a.consts.contains_key(x.as_str()));
         if fold {
             let ins: Vec<Option<&HostTensor>> = n.inputs.iter().map(|x| a.consts.get(x.as_str())).collect();
             let mut res: Vec<HostTensor> =

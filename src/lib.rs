@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod compile;
 pub mod conformance;
+pub mod fuzz;
 pub mod graph;
 pub mod inputs;
 pub mod npy;

@@ -112,7 +112,13 @@ const OPSET_SENSITIVE: &[&str] = &["Softmax", "LogSoftmax", "Hardmax"];
 pub fn read_model(path: &Path) -> Result<Graph, String> {
     let show = path.display();
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {show}: {e}"))?;
-    let m = ModelProto::parse_from_bytes(&bytes).map_err(|e| format!("{show} is not an ONNX model: {e}"))?;
+    model_from_bytes(&bytes, &show.to_string())
+}
+
+/// Reads a serialized ONNX model from memory into a graph; `show` names it in errors (as
+/// [`read_model`] does with the path). Untrusted bytes give an error, never a panic.
+pub fn model_from_bytes(bytes: &[u8], show: &str) -> Result<Graph, String> {
+    let m = ModelProto::parse_from_bytes(bytes).map_err(|e| format!("{show} is not an ONNX model: {e}"))?;
     let opset = opset(&m);
     let g = m.graph.as_ref().ok_or_else(|| format!("{show}: the model has no graph"))?;
     let mut graph = Graph::new(g.name.clone());

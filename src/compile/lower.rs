@@ -29,6 +29,15 @@ pub fn lower(
     plan: &Plan,
     parameters: &[u32],
 ) -> Result<Module, String> {
+    // Storage sizes and offsets are `int`s (i64) in the program: an arena beyond i64::MAX
+    // would wrap to a negative size. Offsets lie within their arena, so they fit too.
+    if let Some(&(pool, bytes)) = plan.pool_sizes.iter().find(|&&(_, bytes)| i64::try_from(bytes).is_err()) {
+        return Err(format!(
+            "{} needs {bytes} bytes, more than a storage can hold ({} bytes)",
+            problem.pool_name(pool),
+            i64::MAX
+        ));
+    }
     let ty = |name: &str| -> Result<Type, String> {
         let (d, s) = a.types.get(name).ok_or_else(|| format!("tensor `{name}` has no type"))?;
         Ok(tensor_type(*d, s))
@@ -102,7 +111,8 @@ pub fn lower(
             .collect();
         opening.sort_unstable();
         for (pool, bytes) in opening {
-            let storage = f.alloc_storage(Operand::Int(bytes.max(1) as i64), None, 0, Scope::Global);
+            let size = i64::try_from(bytes.max(1)).map_err(|_| format!("internal: arena of {bytes} bytes"))?;
+            let storage = f.alloc_storage(Operand::Int(size), None, 0, Scope::Global);
             let name = pool_name(pool, &mut names);
             f.name(storage, &name);
             arenas.insert(pool, storage);
@@ -113,7 +123,7 @@ pub fn lower(
             let pool = problem.buffers[t.buffer].pool;
             let storage = *arenas.get(&pool).ok_or_else(|| format!("internal: arena {pool} is not open at `{o}`"))?;
             let dims: Vec<Operand> = t.shape.iter().map(|&d| Operand::Int(d)).collect();
-            let off = plan.offsets[t.buffer] as i64;
+            let off = i64::try_from(plan.offsets[t.buffer]).map_err(|_| format!("internal: offset of `{o}`"))?;
             let r = f.alloc_tensor(storage, Operand::Int(off), t.dtype, &dims, t.scope);
             f.name(r, &ident(o, &mut names));
             regs.insert(o, r);

@@ -107,10 +107,12 @@ fn lcm(a: u64, b: u64) -> u64 {
     a / gcd(a, b) * b
 }
 
-/// Bytes of a dense tensor; `None` for a negative dim or on overflow.
+/// Bytes of a dense tensor; `None` for a negative dim or on overflow. The VM's rule for a
+/// buffer view (`alloc_tensor`): the element size times each dim in order must not
+/// overflow, even when a later dim is 0 — so a tensor the compiler accepts is one the VM
+/// can view (`[2^62, 0]` has no elements, and still no view).
 pub(crate) fn dense_bytes(dtype: DType, shape: &[i64]) -> Option<u64> {
-    let elems = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?));
-    elems.and_then(|e| e.checked_mul(dtype.size() as u64))
+    rxvm_vm::types::dense_bytes(dtype, shape)
 }
 
 /// The placement of a buffer tensor.
