@@ -1,6 +1,10 @@
 //! rxvm: the command line, and (in later stages) the compiler and REPL.
 //! The VM itself is the `rxvm-vm` crate, the assembler the `rxvm-asm` crate.
 
+// Bad input must become an error, never a panic: `unwrap` and `expect` are refused outside
+// tests (the few on internal invariants carry an `allow` that says why).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod cli;
 pub mod compile;
 pub mod conformance;

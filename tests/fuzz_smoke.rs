@@ -3,24 +3,11 @@
 //! reliability work; this is the always-on smoke test.)
 
 use rxvm::asm::{assemble, assemble_file};
+use rxvm::fuzz::Rng;
 use rxvm::vm::types::{Dim, Type};
 use rxvm::vm::{load_module, write_module, DeviceCaps, HostTensor, HostValue, Vm};
 use std::path::Path;
 use std::sync::Arc;
-
-/// xorshift64*: a fixed, dependency-free generator so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 fn example_modules() -> Vec<rxvm::vm::Module> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

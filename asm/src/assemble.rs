@@ -739,7 +739,9 @@ impl<'s> Asm<'s> {
                         .with_note(format!("{} values are in {lo} ..= {hi}", d.name()))),
                 },
                 (Some((lo, hi)), Number::Float(f)) => match f.value {
-                    FloatVal::Num(v) if v.fract() == 0.0 && v >= lo as f64 && v <= hi as f64 => Ok(v),
+                    // `+ 0.0` turns -0.0 into 0.0: an integer has one zero, and the printer
+                    // writes it as `fill(0)`.
+                    FloatVal::Num(v) if v.fract() == 0.0 && v >= lo as f64 && v <= hi as f64 => Ok(v + 0.0),
                     _ => Err(Diagnostic::new(
                         f.span,
                         format!("fill value must be an integer in {lo} ..= {hi} for {} constant", a_dtype(d)),

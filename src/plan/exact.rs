@@ -756,6 +756,8 @@ impl<'a> Solver<'a> {
                 Some(Frame::PartDone) => {
                     // A later part has no packing: neither has the split, whatever the earlier
                     // parts do.
+                    // The search pushes a split's index before its first part: a bug if absent.
+                    #[allow(clippy::expect_used)]
                     let k = self.open.pop().expect("an open split below a finished part");
                     while self.stack.len() > k {
                         self.pop_frame();
@@ -986,6 +988,8 @@ impl<'a> Solver<'a> {
     }
 
     /// Undoes the last placement.
+    // Called only after a `place`, so the path is never empty: a bug if it is.
+    #[allow(clippy::expect_used)]
     fn unplace(&mut self) {
         let (i, mark) = self.path.pop().expect("a placement to undo");
         let it = self.inst.items[i as usize];

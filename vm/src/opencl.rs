@@ -190,6 +190,11 @@ fn caps_of(platform: &str, d: &Device) -> Result<(DeviceCaps, String), ClError> 
 
 /// Every OpenCL device on every platform. An error when no OpenCL runtime can be loaded.
 pub fn list_devices() -> Result<Vec<ClDeviceInfo>, ClError> {
+    // One enumeration at a time: PoCL 3.1 initialises its devices on the first
+    // `clGetPlatformIDs` and answers a `clGetDeviceInfo` from another thread before that
+    // is done with a crash (two test threads opening their first devices at once did).
+    static ENUMERATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = ENUMERATING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut out = Vec::new();
     for p in cl3("clGetPlatformIDs", opencl3::platform::get_platforms())? {
         let pname = p.name().unwrap_or_else(|_| "unknown platform".into());

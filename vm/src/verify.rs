@@ -81,7 +81,9 @@ fn module_checks(m: &Module) -> Result<(), VerifyError> {
             }
             (ConstData::Fill(v), Some(_)) => {
                 if let Some((lo, hi)) = c.dtype.int_range() {
-                    if v.fract() != 0.0 || *v < lo as f64 || *v > hi as f64 {
+                    // -0.0 is refused too: it prints as `fill(0)`, which assembles to +0.0,
+                    // so the module would not be the one its text describes.
+                    if v.fract() != 0.0 || *v < lo as f64 || *v > hi as f64 || v.to_bits() == (-0.0f64).to_bits() {
                         return Err(module_err(format!(
                             "constant @{}: fill value {v} is not an integer in {lo} ..= {hi}, the values of {}",
                             c.name, c.dtype
@@ -106,6 +108,14 @@ fn module_checks(m: &Module) -> Result<(), VerifyError> {
             )));
         }
     }
+    for (i, set) in m.attrs.iter().enumerate() {
+        // Sets are short (a handful of attributes): a quadratic scan beats hashing.
+        for (k, (name, _)) in set.0.iter().enumerate() {
+            if set.0[..k].iter().any(|(n, _)| n == name) {
+                return Err(module_err(format!("attribute set {} names `{name}` twice", i + 1)));
+            }
+        }
+    }
     let mut names = FxHashSet::default();
     names.reserve(m.funcs.len());
     for (i, f) in m.funcs.iter().enumerate() {
@@ -114,6 +124,12 @@ fn module_checks(m: &Module) -> Result<(), VerifyError> {
             return Err(func_err(format!("function @{} is defined twice", f.name)));
         }
         check_name(&f.name, "function").map_err(func_err)?;
+        if let Some(prefix) = ["vm.", "onnx.", "cl."].into_iter().find(|p| f.name.starts_with(p)) {
+            return Err(func_err(format!(
+                "function name @{} starts with `{prefix}`, which is reserved for builtins, operators and kernels",
+                f.name
+            )));
+        }
         for n in f.debug.reg_names.iter().filter(|n| !n.is_empty()) {
             check_name(n, "register").map_err(func_err)?;
         }
