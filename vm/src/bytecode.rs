@@ -339,7 +339,30 @@ macro_rules! define_opcodes {
     ($(
         $(#[doc = $doc:literal])*
         $code:literal $Name:ident $mnemonic:literal { $($field:ident : $fty:ty = $slot:ident),* $(,)? }
+    )*
+    ;
+    $(
+        $(#[doc = $sdoc:literal])*
+        $Special:ident ( $sty:ty )
     )*) => {
+        /// An instruction as the interpreter runs it ([`crate::specialize`]): every
+        /// instruction of the table with its own tag, then the forms the interpreter
+        /// specialises some into when it loads a module. One word, one `match` to dispatch.
+        // `CallOp` ends with the enum's name: it is the instruction's name in the table.
+        #[allow(clippy::enum_variant_names)]
+        #[derive(Clone, Copy, Debug)]
+        pub(crate) enum Op {
+            $( $(#[doc = $doc])* $Name { $($field: $fty),* }, )*
+            $( $(#[doc = $sdoc])* $Special($sty), )*
+        }
+
+        impl From<Instr> for Op {
+            #[inline]
+            fn from(i: Instr) -> Op {
+                match i { $( Instr::$Name { $($field),* } => Op::$Name { $($field),* }, )* }
+            }
+        }
+
         /// A decoded instruction. Generated from the opcode table in `bytecode.rs`.
         #[derive(Clone, Copy, Debug, PartialEq)]
         pub enum Instr {
@@ -452,6 +475,54 @@ define_opcodes! {
     /// ([`crate::module::Module::kernels`]). The list holds `nargs` arguments (tensors,
     /// ints, floats) then `ndims` (1 to 3) global work sizes (ints).
     0x0f CallKernel "call" { kernel: u32 = a, list: u32 = b, ndims: u8 = x, nargs: u16 = yz }
+    ;
+    // The interpreter's specialised forms (never encoded; see `crate::specialize`): each
+    // two-operand int builtin with register operands (`RR`) or a register and an
+    // immediate (`RI`), one variant each so that dispatch picks the operation too.
+    /// `%dst = call @vm.iadd(%a, %b)`.
+    IAddRR(crate::specialize::IntArgs<Reg>)
+    /// `%dst = call @vm.iadd(%a, imm)`.
+    IAddRI(crate::specialize::IntArgs<i32>)
+    /// `%dst = call @vm.isub(%a, %b)`.
+    ISubRR(crate::specialize::IntArgs<Reg>)
+    /// `%dst = call @vm.isub(%a, imm)`.
+    ISubRI(crate::specialize::IntArgs<i32>)
+    /// `%dst = call @vm.imul(%a, %b)`.
+    IMulRR(crate::specialize::IntArgs<Reg>)
+    /// `%dst = call @vm.imul(%a, imm)`.
+    IMulRI(crate::specialize::IntArgs<i32>)
+    /// `%dst = call @vm.imin(%a, %b)`.
+    IMinRR(crate::specialize::IntArgs<Reg>)
+    /// `%dst = call @vm.imin(%a, imm)`.
+    IMinRI(crate::specialize::IntArgs<i32>)
+    /// `%dst = call @vm.imax(%a, %b)`.
+    IMaxRR(crate::specialize::IntArgs<Reg>)
+    /// `%dst = call @vm.imax(%a, imm)`.
+    IMaxRI(crate::specialize::IntArgs<i32>)
+    /// `%dst = call @vm.ieq(%a, %b)`.
+    IEqRR(crate::specialize::IntArgs<Reg>)
+    /// `%dst = call @vm.ieq(%a, imm)`.
+    IEqRI(crate::specialize::IntArgs<i32>)
+    /// `%dst = call @vm.ine(%a, %b)`.
+    INeRR(crate::specialize::IntArgs<Reg>)
+    /// `%dst = call @vm.ine(%a, imm)`.
+    INeRI(crate::specialize::IntArgs<i32>)
+    /// `%dst = call @vm.ilt(%a, %b)`.
+    ILtRR(crate::specialize::IntArgs<Reg>)
+    /// `%dst = call @vm.ilt(%a, imm)`.
+    ILtRI(crate::specialize::IntArgs<i32>)
+    /// `%dst = call @vm.ile(%a, %b)`.
+    ILeRR(crate::specialize::IntArgs<Reg>)
+    /// `%dst = call @vm.ile(%a, imm)`.
+    ILeRI(crate::specialize::IntArgs<i32>)
+    /// `%dst = call @vm.igt(%a, %b)`.
+    IGtRR(crate::specialize::IntArgs<Reg>)
+    /// `%dst = call @vm.igt(%a, imm)`.
+    IGtRI(crate::specialize::IntArgs<i32>)
+    /// `%dst = call @vm.ige(%a, %b)`.
+    IGeRR(crate::specialize::IntArgs<Reg>)
+    /// `%dst = call @vm.ige(%a, imm)`.
+    IGeRI(crate::specialize::IntArgs<i32>)
 }
 
 impl Instr {

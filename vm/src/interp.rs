@@ -12,6 +12,7 @@ use crate::memory::{DeviceSpec, Ledger, Runtime, Site, Stats, Storage, View};
 use crate::module::{ConstData, Function, Literal, Module};
 use crate::ops::{Attrs, TensorInfo};
 use crate::shared::Shared;
+use crate::specialize::Op;
 use crate::types::{DType, ImageLayout, Scope, Type};
 use crate::value::Value;
 use rustc_hash::FxHashMap;
@@ -114,6 +115,43 @@ pub struct Vm {
     /// Function ids by name, for modules with more than [`LINEAR_LOOKUP`] functions (a
     /// linear scan of a compiled model's few functions is faster than hashing the name).
     func_index: FxHashMap<Box<str>, FuncId>,
+    /// The module's code as the interpreter runs it ([`crate::specialize`]), one slice per
+    /// function; an `Rc` so that a run can hold it beside `&mut self`.
+    ops: Rc<[Box<[Op]>]>,
+}
+
+/// The fast path of a specialised int builtin ([`crate::specialize`]) with register
+/// operands: both ints and no overflow, the result is written in place; anything else runs
+/// the original instruction ([`Vm::general_builtin`]), which reports the error.
+macro_rules! int_rr {
+    ($vm:ident, $m:ident, $f:ident, $base:ident, $at:ident, $x:ident, $op:expr) => {
+        match (&$vm.regs[$base + $x.a.0 as usize], &$vm.regs[$base + $x.b.0 as usize]) {
+            (Value::Int(a), Value::Int(b)) => match ($op)(*a, *b) {
+                Some(r) => {
+                    $vm.set_int($base, $x.dst, r);
+                    Ok(())
+                }
+                None => $vm.general_builtin($m, $f, $base, $at),
+            },
+            _ => $vm.general_builtin($m, $f, $base, $at),
+        }
+    };
+}
+
+/// [`int_rr`] with an immediate second operand.
+macro_rules! int_ri {
+    ($vm:ident, $m:ident, $f:ident, $base:ident, $at:ident, $x:ident, $op:expr) => {
+        match &$vm.regs[$base + $x.a.0 as usize] {
+            Value::Int(a) => match ($op)(*a, $x.b as i64) {
+                Some(r) => {
+                    $vm.set_int($base, $x.dst, r);
+                    Ok(())
+                }
+                None => $vm.general_builtin($m, $f, $base, $at),
+            },
+            _ => $vm.general_builtin($m, $f, $base, $at),
+        }
+    };
 }
 
 /// Up to this many functions, [`Vm::invoke`] finds its function by a linear scan.
@@ -394,6 +432,7 @@ impl Vm {
             } else {
                 FxHashMap::default()
             },
+            ops: crate::specialize::specialize(&module).into(),
             module,
         })
     }
@@ -1013,6 +1052,8 @@ impl Vm {
         };
         let mut fid = top.func as usize;
         let mut f = &m.funcs[fid];
+        let ops = Rc::clone(&self.ops);
+        let mut code: &[Op] = &ops[fid];
         let mut base = top.base;
         let mut pc = top.pc;
         let mut count: u64 = 0;
@@ -1046,48 +1087,69 @@ impl Vm {
                 ));
             }
             let at = pc;
-            let ins = f.code[pc];
             pc += 1;
-            let step: Step<()> = match ins {
-                Instr::Nop {} => Ok(()),
-                Instr::Mov { dst, src } => self.read_reg(f, base, src).map(|v| self.set(base, dst, v)),
-                Instr::LoadInt { dst, value } => {
+            let step: Step<()> = match code[at] {
+                Op::IAddRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| a.checked_add(b)),
+                Op::IAddRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| a.checked_add(b)),
+                Op::ISubRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| a.checked_sub(b)),
+                Op::ISubRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| a.checked_sub(b)),
+                Op::IMulRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| a.checked_mul(b)),
+                Op::IMulRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| a.checked_mul(b)),
+                Op::IMinRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| Some(a.min(b))),
+                Op::IMinRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| Some(a.min(b))),
+                Op::IMaxRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| Some(a.max(b))),
+                Op::IMaxRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| Some(a.max(b))),
+                Op::IEqRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| Some((a == b) as i64)),
+                Op::IEqRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| Some((a == b) as i64)),
+                Op::INeRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| Some((a != b) as i64)),
+                Op::INeRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| Some((a != b) as i64)),
+                Op::ILtRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| Some((a < b) as i64)),
+                Op::ILtRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| Some((a < b) as i64)),
+                Op::ILeRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| Some((a <= b) as i64)),
+                Op::ILeRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| Some((a <= b) as i64)),
+                Op::IGtRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| Some((a > b) as i64)),
+                Op::IGtRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| Some((a > b) as i64)),
+                Op::IGeRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| Some((a >= b) as i64)),
+                Op::IGeRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| Some((a >= b) as i64)),
+                Op::Nop {} => Ok(()),
+                Op::Mov { dst, src } => self.read_reg(f, base, src).map(|v| self.set(base, dst, v)),
+                Op::LoadInt { dst, value } => {
                     self.set(base, dst, Value::Int(value));
                     Ok(())
                 }
-                Instr::LoadFloat { dst, value } => {
+                Op::LoadFloat { dst, value } => {
                     self.set(base, dst, Value::Float(value));
                     Ok(())
                 }
-                Instr::LoadConst { dst, konst } => {
+                Op::LoadConst { dst, konst } => {
                     let v = Value::Tensor(self.consts[konst.0 as usize].clone());
                     self.set(base, dst, v);
                     Ok(())
                 }
-                Instr::MakeShape { dst, dims, ndim } => {
+                Op::MakeShape { dst, dims, ndim } => {
                     self.make_shape(m, f, base, dims, ndim).map(|v| self.set(base, dst, v))
                 }
-                Instr::AllocStorage { dst, size, align, device, scope } => self
+                Op::AllocStorage { dst, size, align, device, scope } => self
                     .alloc_storage(m, f, base, size, align, device, scope, self.site(fid, at))
                     .map(|v| self.set(base, dst, v)),
-                Instr::AllocTensor { dst, storage, args, dtype, scope, ndim } => self
+                Op::AllocTensor { dst, storage, args, dtype, scope, ndim } => self
                     .alloc_tensor(m, f, base, storage, args, dtype, scope, ndim, self.site(fid, at))
                     .map(|v| self.set(base, dst, v)),
-                Instr::Kill { reg } => match &self.regs[base + reg.0 as usize] {
+                Op::Kill { reg } => match &self.regs[base + reg.0 as usize] {
                     Value::Null | Value::Killed(_) => self.read_reg(f, base, reg).map(|_| ()),
                     _ => {
                         self.regs[base + reg.0 as usize] = Value::Killed(at as u32);
                         Ok(())
                     }
                 },
-                Instr::CallBuiltin { builtin, list, ndst, nargs } => {
-                    if builtin.0 == Builtin::Nop as u32 || self.scalar_builtin(m, f, base, builtin.0, list, ndst) {
+                Op::CallBuiltin { builtin, list, ndst, nargs } => {
+                    if builtin.0 == Builtin::Nop as u32 || self.scalar_builtin(m, f, base, builtin.0, list) {
                         Ok(())
                     } else {
                         self.builtin(m, f, base, builtin.0, list, ndst, nargs)
                     }
                 }
-                Instr::Call { func, list, ndst, nargs } => {
+                Op::Call { func, list, ndst, nargs } => {
                     let callee = &m.funcs[func.0 as usize];
                     match self.enter(m, f, base, callee, list, ndst, nargs) {
                         Ok(new_base) => {
@@ -1103,6 +1165,7 @@ impl Vm {
                             });
                             fid = func.0 as usize;
                             f = callee;
+                            code = &ops[fid];
                             base = new_base;
                             pc = 0;
                             Ok(())
@@ -1110,7 +1173,7 @@ impl Vm {
                         Err(e) => Err(e),
                     }
                 }
-                Instr::Ret { list, nvals } => match self.collect_results(m, f, base, list, nvals) {
+                Op::Ret { list, nvals } => match self.collect_results(m, f, base, list, nvals) {
                     Err(e) => Err(e),
                     Ok(vals) => {
                         self.truncate_regs(base);
@@ -1125,6 +1188,7 @@ impl Vm {
                         };
                         fid = top.func as usize;
                         f = &m.funcs[fid];
+                        code = &ops[fid];
                         base = top.base;
                         pc = top.pc;
                         let dsts = &f.args[done.ret_list as usize..][..done.ret_ndst as usize];
@@ -1136,17 +1200,17 @@ impl Vm {
                         Ok(())
                     }
                 },
-                Instr::CallOp { op, list, attrs, nout, nin } => {
+                Op::CallOp { op, list, attrs, nout, nin } => {
                     self.op_call(m, f, base, (fid as u32, at as u32), op, list, attrs, nout, nin)
                 }
-                Instr::CallKernel { kernel, list, ndims, nargs } => {
+                Op::CallKernel { kernel, list, ndims, nargs } => {
                     self.kernel_call(m, f, base, kernel, list, ndims, nargs)
                 }
-                Instr::Br { target } => {
+                Op::Br { target } => {
                     pc = target.0 as usize;
                     Ok(())
                 }
-                Instr::BrIf { cond, then_, else_ } => match &self.regs[base + cond.0 as usize] {
+                Op::BrIf { cond, then_, else_ } => match &self.regs[base + cond.0 as usize] {
                     Value::Int(c) => {
                         pc = if *c != 0 { then_.0 as usize } else { else_.0 as usize };
                         Ok(())
@@ -1193,6 +1257,27 @@ impl Vm {
     #[inline(always)]
     fn set(&mut self, base: usize, r: Reg, v: Value) {
         self.regs[base + r.0 as usize] = v;
+    }
+
+    /// A specialised builtin call that its fast path cannot finish (an operand that is not
+    /// an int, an overflow): the original instruction, through the general path, which
+    /// reports the error as it always has.
+    #[cold]
+    #[inline(never)]
+    fn general_builtin(&mut self, m: &Module, f: &Function, base: usize, at: usize) -> Step<()> {
+        match f.code[at] {
+            Instr::CallBuiltin { builtin, list, ndst, nargs } => self.builtin(m, f, base, builtin.0, list, ndst, nargs),
+            other => fault(format!("internal: instruction {other:?} was specialised as a builtin call")),
+        }
+    }
+
+    /// Writes an int, in place when the register holds one: no drop of the old value.
+    #[inline(always)]
+    fn set_int(&mut self, base: usize, r: Reg, x: i64) {
+        match &mut self.regs[base + r.0 as usize] {
+            Value::Int(v) => *v = x,
+            slot => *slot = Value::Int(x),
+        }
     }
 
     #[inline]
@@ -1812,8 +1897,12 @@ impl Vm {
     /// already ints, the result fits, one register to write. Anything else (an error to
     /// report, another builtin) returns `false` and takes the general path.
     #[inline(always)]
-    fn scalar_builtin(&mut self, m: &Module, f: &Function, base: usize, id: u32, list: u32, ndst: u8) -> bool {
-        if ndst != 1 {
+    fn scalar_builtin(&mut self, m: &Module, f: &Function, base: usize, id: u32, list: u32) -> bool {
+        // `iadd` ..= `ige` are consecutive ids, all `(int, int) -> int`: one compare picks
+        // them, and the verifier has checked their one destination and two operands.
+        const FIRST: u32 = Builtin::IAdd as u32;
+        let k = id.wrapping_sub(FIRST);
+        if k > Builtin::IGe as u32 - FIRST {
             return false;
         }
         let Some(&[d, a, b]) = f.args.get(list as usize..list as usize + 3) else { return false };
@@ -1821,18 +1910,30 @@ impl Vm {
         let (Some(x), Some(y)) = (self.int_operand(m, base, a), self.int_operand(m, base, b)) else {
             return false;
         };
-        let r = match Builtin::ALL.get(id as usize) {
-            Some(Builtin::IAdd) => x.checked_add(y),
-            Some(Builtin::ISub) => x.checked_sub(y),
-            Some(Builtin::IMul) => x.checked_mul(y),
-            Some(Builtin::IMin) => Some(x.min(y)),
-            Some(Builtin::IMax) => Some(x.max(y)),
-            Some(Builtin::IEq) => Some((x == y) as i64),
-            Some(Builtin::INe) => Some((x != y) as i64),
-            Some(Builtin::ILt) => Some((x < y) as i64),
-            Some(Builtin::ILe) => Some((x <= y) as i64),
-            Some(Builtin::IGt) => Some((x > y) as i64),
-            Some(Builtin::IGe) => Some((x >= y) as i64),
+        const ADD: u32 = Builtin::IAdd as u32 - FIRST;
+        const SUB: u32 = Builtin::ISub as u32 - FIRST;
+        const MUL: u32 = Builtin::IMul as u32 - FIRST;
+        const MIN: u32 = Builtin::IMin as u32 - FIRST;
+        const MAX: u32 = Builtin::IMax as u32 - FIRST;
+        const EQ: u32 = Builtin::IEq as u32 - FIRST;
+        const NE: u32 = Builtin::INe as u32 - FIRST;
+        const LT: u32 = Builtin::ILt as u32 - FIRST;
+        const LE: u32 = Builtin::ILe as u32 - FIRST;
+        const GT: u32 = Builtin::IGt as u32 - FIRST;
+        const GE: u32 = Builtin::IGe as u32 - FIRST;
+        let r = match k {
+            ADD => x.checked_add(y),
+            SUB => x.checked_sub(y),
+            MUL => x.checked_mul(y),
+            MIN => Some(x.min(y)),
+            MAX => Some(x.max(y)),
+            EQ => Some((x == y) as i64),
+            NE => Some((x != y) as i64),
+            LT => Some((x < y) as i64),
+            LE => Some((x <= y) as i64),
+            GT => Some((x > y) as i64),
+            GE => Some((x >= y) as i64),
+            // `idiv`, `irem`: division by zero and overflow are reported by the general path.
             _ => None,
         };
         let (Some(r), Some(slot)) = (r, self.regs.get_mut(base + d.0 as usize)) else { return false };

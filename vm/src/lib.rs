@@ -42,6 +42,7 @@ pub mod module;
 pub mod opencl;
 pub mod ops;
 pub mod shared;
+mod specialize;
 pub mod types;
 pub mod value;
 pub mod verify;

@@ -1,0 +1,161 @@
+//! The interpreter's own form of the code: each bytecode instruction, or a specialised form
+//! of it chosen once when the VM is made.
+//!
+//! A two-operand integer builtin (`%d = call @vm.iadd(%a, 1)`) goes through the operand
+//! pool in the bytecode: the dispatcher reads the list, decodes each operand's kind and
+//! then picks the builtin, three dependent loads and three indirect jumps before the add.
+//! Its specialised form carries its registers (and an immediate) in the instruction word,
+//! so a counter loop runs with one indirect jump per instruction. The translation is one
+//! to one (`ops[f][pc]` is `code[f][pc]`), so program counters, error locations and the
+//! debugger are unchanged; when a specialised instruction cannot finish on its fast path
+//! (an operand that is not an int, an overflow) the interpreter runs the original
+//! instruction, which reports the error exactly as before.
+
+use crate::builtins::Builtin;
+pub(crate) use crate::bytecode::Op;
+use crate::bytecode::{Instr, Reg};
+use crate::module::Module;
+
+/// The operands of a specialised integer builtin: `%dst = call @vm.<op>(%a, b)`, where `b`
+/// is a register or an immediate.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IntArgs<B: Copy> {
+    pub dst: Reg,
+    pub a: Reg,
+    pub b: B,
+}
+
+/// The code of every function of a verified module, specialised.
+pub(crate) fn specialize(m: &Module) -> Vec<Box<[Op]>> {
+    m.funcs
+        .iter()
+        .map(|f| {
+            f.code
+                .iter()
+                .map(|&ins| match ins {
+                    Instr::CallBuiltin { builtin, list, ndst: 1, nargs: 2 } => {
+                        int_op(builtin.0, f.args.get(list as usize..list as usize + 3)).unwrap_or(Op::from(ins))
+                    }
+                    _ => Op::from(ins),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The specialised form of a two-operand int builtin whose destination and first operand
+/// are registers and whose second is a register or an immediate. `idiv` and `irem` keep
+/// the general path: their errors need it anyway.
+fn int_op(builtin: u32, list: Option<&[crate::bytecode::Arg]>) -> Option<Op> {
+    let b = *Builtin::ALL.get(builtin as usize)?;
+    let &[d, a, rhs] = list? else { return None };
+    let (dst, a) = (d.as_reg()?, a.as_reg()?);
+    if let Some(r) = rhs.as_reg() {
+        let x = IntArgs { dst, a, b: r };
+        return Some(match b {
+            Builtin::IAdd => Op::IAddRR(x),
+            Builtin::ISub => Op::ISubRR(x),
+            Builtin::IMul => Op::IMulRR(x),
+            Builtin::IMin => Op::IMinRR(x),
+            Builtin::IMax => Op::IMaxRR(x),
+            Builtin::IEq => Op::IEqRR(x),
+            Builtin::INe => Op::INeRR(x),
+            Builtin::ILt => Op::ILtRR(x),
+            Builtin::ILe => Op::ILeRR(x),
+            Builtin::IGt => Op::IGtRR(x),
+            Builtin::IGe => Op::IGeRR(x),
+            _ => return None,
+        });
+    }
+    let x = IntArgs { dst, a, b: rhs.as_imm()? };
+    Some(match b {
+        Builtin::IAdd => Op::IAddRI(x),
+        Builtin::ISub => Op::ISubRI(x),
+        Builtin::IMul => Op::IMulRI(x),
+        Builtin::IMin => Op::IMinRI(x),
+        Builtin::IMax => Op::IMaxRI(x),
+        Builtin::IEq => Op::IEqRI(x),
+        Builtin::INe => Op::INeRI(x),
+        Builtin::ILt => Op::ILtRI(x),
+        Builtin::ILe => Op::ILeRI(x),
+        Builtin::IGt => Op::IGtRI(x),
+        Builtin::IGe => Op::IGeRI(x),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_op_is_one_instruction_word() {
+        assert_eq!(std::mem::size_of::<Op>(), 16);
+    }
+
+    #[test]
+    fn int_builtins_with_register_and_immediate_operands_are_specialised() {
+        let m = rxvm_test_module();
+        let ops = specialize(&m);
+        let kinds: Vec<&str> = ops[0]
+            .iter()
+            .map(|o| match o {
+                Op::IAddRI(_) => "add_ri",
+                Op::ILtRR(_) => "lt_rr",
+                Op::IAddRR(_) | Op::ISubRI(_) | Op::ISubRR(_) | Op::ILtRI(_) => "other specialised",
+                _ => "instr",
+            })
+            .collect();
+        // int, iadd(%a, 1), ilt(%a, %a), idiv(%a, 2), fadd(.., ..) (not ints), imm first, ret
+        assert_eq!(kinds, ["instr", "add_ri", "lt_rr", "instr", "instr", "instr", "instr", "instr"]);
+    }
+
+    /// A module built through the builder: the specialiser sees the bytecode, not text.
+    fn rxvm_test_module() -> Module {
+        use crate::bytecode::{Arg, BuiltinId};
+        use crate::module::Function;
+        let call = |b: Builtin, list: u32| Instr::CallBuiltin { builtin: BuiltinId(b as u32), list, ndst: 1, nargs: 2 };
+        let r = |i: u32| Arg::reg(Reg(i));
+        let imm = |v: i64| Arg::imm(v).expect("a small immediate");
+        let args = vec![
+            r(0),
+            r(0),
+            imm(1), // iadd
+            r(1),
+            r(0),
+            r(0), // ilt
+            r(0),
+            r(0),
+            imm(2), // idiv
+            r(2),
+            r(2),
+            r(2), // fadd
+            r(0),
+            imm(1),
+            r(0), // isub(1, %a): immediate first
+        ];
+        let code = vec![
+            Instr::LoadInt { dst: Reg(0), value: 5 },
+            call(Builtin::IAdd, 0),
+            call(Builtin::ILt, 3),
+            call(Builtin::IDiv, 6),
+            Instr::LoadFloat { dst: Reg(2), value: 1.0 },
+            call(Builtin::FAdd, 9),
+            call(Builtin::ISub, 12),
+            Instr::Ret { list: 0, nvals: 0 },
+        ];
+        let f = Function {
+            name: "main".into(),
+            params: vec![],
+            placements: vec![],
+            results: vec![],
+            num_regs: 3,
+            code,
+            args,
+            debug: Default::default(),
+        };
+        let mut m = Module::default();
+        m.funcs.push(f);
+        m
+    }
+}
