@@ -96,6 +96,10 @@ pub struct CompileArgs {
     /// same budget gives the same plan).
     #[arg(long, value_name = "NODES", default_value_t = crate::plan::exact::DEFAULT_BUDGET)]
     pub plan_budget: u64,
+    /// Bytes of constant subgraph outputs (generated weights, shapes) evaluated at compile
+    /// time, in all, e.g. `256M`; what does not fit runs at run time. Default 1G.
+    #[arg(long, value_name = "SIZE", value_parser = parse_byte_size)]
+    pub fold_budget: Option<u64>,
     /// Offset alignment of buffer tensors in an arena, in bytes (default: the target's
     /// CL_DEVICE_MEM_BASE_ADDR_ALIGN; 128 on the host).
     #[arg(long, value_name = "BYTES")]
@@ -156,6 +160,7 @@ impl Default for CompileArgs {
         CompileArgs {
             planner: "best".into(),
             plan_budget: crate::plan::exact::DEFAULT_BUDGET,
+            fold_budget: None,
             align: None,
             textures: "none".into(),
             target: None,
@@ -309,6 +314,7 @@ pub fn compile_model(
         reorder: args.reorder,
         plan_budget: args.plan_budget,
         pools: args.pool_map()?,
+        fold_budget: args.fold_budget.unwrap_or(crate::graph::DEFAULT_FOLD_BUDGET),
     };
     crate::compile::compile(&g, &shapes, &opts).map_err(|e| Failure::Message(format!("{}: {e}", path.display())))
 }

@@ -57,6 +57,10 @@ pub const MAX_FUNCS_RUN: usize = 4;
 /// Search nodes per pool for the exact planner search (and its decision problem).
 pub const MAX_PLAN_BUDGET: u64 = 500;
 
+/// Bytes of constant subgraph outputs the compiler may evaluate for a fuzzed model, in all
+/// (`Options::fold_budget`): 64 MiB, so that a run stays far below libFuzzer's 2 GB limit.
+pub const MAX_FOLD_BUDGET: u64 = 64 << 20;
+
 /// Buffers of a binary planning problem beyond this many are ignored (planner bugs show on
 /// small problems; big ones only make each input slower).
 pub const MAX_PLAN_BUFFERS: usize = 96;
@@ -453,6 +457,7 @@ pub fn onnx_compile_and_run(data: &[u8]) -> Vec<String> {
             textures,
             target: target.clone(),
             plan_budget: MAX_PLAN_BUDGET,
+            fold_budget: MAX_FOLD_BUDGET,
             ..Options::default()
         };
         let c = match compile::compile(&g, &shapes, &opts) {

@@ -187,14 +187,25 @@ pub struct Analysis<'g> {
     pub folded: Vec<bool>,
 }
 
-/// The largest total output of a node that [`analyze`] evaluates at compile time (64 MiB);
-/// larger constant subgraphs are left to run time.
-pub const MAX_FOLD_BYTES: u64 = 64 << 20;
+/// How many bytes of node outputs [`analyze`] may evaluate at compile time, in all (1 GiB):
+/// the weights a model generates (the ONNX test models make their fully connected weights
+/// with `ConstantOfShape`: 411 MB for vgg19's first) become constants, computed once; what
+/// does not fit runs at run time.
+pub const DEFAULT_FOLD_BUDGET: u64 = 1 << 30;
 
-/// Infers shapes and folds constant subgraphs, given concrete input shapes. Nodes whose
-/// outputs exceed [`MAX_FOLD_BYTES`] are not folded.
+/// Infers shapes and folds constant subgraphs, given concrete input shapes, within
+/// [`DEFAULT_FOLD_BUDGET`].
 pub fn analyze<'g>(g: &'g Graph, input_shapes: &[Vec<i64>]) -> Result<Analysis<'g>, String> {
+    analyze_with(g, input_shapes, DEFAULT_FOLD_BUDGET)
+}
+
+/// [`analyze`], folding at most `fold_budget` bytes of node outputs in all: a node whose
+/// outputs do not fit in what is left (or whose size overflows) runs at run time instead.
+/// Folding allocates its outputs on the host, so the budget bounds what compiling a model
+/// can allocate (a 100-byte model can ask for a 256 GiB `ConstantOfShape`).
+pub fn analyze_with<'g>(g: &'g Graph, input_shapes: &[Vec<i64>], fold_budget: u64) -> Result<Analysis<'g>, String> {
     g.validate()?;
+    let mut budget = fold_budget;
     let mut a = Analysis { types: HashMap::new(), consts: HashMap::new(), folded: Vec::new() };
     for (name, v) in &g.consts {
         a.types.insert(name, (v.dtype, v.shape.clone()));
@@ -231,15 +242,16 @@ pub fn analyze<'g>(g: &'g Graph, input_shapes: &[Vec<i64>]) -> Result<Analysis<'
                 outs.len()
             ));
         }
-        // Folding allocates the outputs on the host, so a node whose outputs would be larger
-        // than MAX_FOLD_BYTES (or whose size overflows) runs at run time instead, where the
-        // device's limits apply: a tiny model must not make the compiler allocate without bound.
-        let foldable_size = outs
+        // Folding allocates the outputs on the host: a node whose outputs do not fit in the
+        // budget left (or whose size overflows) runs at run time instead, where the device's
+        // limits apply.
+        let out_bytes = outs
             .iter()
             .try_fold(0u64, |acc, (d, s)| acc.checked_add(rxvm_vm::types::dense_bytes(*d, s)?))
-            .is_some_and(|bytes| bytes <= MAX_FOLD_BYTES);
-        let fold = foldable_size && n.inputs.iter().all(|x| x.is_empty() || a.consts.contains_key(x.as_str()));
-        if fold {
+            .filter(|&bytes| bytes <= budget);
+        let fold = out_bytes.is_some() && n.inputs.iter().all(|x| x.is_empty() || a.consts.contains_key(x.as_str()));
+        if let (true, Some(bytes)) = (fold, out_bytes) {
+            budget -= bytes;
             let ins: Vec<Option<&HostTensor>> = n.inputs.iter().map(|x| a.consts.get(x.as_str())).collect();
             let mut res: Vec<HostTensor> =
                 outs.iter().map(|(d, s)| HostTensor::zeros(*d, s)).collect::<Result<_, _>>()?;

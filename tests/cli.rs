@@ -183,6 +183,22 @@ fn compile_and_run_an_onnx_model() {
     }
     let (code, _, err) = rxvm(&["compile", &model, "--device", "host", "--target", "host"]);
     assert_eq!(code, 2, "clap refuses --device with --target: {err}");
+
+    // The test models generate their weights with `ConstantOfShape`: folded into constants
+    // by default, run at run time with no fold budget.
+    let generated = |budget: &[&str]| {
+        let out = tmp("squeezenet_fold.rxa");
+        let mut all = vec!["compile", model.as_str(), "-o", out.to_str().unwrap()];
+        all.extend_from_slice(budget);
+        let (code, _, err) = rxvm(&all);
+        assert_eq!(code, 0, "{err}");
+        std::fs::read_to_string(&out).unwrap().matches("call @onnx.ConstantOfShape").count()
+    };
+    assert_eq!(generated(&[]), 0);
+    assert_eq!(generated(&["--fold-budget", "0"]), 39);
+    let (code, _, err) = rxvm(&["compile", &model, "--fold-budget", "lots"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("expected a byte count such as 4096, 64K, 16M or 1G, found `lots`"), "{err}");
 }
 
 #[test]

@@ -193,3 +193,40 @@ fn the_builder_reports_every_malformed_node_by_name() {
     g.input("x", DType::F32, &[2, 8]).node("r", "Relu", &["x"], &["y"], Attrs::default()).output("y");
     assert_eq!(run(&g, &[vec![2, 8]], Planner::Best), run(&g, &[vec![2, 8]], Planner::None));
 }
+
+/// A fully connected layer whose weight a `ConstantOfShape` generates (as the ONNX
+/// model-zoo test models generate theirs).
+fn generated_weight() -> Graph {
+    let mut g = Graph::new("generated".into());
+    g.inputs.push(GraphInput { name: "x".into(), dtype: DType::F32, dims: vec![Some(1), Some(256)] });
+    g.add_const(
+        "wshape",
+        HostTensor::new(DType::I64, vec![2], [16i64, 256].iter().flat_map(|v| v.to_le_bytes()).collect()).unwrap(),
+    );
+    let fill = [("dtype", AttrValue::Str("f32".into())), ("value", AttrValue::Float(0.5))];
+    g.nodes.push(node("ConstantOfShape", &["wshape"], &["w"], &fill));
+    g.nodes.push(node("Gemm", &["x", "w"], &["y"], &[("transB", AttrValue::Int(1))]));
+    g.outputs.push("y".into());
+    g
+}
+
+/// Constant subgraphs are evaluated at compile time within `Options::fold_budget` (bytes
+/// of outputs, in all); what does not fit runs at run time and computes the same.
+#[test]
+fn constant_subgraphs_fold_within_the_fold_budget() {
+    let g = generated_weight();
+    let shapes = vec![vec![1, 256]];
+    let calls = |opts: &Options| {
+        let text = rxvm::asm::disassemble(&compile(&g, &shapes, opts).expect("compiles").module);
+        text.lines().filter(|l| l.contains("call @onnx.ConstantOfShape")).count()
+    };
+    // The weight is 16 x 256 f32: 16 KiB.
+    assert_eq!(calls(&Options::default()), 0, "folded into a constant by default");
+    let small = Options { fold_budget: 16 * 1024 - 1, ..Options::default() };
+    assert_eq!(calls(&small), 1, "one byte short: left to run time");
+    let exact = Options { fold_budget: 16 * 1024, ..Options::default() };
+    assert_eq!(calls(&exact), 0);
+    let folded = run_module(compile(&g, &shapes, &Options::default()).unwrap().module, &shapes, DeviceCaps::host());
+    let at_run_time = run_module(compile(&g, &shapes, &small).unwrap().module, &shapes, DeviceCaps::host());
+    assert_eq!(folded, at_run_time);
+}

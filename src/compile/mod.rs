@@ -21,7 +21,7 @@ pub mod scopes;
 pub use pools::{InputsInArena, Io, PoolMap};
 pub use scopes::Textures;
 
-use crate::graph::{analyze, Graph};
+use crate::graph::Graph;
 use crate::plan::{self, Buffer, BufferKind, Plan, Problem};
 use rxvm_vm::{DeviceCaps, Module};
 use std::fmt::Write;
@@ -77,6 +77,9 @@ pub struct Options {
     /// Which pool each buffer lives in, whether inputs are planned, and who owns the
     /// outputs ([`pools`]).
     pub pools: PoolMap,
+    /// Bytes of constant subgraph outputs evaluated at compile time, in all
+    /// ([`crate::graph::analyze_with`]); the rest runs at run time.
+    pub fold_budget: u64,
 }
 
 impl Default for Options {
@@ -88,6 +91,7 @@ impl Default for Options {
             reorder: false,
             plan_budget: plan::exact::DEFAULT_BUDGET,
             pools: PoolMap::default(),
+            fold_budget: crate::graph::DEFAULT_FOLD_BUDGET,
         }
     }
 }
@@ -303,6 +307,7 @@ pub fn run_planner(problem: &Problem, planner: Planner, budget: u64) -> Result<P
 
 /// Compiles `g` for concrete input shapes (in the order of `g.inputs`).
 pub fn compile(g: &Graph, input_shapes: &[Vec<i64>], opts: &Options) -> Result<Compiled, String> {
+    let analyze = |g, shapes| crate::graph::analyze_with(g, shapes, opts.fold_budget);
     let a = analyze(g, input_shapes)?;
     let folded;
     let (g, a) = match fold::fold_scale_into_batchnorm(g, &a) {
