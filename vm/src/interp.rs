@@ -124,9 +124,9 @@ pub struct Vm {
 /// operands: both ints and no overflow, the result is written in place; anything else runs
 /// the original instruction ([`Vm::general_builtin`]), which reports the error.
 macro_rules! int_rr {
-    ($vm:ident, $m:ident, $f:ident, $base:ident, $at:ident, $x:ident, $op:expr) => {
+    ($vm:ident, $m:ident, $f:ident, $base:ident, $at:ident, $x:ident, $b:ident) => {
         match (&$vm.regs[$base + $x.a.0 as usize], &$vm.regs[$base + $x.b.0 as usize]) {
-            (Value::Int(a), Value::Int(b)) => match ($op)(*a, *b) {
+            (Value::Int(a), Value::Int(b)) => match crate::specialize::int_builtin(Builtin::$b, *a, *b) {
                 Some(r) => {
                     $vm.set_int($base, $x.dst, r);
                     Ok(())
@@ -140,9 +140,9 @@ macro_rules! int_rr {
 
 /// [`int_rr`] with an immediate second operand.
 macro_rules! int_ri {
-    ($vm:ident, $m:ident, $f:ident, $base:ident, $at:ident, $x:ident, $op:expr) => {
+    ($vm:ident, $m:ident, $f:ident, $base:ident, $at:ident, $x:ident, $b:ident) => {
         match &$vm.regs[$base + $x.a.0 as usize] {
-            Value::Int(a) => match ($op)(*a, $x.b as i64) {
+            Value::Int(a) => match crate::specialize::int_builtin(Builtin::$b, *a, $x.b as i64) {
                 Some(r) => {
                     $vm.set_int($base, $x.dst, r);
                     Ok(())
@@ -1089,28 +1089,28 @@ impl Vm {
             let at = pc;
             pc += 1;
             let step: Step<()> = match code[at] {
-                Op::IAddRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| a.checked_add(b)),
-                Op::IAddRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| a.checked_add(b)),
-                Op::ISubRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| a.checked_sub(b)),
-                Op::ISubRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| a.checked_sub(b)),
-                Op::IMulRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| a.checked_mul(b)),
-                Op::IMulRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| a.checked_mul(b)),
-                Op::IMinRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| Some(a.min(b))),
-                Op::IMinRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| Some(a.min(b))),
-                Op::IMaxRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| Some(a.max(b))),
-                Op::IMaxRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| Some(a.max(b))),
-                Op::IEqRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| Some((a == b) as i64)),
-                Op::IEqRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| Some((a == b) as i64)),
-                Op::INeRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| Some((a != b) as i64)),
-                Op::INeRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| Some((a != b) as i64)),
-                Op::ILtRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| Some((a < b) as i64)),
-                Op::ILtRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| Some((a < b) as i64)),
-                Op::ILeRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| Some((a <= b) as i64)),
-                Op::ILeRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| Some((a <= b) as i64)),
-                Op::IGtRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| Some((a > b) as i64)),
-                Op::IGtRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| Some((a > b) as i64)),
-                Op::IGeRR(x) => int_rr!(self, m, f, base, at, x, |a: i64, b| Some((a >= b) as i64)),
-                Op::IGeRI(x) => int_ri!(self, m, f, base, at, x, |a: i64, b| Some((a >= b) as i64)),
+                Op::IAddRR(x) => int_rr!(self, m, f, base, at, x, IAdd),
+                Op::IAddRI(x) => int_ri!(self, m, f, base, at, x, IAdd),
+                Op::ISubRR(x) => int_rr!(self, m, f, base, at, x, ISub),
+                Op::ISubRI(x) => int_ri!(self, m, f, base, at, x, ISub),
+                Op::IMulRR(x) => int_rr!(self, m, f, base, at, x, IMul),
+                Op::IMulRI(x) => int_ri!(self, m, f, base, at, x, IMul),
+                Op::IMinRR(x) => int_rr!(self, m, f, base, at, x, IMin),
+                Op::IMinRI(x) => int_ri!(self, m, f, base, at, x, IMin),
+                Op::IMaxRR(x) => int_rr!(self, m, f, base, at, x, IMax),
+                Op::IMaxRI(x) => int_ri!(self, m, f, base, at, x, IMax),
+                Op::IEqRR(x) => int_rr!(self, m, f, base, at, x, IEq),
+                Op::IEqRI(x) => int_ri!(self, m, f, base, at, x, IEq),
+                Op::INeRR(x) => int_rr!(self, m, f, base, at, x, INe),
+                Op::INeRI(x) => int_ri!(self, m, f, base, at, x, INe),
+                Op::ILtRR(x) => int_rr!(self, m, f, base, at, x, ILt),
+                Op::ILtRI(x) => int_ri!(self, m, f, base, at, x, ILt),
+                Op::ILeRR(x) => int_rr!(self, m, f, base, at, x, ILe),
+                Op::ILeRI(x) => int_ri!(self, m, f, base, at, x, ILe),
+                Op::IGtRR(x) => int_rr!(self, m, f, base, at, x, IGt),
+                Op::IGtRI(x) => int_ri!(self, m, f, base, at, x, IGt),
+                Op::IGeRR(x) => int_rr!(self, m, f, base, at, x, IGe),
+                Op::IGeRI(x) => int_ri!(self, m, f, base, at, x, IGe),
                 Op::Nop {} => Ok(()),
                 Op::Mov { dst, src } => self.read_reg(f, base, src).map(|v| self.set(base, dst, v)),
                 Op::LoadInt { dst, value } => {
@@ -1910,32 +1910,9 @@ impl Vm {
         let (Some(x), Some(y)) = (self.int_operand(m, base, a), self.int_operand(m, base, b)) else {
             return false;
         };
-        const ADD: u32 = Builtin::IAdd as u32 - FIRST;
-        const SUB: u32 = Builtin::ISub as u32 - FIRST;
-        const MUL: u32 = Builtin::IMul as u32 - FIRST;
-        const MIN: u32 = Builtin::IMin as u32 - FIRST;
-        const MAX: u32 = Builtin::IMax as u32 - FIRST;
-        const EQ: u32 = Builtin::IEq as u32 - FIRST;
-        const NE: u32 = Builtin::INe as u32 - FIRST;
-        const LT: u32 = Builtin::ILt as u32 - FIRST;
-        const LE: u32 = Builtin::ILe as u32 - FIRST;
-        const GT: u32 = Builtin::IGt as u32 - FIRST;
-        const GE: u32 = Builtin::IGe as u32 - FIRST;
-        let r = match k {
-            ADD => x.checked_add(y),
-            SUB => x.checked_sub(y),
-            MUL => x.checked_mul(y),
-            MIN => Some(x.min(y)),
-            MAX => Some(x.max(y)),
-            EQ => Some((x == y) as i64),
-            NE => Some((x != y) as i64),
-            LT => Some((x < y) as i64),
-            LE => Some((x <= y) as i64),
-            GT => Some((x > y) as i64),
-            GE => Some((x >= y) as i64),
-            // `idiv`, `irem`: division by zero and overflow are reported by the general path.
-            _ => None,
-        };
+        let Some(&builtin) = Builtin::ALL.get(id as usize) else { return false };
+        // `idiv`, `irem`: division by zero and overflow are reported by the general path.
+        let r = crate::specialize::int_builtin(builtin, x, y);
         let (Some(r), Some(slot)) = (r, self.regs.get_mut(base + d.0 as usize)) else { return false };
         // Overwrite an int in place: no drop of the old value, no temporary on the stack.
         match slot {

@@ -25,6 +25,28 @@ pub(crate) struct IntArgs<B: Copy> {
     pub b: B,
 }
 
+/// What a two-operand int builtin computes (`iadd` ..= `ige`, not `idiv`/`irem`), or `None`
+/// for an overflow or another builtin: the one definition the interpreter's fast paths
+/// share (always inlined, so with a constant `b` it is the operation alone). The general
+/// path (`exec::call_builtin`) reports the errors.
+#[inline(always)]
+pub(crate) fn int_builtin(b: Builtin, x: i64, y: i64) -> Option<i64> {
+    match b {
+        Builtin::IAdd => x.checked_add(y),
+        Builtin::ISub => x.checked_sub(y),
+        Builtin::IMul => x.checked_mul(y),
+        Builtin::IMin => Some(x.min(y)),
+        Builtin::IMax => Some(x.max(y)),
+        Builtin::IEq => Some((x == y) as i64),
+        Builtin::INe => Some((x != y) as i64),
+        Builtin::ILt => Some((x < y) as i64),
+        Builtin::ILe => Some((x <= y) as i64),
+        Builtin::IGt => Some((x > y) as i64),
+        Builtin::IGe => Some((x >= y) as i64),
+        _ => None,
+    }
+}
+
 /// The code of every function of a verified module, specialised.
 pub(crate) fn specialize(m: &Module) -> Vec<Box<[Op]>> {
     m.funcs
