@@ -2,7 +2,8 @@
 //! `kill` + `kill`, in ns per triple, on the host device and on OpenCL (Intel's CPU runtime
 //! when present: a buffer view, and an image view over the buffer with its pitch; the
 //! storage's block caches both, so no `cl_mem` is created after the first round); and the
-//! cost of invoking an empty function. `cargo bench --bench memory_ops`.
+//! cost of invoking an empty function (by id with VM values, and by name with host values).
+//! `cargo bench --bench memory_ops`.
 //!
 //! Each round is one invocation of a function with 1,000 triples (throughput: 1,000), so
 //! the invocation's own cost is amortised; `empty_invocation` measures it alone.
@@ -53,8 +54,15 @@ fn bench(c: &mut Criterion) {
         }
     }
     g.finish();
-    let mut vm = Vm::host(module("module empty\n\nfunc @main() {\n  ret\n}\n")).expect("a VM");
-    c.bench_function("empty_invocation", |b| b.iter(|| vm.invoke("main", &[]).expect("runs")));
+    // An empty function: by id with VM values (`Vm::invoke_values`, the embedding's hot
+    // path once it has looked the function up) and by name with host values (`Vm::invoke`).
+    let empty = module("module empty\n\nfunc @main() {\n  ret\n}\n");
+    let id = empty.func_by_name("main").expect("@main");
+    let mut vm = Vm::host(empty).expect("a VM");
+    let mut g = c.benchmark_group("empty_invocation");
+    g.bench_function("by_id", |b| b.iter(|| vm.invoke_values(id, Vec::new()).expect("runs")));
+    g.bench_function("by_name", |b| b.iter(|| vm.invoke("main", &[]).expect("runs")));
+    g.finish();
 }
 
 criterion_group!(benches, bench);

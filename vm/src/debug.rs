@@ -85,6 +85,7 @@ impl Vm {
             Some(r) => (r.depth0, r.base0, r.entry),
         };
         let module = self.module().clone();
+        self.apply_live_limit();
         match self.exec::<true, _>(&module, depth0, stop) {
             Ok(Exit::Paused) => Ok(None),
             Ok(Exit::Returned(values)) => {

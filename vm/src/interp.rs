@@ -7,7 +7,7 @@ use crate::device::DeviceCaps;
 use crate::error::{FrameLoc, VmError, VmErrorData};
 use crate::exec::{call_builtin, read_view, store_bytes, write_view};
 use crate::host_tensor::{store_f64, HostTensor, HostValue};
-use crate::io::{copy_view, storage_requirements, Copies, Direction, Fallback, IoReport};
+use crate::io::{copy_view, storage_requirements, Direction, Fallback, IoReport};
 use crate::memory::{DeviceSpec, Ledger, Runtime, Site, Stats, Storage, View};
 use crate::module::{ConstData, Function, Literal, Module};
 use crate::ops::{Attrs, TensorInfo};
@@ -488,7 +488,7 @@ impl Vm {
     }
 
     pub fn stats(&self) -> Stats {
-        self.rt.ledger.borrow().stats
+        self.rt.stats()
     }
 
     pub fn ledger(&self) -> Ref<'_, Ledger> {
@@ -550,35 +550,46 @@ impl Vm {
     pub fn invoke(&mut self, func: &str, args: &[HostValue]) -> Result<Vec<HostValue>, VmError> {
         let id = self.func_id(func)?;
         self.apply_live_limit();
-        let start = self.copies_now();
+        self.rt.counters.mark_copies();
         self.io.fallbacks.clear();
         // SAFETY: see `module_ptr`; `m` does not outlive this call.
         let m = unsafe { &*self.module_ptr() };
         let f = &m.funcs[id.0 as usize];
-        let nstorage = f.params.iter().filter(|t| matches!(t, Type::Storage)).count();
-        let vals = if nstorage > 0 && args.len() + nstorage == f.params.len() {
-            self.host_args(id, args, &[])?
-        } else {
-            let mut vals = Vec::with_capacity(args.len());
-            for (i, a) in args.iter().enumerate() {
-                vals.push(self.to_value(a).map_err(|e| VmError::api(format!("argument {}: {e}", i + 1)))?);
-            }
-            vals
-        };
+        let vals = if args.is_empty() && f.params.is_empty() { Vec::new() } else { self.host_values(id, f, args)? };
         let out = self.bind_and_run(m, id, vals);
-        let host = out.and_then(|out| {
-            let mut host = Vec::with_capacity(out.len());
-            for v in &out {
-                let h = to_host(v).map_err(|e| VmError::api(format!("reading the results: {e}")))?;
-                if let HostValue::Tensor(t) = &h {
-                    self.count_copy(Direction::DeviceToHost, t.data.len() as u64);
-                }
-                host.push(h);
-            }
-            Ok(host)
-        });
-        self.io.copies = self.copies_now().since(&start);
+        let host = out.and_then(|out| self.results_to_host(out));
+        self.io.copies = self.rt.counters.copies_since_mark.get();
         host
+    }
+
+    /// The VM values of `invoke`'s host arguments (see [`Vm::invoke`]).
+    fn host_values(&mut self, id: FuncId, f: &Function, args: &[HostValue]) -> Result<Vec<Value>, VmError> {
+        let nstorage = f.params.iter().filter(|t| matches!(t, Type::Storage)).count();
+        if nstorage > 0 && args.len() + nstorage == f.params.len() {
+            return self.host_args(id, args, &[]);
+        }
+        let mut vals = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            vals.push(self.to_value(a).map_err(|e| VmError::api(format!("argument {}: {e}", i + 1)))?);
+        }
+        Ok(vals)
+    }
+
+    /// Reads results back to the host (each tensor counted as a device→host copy).
+    #[inline]
+    fn results_to_host(&self, out: Vec<Value>) -> Result<Vec<HostValue>, VmError> {
+        if out.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut host = Vec::with_capacity(out.len());
+        for v in &out {
+            let h = to_host(v).map_err(|e| VmError::api(format!("reading the results: {e}")))?;
+            if let HostValue::Tensor(t) = &h {
+                self.count_copy(Direction::DeviceToHost, t.data.len() as u64);
+            }
+            host.push(h);
+        }
+        Ok(host)
     }
 
     /// The module, to borrow beside `&mut self`: the interpreter needs both at once, and
@@ -736,12 +747,7 @@ impl Vm {
     }
 
     fn count_copy(&self, dir: Direction, bytes: u64) {
-        self.rt.ledger.borrow_mut().stats.copies.count(dir, bytes);
-    }
-
-    #[inline]
-    fn copies_now(&self) -> Copies {
-        self.rt.ledger.borrow().stats.copies
+        self.rt.counters.count_copy(dir, bytes);
     }
 
     /// Copies a host value into the VM (tensors into a fresh storage on device 0).
@@ -767,17 +773,26 @@ impl Vm {
     /// storages and tensors ([`crate::io`]), then runs. [`Vm::last_io`] reports the copies.
     pub fn invoke_values(&mut self, id: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
         self.apply_live_limit();
-        let start = self.copies_now();
+        self.rt.counters.mark_copies();
         self.io.fallbacks.clear();
         // SAFETY: see `module_ptr`; `m` does not outlive this call.
         let m = unsafe { &*self.module_ptr() };
         let r = self.bind_and_run(m, id, args);
-        self.io.copies = self.copies_now().since(&start);
+        self.io.copies = self.rt.counters.copies_since_mark.get();
         r
     }
 
+    // Always inlined into the two `invoke`s: a call boundary here was a sixth of an empty
+    // invocation (prologue, epilogue and the result passed through memory).
     #[inline]
     fn bind_and_run(&mut self, m: &Module, id: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
+        // Nothing to check or bind for a function without parameters called without arguments.
+        let plain = args.is_empty() && m.funcs.get(id.0 as usize).is_some_and(|f| f.params.is_empty());
+        if plain {
+            // Nothing to drop: skip the call into the drop loop.
+            std::mem::forget(args);
+            return self.run_plain(m, id);
+        }
         let (args, subs) = self.prepare_args(m, id, args)?;
         let base = self.regs.len();
         let depth = self.frames.len();
@@ -789,6 +804,20 @@ impl Vm {
         }
         let out = r?;
         self.finish_results(m, id, &subs, out)
+    }
+
+    /// Runs `id`, which takes no parameters: no arguments to bind, no results to copy back.
+    #[inline(always)]
+    fn run_plain(&mut self, m: &Module, id: FuncId) -> Result<Vec<Value>, VmError> {
+        let base = self.regs.len();
+        let depth = self.frames.len();
+        self.push_frame(m, id);
+        let r = self.run_from(m, depth);
+        if r.is_err() {
+            self.truncate_regs(base);
+            self.frames.truncate(depth);
+        }
+        r
     }
 
     /// Copies results out of replaced storages ([`crate::io`]).
@@ -1012,6 +1041,12 @@ impl Vm {
     fn run(&mut self, m: &Module, entry: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
         let depth0 = self.frames.len();
         self.push_entry(m, entry, args);
+        self.run_from(m, depth0)
+    }
+
+    /// Runs the frame just pushed above depth `depth0` to its return.
+    #[inline(always)]
+    fn run_from(&mut self, m: &Module, depth0: usize) -> Result<Vec<Value>, VmError> {
         match self.exec::<false, _>(m, depth0, |_| false) {
             Ok(Exit::Returned(v)) => Ok(v),
             Ok(Exit::Paused) => Err(VmError::api("internal: a run paused without a debugger")),
@@ -1022,19 +1057,29 @@ impl Vm {
     /// Pushes the frame of `entry` with its arguments in its first registers.
     #[inline]
     pub(crate) fn push_entry(&mut self, m: &Module, entry: FuncId, args: Vec<Value>) {
-        let f = &m.funcs[entry.0 as usize];
-        let base = self.regs.len();
-        // The guards skip calls that do nothing: an empty invocation is a few dozen
-        // instructions, and each no-op `resize`, drop loop or iterator drop was a tenth more.
-        if f.num_regs > 0 {
-            self.regs.resize(base + f.num_regs as usize, Value::Null);
-        }
+        let base = self.push_frame(m, entry);
         if !args.is_empty() {
             for (i, v) in args.into_iter().enumerate() {
                 self.regs[base + i] = v;
             }
+        } else {
+            // Nothing to drop: skip the call into the drop loop.
+            std::mem::forget(args);
+        }
+    }
+
+    /// Pushes the frame of `entry` with its registers null; returns its base.
+    #[inline(always)]
+    fn push_frame(&mut self, m: &Module, entry: FuncId) -> usize {
+        let f = &m.funcs[entry.0 as usize];
+        let base = self.regs.len();
+        // The guard skips a `resize` that does nothing: an empty invocation is a few dozen
+        // instructions, and each no-op call was a tenth more.
+        if f.num_regs > 0 {
+            self.regs.resize(base + f.num_regs as usize, Value::Null);
         }
         self.frames.push(Frame { func: entry.0, pc: 0, base, ret_list: 0, ret_ndst: 0 });
+        base
     }
 
     /// Runs from the top frame's `pc` until the frame at depth `depth0` returns. With
@@ -1052,13 +1097,16 @@ impl Vm {
         };
         let mut fid = top.func as usize;
         let mut f = &m.funcs[fid];
-        let ops = Rc::clone(&self.ops);
+        // SAFETY: as for `module_ptr`: `ops` is private, set only by the constructors and
+        // never reassigned, so the slices live as long as `self`; `ops` does not outlive
+        // this call. (An `Rc` clone here was a twentieth of an empty invocation.)
+        let ops: &[Box<[Op]>] = unsafe { &*Rc::as_ptr(&self.ops) };
         let mut code: &[Op] = &ops[fid];
         let mut base = top.base;
         let mut pc = top.pc;
         let mut count: u64 = 0;
         let limit = self.limits.max_instructions.unwrap_or(u64::MAX);
-        self.apply_live_limit();
+        // Every entry into `exec` has applied `Limits::max_live_bytes` (see `apply_live_limit`).
         let result: Result<Exit, (usize, Box<Fault>)> = loop {
             if DEBUG {
                 let point = crate::debug::PausePoint {
@@ -1173,33 +1221,41 @@ impl Vm {
                         Err(e) => Err(e),
                     }
                 }
-                Op::Ret { list, nvals } => match self.collect_results(m, f, base, list, nvals) {
-                    Err(e) => Err(e),
-                    Ok(vals) => {
-                        self.truncate_regs(base);
-                        let Some(done) = self.frames.pop() else {
-                            break Ok(Exit::Returned(into_results(vals)));
-                        };
-                        if self.frames.len() == depth0 {
-                            break Ok(Exit::Returned(into_results(vals)));
-                        }
-                        let Some(top) = self.frames.last() else {
-                            break Ok(Exit::Returned(into_results(vals)));
-                        };
-                        fid = top.func as usize;
-                        f = &m.funcs[fid];
-                        code = &ops[fid];
-                        base = top.base;
-                        pc = top.pc;
-                        let dsts = &f.args[done.ret_list as usize..][..done.ret_ndst as usize];
-                        for (d, v) in dsts.iter().zip(vals) {
-                            if let ArgKind::Reg(r) = d.kind() {
-                                self.set(base, r, v);
+                // The common exit of an invocation: nothing to collect, nobody to resume.
+                Op::Ret { nvals: 0, .. } if self.frames.len() == depth0 + 1 => {
+                    self.truncate_regs(base);
+                    self.frames.pop();
+                    break Ok(Exit::Returned(Vec::new()));
+                }
+                Op::Ret { list, nvals } => {
+                    match if nvals == 0 { Ok(SmallVec::new()) } else { self.collect_results(m, f, base, list, nvals) } {
+                        Err(e) => Err(e),
+                        Ok(vals) => {
+                            self.truncate_regs(base);
+                            let Some(done) = self.frames.pop() else {
+                                break Ok(Exit::Returned(into_results(vals)));
+                            };
+                            if self.frames.len() == depth0 {
+                                break Ok(Exit::Returned(into_results(vals)));
                             }
+                            let Some(top) = self.frames.last() else {
+                                break Ok(Exit::Returned(into_results(vals)));
+                            };
+                            fid = top.func as usize;
+                            f = &m.funcs[fid];
+                            code = &ops[fid];
+                            base = top.base;
+                            pc = top.pc;
+                            let dsts = &f.args[done.ret_list as usize..][..done.ret_ndst as usize];
+                            for (d, v) in dsts.iter().zip(vals) {
+                                if let ArgKind::Reg(r) = d.kind() {
+                                    self.set(base, r, v);
+                                }
+                            }
+                            Ok(())
                         }
-                        Ok(())
                     }
-                },
+                }
                 Op::CallOp { op, list, attrs, nout, nin } => {
                     self.op_call(m, f, base, (fid as u32, at as u32), op, list, attrs, nout, nin)
                 }
@@ -1222,7 +1278,8 @@ impl Vm {
                 break Err((at, e));
             }
         };
-        self.rt.ledger.borrow_mut().stats.instructions += count;
+        let n = &self.rt.counters.instructions;
+        n.set(n.get() + count);
         result.map_err(|(pc, e)| {
             if DEBUG {
                 if let Some(top) = self.frames.last_mut() {
@@ -1236,7 +1293,7 @@ impl Vm {
     /// Hands [`Limits::max_live_bytes`] to the devices, which check it on every allocation
     /// (the field is public, so it is read again at every entry into the VM).
     #[inline]
-    fn apply_live_limit(&self) {
+    pub(crate) fn apply_live_limit(&self) {
         let limit = self.limits.max_live_bytes.unwrap_or(u64::MAX);
         for d in &self.rt.devices {
             d.live_limit.set(limit);

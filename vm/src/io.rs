@@ -284,15 +284,15 @@ impl Chain {
 
     /// Runs every stage on `inputs` (stage 0's tensor parameters, in order).
     pub fn run(&mut self, inputs: &[HostTensor]) -> Result<ChainRun, VmError> {
-        let start = self.stages[0].vm.runtime().ledger.borrow().stats.copies;
+        let start = self.stages[0].vm.runtime().counters.copies.get();
         let mut reports = Vec::with_capacity(self.stages.len());
         let mut values: Vec<Value> = Vec::new();
         for (k, s) in self.stages.iter_mut().enumerate() {
             let (args, uploads) = if k == 0 {
                 let host: Vec<HostValue> = inputs.iter().cloned().map(HostValue::Tensor).collect();
-                let before = s.vm.runtime().ledger.borrow().stats.copies;
+                let before = s.vm.runtime().counters.copies.get();
                 let args = s.vm.host_args(s.func, &host, &s.storages)?;
-                (args, s.vm.runtime().ledger.borrow().stats.copies.since(&before))
+                (args, s.vm.runtime().counters.copies.get().since(&before))
             } else {
                 let module = s.vm.module().clone();
                 let f = &module.funcs[s.func.0 as usize];
@@ -329,7 +329,7 @@ impl Chain {
             .filter(|v| matches!(v, Value::Tensor(_)))
             .map(|v| last.download(v))
             .collect::<Result<_, _>>()?;
-        let copies = last.runtime().ledger.borrow().stats.copies.since(&start);
+        let copies = last.runtime().counters.copies.get().since(&start);
         Ok(ChainRun { outputs, stages: reports, copies })
     }
 }

@@ -83,6 +83,37 @@ impl DeviceState {
 pub struct Runtime {
     pub devices: Vec<DeviceState>,
     pub ledger: RefCell<Ledger>,
+    /// Counters bumped on every invocation, kept out of the ledger's `RefCell`: borrowing
+    /// it four times was a fifth of an empty invocation.
+    pub counters: Counters,
+}
+
+/// The per-invocation counters of a [`Runtime`] (merged into [`Runtime::stats`]).
+#[derive(Default)]
+pub struct Counters {
+    pub instructions: Cell<u64>,
+    /// Every copy since the runtime was made.
+    pub copies: Cell<crate::io::Copies>,
+    /// Copies since the last [`Counters::mark_copies`]: an invocation marks at its start
+    /// and reads this at its end, instead of subtracting two snapshots of `copies`.
+    pub copies_since_mark: Cell<crate::io::Copies>,
+}
+
+impl Counters {
+    /// Counts a copy of `bytes` in direction `dir`.
+    pub fn count_copy(&self, dir: crate::io::Direction, bytes: u64) {
+        for cell in [&self.copies, &self.copies_since_mark] {
+            let mut c = cell.get();
+            c.count(dir, bytes);
+            cell.set(c);
+        }
+    }
+
+    /// Starts counting [`Counters::copies_since_mark`] from zero.
+    #[inline]
+    pub fn mark_copies(&self) {
+        self.copies_since_mark.set(crate::io::Copies::default());
+    }
 }
 
 impl Runtime {
@@ -105,7 +136,15 @@ impl Runtime {
                 live_limit: Cell::new(u64::MAX),
             });
         }
-        Ok(Rc::new(Runtime { devices, ledger: RefCell::default() }))
+        Ok(Rc::new(Runtime { devices, ledger: RefCell::default(), counters: Counters::default() }))
+    }
+
+    /// Every counter: the ledger's and [`Runtime::counters`].
+    pub fn stats(&self) -> Stats {
+        let mut s = self.ledger.borrow().stats;
+        s.instructions = self.counters.instructions.get();
+        s.copies = self.counters.copies.get();
+        s
     }
 }
 
@@ -227,6 +266,8 @@ impl<T> Slab<T> {
 /// before its memory is freed, so every address in a table is that of a live object.
 #[derive(Default)]
 pub struct Ledger {
+    /// The allocation counters; `instructions` and `copies` stay zero here (they are in
+    /// [`Runtime::counters`]; [`Runtime::stats`] has them all).
     pub stats: Stats,
     /// Keep the tables of live objects behind [`Ledger::storages`] and [`Ledger::views`]
     /// (the REPL turns this on). Off by default: registering and forgetting each object
