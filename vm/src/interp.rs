@@ -99,8 +99,12 @@ pub struct Vm {
     pub limits: Limits,
     /// [`Kernels::Noop`] skips the work of operator and kernel calls.
     pub kernels: Kernels,
-    /// Per operator call site, the operand types it last checked ([`OpMemo`]).
-    op_memo: RefCell<FxHashMap<(u32, u32), OpMemo>>,
+    /// Per operator call site (numbered by `op_sites`), the operand types it last checked
+    /// ([`OpMemo`]).
+    op_memo: RefCell<Vec<Option<OpMemo>>>,
+    /// Per function and instruction, the number of its operator call site
+    /// ([`crate::specialize::op_sites`]).
+    op_sites: Box<[Box<[u32]>]>,
     /// Buffers for the host kernels' operand copies.
     scratch: RefCell<Scratch>,
     output: Output,
@@ -118,6 +122,8 @@ pub struct Vm {
     /// The module's code as the interpreter runs it ([`crate::specialize`]), one slice per
     /// function; an `Rc` so that a run can hold it beside `&mut self`.
     ops: Rc<[Box<[Op]>]>,
+    /// The geometries of the constant buffer views in `ops` ([`Op::AllocBufferConst`]).
+    buffer_geoms: Box<[crate::specialize::BufferGeom]>,
 }
 
 /// The fast path of a specialised int builtin ([`crate::specialize`]) with register
@@ -199,6 +205,13 @@ fn refuse_constant_outputs(def: &crate::ops::OpDef, outputs: &[Option<Shared<Vie
     }
 }
 
+/// Equal shapes, compared inline: `==` on the slices calls `memcmp`, which costs more than
+/// the few dimensions it compares.
+#[inline(always)]
+fn same_dims(a: &[i64], b: &[i64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// True for inputs whose values shape inference may read (on OpenCL devices only these
 /// are read back for it).
 fn inference_reads_value(v: &View) -> bool {
@@ -220,7 +233,7 @@ impl OperandKey {
             OperandKey::Constant(id) => *id == v.id,
             OperandKey::Tensor { dtype, shape, value: want } => {
                 *dtype == v.dtype
-                    && shape[..] == v.shape[..]
+                    && same_dims(shape, &v.shape)
                     && !v.storage.is_constant()
                     && match (want, value) {
                         (None, _) => !inference_reads_value(v),
@@ -250,7 +263,7 @@ impl OpMemo {
             })
             && self.outputs.iter().zip(outputs).all(|(k, v)| match (k, v) {
                 (None, None) => true,
-                (Some((d, s)), Some(v)) => *d == v.dtype && s[..] == v.shape[..],
+                (Some((d, s)), Some(v)) => *d == v.dtype && same_dims(s, &v.shape),
                 _ => false,
             })
     }
@@ -413,6 +426,8 @@ impl Vm {
             }
             consts.push(view);
         }
+        let (op_sites, nsites) = crate::specialize::op_sites(&module);
+        let specialized = crate::specialize::specialize(&module);
         Ok(Vm {
             rt,
             consts,
@@ -420,7 +435,8 @@ impl Vm {
             frames: Vec::new(),
             limits: Limits::default(),
             kernels: Kernels::Run,
-            op_memo: RefCell::default(),
+            op_memo: RefCell::new((0..nsites).map(|_| None).collect()),
+            op_sites,
             scratch: RefCell::default(),
             output: Output::Stdout,
             io: IoReport::default(),
@@ -432,7 +448,8 @@ impl Vm {
             } else {
                 FxHashMap::default()
             },
-            ops: crate::specialize::specialize(&module).into(),
+            ops: specialized.ops.into(),
+            buffer_geoms: specialized.geoms.into(),
             module,
         })
     }
@@ -1183,6 +1200,13 @@ impl Vm {
                 Op::AllocTensor { dst, storage, args, dtype, scope, ndim } => self
                     .alloc_tensor(m, f, base, storage, args, dtype, scope, ndim, self.site(fid, at))
                     .map(|v| self.set(base, dst, v)),
+                Op::AllocBufferConst(x) => match self.alloc_buffer_const(base, x, self.site(fid, at)) {
+                    Some(v) => {
+                        self.set(base, x.dst, v);
+                        Ok(())
+                    }
+                    None => self.general_alloc_tensor(m, f, base, fid, at),
+                },
                 Op::Kill { reg } => match &self.regs[base + reg.0 as usize] {
                     Value::Null | Value::Killed(_) => self.read_reg(f, base, reg).map(|_| ()),
                     _ => {
@@ -1603,10 +1627,16 @@ impl Vm {
         nout: u8,
         nin: u16,
     ) -> Step<()> {
+        let items = &f.args[list as usize..][..nin as usize + nout as usize];
+        let slot =
+            self.op_sites.get(site.0 as usize).and_then(|s| s.get(site.1 as usize)).map_or(usize::MAX, |&s| s as usize);
+        // With no-op kernels, a call its site's memo covers has nothing left to do.
+        if self.kernels == Kernels::Noop && self.memo_covers(base, slot, items, nin as usize) {
+            return Ok(());
+        }
         let def = op.def();
         let empty = Attrs::default();
         let attrs = if attrs == 0 { &empty } else { &m.attrs[attrs as usize - 1] };
-        let items = &f.args[list as usize..][..nin as usize + nout as usize];
         let mut views: SmallVec<[Option<Shared<View>>; 6]> = SmallVec::new();
         for a in items {
             views.push(match a.kind() {
@@ -1642,7 +1672,12 @@ impl Vm {
         // With no-op kernels, a buffer call whose inference reads no values needs only the
         // comparison with what this site saw before: no host copies, no scratch buffers.
         if noop && !textured && !reads_values {
-            let hit = self.op_memo.borrow().get(&site).is_some_and(|o| o.matches(inputs, &[], outputs));
+            let hit = self
+                .op_memo
+                .borrow()
+                .get(slot)
+                .and_then(Option::as_ref)
+                .is_some_and(|o| o.matches(inputs, &[], outputs));
             if hit {
                 return refuse_constant_outputs(def, outputs);
             }
@@ -1668,7 +1703,8 @@ impl Vm {
         let memo = self
             .op_memo
             .borrow()
-            .get(&site)
+            .get(slot)
+            .and_then(Option::as_ref)
             .filter(|o| o.matches(inputs, &host_in, outputs))
             .map(|o| o.inferred.clone());
         if memo.is_some() && noop && !textured {
@@ -1724,9 +1760,8 @@ impl Vm {
             }
         }
         let inferred: Rc<[crate::ops::OutInfo]> = inferred.into();
-        self.op_memo.borrow_mut().insert(
-            site,
-            OpMemo {
+        if let Some(memo) = self.op_memo.borrow_mut().get_mut(slot) {
+            *memo = Some(OpMemo {
                 inputs: inputs
                     .iter()
                     .zip(host_in.iter())
@@ -1734,12 +1769,67 @@ impl Vm {
                     .collect(),
                 outputs: outputs.iter().map(|v| v.as_ref().map(|v| (v.dtype, v.shape.clone()))).collect(),
                 inferred: inferred.clone(),
-            },
-        );
+            });
+        }
         if noop {
             return Ok(());
         }
         self.run_op(&OpCall { dev, def, inputs, outputs, infos: &infos, host_in: &host_in, attrs }, &inferred)
+    }
+
+    /// With no-op kernels: true when site `slot`'s memo covers these operands, so the call
+    /// has nothing left to do. The operands are compared where they are, without cloning
+    /// them (reference counts touched and dropped were a third of a no-op call). Whatever
+    /// this cannot decide here (a texture, an input whose value inference reads, operands
+    /// on two devices, a constant output, a non-tensor) answers `false`, and the general
+    /// path decides and reports.
+    #[inline]
+    fn memo_covers(&self, base: usize, slot: usize, items: &[Arg], nin: usize) -> bool {
+        let memo = self.op_memo.borrow();
+        let Some(Some(o)) = memo.get(slot) else { return false };
+        if o.inputs.len() != nin || nin + o.outputs.len() != items.len() {
+            return false;
+        }
+        let mut device = None;
+        let mut one_buffer_device =
+            |v: &View| !v.scope.is_texture() && *device.get_or_insert(v.storage.device) == v.storage.device;
+        for (a, key) in items[..nin].iter().zip(&o.inputs) {
+            let covered = match (key, self.tensor_operand(base, *a)) {
+                (None, _) => a.kind() == ArgKind::None,
+                (Some(k), Some(v)) => one_buffer_device(v) && k.matches(v, None),
+                (Some(_), None) => false,
+            };
+            if !covered {
+                return false;
+            }
+        }
+        for (a, key) in items[nin..].iter().zip(&o.outputs) {
+            let covered = match (key, self.tensor_operand(base, *a)) {
+                (None, _) => a.kind() == ArgKind::None,
+                (Some((dtype, shape)), Some(v)) => {
+                    one_buffer_device(v) && v.dtype == *dtype && same_dims(shape, &v.shape) && !v.storage.is_constant()
+                }
+                (Some(_), None) => false,
+            };
+            if !covered {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The view operand `a` names, borrowed in place: a register holding a tensor, or a
+    /// constant; `None` for anything else.
+    #[inline(always)]
+    fn tensor_operand(&self, base: usize, a: Arg) -> Option<&View> {
+        match a.kind() {
+            ArgKind::Reg(r) => match self.regs.get(base + r.0 as usize) {
+                Some(Value::Tensor(t)) => Some(t),
+                _ => None,
+            },
+            ArgKind::Const(c) => self.consts.get(c.0 as usize).map(|v| &**v),
+            _ => None,
+        }
     }
 
     /// Runs an operator's kernel once its output types are known to match its views.
@@ -1947,6 +2037,35 @@ impl Vm {
         match View::make(st, offset, dtype, &dims, scope, image, bytes, site) {
             Ok(v) => Ok(Value::Tensor(v)),
             Err(e) => fault(e),
+        }
+    }
+
+    /// A buffer view of constant geometry ([`Op::AllocBufferConst`]): checked when the VM
+    /// was made, so only whether it fits its storage is left. `None` when it does not fit,
+    /// `%storage` holds no storage, or the device refuses the view: the general instruction
+    /// then runs and reports the error.
+    #[inline]
+    fn alloc_buffer_const(&self, base: usize, x: crate::specialize::BufferArgs, site: Site) -> Option<Value> {
+        let Some(Value::Storage(st)) = self.regs.get(base + x.storage.0 as usize) else { return None };
+        let g = self.buffer_geoms.get(x.geom as usize)?;
+        if g.end > st.size {
+            return None;
+        }
+        View::make(st.clone(), g.offset, g.dtype, &g.shape, Scope::Global, None, g.bytes, site).ok().map(Value::Tensor)
+    }
+
+    /// Runs instruction `at` of function `fid` as it is in the bytecode: the general form
+    /// of a specialised `alloc_tensor` whose fast path could not finish.
+    #[cold]
+    #[inline(never)]
+    fn general_alloc_tensor(&mut self, m: &Module, f: &Function, base: usize, fid: usize, at: usize) -> Step<()> {
+        match f.code.get(at) {
+            Some(&Instr::AllocTensor { dst, storage, args, dtype, scope, ndim }) => self
+                .alloc_tensor(m, f, base, storage, args, dtype, scope, ndim, self.site(fid, at))
+                .map(|v| self.set(base, dst, v)),
+            other => {
+                fault(format!("internal: instruction {at} is {other:?}, not the alloc_tensor it was specialised from"))
+            }
         }
     }
 

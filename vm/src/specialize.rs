@@ -11,10 +11,46 @@
 //! (an operand that is not an int, an overflow) the interpreter runs the original
 //! instruction, which reports the error exactly as before.
 
+//!
+//! An `alloc_tensor` of a buffer view whose offset and dims are constants (every one a
+//! compiler emits for a static shape) has them checked and its size computed here, once:
+//! at run time it checks only that the view fits its storage.
+
 use crate::builtins::Builtin;
 pub(crate) use crate::bytecode::Op;
-use crate::bytecode::{Instr, Reg};
-use crate::module::Module;
+use crate::bytecode::{Arg, ArgKind, Instr, Reg};
+use crate::module::{Literal, Module};
+use crate::types::{DType, Scope};
+use smallvec::SmallVec;
+
+/// The operands of a specialised constant buffer view: its destination and storage
+/// registers, and its geometry's index in [`Specialized::geoms`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BufferArgs {
+    pub dst: Reg,
+    pub storage: Reg,
+    pub geom: u32,
+}
+
+/// A buffer view's geometry, checked as `alloc_tensor` checks it: offset and dims
+/// non-negative, the offset a multiple of the element size, the size representable.
+#[derive(Clone, Debug)]
+pub(crate) struct BufferGeom {
+    pub offset: u64,
+    pub dtype: DType,
+    pub shape: SmallVec<[i64; 4]>,
+    pub bytes: u64,
+    /// `offset + bytes`: the view fits a storage of at least this many bytes.
+    pub end: u64,
+}
+
+/// A module's code as the interpreter runs it.
+pub(crate) struct Specialized {
+    /// Per function, one op per instruction.
+    pub ops: Vec<Box<[Op]>>,
+    /// The geometries of the [`Op::AllocBufferConst`]s.
+    pub geoms: Vec<BufferGeom>,
+}
 
 /// The operands of a specialised integer builtin: `%dst = call @vm.<op>(%a, b)`, where `b`
 /// is a register or an immediate.
@@ -48,8 +84,10 @@ pub(crate) fn int_builtin(b: Builtin, x: i64, y: i64) -> Option<i64> {
 }
 
 /// The code of every function of a verified module, specialised.
-pub(crate) fn specialize(m: &Module) -> Vec<Box<[Op]>> {
-    m.funcs
+pub(crate) fn specialize(m: &Module) -> Specialized {
+    let mut geoms = Vec::new();
+    let ops = m
+        .funcs
         .iter()
         .map(|f| {
             f.code
@@ -58,11 +96,68 @@ pub(crate) fn specialize(m: &Module) -> Vec<Box<[Op]>> {
                     Instr::CallBuiltin { builtin, list, ndst: 1, nargs: 2 } => {
                         int_op(builtin.0, f.args.get(list as usize..list as usize + 3)).unwrap_or(Op::from(ins))
                     }
+                    Instr::AllocTensor { dst, storage, args, dtype, scope: Scope::Global, ndim } => {
+                        let list = f.args.get(args as usize..args as usize + ndim as usize + 1);
+                        match list.and_then(|l| buffer_geom(m, dtype, l)) {
+                            Some(g) if geoms.len() < u32::MAX as usize => {
+                                geoms.push(g);
+                                Op::AllocBufferConst(BufferArgs { dst, storage, geom: geoms.len() as u32 - 1 })
+                            }
+                            _ => Op::from(ins),
+                        }
+                    }
                     _ => Op::from(ins),
                 })
                 .collect()
         })
-        .collect()
+        .collect();
+    Specialized { ops, geoms }
+}
+
+/// The geometry of a buffer view from its `[offset, dims...]` operands, when all are
+/// constants and pass `alloc_tensor`'s checks (otherwise the general instruction runs and
+/// reports the error where it happens).
+fn buffer_geom(m: &Module, dtype: DType, list: &[Arg]) -> Option<BufferGeom> {
+    let constant = |a: &Arg| match a.kind() {
+        ArgKind::Imm(v) => Some(v as i64),
+        ArgKind::Lit(i) => match m.literals.get(i as usize)? {
+            Literal::Int(v) => Some(*v),
+            Literal::Float(_) => None,
+        },
+        _ => None,
+    };
+    let (first, dims) = list.split_first()?;
+    let offset = u64::try_from(constant(first)?).ok()?;
+    let shape = dims.iter().map(|a| constant(a).filter(|&d| d >= 0)).collect::<Option<SmallVec<[i64; 4]>>>()?;
+    if !offset.is_multiple_of(dtype.size() as u64) {
+        return None;
+    }
+    let bytes = shape.iter().try_fold(dtype.size() as u64, |a, &d| a.checked_mul(d as u64))?;
+    Some(BufferGeom { offset, dtype, shape, bytes, end: offset.checked_add(bytes)? })
+}
+
+/// The dense index of every operator call site: per function and instruction, the site's
+/// number (`u32::MAX` for other instructions), and how many sites there are. The
+/// interpreter keeps what each site last inferred in a vector by this number.
+pub(crate) fn op_sites(m: &Module) -> (Box<[Box<[u32]>]>, usize) {
+    let mut n = 0u32;
+    let sites = m
+        .funcs
+        .iter()
+        .map(|f| {
+            f.code
+                .iter()
+                .map(|ins| match ins {
+                    Instr::CallOp { .. } => {
+                        n += 1;
+                        n - 1
+                    }
+                    _ => u32::MAX,
+                })
+                .collect()
+        })
+        .collect();
+    (sites, n as usize)
 }
 
 /// The specialised form of a two-operand int builtin whose destination and first operand
@@ -118,7 +213,7 @@ mod tests {
     #[test]
     fn int_builtins_with_register_and_immediate_operands_are_specialised() {
         let m = rxvm_test_module();
-        let ops = specialize(&m);
+        let ops = specialize(&m).ops;
         let kinds: Vec<&str> = ops[0]
             .iter()
             .map(|o| match o {
