@@ -85,3 +85,37 @@ func @main() -> f32[4] {
     assert_eq!(skipped, [7.0; 4], "the kernel did not run: %y keeps what it held");
     assert_eq!(n, m, "the same instructions ran");
 }
+
+/// `Relu` of `f32[2, ..., %n]` (rank `rank`) into a view whose last dim is 3.
+fn relu_of_rank(rank: usize) -> String {
+    let ones = |n: usize| vec!["2"; n].join(", ");
+    let x = format!("{}{}%n", ones(rank - 1), if rank > 1 { ", " } else { "" });
+    let y = format!("{}{}3", ones(rank - 1), if rank > 1 { ", " } else { "" });
+    format!(
+        "module relu
+func @main(%n: int) {{
+  %s = alloc_storage 4096
+  %x = alloc_tensor %s, 0, f32[{x}]
+  %y = alloc_tensor %s, 2048, f32[{y}]
+  call @onnx.Relu(%x) -> (%y)
+  ret
+}}
+"
+    )
+}
+
+#[test]
+fn no_op_kernels_recheck_changed_shapes_of_every_rank() {
+    // Up to four dims the no-op path compares the operands against the site's memo in
+    // place; beyond, the general path does. Either way a changed shape is checked again.
+    for rank in 1..=6 {
+        let mut vm = vm(&relu_of_rank(rank));
+        vm.kernels = Kernels::Noop;
+        for round in 0..3 {
+            vm.invoke("main", &[HostValue::Int(3)]).unwrap_or_else(|e| panic!("rank {rank}, round {round}: {e}"));
+        }
+        let e = vm.invoke("main", &[HostValue::Int(4)]).expect_err("a 4 into a 3");
+        assert!(e.message.contains("for these inputs and attributes, but its view is"), "rank {rank}: {e}");
+        vm.invoke("main", &[HostValue::Int(3)]).unwrap_or_else(|e| panic!("rank {rank}, after the error: {e}"));
+    }
+}

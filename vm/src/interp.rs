@@ -172,6 +172,60 @@ struct OpMemo {
     inputs: SmallVec<[Option<OperandKey>; 6]>,
     outputs: SmallVec<[Option<ViewType>; 2]>,
     inferred: Rc<[crate::ops::OutInfo]>,
+    /// The same operands flat, inputs then outputs, when [`Vm::memo_covers`] can decide
+    /// on them alone: constants, and buffer tensors of up to four dims whose values
+    /// inference does not read.
+    quick: Option<Box<[QuickKey]>>,
+}
+
+/// An operand as [`Vm::memo_covers`] compares it: one flat record, no pointer to follow.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum QuickKey {
+    /// An omitted optional input.
+    Absent,
+    /// A constant, by view id (constants never change).
+    Constant(u64),
+    /// A non-constant tensor's dtype and shape (`dims[..ndim]`).
+    Tensor { dtype: DType, ndim: u8, dims: [i64; 4] },
+}
+
+impl QuickKey {
+    fn tensor(dtype: DType, shape: &[i64]) -> Option<QuickKey> {
+        let mut dims = [0; 4];
+        dims.get_mut(..shape.len())?.copy_from_slice(shape);
+        Some(QuickKey::Tensor { dtype, ndim: shape.len() as u8, dims })
+    }
+
+    /// The flat keys of a memo's operands, if every one has one.
+    fn of(inputs: &[Option<OperandKey>], outputs: &[Option<ViewType>]) -> Option<Box<[QuickKey]>> {
+        let ins = inputs.iter().map(|k| match k {
+            None => Some(QuickKey::Absent),
+            Some(OperandKey::Constant(id)) => Some(QuickKey::Constant(*id)),
+            Some(OperandKey::Tensor { dtype, shape, value: None }) => QuickKey::tensor(*dtype, shape),
+            Some(OperandKey::Tensor { value: Some(_), .. }) => None,
+        });
+        let outs = outputs.iter().map(|k| match k {
+            None => Some(QuickKey::Absent),
+            Some((dtype, shape)) => QuickKey::tensor(*dtype, shape),
+        });
+        ins.chain(outs).collect()
+    }
+
+    /// True when view `v` is what this key saw. For a tensor key: a non-constant view of
+    /// the same dtype and shape (a key recorded without a value is an input whose value
+    /// inference does not read, which its dtype and shape decide).
+    #[inline(always)]
+    fn covers(&self, v: &View) -> bool {
+        match self {
+            QuickKey::Constant(id) => *id == v.id,
+            QuickKey::Tensor { dtype, ndim, dims } => {
+                *dtype == v.dtype
+                    && dims.get(..*ndim as usize).is_some_and(|d| same_dims(d, &v.shape))
+                    && !v.storage.is_constant()
+            }
+            QuickKey::Absent => false,
+        }
+    }
 }
 
 /// An output view's dtype and shape.
@@ -1631,7 +1685,7 @@ impl Vm {
         let slot =
             self.op_sites.get(site.0 as usize).and_then(|s| s.get(site.1 as usize)).map_or(usize::MAX, |&s| s as usize);
         // With no-op kernels, a call its site's memo covers has nothing left to do.
-        if self.kernels == Kernels::Noop && self.memo_covers(base, slot, items, nin as usize) {
+        if self.kernels == Kernels::Noop && self.memo_covers(base, slot, items) {
             return Ok(());
         }
         let def = op.def();
@@ -1760,14 +1814,15 @@ impl Vm {
             }
         }
         let inferred: Rc<[crate::ops::OutInfo]> = inferred.into();
+        let keys_in: SmallVec<[Option<OperandKey>; 6]> =
+            inputs.iter().zip(host_in.iter()).map(|(v, h)| v.as_ref().map(|v| OperandKey::of(v, h.as_ref()))).collect();
+        let keys_out: SmallVec<[Option<ViewType>; 2]> =
+            outputs.iter().map(|v| v.as_ref().map(|v| (v.dtype, v.shape.clone()))).collect();
         if let Some(memo) = self.op_memo.borrow_mut().get_mut(slot) {
             *memo = Some(OpMemo {
-                inputs: inputs
-                    .iter()
-                    .zip(host_in.iter())
-                    .map(|(v, h)| v.as_ref().map(|v| OperandKey::of(v, h.as_ref())))
-                    .collect(),
-                outputs: outputs.iter().map(|v| v.as_ref().map(|v| (v.dtype, v.shape.clone()))).collect(),
+                quick: QuickKey::of(&keys_in, &keys_out),
+                inputs: keys_in,
+                outputs: keys_out,
                 inferred: inferred.clone(),
             });
         }
@@ -1784,32 +1839,22 @@ impl Vm {
     /// on two devices, a constant output, a non-tensor) answers `false`, and the general
     /// path decides and reports.
     #[inline]
-    fn memo_covers(&self, base: usize, slot: usize, items: &[Arg], nin: usize) -> bool {
+    fn memo_covers(&self, base: usize, slot: usize, items: &[Arg]) -> bool {
         let memo = self.op_memo.borrow();
-        let Some(Some(o)) = memo.get(slot) else { return false };
-        if o.inputs.len() != nin || nin + o.outputs.len() != items.len() {
+        let Some(Some(OpMemo { quick: Some(keys), .. })) = memo.get(slot) else { return false };
+        if keys.len() != items.len() {
             return false;
         }
         let mut device = None;
-        let mut one_buffer_device =
-            |v: &View| !v.scope.is_texture() && *device.get_or_insert(v.storage.device) == v.storage.device;
-        for (a, key) in items[..nin].iter().zip(&o.inputs) {
+        for (a, key) in items.iter().zip(keys.iter()) {
             let covered = match (key, self.tensor_operand(base, *a)) {
-                (None, _) => a.kind() == ArgKind::None,
-                (Some(k), Some(v)) => one_buffer_device(v) && k.matches(v, None),
-                (Some(_), None) => false,
-            };
-            if !covered {
-                return false;
-            }
-        }
-        for (a, key) in items[nin..].iter().zip(&o.outputs) {
-            let covered = match (key, self.tensor_operand(base, *a)) {
-                (None, _) => a.kind() == ArgKind::None,
-                (Some((dtype, shape)), Some(v)) => {
-                    one_buffer_device(v) && v.dtype == *dtype && same_dims(shape, &v.shape) && !v.storage.is_constant()
+                (QuickKey::Absent, _) => a.kind() == ArgKind::None,
+                (key, Some(v)) => {
+                    !v.scope.is_texture()
+                        && *device.get_or_insert(v.storage.device) == v.storage.device
+                        && key.covers(v)
                 }
-                (Some(_), None) => false,
+                (_, None) => false,
             };
             if !covered {
                 return false;

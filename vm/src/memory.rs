@@ -576,26 +576,21 @@ impl View {
         site: Site,
         cl: Option<ClView>,
     ) -> Shared<View> {
-        let rt = storage.rt.clone();
-        let mut l = rt.ledger.borrow_mut();
-        let id = l.next_view;
-        l.next_view += 1;
-        l.stats.views_created += 1;
-        l.stats.live_views += 1;
-        let view = |slot| View {
-            id,
-            storage,
-            offset,
-            dtype,
-            shape: SmallVec::from_slice(shape),
-            scope,
-            image,
-            cl,
-            bytes,
-            site,
-            slot,
+        let (id, track) = {
+            let mut l = storage.rt.ledger.borrow_mut();
+            let id = l.next_view;
+            l.next_view += 1;
+            l.stats.views_created += 1;
+            l.stats.live_views += 1;
+            (id, l.track)
         };
-        Shared::new_at(|at| view(if l.track { l.views.insert(at) } else { UNTRACKED }))
+        // The ledger is borrowed again only to register the view in its table (the REPL's
+        // tracking): holding an `Rc` of the runtime across the construction instead cost
+        // an increment and a decrement per view.
+        Shared::new_at(|at| {
+            let slot = if track { storage.rt.ledger.borrow_mut().views.insert(at) } else { UNTRACKED };
+            View { id, storage, offset, dtype, shape: SmallVec::from_slice(shape), scope, image, cl, bytes, site, slot }
+        })
     }
 
     /// The view as the ledger reports it.
