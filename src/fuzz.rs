@@ -880,81 +880,33 @@ fn onnx_seeds(root: &Path) -> Vec<(String, Vec<u8>)> {
 
 /// A few small models built in code, so the ONNX target has seeds without the test data.
 pub fn builtin_onnx_models() -> Vec<(String, Vec<u8>)> {
-    use onnx_protobuf::attribute_proto::AttributeType;
-    use onnx_protobuf::{
-        type_proto, AttributeProto, GraphProto, Message, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-        TensorShapeProto, TypeProto, ValueInfoProto,
-    };
-    fn value(name: &str, dims: &[i64]) -> ValueInfoProto {
-        let mut shape = TensorShapeProto::new();
-        for &d in dims {
-            let mut dim = onnx_protobuf::tensor_shape_proto::Dimension::new();
-            dim.set_dim_value(d);
-            shape.dim.push(dim);
-        }
-        let mut tt = type_proto::Tensor::new();
-        tt.elem_type = 1;
-        tt.shape = Some(shape).into();
-        let mut t = TypeProto::new();
-        t.value = Some(type_proto::Value::TensorType(tt));
-        let mut v = ValueInfoProto::new();
-        v.name = name.into();
-        v.type_ = Some(t).into();
-        v
-    }
-    fn tensor(name: &str, data_type: i32, dims: &[i64], floats: &[f32], ints: &[i64]) -> TensorProto {
-        let mut t = TensorProto::new();
-        t.name = name.into();
-        t.data_type = data_type;
-        t.dims = dims.to_vec();
-        t.float_data = floats.to_vec();
-        t.int64_data = ints.to_vec();
-        t
-    }
-    fn ints(name: &str, v: &[i64]) -> AttributeProto {
-        let mut a = AttributeProto::new();
-        a.name = name.into();
-        a.type_ = AttributeType::INTS.into();
-        a.ints = v.to_vec();
-        a
-    }
-    fn int(name: &str, v: i64) -> AttributeProto {
-        let mut a = AttributeProto::new();
-        a.name = name.into();
-        a.type_ = AttributeType::INT.into();
-        a.i = v;
-        a
-    }
+    use crate::onnx_build::{f32_tensor, i64_tensor, int_attr, ints_attr, value_info, Encoding, F32};
+    use onnx_protobuf::{AttributeProto, GraphProto, NodeProto, TensorProto, ValueInfoProto};
+    let value = |name: &str, dims: &[i64]| value_info(name, F32, dims);
+    let tensor = |name: &str, dims: &[i64], values: &[f32]| f32_tensor(name, dims, values, Encoding::Typed);
+    let ints_tensor = |name: &str, values: &[i64]| i64_tensor(name, values, Encoding::Typed);
+    let (ints, int) = (ints_attr, int_attr);
     fn node(op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
-        let mut n = NodeProto::new();
-        n.op_type = op.into();
-        n.input = inputs.iter().map(|s| s.to_string()).collect();
-        n.output = outputs.iter().map(|s| s.to_string()).collect();
+        let mut n = crate::onnx_build::node(op, inputs, outputs);
         n.attribute = attrs;
         n
     }
-    fn model(nodes: Vec<NodeProto>, inits: Vec<TensorProto>, inputs: Vec<ValueInfoProto>, outputs: &[&str]) -> Vec<u8> {
+    let model = |nodes: Vec<NodeProto>, inits: Vec<TensorProto>, inputs: Vec<ValueInfoProto>, outputs: &[&str]| {
         let mut g = GraphProto::new();
         g.name = "g".into();
         g.node = nodes;
         g.initializer = inits;
         g.input = inputs;
         g.output = outputs.iter().map(|o| value(o, &[])).collect();
-        let mut m = ModelProto::new();
-        m.ir_version = 8;
-        let mut op = OperatorSetIdProto::new();
-        op.version = 13;
-        m.opset_import.push(op);
-        m.graph = Some(g).into();
-        m.write_to_bytes().unwrap_or_default()
-    }
+        crate::onnx_build::bytes(&crate::onnx_build::model(g))
+    };
     let ramp = |n: usize| -> Vec<f32> { (0..n).map(|i| i as f32 * 0.25 - 1.0).collect() };
     vec![
         (
             "builtin-add.onnx".to_string(),
             model(
                 vec![node("Add", &["x", "w"], &["y"], vec![])],
-                vec![tensor("w", 1, &[1, 4], &ramp(4), &[])],
+                vec![tensor("w", &[1, 4], &ramp(4))],
                 vec![value("x", &[1, 4])],
                 &["y"],
             ),
@@ -972,7 +924,7 @@ pub fn builtin_onnx_models() -> Vec<(String, Vec<u8>)> {
                     node("Relu", &["c"], &["r"], vec![]),
                     node("MaxPool", &["r"], &["y"], vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])]),
                 ],
-                vec![tensor("w", 1, &[2, 1, 3, 3], &ramp(18), &[]), tensor("b", 1, &[2], &[0.5, -0.5], &[])],
+                vec![tensor("w", &[2, 1, 3, 3], &ramp(18)), tensor("b", &[2], &[0.5, -0.5])],
                 vec![value("x", &[1, 1, 4, 4])],
                 &["y"],
             ),
@@ -985,7 +937,7 @@ pub fn builtin_onnx_models() -> Vec<(String, Vec<u8>)> {
                     node("Reshape", &["m", "s"], &["r"], vec![]),
                     node("Softmax", &["r"], &["y"], vec![int("axis", -1)]),
                 ],
-                vec![tensor("w", 1, &[3, 2], &ramp(6), &[]), tensor("s", 7, &[2], &[], &[1, 4])],
+                vec![tensor("w", &[3, 2], &ramp(6)), ints_tensor("s", &[1, 4])],
                 vec![value("x", &[2, 3])],
                 &["y"],
             ),
@@ -998,7 +950,7 @@ pub fn builtin_onnx_models() -> Vec<(String, Vec<u8>)> {
                     node("Mul", &["x", "c"], &["y"], vec![]),
                     node("Transpose", &["y"], &["t"], vec![ints("perm", &[1, 0])]),
                 ],
-                vec![tensor("s", 7, &[2], &[], &[2, 3])],
+                vec![ints_tensor("s", &[2, 3])],
                 vec![value("x", &[2, 3])],
                 &["t"],
             ),

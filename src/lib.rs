@@ -13,6 +13,7 @@ pub mod graph;
 pub mod inputs;
 pub mod npy;
 pub mod onnx;
+pub mod onnx_build;
 pub mod plan;
 pub mod repl;
 pub mod report;

@@ -6,72 +6,27 @@
 
 use onnx_protobuf::attribute_proto::AttributeType;
 use onnx_protobuf::tensor_proto::DataLocation;
-use onnx_protobuf::tensor_shape_proto::{dimension, Dimension};
-use onnx_protobuf::type_proto::{Tensor, Value};
-use onnx_protobuf::{
-    AttributeProto, GraphProto, Message, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto,
-    TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
-};
+use onnx_protobuf::tensor_shape_proto::dimension;
+use onnx_protobuf::type_proto::Value;
+use onnx_protobuf::{AttributeProto, GraphProto, ModelProto, NodeProto, StringStringEntryProto, TensorProto};
+use rxvm::onnx_build::{bytes, ints_attr, value_info, Encoding, F32};
 use std::path::Path;
 use std::process::Command;
 
-const F32: i32 = 1;
-const I64: i32 = 7;
-
-fn value_info(name: &str, elem_type: i32, dims: &[i64]) -> ValueInfoProto {
-    let mut shape = TensorShapeProto::new();
-    shape.dim = dims
-        .iter()
-        .map(|&d| {
-            let mut dim = Dimension::new();
-            dim.value = Some(dimension::Value::DimValue(d));
-            dim
-        })
-        .collect();
-    let mut t = Tensor::new();
-    t.elem_type = elem_type;
-    t.shape = Some(shape).into();
-    let mut ty = TypeProto::new();
-    ty.value = Some(Value::TensorType(t));
-    let mut v = ValueInfoProto::new();
-    v.name = name.into();
-    v.type_ = Some(ty).into();
-    v
-}
-
+/// An `f32` initializer, its values in `raw_data` (as exporters write them).
 fn tensor(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
-    let mut t = TensorProto::new();
-    t.name = name.into();
-    t.dims = dims.to_vec();
-    t.data_type = F32;
-    t.raw_data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    t
+    rxvm::onnx_build::f32_tensor(name, dims, values, Encoding::Raw)
 }
 
 fn ints_tensor(name: &str, values: &[i64]) -> TensorProto {
-    let mut t = TensorProto::new();
-    t.name = name.into();
-    t.dims = vec![values.len() as i64];
-    t.data_type = I64;
-    t.raw_data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    t
+    rxvm::onnx_build::i64_tensor(name, values, Encoding::Raw)
 }
 
+/// A node named `name` (errors name the node).
 fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
-    let mut n = NodeProto::new();
+    let mut n = rxvm::onnx_build::node(op, inputs, outputs);
     n.name = name.into();
-    n.op_type = op.into();
-    n.input = inputs.iter().map(|s| s.to_string()).collect();
-    n.output = outputs.iter().map(|s| s.to_string()).collect();
     n
-}
-
-fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
-    let mut a = AttributeProto::new();
-    a.name = name.into();
-    a.type_ = AttributeType::INTS.into();
-    a.ints = v.to_vec();
-    a
 }
 
 /// The valid model every case changes: x: f32[1, 3, 8, 8] → Conv (w: f32[4, 3, 3, 3], pads
@@ -86,17 +41,7 @@ fn base() -> ModelProto {
     g.node.push(conv);
     g.node.push(node("relu", "Relu", &["c"], &["y"]));
     g.output.push(value_info("y", F32, &[1, 4, 8, 8]));
-    let mut m = ModelProto::new();
-    m.ir_version = 8;
-    let mut op = OperatorSetIdProto::new();
-    op.version = 13;
-    m.opset_import.push(op);
-    m.graph = Some(g).into();
-    m
-}
-
-fn bytes(m: &ModelProto) -> Vec<u8> {
-    m.write_to_bytes().expect("a model serialises")
+    rxvm::onnx_build::model(g)
 }
 
 /// `base()` with `change` applied to its graph.
