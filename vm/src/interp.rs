@@ -120,7 +120,8 @@ pub struct Vm {
     /// linear scan of a compiled model's few functions is faster than hashing the name).
     func_index: FxHashMap<Box<str>, FuncId>,
     /// The module's code as the interpreter runs it ([`crate::specialize`]), one slice per
-    /// function; an `Rc` so that a run can hold it beside `&mut self`.
+    /// function. `exec` borrows it through a raw pointer beside `&mut self`; an `Rc`, not
+    /// a `Box`, because a `Box`'s contents count as part of `self` for that `&mut`.
     ops: Rc<[Box<[Op]>]>,
     /// The geometries of the constant buffer views in `ops` ([`Op::AllocBufferConst`]).
     buffer_geoms: Box<[crate::specialize::BufferGeom]>,
@@ -853,8 +854,8 @@ impl Vm {
         r
     }
 
-    // Always inlined into the two `invoke`s: a call boundary here was a sixth of an empty
-    // invocation (prologue, epilogue and the result passed through memory).
+    // Not `inline(always)`: inlined into `invoke_values` it saved 17 instructions but ran
+    // 4 ns slower per empty invocation (docs/performance.md).
     #[inline]
     fn bind_and_run(&mut self, m: &Module, id: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
         // Nothing to check or bind for a function without parameters called without arguments.

@@ -23,7 +23,7 @@ use crate::exec::{read_view, store_bytes};
 use crate::host_tensor::{HostTensor, HostValue};
 use crate::interp::Vm;
 use crate::memory::Runtime;
-use crate::module::{Function, Literal, Module};
+use crate::module::{Function, Module};
 use crate::types::{dense_bytes, ImageLayout, Scope, Type};
 use crate::value::Value;
 use std::fmt;
@@ -134,16 +134,6 @@ pub fn storage_requirements(m: &Module, f: &Function, caps: &DeviceCaps) -> Vec<
             };
         }
     };
-    let int = |a: crate::bytecode::Arg| -> Option<i64> {
-        match a.kind() {
-            ArgKind::Imm(v) => Some(v as i64),
-            ArgKind::Lit(i) => match m.literals.get(i as usize) {
-                Some(Literal::Int(v)) => Some(*v),
-                _ => None,
-            },
-            _ => None,
-        }
-    };
     for p in &f.placements {
         let end = f
             .params
@@ -158,8 +148,8 @@ pub fn storage_requirements(m: &Module, f: &Function, caps: &DeviceCaps) -> Vec<
             Instr::AllocTensor { storage, args, dtype, scope, ndim, .. } if is_param(f, storage) => {
                 let list = f.args.get(args as usize..args as usize + ndim as usize + 1);
                 let end = list.and_then(|l| {
-                    let off = u64::try_from(int(l[0])?).ok()?;
-                    let dims: Vec<i64> = l[1..].iter().map(|a| int(*a)).collect::<Option<_>>()?;
+                    let off = u64::try_from(m.const_int(l[0])?).ok()?;
+                    let dims: Vec<i64> = l[1..].iter().map(|a| m.const_int(*a)).collect::<Option<_>>()?;
                     let bytes = view_bytes(scope, dtype, &dims, caps)?;
                     off.checked_add(bytes)
                 });

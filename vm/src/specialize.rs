@@ -18,8 +18,8 @@
 
 use crate::builtins::Builtin;
 pub(crate) use crate::bytecode::Op;
-use crate::bytecode::{Arg, ArgKind, Instr, Reg};
-use crate::module::{Literal, Module};
+use crate::bytecode::{Arg, Instr, Reg};
+use crate::module::Module;
 use crate::types::{DType, Scope};
 use smallvec::SmallVec;
 
@@ -118,21 +118,13 @@ pub(crate) fn specialize(m: &Module) -> Specialized {
 /// constants and pass `alloc_tensor`'s checks (otherwise the general instruction runs and
 /// reports the error where it happens).
 fn buffer_geom(m: &Module, dtype: DType, list: &[Arg]) -> Option<BufferGeom> {
-    let constant = |a: &Arg| match a.kind() {
-        ArgKind::Imm(v) => Some(v as i64),
-        ArgKind::Lit(i) => match m.literals.get(i as usize)? {
-            Literal::Int(v) => Some(*v),
-            Literal::Float(_) => None,
-        },
-        _ => None,
-    };
     let (first, dims) = list.split_first()?;
-    let offset = u64::try_from(constant(first)?).ok()?;
-    let shape = dims.iter().map(|a| constant(a).filter(|&d| d >= 0)).collect::<Option<SmallVec<[i64; 4]>>>()?;
+    let offset = u64::try_from(m.const_int(*first)?).ok()?;
+    let shape = dims.iter().map(|a| m.const_int(*a).filter(|&d| d >= 0)).collect::<Option<SmallVec<[i64; 4]>>>()?;
     if !offset.is_multiple_of(dtype.size() as u64) {
         return None;
     }
-    let bytes = shape.iter().try_fold(dtype.size() as u64, |a, &d| a.checked_mul(d as u64))?;
+    let bytes = crate::types::dense_bytes(dtype, &shape)?;
     Some(BufferGeom { offset, dtype, shape, bytes, end: offset.checked_add(bytes)? })
 }
 
