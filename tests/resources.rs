@@ -180,7 +180,7 @@ fn dropping_a_vm_after_a_failure_releases_everything() {
         let cl_live = |rt: &rxvm::vm::memory::Runtime| {
             rt.devices.iter().filter_map(|d| d.cl()).map(|c| c.counters.live_cl_mem.get()).sum::<u64>()
         };
-        assert_eq!(rt.ledger.borrow().stats.live_storages, 0, "{dev}");
+        assert_eq!(rt.stats().live_storages, 0, "{dev}");
         for d in &rt.devices {
             d.clear_pool();
         }

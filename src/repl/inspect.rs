@@ -456,7 +456,7 @@ mod tests {
         let rt =
             crate::vm::memory::Runtime::new(vec![crate::vm::memory::DeviceSpec::Host(crate::vm::DeviceCaps::host())])
                 .unwrap();
-        rt.ledger.borrow_mut().track = true;
+        rt.objects.track.set(true);
         Vm::with_runtime(Arc::new(module), rt).unwrap()
     }
     use crate::vm::builder::{ModuleBuilder, Operand};

@@ -203,7 +203,7 @@ impl Repl {
         }
         let rt = Runtime::new(vec![DeviceSpec::Host(DeviceCaps::host())])?;
         // `:storages`, `:views` and `:mem` list the live objects.
-        rt.ledger.borrow_mut().track = true;
+        rt.objects.track.set(true);
         self.scratch_rt = Some(rt.clone());
         Ok(rt)
     }

@@ -209,19 +209,40 @@ fn class_index(class: u64) -> usize {
     16 + (top - 10) * 4 + (q - 4)
 }
 
-/// Free host blocks by size class and alignment. Blocks come back when their storage's last
-/// reference dies and are handed out again for any request of the same class.
-#[derive(Default)]
-pub struct HostPool {
-    /// Blocks with the alignment most requests use, by [`class_index`]: a steady-state
+/// What [`Bins`] keeps: something with a size class (its capacity) and an alignment.
+pub trait Binned {
+    fn capacity(&self) -> u64;
+    fn align(&self) -> u64;
+}
+
+impl Binned for HostBlock {
+    fn capacity(&self) -> u64 {
+        HostBlock::capacity(self)
+    }
+    fn align(&self) -> u64 {
+        HostBlock::align(self)
+    }
+}
+
+/// Free items (dead storages kept whole, see [`crate::memory::Storage::park`]) by size class
+/// and alignment, handed out again for any request of the same class and alignment.
+pub struct Bins<T> {
+    /// Items with the alignment most requests use, by [`class_index`]: a steady-state
     /// `alloc_storage` is a `Vec` pop, with no hashing (an Fx-hashed map of (class, align)
     /// was a tenth of an `alloc_storage` + `alloc_tensor` + `kill` round).
-    bins: Vec<Vec<HostBlock>>,
-    /// The alignment of `bins`: that of the first block released.
+    bins: Vec<Vec<T>>,
+    /// The alignment of `bins`: that of the first item put.
     bin_align: u64,
-    /// Blocks of any other alignment, by (class, alignment).
-    other: FxHashMap<(u64, u64), Vec<HostBlock>>,
+    /// Items of any other alignment, by (class, alignment).
+    other: FxHashMap<(u64, u64), Vec<T>>,
+    /// The capacities of the items held, summed.
     pub free_bytes: u64,
+}
+
+impl<T> Default for Bins<T> {
+    fn default() -> Self {
+        Bins { bins: Vec::new(), bin_align: 0, other: FxHashMap::default(), free_bytes: 0 }
+    }
 }
 
 /// Where an allocation's block came from.
@@ -231,45 +252,43 @@ pub enum AllocSource {
     PoolHit,
 }
 
-impl HostPool {
-    /// A block of at least `size` bytes aligned to `align`.
+impl<T: Binned> Bins<T> {
+    /// An item of size class `class` (see [`size_class`]) and alignment `align`.
     #[inline]
-    pub fn alloc(&mut self, size: u64, align: u64) -> Option<(HostBlock, AllocSource)> {
-        let class = size_class(size);
+    pub fn take(&mut self, class: u64, align: u64) -> Option<T> {
         let free = if align == self.bin_align {
             self.bins.get_mut(class_index(class))
         } else {
             self.other.get_mut(&(class, align))
         };
-        if let Some(b) = free.and_then(Vec::pop) {
-            self.free_bytes -= b.capacity();
-            return Some((b, AllocSource::PoolHit));
-        }
-        HostBlock::new(class, align).map(|b| (b, AllocSource::Fresh))
+        let item = free.and_then(Vec::pop)?;
+        self.free_bytes -= item.capacity();
+        Some(item)
     }
 
     #[inline]
-    pub fn release(&mut self, b: HostBlock) {
-        self.free_bytes += b.capacity();
+    pub fn put(&mut self, item: T) {
+        self.free_bytes += item.capacity();
         if self.bin_align == 0 {
-            self.bin_align = b.align();
+            self.bin_align = item.align();
         }
-        if b.align() == self.bin_align {
-            let i = class_index(b.capacity());
+        if item.align() == self.bin_align {
+            let i = class_index(item.capacity());
             if i >= self.bins.len() {
                 self.bins.resize_with(i + 1, Vec::new);
             }
-            self.bins[i].push(b);
+            self.bins[i].push(item);
         } else {
-            self.other.entry((b.capacity(), b.align())).or_default().push(b);
+            self.other.entry((item.capacity(), item.align())).or_default().push(item);
         }
     }
 
-    /// Returns every cached block to the system.
-    pub fn clear(&mut self) {
-        self.bins.clear();
-        self.other.clear();
+    /// Takes every item out (to be dropped by the caller, outside any borrow of `self`).
+    pub fn take_all(&mut self) -> Vec<T> {
         self.free_bytes = 0;
+        let mut all: Vec<T> = self.bins.drain(..).flatten().collect();
+        all.extend(self.other.drain().flat_map(|(_, v)| v));
+        all
     }
 }
 
@@ -305,17 +324,25 @@ mod tests {
     }
 
     #[test]
-    fn pool_reuses_released_blocks() {
-        let mut p = HostPool::default();
-        let (b, src) = p.alloc(1000, 64).unwrap();
-        assert_eq!(src, AllocSource::Fresh);
+    fn bins_hand_back_items_of_the_same_class_and_alignment() {
+        let mut p: Bins<HostBlock> = Bins::default();
+        let b = HostBlock::new(size_class(1000), 64).unwrap();
         assert_eq!(b.as_ptr() as usize % 64, 0);
         let addr = b.as_ptr();
-        p.release(b);
-        let (b, src) = p.alloc(990, 64).unwrap();
-        assert_eq!((src, b.as_ptr()), (AllocSource::PoolHit, addr));
-        let (_, src) = p.alloc(990, 128).unwrap();
-        assert_eq!(src, AllocSource::Fresh);
+        p.put(b);
+        assert_eq!(p.free_bytes, 1024);
+        assert!(p.take(size_class(990), 128).is_none(), "another alignment");
+        assert!(p.take(size_class(1100), 64).is_none(), "another class");
+        let odd = HostBlock::new(size_class(5000), 256).unwrap();
+        p.put(odd);
+        assert_eq!(p.take(size_class(990), 64).map(|b| b.as_ptr()), Some(addr));
+        assert!(p.take(size_class(990), 64).is_none(), "taken once");
+        assert_eq!(p.free_bytes, size_class(5000));
+        assert_eq!(p.take(size_class(4900), 256).map(|b| b.capacity()), Some(size_class(5000)));
+        assert_eq!(p.free_bytes, 0);
+        p.put(HostBlock::new(64, 64).unwrap());
+        assert_eq!(p.take_all().len(), 1);
+        assert_eq!(p.free_bytes, 0);
     }
 
     #[test]

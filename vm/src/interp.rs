@@ -1187,7 +1187,7 @@ impl Vm {
                     depth: self.frames.len().saturating_sub(depth0 + 1),
                     instr: f.code[pc],
                     executed: count,
-                    next_storage: self.rt.ledger.borrow().next_storage_id(),
+                    next_storage: self.rt.objects.next_storage_id(),
                 };
                 if stop(&point) {
                     if let Some(top) = self.frames.last_mut() {

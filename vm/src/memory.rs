@@ -4,12 +4,13 @@
 //! storage, so a storage lives while any register or view refers to it. When the last
 //! reference dies the memory goes back to its device's pool and the ledger forgets it.
 
-use crate::device::{AllocSource, DeviceCaps, HostBlock, HostPool};
+use crate::device::{size_class, AllocSource, Binned, Bins, DeviceCaps, HostBlock};
 use crate::opencl::{ClBlock, ClDevice, ClDeviceInfo, ClView, ViewKind};
-use crate::shared::Shared;
+use crate::shared::{Parked, Shared};
 use crate::types::{DType, ImageLayout, Scope};
 use smallvec::SmallVec;
 use std::cell::{Cell, RefCell};
+use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 use std::rc::Rc;
 
@@ -29,7 +30,7 @@ impl Site {
 
 /// Where a device's memory lives.
 pub enum Backend {
-    Host(RefCell<HostPool>),
+    Host,
     OpenCl(Box<ClDevice>),
 }
 
@@ -43,6 +44,9 @@ pub enum DeviceSpec {
 /// One device's memory state.
 pub struct DeviceState {
     pub caps: DeviceCaps,
+    /// Dead storages kept whole for reuse, by size class and alignment: the pool. Declared
+    /// before `backend` so that their blocks go before the device's context and queue.
+    pub parked: RefCell<Bins<Parked<Storage>>>,
     pub backend: Backend,
     pub live_bytes: Cell<u64>,
     pub peak_bytes: Cell<u64>,
@@ -54,7 +58,7 @@ impl DeviceState {
     pub fn cl(&self) -> Option<&ClDevice> {
         match &self.backend {
             Backend::OpenCl(d) => Some(d),
-            Backend::Host(_) => None,
+            Backend::Host => None,
         }
     }
 
@@ -64,17 +68,17 @@ impl DeviceState {
         self.cl().is_some() && self.caps.image_support && !self.caps.image_from_buffer
     }
 
+    /// Bytes of dead storages kept for reuse, and of the OpenCL pool's free blocks.
     pub fn pool_free_bytes(&self) -> u64 {
-        match &self.backend {
-            Backend::Host(p) => p.borrow().free_bytes,
-            Backend::OpenCl(d) => d.pool_free_bytes.get(),
-        }
+        self.parked.borrow().free_bytes + self.cl().map_or(0, |d| d.pool_free_bytes.get())
     }
 
+    /// Gives every dead storage's block, and the OpenCL pool's blocks, back to the system.
     pub fn clear_pool(&self) {
-        match &self.backend {
-            Backend::Host(p) => p.borrow_mut().clear(),
-            Backend::OpenCl(d) => d.clear_pool(),
+        let dead = self.parked.borrow_mut().take_all();
+        drop(dead);
+        if let Some(d) = self.cl() {
+            d.clear_pool();
         }
     }
 }
@@ -86,6 +90,56 @@ pub struct Runtime {
     /// Counters bumped on every invocation, kept out of the ledger's `RefCell`: borrowing
     /// it four times was a fifth of an empty invocation.
     pub counters: Counters,
+    /// The allocation counters and object ids, bumped by every storage and view; cells
+    /// too, so only [`Ledger::track`]ing borrows the ledger.
+    pub objects: ObjectCounters,
+}
+
+/// Counters of storages and views (merged into [`Runtime::stats`]), and the next ids.
+#[derive(Default)]
+pub struct ObjectCounters {
+    pub fresh_allocations: Cell<u64>,
+    pub pool_hits: Cell<u64>,
+    pub live_bytes: Cell<u64>,
+    pub peak_bytes: Cell<u64>,
+    pub storages_created: Cell<u64>,
+    pub views_created: Cell<u64>,
+    pub live_storages: Cell<u64>,
+    pub live_views: Cell<u64>,
+    pub constant_bytes: Cell<u64>,
+    next_storage: Cell<u64>,
+    next_view: Cell<u64>,
+    /// Keep the tables of live objects behind [`Ledger::storages`] and [`Ledger::views`]
+    /// (the REPL turns this on). Off by default: registering and forgetting each object
+    /// costs about a fifth of an `alloc_storage` + `alloc_tensor` + `kill` triple.
+    pub track: Cell<bool>,
+}
+
+/// Adds `by` to counter `c`.
+#[inline(always)]
+fn add(c: &Cell<u64>, by: u64) {
+    c.set(c.get() + by);
+}
+
+/// Subtracts `by` from counter `c`.
+#[inline(always)]
+fn sub(c: &Cell<u64>, by: u64) {
+    c.set(c.get() - by);
+}
+
+/// Returns counter `c`, then increments it.
+#[inline(always)]
+fn take_next(c: &Cell<u64>) -> u64 {
+    let id = c.get();
+    c.set(id + 1);
+    id
+}
+
+impl ObjectCounters {
+    /// The id the next storage will get.
+    pub fn next_storage_id(&self) -> u64 {
+        self.next_storage.get()
+    }
 }
 
 /// The per-invocation counters of a [`Runtime`] (merged into [`Runtime::stats`]).
@@ -122,7 +176,7 @@ impl Runtime {
         let mut devices = Vec::with_capacity(specs.len());
         for spec in specs {
             let (caps, backend) = match spec {
-                DeviceSpec::Host(caps) => (caps, Backend::Host(RefCell::default())),
+                DeviceSpec::Host(caps) => (caps, Backend::Host),
                 DeviceSpec::OpenCl(info) => {
                     let d = ClDevice::open(&info).map_err(|e| format!("cannot open `{}`: {e}", info.caps.name))?;
                     (d.caps.clone(), Backend::OpenCl(Box::new(d)))
@@ -130,21 +184,37 @@ impl Runtime {
             };
             devices.push(DeviceState {
                 caps,
+                parked: RefCell::default(),
                 backend,
                 live_bytes: Cell::new(0),
                 peak_bytes: Cell::new(0),
                 live_limit: Cell::new(u64::MAX),
             });
         }
-        Ok(Rc::new(Runtime { devices, ledger: RefCell::default(), counters: Counters::default() }))
+        Ok(Rc::new(Runtime {
+            devices,
+            ledger: RefCell::default(),
+            counters: Counters::default(),
+            objects: ObjectCounters::default(),
+        }))
     }
 
     /// Every counter: the ledger's and [`Runtime::counters`].
     pub fn stats(&self) -> Stats {
-        let mut s = self.ledger.borrow().stats;
-        s.instructions = self.counters.instructions.get();
-        s.copies = self.counters.copies.get();
-        s
+        let o = &self.objects;
+        Stats {
+            fresh_allocations: o.fresh_allocations.get(),
+            pool_hits: o.pool_hits.get(),
+            live_bytes: o.live_bytes.get(),
+            peak_bytes: o.peak_bytes.get(),
+            instructions: self.counters.instructions.get(),
+            storages_created: o.storages_created.get(),
+            views_created: o.views_created.get(),
+            live_storages: o.live_storages.get(),
+            live_views: o.live_views.get(),
+            constant_bytes: o.constant_bytes.get(),
+            copies: self.counters.copies.get(),
+        }
     }
 }
 
@@ -259,33 +329,19 @@ impl<T> Slab<T> {
     }
 }
 
-/// Counters of every storage and view, and with [`Ledger::track`] a table of the live ones
-/// (ids, sizes, offsets, scopes and creating instruction). The tables hold the objects'
-/// addresses, so registering one copies nothing; the [`StorageInfo`] and [`ViewInfo`]
-/// records are built only when someone asks. An object leaves its table in its `Drop`,
-/// before its memory is freed, so every address in a table is that of a live object.
+/// With [`ObjectCounters::track`], a table of the live storages and views (ids, sizes,
+/// offsets, scopes and creating instruction). The tables hold the objects' addresses, so
+/// registering one copies nothing; the [`StorageInfo`] and [`ViewInfo`] records are built
+/// only when someone asks. An object leaves its table in its `Drop`, before its memory is
+/// freed, so every address in a table is that of a live object.
 #[derive(Default)]
 pub struct Ledger {
-    /// The allocation counters; `instructions` and `copies` stay zero here (they are in
-    /// [`Runtime::counters`]; [`Runtime::stats`] has them all).
-    pub stats: Stats,
-    /// Keep the tables of live objects behind [`Ledger::storages`] and [`Ledger::views`]
-    /// (the REPL turns this on). Off by default: registering and forgetting each object
-    /// costs about a fifth of an `alloc_storage` + `alloc_tensor` + `kill` triple.
-    pub track: bool,
     storages: Slab<NonNull<Storage>>,
     views: Slab<NonNull<View>>,
-    next_storage: u64,
-    next_view: u64,
 }
 
 impl Ledger {
-    /// The id the next storage will get.
-    pub fn next_storage_id(&self) -> u64 {
-        self.next_storage
-    }
-
-    /// Live storages, oldest first (created while [`Ledger::track`] was on).
+    /// Live storages, oldest first (created while [`ObjectCounters::track`] was on).
     pub fn storages(&self) -> Vec<StorageInfo> {
         // SAFETY: the table holds live objects only (see the type's docs).
         let mut v: Vec<_> = self.storages.iter().map(|s| unsafe { s.as_ref() }.info()).collect();
@@ -293,7 +349,7 @@ impl Ledger {
         v
     }
 
-    /// Live views, oldest first (created while [`Ledger::track`] was on).
+    /// Live views, oldest first (created while [`ObjectCounters::track`] was on).
     pub fn views(&self) -> Vec<ViewInfo> {
         // SAFETY: the table holds live objects only (see the type's docs).
         let mut v: Vec<_> = self.views.iter().map(|v| unsafe { v.as_ref() }.info()).collect();
@@ -302,7 +358,7 @@ impl Ledger {
     }
 }
 
-/// The table slot of an object created while [`Ledger::track`] was off.
+/// The table slot of an object created while [`ObjectCounters::track`] was off.
 const UNTRACKED: u32 = u32::MAX;
 
 /// Device memory owned by a storage.
@@ -330,8 +386,10 @@ pub struct Storage {
     pub site: Site,
     slot: u32,
     constant: bool,
+    /// Dead and kept in its device's bins ([`Storage::park`]): `rt` is gone.
+    parked: bool,
     mem: Option<DeviceMem>,
-    rt: Rc<Runtime>,
+    rt: ManuallyDrop<Rc<Runtime>>,
     /// Only used on devices with compat images (see [`DeviceState::has_compat_images`]).
     pub writes: RefCell<Vec<WriteRecord>>,
 }
@@ -409,47 +467,84 @@ impl Storage {
         if !constant && live.saturating_add(size) > limit {
             return Err(AllocError::LiveLimit { size, live, limit, device: caps.name.clone() });
         }
-        let oom = || AllocError::OutOfMemory { size, live, limit: caps.global_mem, device: caps.name.clone() };
+        if matches!(dev.backend, Backend::OpenCl(_)) && align > caps.mem_base_addr_align {
+            return Err(AllocError::AlignTooLarge { align, device: caps.name.clone(), max: caps.mem_base_addr_align });
+        }
+        let o = &rt.objects;
+        let class = size_class(size);
+        // A dead storage of this class kept whole (see `Storage::park`): only its identity
+        // changes. Any other request makes a new one.
+        let parked = if constant { None } else { dev.parked.borrow_mut().take(class, align) };
+        let (storage, source) = match parked {
+            Some(mut p) => {
+                let s = p.get_mut();
+                s.id = o.next_storage.get();
+                s.size = size;
+                s.align = align;
+                s.scope = scope;
+                s.site = site;
+                s.slot =
+                    if o.track.get() { rt.ledger.borrow_mut().storages.insert(NonNull::from(&*s)) } else { UNTRACKED };
+                s.rt = ManuallyDrop::new(rt.clone());
+                s.parked = false;
+                (p.revive(), AllocSource::PoolHit)
+            }
+            None => Storage::fresh(rt, dev, device, size, class, align, scope, site, constant)?,
+        };
+        o.next_storage.set(o.next_storage.get() + 1);
+        dev.live_bytes.set(live + size);
+        dev.peak_bytes.set(dev.peak_bytes.get().max(live + size));
+        if constant {
+            add(&o.constant_bytes, size);
+        } else {
+            match source {
+                AllocSource::Fresh => add(&o.fresh_allocations, 1),
+                AllocSource::PoolHit => add(&o.pool_hits, 1),
+            }
+            add(&o.storages_created, 1);
+            add(&o.live_bytes, size);
+            o.peak_bytes.set(o.peak_bytes.get().max(o.live_bytes.get()));
+        }
+        add(&o.live_storages, 1);
+        Ok(storage)
+    }
+
+    /// A new storage object on a new (or the OpenCL pool's) block: `alloc` without a parked
+    /// storage to revive. Takes the id `rt` hands out next; `alloc` counts it.
+    #[cold]
+    #[allow(clippy::too_many_arguments)]
+    fn fresh(
+        rt: &Rc<Runtime>,
+        dev: &DeviceState,
+        device: u8,
+        size: u64,
+        class: u64,
+        align: u64,
+        scope: Scope,
+        site: Site,
+        constant: bool,
+    ) -> Result<(Shared<Storage>, AllocSource), AllocError> {
+        let caps = &dev.caps;
+        let oom = || AllocError::OutOfMemory {
+            size,
+            live: dev.live_bytes.get(),
+            limit: caps.global_mem,
+            device: caps.name.clone(),
+        };
         let (block, source) = match &dev.backend {
-            Backend::Host(_) if constant => {
+            // Constants take exactly their size: they are never pooled.
+            Backend::Host if constant => {
                 (DeviceMem::Host(HostBlock::new(size, align).ok_or_else(oom)?), AllocSource::Fresh)
             }
-            Backend::Host(pool) => {
-                let (b, s) = pool.borrow_mut().alloc(size, align).ok_or_else(oom)?;
-                (DeviceMem::Host(b), s)
-            }
+            Backend::Host => (DeviceMem::Host(HostBlock::new(class, align).ok_or_else(oom)?), AllocSource::Fresh),
             Backend::OpenCl(d) => {
-                if align > caps.mem_base_addr_align {
-                    return Err(AllocError::AlignTooLarge {
-                        align,
-                        device: caps.name.clone(),
-                        max: caps.mem_base_addr_align,
-                    });
-                }
                 let (b, s) = d.alloc(size).map_err(|e| AllocError::Device(format!("on `{}`: {e}", caps.name)))?;
                 (DeviceMem::OpenCl(b), s)
             }
         };
-        dev.live_bytes.set(live + size);
-        dev.peak_bytes.set(dev.peak_bytes.get().max(live + size));
-        let mut l = rt.ledger.borrow_mut();
-        let id = l.next_storage;
-        l.next_storage += 1;
-        let s = &mut l.stats;
-        if constant {
-            s.constant_bytes += size;
-        } else {
-            match source {
-                AllocSource::Fresh => s.fresh_allocations += 1,
-                AllocSource::PoolHit => s.pool_hits += 1,
-            }
-            s.storages_created += 1;
-            s.live_bytes += size;
-            s.peak_bytes = s.peak_bytes.max(s.live_bytes);
-        }
-        s.live_storages += 1;
+        let o = &rt.objects;
         let storage = |slot| Storage {
-            id,
+            id: o.next_storage.get(),
             device,
             size,
             align,
@@ -457,11 +552,49 @@ impl Storage {
             site,
             slot,
             constant,
+            parked: false,
             mem: Some(block),
-            rt: rt.clone(),
+            rt: ManuallyDrop::new(rt.clone()),
             writes: RefCell::default(),
         };
-        Ok(Shared::new_at(|at| storage(if l.track { l.storages.insert(at) } else { UNTRACKED })))
+        let s = Shared::new_at(|at| {
+            storage(if o.track.get() { rt.ledger.borrow_mut().storages.insert(at) } else { UNTRACKED })
+        });
+        Ok((s, source))
+    }
+
+    /// Keeps a dead storage whole, with its block, in its device's [`DeviceState::parked`]
+    /// bins, for `alloc` to revive: a steady-state `alloc_storage` then only renames it
+    /// (building and tearing down the object was over half of an `alloc_storage` +
+    /// `alloc_tensor` + `kill` triple). Constants are dropped.
+    fn park(mut p: Parked<Storage>) -> Option<Parked<Storage>> {
+        let s = p.get_mut();
+        if s.constant {
+            return Some(p);
+        }
+        // A parked storage must not keep its runtime alive: the runtime holds the bins.
+        // SAFETY: `parked` says `rt` is gone; nothing reads it until `alloc` writes it anew.
+        let rt = unsafe { ManuallyDrop::take(&mut s.rt) };
+        s.parked = true;
+        s.leave_books(&rt);
+        s.writes.get_mut().clear();
+        rt.devices[s.device as usize].parked.borrow_mut().put(p);
+        // The last runtime reference may go here, and the bins (with `p`) with it.
+        drop(rt);
+        None
+    }
+
+    /// What a storage's death changes in the counters and the ledger's table.
+    #[inline]
+    fn leave_books(&self, rt: &Runtime) {
+        let dev = &rt.devices[self.device as usize];
+        dev.live_bytes.set(dev.live_bytes.get() - self.size);
+        if self.slot != UNTRACKED {
+            rt.ledger.borrow_mut().storages.remove(self.slot);
+        }
+        let o = &rt.objects;
+        sub(&o.live_storages, 1);
+        sub(if self.constant { &o.constant_bytes } else { &o.live_bytes }, self.size);
     }
 
     /// Bytes of the device block behind the storage (its size class; at least `size`).
@@ -524,23 +657,25 @@ impl Storage {
 
 impl Drop for Storage {
     fn drop(&mut self) {
-        let dev = &self.rt.devices[self.device as usize];
-        dev.live_bytes.set(dev.live_bytes.get() - self.size);
-        match (self.mem.take(), &dev.backend) {
-            (Some(DeviceMem::Host(b)), Backend::Host(pool)) if !self.constant => pool.borrow_mut().release(b),
-            (Some(DeviceMem::OpenCl(b)), Backend::OpenCl(d)) => d.release(b),
-            _ => {}
+        if self.parked {
+            // Left the books when parked, and has no runtime: its block goes to the system.
+            return;
         }
-        let mut l = self.rt.ledger.borrow_mut();
-        if self.slot != UNTRACKED {
-            l.storages.remove(self.slot);
+        self.leave_books(&self.rt);
+        if let (Some(DeviceMem::OpenCl(b)), Backend::OpenCl(d)) = (self.mem.take(), &self.device_state().backend) {
+            d.release(b);
         }
-        l.stats.live_storages -= 1;
-        if !self.constant {
-            l.stats.live_bytes -= self.size;
-        } else {
-            l.stats.constant_bytes -= self.size;
-        }
+        // SAFETY: not parked, so `rt` is live; this is its last use.
+        unsafe { ManuallyDrop::drop(&mut self.rt) }
+    }
+}
+
+impl Binned for Parked<Storage> {
+    fn capacity(&self) -> u64 {
+        self.get().capacity()
+    }
+    fn align(&self) -> u64 {
+        self.get().align
     }
 }
 
@@ -576,15 +711,12 @@ impl View {
         site: Site,
         cl: Option<ClView>,
     ) -> Shared<View> {
-        let (id, track) = {
-            let mut l = storage.rt.ledger.borrow_mut();
-            let id = l.next_view;
-            l.next_view += 1;
-            l.stats.views_created += 1;
-            l.stats.live_views += 1;
-            (id, l.track)
-        };
-        // The ledger is borrowed again only to register the view in its table (the REPL's
+        let o = &storage.rt.objects;
+        let id = take_next(&o.next_view);
+        add(&o.views_created, 1);
+        add(&o.live_views, 1);
+        let track = o.track.get();
+        // The ledger is borrowed only to register the view in its table (the REPL's
         // tracking): holding an `Rc` of the runtime across the construction instead cost
         // an increment and a decrement per view.
         Shared::new_at(|at| {
@@ -708,11 +840,10 @@ impl View {
 
 impl Drop for View {
     fn drop(&mut self) {
-        let mut l = self.storage.rt.ledger.borrow_mut();
         if self.slot != UNTRACKED {
-            l.views.remove(self.slot);
+            self.storage.rt.ledger.borrow_mut().views.remove(self.slot);
         }
-        l.stats.live_views -= 1;
+        sub(&self.storage.rt.objects.live_views, 1);
     }
 }
 
@@ -738,5 +869,5 @@ impl View {
     }
 }
 
-crate::recycled!(Storage);
+crate::recycled!(Storage, park = Storage::park);
 crate::recycled!(View);

@@ -54,20 +54,41 @@ impl<T> Drop for FreeList<T> {
 /// A type whose [`Shared`] boxes are recycled: it names its per-thread free list.
 pub trait Recycled: Sized + 'static {
     fn free_list() -> &'static LocalKey<RefCell<FreeList<Self>>>;
+
+    /// Offered the value when its last reference dies, before it is dropped: return it to
+    /// have it dropped, or keep it whole in its box for a later [`Parked::revive`].
+    #[inline(always)]
+    fn park(value: Parked<Self>) -> Option<Parked<Self>> {
+        Some(value)
+    }
 }
 
-/// Declares the free list of a type: `recycled!(Storage);`.
+/// Declares the free list of a type: `recycled!(View);`, or with a [`Recycled::park`]:
+/// `recycled!(Storage, park = Storage::park);`.
 #[macro_export]
 macro_rules! recycled {
     ($t:ty) => {
         impl $crate::shared::Recycled for $t {
-            fn free_list() -> &'static ::std::thread::LocalKey<::std::cell::RefCell<$crate::shared::FreeList<$t>>> {
-                ::std::thread_local! {
-                    static FREE: ::std::cell::RefCell<$crate::shared::FreeList<$t>> =
-                        const { ::std::cell::RefCell::new($crate::shared::FreeList::new()) };
-                }
-                &FREE
+            $crate::recycled!(@free_list $t);
+        }
+    };
+    ($t:ty, park = $park:path) => {
+        impl $crate::shared::Recycled for $t {
+            $crate::recycled!(@free_list $t);
+
+            #[inline(always)]
+            fn park(value: $crate::shared::Parked<$t>) -> Option<$crate::shared::Parked<$t>> {
+                $park(value)
             }
+        }
+    };
+    (@free_list $t:ty) => {
+        fn free_list() -> &'static ::std::thread::LocalKey<::std::cell::RefCell<$crate::shared::FreeList<$t>>> {
+            ::std::thread_local! {
+                static FREE: ::std::cell::RefCell<$crate::shared::FreeList<$t>> =
+                    const { ::std::cell::RefCell::new($crate::shared::FreeList::new()) };
+            }
+            &FREE
         }
     };
 }
@@ -179,8 +200,46 @@ impl<T: Recycled> Drop for Shared<T> {
 impl<T: Recycled> Shared<T> {
     #[inline(never)]
     fn drop_slow(&mut self) {
+        // This was the last pointer: the type may keep the value; else it drops here.
+        drop(T::park(Parked { ptr: self.ptr }));
+    }
+}
+
+/// A value whose last [`Shared`] died, still whole in its box: what [`Recycled::park`]
+/// may keep to [`Parked::revive`] later instead of building a new value. Dropping it drops
+/// the value and recycles the box.
+pub struct Parked<T: Recycled> {
+    ptr: NonNull<SharedBox<T>>,
+}
+
+impl<T: Recycled> Parked<T> {
+    #[inline(always)]
+    pub fn get(&self) -> &T {
+        // SAFETY: a parked box holds a live value that nothing else points to.
+        unsafe { &(*self.ptr.as_ptr()).value }
+    }
+
+    #[inline(always)]
+    pub fn get_mut(&mut self) -> &mut T {
+        // SAFETY: as in `get`, and `self` is the only way to the value.
+        unsafe { &mut (*self.ptr.as_ptr()).value }
+    }
+
+    /// The value as a new pointer with one reference.
+    #[inline(always)]
+    pub fn revive(self) -> Shared<T> {
         let ptr = self.ptr;
-        // SAFETY: this was the last pointer: drop the value, then the box holds none.
+        std::mem::forget(self);
+        // SAFETY: the box holds a live value; its count was 0.
+        unsafe { (*ptr.as_ptr()).strong.set(1) };
+        Shared { ptr, _owns: PhantomData }
+    }
+}
+
+impl<T: Recycled> Drop for Parked<T> {
+    fn drop(&mut self) {
+        let ptr = self.ptr;
+        // SAFETY: the value is live and unreferenced: drop it, then the box holds none.
         unsafe { ptr::drop_in_place(ptr::addr_of_mut!((*ptr.as_ptr()).value)) };
         let kept = T::free_list().try_with(|l| match l.try_borrow_mut() {
             Ok(mut l) if l.boxes.len() < MAX_FREE => {

@@ -174,3 +174,63 @@ fn unverified_modules_never_reach_the_interpreter() {
     let e = Vm::host(Arc::new(m)).err().expect("refused");
     assert!(e.message.starts_with("invalid module:"), "{e}");
 }
+
+/// `main(size)`: a new storage of `size` bytes, returned.
+fn new_storage() -> Arc<rxvm_vm::Module> {
+    let mut mb = ModuleBuilder::new("storage");
+    let mut f = mb.function("main", vec![Type::Int], vec![Type::Storage]);
+    let size = f.param(0);
+    let s = f.alloc_storage(size.into(), None, 0, Scope::Global);
+    f.ret(&[s.into()]);
+    mb.add_function(f);
+    Arc::new(mb.build().unwrap())
+}
+
+fn storage_of(vm: &mut Vm, size: i64) -> rxvm_vm::shared::Shared<rxvm_vm::memory::Storage> {
+    let main = vm.module().func_by_name("main").unwrap();
+    match vm.invoke_values(main, vec![rxvm_vm::value::Value::Int(size)]).unwrap().pop() {
+        Some(rxvm_vm::value::Value::Storage(s)) => s,
+        _ => panic!("main returns a storage"),
+    }
+}
+
+#[test]
+fn a_dead_storage_comes_back_renamed_with_its_memory_for_a_request_of_its_class() {
+    let mut vm = Vm::host(new_storage()).unwrap();
+    let a = storage_of(&mut vm, 4000);
+    let (a_id, a_mem) = (a.id, a.host_ptr());
+    drop(a);
+    assert_eq!(vm.stats().live_storages, 0);
+    assert_eq!(vm.pool_free_bytes(), 4096, "kept with its 4096-byte block (size class of 4000)");
+    let b = storage_of(&mut vm, 3900);
+    assert_ne!(b.id, a_id, "a new storage to the program and the ledger");
+    assert_eq!((b.host_ptr(), b.size, b.capacity()), (a_mem, 3900, 4096));
+    assert_eq!(vm.pool_free_bytes(), 0);
+    let s = vm.stats();
+    assert_eq!((s.fresh_allocations, s.pool_hits, s.live_storages, s.live_bytes), (1, 1, 1, 3900));
+    // Another class gets another block; the live one is not handed out twice.
+    let c = storage_of(&mut vm, 4000);
+    assert_ne!(c.host_ptr(), b.host_ptr());
+    drop((b, c));
+    assert_eq!(vm.pool_free_bytes(), 2 * 4096);
+    vm.release_pool();
+    assert_eq!(vm.pool_free_bytes(), 0);
+    assert!(!storage_of(&mut vm, 64).host_ptr().is_null());
+    assert_eq!(vm.stats().fresh_allocations, 3);
+}
+
+#[test]
+fn a_storage_outlives_its_vm_and_dies_with_the_runtime_it_kept() {
+    let mut vm = Vm::host(new_storage()).unwrap();
+    let kept = storage_of(&mut vm, 256);
+    drop(storage_of(&mut vm, 256));
+    let rt = std::rc::Rc::downgrade(vm.runtime());
+    drop(vm);
+    // The live storage keeps the runtime (and the dead storage parked in it).
+    assert!(rt.upgrade().is_some());
+    // SAFETY of the check: the block is still the storage's, readable and writable.
+    unsafe { kept.host_ptr().write_bytes(7, 256) };
+    assert_eq!(kept.device_state().pool_free_bytes(), 256);
+    drop(kept);
+    assert!(rt.upgrade().is_none(), "a parked storage must not keep its runtime alive");
+}
