@@ -173,58 +173,81 @@ struct OpMemo {
     inputs: SmallVec<[Option<OperandKey>; 6]>,
     outputs: SmallVec<[Option<ViewType>; 2]>,
     inferred: Rc<[crate::ops::OutInfo]>,
-    /// The same operands flat, inputs then outputs, when [`Vm::memo_covers`] can decide
-    /// on them alone: constants, and buffer tensors of up to four dims whose values
-    /// inference does not read.
-    quick: Option<Box<[QuickKey]>>,
+    /// What [`Vm::memo_covers`] checks instead, when it can decide on its own: one check
+    /// per register operand (constants and omitted inputs are fixed at a call site).
+    quick: Option<Box<[QuickCheck]>>,
 }
 
-/// An operand as [`Vm::memo_covers`] compares it: one flat record, no pointer to follow.
+/// One register operand as [`Vm::memo_covers`] checks it: the register, and what the
+/// view in it must be.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct QuickCheck {
+    reg: u32,
+    key: QuickKey,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum QuickKey {
-    /// An omitted optional input.
-    Absent,
+    /// A non-constant buffer view of this [`crate::memory::ViewClass`]: dtype, shape and
+    /// device in a word.
+    Class(u64),
     /// A constant, by view id (constants never change).
     Constant(u64),
-    /// A non-constant tensor's dtype and shape (`dims[..ndim]`).
-    Tensor { dtype: DType, ndim: u8, dims: [i64; 4] },
+    /// A non-constant buffer view without a (dtype, shape) id, on device `device`, of
+    /// dtype and shape `dims[..ndim]` (up to four dims).
+    Tensor { device: u8, dtype: DType, ndim: u8, dims: [i64; 4] },
 }
 
 impl QuickKey {
-    fn tensor(dtype: DType, shape: &[i64]) -> Option<QuickKey> {
-        let mut dims = [0; 4];
-        dims.get_mut(..shape.len())?.copy_from_slice(shape);
-        Some(QuickKey::Tensor { dtype, ndim: shape.len() as u8, dims })
-    }
-
-    /// The flat keys of a memo's operands, if every one has one.
-    fn of(inputs: &[Option<OperandKey>], outputs: &[Option<ViewType>]) -> Option<Box<[QuickKey]>> {
+    /// The checks of a memo's operands (`items`, and their `views`: inputs then outputs),
+    /// if every operand can be checked this way: constants, and buffer views whose values
+    /// inference does not read.
+    fn checks(
+        items: &[Arg],
+        inputs: &[Option<OperandKey>],
+        outputs: &[Option<ViewType>],
+        views: &[Option<Shared<View>>],
+    ) -> Option<Box<[QuickCheck]>> {
+        let tensor = |v: &View| {
+            let mut dims = [0; 4];
+            dims.get_mut(..v.shape.len())?.copy_from_slice(&v.shape);
+            let key = if v.class.is_plain_typed() {
+                QuickKey::Class(v.class.0)
+            } else {
+                QuickKey::Tensor { device: v.class.device(), dtype: v.dtype, ndim: v.shape.len() as u8, dims }
+            };
+            Some(key)
+        };
         let ins = inputs.iter().map(|k| match k {
-            None => Some(QuickKey::Absent),
-            Some(OperandKey::Constant(id)) => Some(QuickKey::Constant(*id)),
-            Some(OperandKey::Tensor { dtype, shape, value: None }) => QuickKey::tensor(*dtype, shape),
+            Some(OperandKey::Constant(id)) => Some(Some(QuickKey::Constant(*id))),
+            Some(OperandKey::Tensor { value: None, .. }) | None => Some(None),
             Some(OperandKey::Tensor { value: Some(_), .. }) => None,
         });
-        let outs = outputs.iter().map(|k| match k {
-            None => Some(QuickKey::Absent),
-            Some((dtype, shape)) => QuickKey::tensor(*dtype, shape),
-        });
-        ins.chain(outs).collect()
+        let outs = outputs.iter().map(|_| Some(None));
+        let mut checks = Vec::new();
+        for ((a, key), v) in items.iter().zip(ins.chain(outs)).zip(views) {
+            let (ArgKind::Reg(r), Some(v)) = (a.kind(), v) else { continue };
+            let key = match key? {
+                Some(constant) => constant,
+                None => tensor(v)?,
+            };
+            checks.push(QuickCheck { reg: r.0, key });
+        }
+        Some(checks.into())
     }
 
-    /// True when view `v` is what this key saw. For a tensor key: a non-constant view of
-    /// the same dtype and shape (a key recorded without a value is an input whose value
-    /// inference does not read, which its dtype and shape decide).
+    /// True when view `v` is what this key saw.
     #[inline(always)]
     fn covers(&self, v: &View) -> bool {
         match self {
+            QuickKey::Class(c) => v.class.0 == *c,
             QuickKey::Constant(id) => *id == v.id,
-            QuickKey::Tensor { dtype, ndim, dims } => {
-                *dtype == v.dtype
+            QuickKey::Tensor { device, dtype, ndim, dims } => {
+                v.class.is_plain()
+                    && v.class.device() == *device
+                    && *dtype == v.dtype
                     && dims.get(..*ndim as usize).is_some_and(|d| same_dims(d, &v.shape))
-                    && !v.storage.is_constant()
             }
-            QuickKey::Absent => false,
         }
     }
 }
@@ -469,7 +492,8 @@ impl Vm {
             let fail = |e: String| VmError::api(format!("cannot load constant @{}: {e}", c.name));
             let st =
                 Storage::alloc(&rt, 0, bytes, 0, Scope::Global, Site::API, true).map_err(|e| fail(e.to_string()))?;
-            let view = View::make(st, 0, c.dtype, &c.shape, Scope::Global, None, bytes, Site::API).map_err(fail)?;
+            let view =
+                View::make(st, 0, c.dtype, &c.shape, Scope::Global, None, bytes, Site::API, None).map_err(fail)?;
             match &c.data {
                 ConstData::Bytes(b) => store_bytes(&view, b).map_err(|e| fail(*e))?,
                 ConstData::Fill(v) => {
@@ -483,6 +507,11 @@ impl Vm {
         }
         let (op_sites, nsites) = crate::specialize::op_sites(&module);
         let specialized = crate::specialize::specialize(&module);
+        let buffer_geoms = specialized
+            .geoms
+            .into_iter()
+            .map(|g| crate::specialize::BufferGeom { type_id: rt.type_id(g.dtype, &g.shape), ..g })
+            .collect();
         Ok(Vm {
             rt,
             consts,
@@ -504,7 +533,7 @@ impl Vm {
                 FxHashMap::default()
             },
             ops: specialized.ops.into(),
-            buffer_geoms: specialized.geoms.into(),
+            buffer_geoms,
             module,
         })
     }
@@ -771,7 +800,7 @@ impl Vm {
                 st.id, st.size
             ));
         }
-        View::make(st.clone(), offset, dtype, shape, Scope::Global, None, bytes, Site::API)
+        View::make(st.clone(), offset, dtype, shape, Scope::Global, None, bytes, Site::API, None)
     }
 
     /// Bytes each storage parameter of `id` needs, by parameter index
@@ -833,7 +862,7 @@ impl Vm {
                 let bytes = t.data.len() as u64;
                 let st = Storage::alloc(&self.rt, 0, bytes, 0, Scope::Global, Site::API, false)
                     .map_err(|e| e.to_string())?;
-                let view = View::make(st, 0, t.dtype, &t.shape, Scope::Global, None, bytes, Site::API)?;
+                let view = View::make(st, 0, t.dtype, &t.shape, Scope::Global, None, bytes, Site::API, None)?;
                 write_view(&view, &t.data).map_err(|e| *e)?;
                 self.count_copy(Direction::HostToDevice, bytes);
                 Value::Tensor(view)
@@ -1052,7 +1081,7 @@ impl Vm {
                     let bytes = v.numel() * v.dtype.size() as u64;
                     let st = Storage::alloc(&self.rt, 0, bytes, 0, Scope::Global, Site::API, false)
                         .map_err(|e| e.to_string())?;
-                    View::make(st, 0, v.dtype, &v.shape, Scope::Global, None, bytes, Site::API)?
+                    View::make(st, 0, v.dtype, &v.shape, Scope::Global, None, bytes, Site::API, None)?
                 }
             };
             let n = copy_view(v, &copy)?;
@@ -1336,7 +1365,13 @@ impl Vm {
                     }
                 }
                 Op::CallOp { op, list, attrs, nout, nin } => {
-                    self.op_call(m, f, base, (fid as u32, at as u32), op, list, attrs, nout, nin)
+                    // With no-op kernels, a call its site's memo covers has nothing left to
+                    // do: decided here, before `op_call`'s large frame is set up.
+                    if self.kernels == Kernels::Noop && self.memo_covers_site(base, fid, at) {
+                        Ok(())
+                    } else {
+                        self.op_call(m, f, base, (fid as u32, at as u32), op, list, attrs, nout, nin)
+                    }
                 }
                 Op::CallKernel { kernel, list, ndims, nargs } => {
                     self.kernel_call(m, f, base, kernel, list, ndims, nargs)
@@ -1683,12 +1718,7 @@ impl Vm {
         nin: u16,
     ) -> Step<()> {
         let items = &f.args[list as usize..][..nin as usize + nout as usize];
-        let slot =
-            self.op_sites.get(site.0 as usize).and_then(|s| s.get(site.1 as usize)).map_or(usize::MAX, |&s| s as usize);
-        // With no-op kernels, a call its site's memo covers has nothing left to do.
-        if self.kernels == Kernels::Noop && self.memo_covers(base, slot, items) {
-            return Ok(());
-        }
+        let slot = self.op_slot(site.0 as usize, site.1 as usize);
         let def = op.def();
         let empty = Attrs::default();
         let attrs = if attrs == 0 { &empty } else { &m.attrs[attrs as usize - 1] };
@@ -1821,7 +1851,7 @@ impl Vm {
             outputs.iter().map(|v| v.as_ref().map(|v| (v.dtype, v.shape.clone()))).collect();
         if let Some(memo) = self.op_memo.borrow_mut().get_mut(slot) {
             *memo = Some(OpMemo {
-                quick: QuickKey::of(&keys_in, &keys_out),
+                quick: QuickKey::checks(items, &keys_in, &keys_out, &views),
                 inputs: keys_in,
                 outputs: keys_out,
                 inferred: inferred.clone(),
@@ -1833,49 +1863,29 @@ impl Vm {
         self.run_op(&OpCall { dev, def, inputs, outputs, infos: &infos, host_in: &host_in, attrs }, &inferred)
     }
 
-    /// With no-op kernels: true when site `slot`'s memo covers these operands, so the call
-    /// has nothing left to do. The operands are compared where they are, without cloning
-    /// them (reference counts touched and dropped were a third of a no-op call). Whatever
-    /// this cannot decide here (a texture, an input whose value inference reads, operands
-    /// on two devices, a constant output, a non-tensor) answers `false`, and the general
-    /// path decides and reports.
-    #[inline]
-    fn memo_covers(&self, base: usize, slot: usize, items: &[Arg]) -> bool {
+    /// With no-op kernels: true when the memo of the call at instruction `at` of function
+    /// `fid` covers the views now in its registers, so the call has nothing left to do.
+    /// The views are compared where they are, without cloning them (reference counts
+    /// touched and dropped were a third of a no-op call), mostly by one word each (their
+    /// [`crate::memory::ViewClass`]); the call's constants and omitted inputs are the same at every run.
+    /// Whatever this cannot decide (a texture, an input whose value inference reads, a
+    /// constant output, a non-tensor) answers `false`, and the general path decides and
+    /// reports.
+    #[inline(always)]
+    fn memo_covers_site(&self, base: usize, fid: usize, at: usize) -> bool {
         let memo = self.op_memo.borrow();
-        let Some(Some(OpMemo { quick: Some(keys), .. })) = memo.get(slot) else { return false };
-        if keys.len() != items.len() {
-            return false;
-        }
-        let mut device = None;
-        for (a, key) in items.iter().zip(keys.iter()) {
-            let covered = match (key, self.tensor_operand(base, *a)) {
-                (QuickKey::Absent, _) => a.kind() == ArgKind::None,
-                (key, Some(v)) => {
-                    !v.scope.is_texture()
-                        && *device.get_or_insert(v.storage.device) == v.storage.device
-                        && key.covers(v)
-                }
-                (_, None) => false,
-            };
-            if !covered {
-                return false;
-            }
-        }
-        true
+        let slot = self.op_slot(fid, at);
+        let Some(Some(OpMemo { quick: Some(checks), .. })) = memo.get(slot) else { return false };
+        checks.iter().all(|c| match self.regs.get(base + c.reg as usize) {
+            Some(Value::Tensor(v)) => c.key.covers(v),
+            _ => false,
+        })
     }
 
-    /// The view operand `a` names, borrowed in place: a register holding a tensor, or a
-    /// constant; `None` for anything else.
+    /// The memo slot of the operator call at instruction `at` of function `fid`.
     #[inline(always)]
-    fn tensor_operand(&self, base: usize, a: Arg) -> Option<&View> {
-        match a.kind() {
-            ArgKind::Reg(r) => match self.regs.get(base + r.0 as usize) {
-                Some(Value::Tensor(t)) => Some(t),
-                _ => None,
-            },
-            ArgKind::Const(c) => self.consts.get(c.0 as usize).map(|v| &**v),
-            _ => None,
-        }
+    fn op_slot(&self, fid: usize, at: usize) -> usize {
+        self.op_sites.get(fid).and_then(|s| s.get(at)).map_or(usize::MAX, |&s| s as usize)
     }
 
     /// Runs an operator's kernel once its output types are known to match its views.
@@ -2080,7 +2090,7 @@ impl Vm {
                 notes,
             }));
         }
-        match View::make(st, offset, dtype, &dims, scope, image, bytes, site) {
+        match View::make(st, offset, dtype, &dims, scope, image, bytes, site, None) {
             Ok(v) => Ok(Value::Tensor(v)),
             Err(e) => fault(e),
         }
@@ -2090,14 +2100,16 @@ impl Vm {
     /// was made, so only whether it fits its storage is left. `None` when it does not fit,
     /// `%storage` holds no storage, or the device refuses the view: the general instruction
     /// then runs and reports the error.
-    #[inline]
+    #[inline(always)]
     fn alloc_buffer_const(&self, base: usize, x: crate::specialize::BufferArgs, site: Site) -> Option<Value> {
         let Some(Value::Storage(st)) = self.regs.get(base + x.storage.0 as usize) else { return None };
         let g = self.buffer_geoms.get(x.geom as usize)?;
         if g.end > st.size {
             return None;
         }
-        View::make(st.clone(), g.offset, g.dtype, &g.shape, Scope::Global, None, g.bytes, site).ok().map(Value::Tensor)
+        View::make(st.clone(), g.offset, g.dtype, &g.shape, Scope::Global, None, g.bytes, site, Some(g.type_id))
+            .ok()
+            .map(Value::Tensor)
     }
 
     /// Runs instruction `at` of function `fid` as it is in the bytecode: the general form

@@ -93,6 +93,54 @@ pub struct Runtime {
     /// The allocation counters and object ids, bumped by every storage and view; cells
     /// too, so only [`Ledger::track`]ing borrows the ledger.
     pub objects: ObjectCounters,
+    /// Ids of the (dtype, shape) pairs views have had (see [`ViewClass`]).
+    types: RefCell<TypeIds>,
+}
+
+/// (dtype, shape) pairs and their ids ([`Runtime::type_id`]).
+type TypeIds = rustc_hash::FxHashMap<(DType, SmallVec<[i64; 4]>), u32>;
+
+/// The most (dtype, shape) pairs a runtime numbers: a program of ever-new shapes must not
+/// grow the table without bound; later shapes get no id (and compare the long way).
+const MAX_TYPE_IDS: usize = 1 << 16;
+
+/// What an operator call's memo compares a view by, in one word: the view's (dtype,
+/// shape) id from [`Runtime::type_id`] (0: none), its device, and whether it is a
+/// constant or a texture. Two buffer views with the same non-zero class have the same
+/// dtype, shape and device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ViewClass(pub u64);
+
+impl ViewClass {
+    const CONSTANT: u64 = 1 << 40;
+    const TEXTURE: u64 = 1 << 41;
+
+    pub fn new(type_id: u32, device: u8, constant: bool, texture: bool) -> ViewClass {
+        let flags = if constant { Self::CONSTANT } else { 0 } | if texture { Self::TEXTURE } else { 0 };
+        ViewClass(type_id as u64 | (device as u64) << 32 | flags)
+    }
+
+    #[inline(always)]
+    pub fn type_id(self) -> u32 {
+        self.0 as u32
+    }
+
+    #[inline(always)]
+    pub fn device(self) -> u8 {
+        (self.0 >> 32) as u8
+    }
+
+    /// A non-constant buffer view.
+    #[inline(always)]
+    pub fn is_plain(self) -> bool {
+        self.0 & (Self::CONSTANT | Self::TEXTURE) == 0
+    }
+
+    /// A non-constant buffer view with a (dtype, shape) id: what a memo can match by class.
+    #[inline(always)]
+    pub fn is_plain_typed(self) -> bool {
+        self.type_id() != 0 && self.is_plain()
+    }
 }
 
 /// Counters of storages and views (merged into [`Runtime::stats`]), and the next ids.
@@ -196,7 +244,22 @@ impl Runtime {
             ledger: RefCell::default(),
             counters: Counters::default(),
             objects: ObjectCounters::default(),
+            types: RefCell::default(),
         }))
+    }
+
+    /// The id of (dtype, shape) in this runtime, from 1; 0 once [`MAX_TYPE_IDS`] are given.
+    pub fn type_id(&self, dtype: DType, shape: &[i64]) -> u32 {
+        let mut types = self.types.borrow_mut();
+        if let Some(&id) = types.get(&(dtype, SmallVec::from_slice(shape))) {
+            return id;
+        }
+        if types.len() >= MAX_TYPE_IDS {
+            return 0;
+        }
+        let id = types.len() as u32 + 1;
+        types.insert((dtype, SmallVec::from_slice(shape)), id);
+        id
     }
 
     /// Every counter: the ledger's and [`Runtime::counters`].
@@ -694,6 +757,8 @@ pub struct View {
     /// Bytes the view covers in its storage (pitched for images).
     pub bytes: u64,
     pub site: Site,
+    /// The view's dtype, shape, device and kind in one word (see [`ViewClass`]).
+    pub class: ViewClass,
     slot: u32,
 }
 
@@ -710,7 +775,9 @@ impl View {
         bytes: u64,
         site: Site,
         cl: Option<ClView>,
+        type_id: u32,
     ) -> Shared<View> {
+        let class = ViewClass::new(type_id, storage.device, storage.constant, scope.is_texture());
         let o = &storage.rt.objects;
         let id = take_next(&o.next_view);
         add(&o.views_created, 1);
@@ -721,7 +788,8 @@ impl View {
         // an increment and a decrement per view.
         Shared::new_at(|at| {
             let slot = if track { storage.rt.ledger.borrow_mut().views.insert(at) } else { UNTRACKED };
-            View { id, storage, offset, dtype, shape: SmallVec::from_slice(shape), scope, image, cl, bytes, site, slot }
+            let shape = SmallVec::from_slice(shape);
+            View { id, storage, offset, dtype, shape, scope, image, cl, bytes, site, class, slot }
         })
     }
 
@@ -850,6 +918,8 @@ impl Drop for View {
 impl View {
     /// Creates a view whose geometry the caller has checked, making its device handle (a
     /// sub-buffer or an image, cached on the storage's block) on OpenCL devices.
+    /// `type_id`: the runtime's id of (dtype, shape) if the caller has it, else `None` to
+    /// look it up here (buffer views only: texture views get none).
     #[allow(clippy::too_many_arguments)]
     pub fn make(
         storage: Shared<Storage>,
@@ -860,14 +930,51 @@ impl View {
         image: Option<ImageLayout>,
         bytes: u64,
         site: Site,
+        type_id: Option<u32>,
     ) -> Result<Shared<View>, String> {
         let cl = match (storage.device_state().cl(), storage.cl_block()) {
             (Some(dev), Some(block)) => Some(dev.view(block, offset, dtype, image.as_ref())?),
             _ => None,
         };
-        Ok(View::new(storage, offset, dtype, shape, scope, image, bytes, site, cl))
+        let type_id = match type_id {
+            Some(t) => t,
+            None if scope.is_texture() => 0,
+            None => storage.rt.type_id(dtype, shape),
+        };
+        Ok(View::new(storage, offset, dtype, shape, scope, image, bytes, site, cl, type_id))
     }
 }
 
 crate::recycled!(Storage, park = Storage::park);
 crate::recycled!(View);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_view_class_names_dtype_shape_and_device_and_marks_constants_and_textures() {
+        let rt =
+            Runtime::new(vec![DeviceSpec::Host(DeviceCaps::host()), DeviceSpec::Host(DeviceCaps::host())]).unwrap();
+        let a = rt.type_id(DType::F32, &[1, 64, 56, 56]);
+        assert_ne!(a, 0);
+        assert_eq!(rt.type_id(DType::F32, &[1, 64, 56, 56]), a, "the same pair, the same id");
+        let others = [
+            rt.type_id(DType::F16, &[1, 64, 56, 56]),
+            rt.type_id(DType::F32, &[1, 64, 56, 57]),
+            rt.type_id(DType::F32, &[1, 64, 56]),
+            rt.type_id(DType::F32, &[1, 64, 56, 56, 1]),
+        ];
+        assert!(others.iter().all(|&o| o != 0 && o != a));
+        let plain = ViewClass::new(a, 1, false, false);
+        assert_eq!((plain.type_id(), plain.device()), (a, 1));
+        assert!(plain.is_plain_typed());
+        assert_ne!(plain, ViewClass::new(a, 0, false, false), "the device is part of the class");
+        for (constant, texture) in [(true, false), (false, true)] {
+            let c = ViewClass::new(a, 1, constant, texture);
+            assert!(!c.is_plain() && !c.is_plain_typed());
+            assert_ne!(c, plain);
+        }
+        assert!(!ViewClass::new(0, 0, false, false).is_plain_typed(), "no id: compared the long way");
+    }
+}

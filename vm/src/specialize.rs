@@ -42,6 +42,9 @@ pub(crate) struct BufferGeom {
     pub bytes: u64,
     /// `offset + bytes`: the view fits a storage of at least this many bytes.
     pub end: u64,
+    /// The runtime's id of (dtype, shape) (see `memory::ViewClass`), given when the `Vm`
+    /// is made.
+    pub type_id: u32,
 }
 
 /// A module's code as the interpreter runs it.
@@ -125,7 +128,7 @@ fn buffer_geom(m: &Module, dtype: DType, list: &[Arg]) -> Option<BufferGeom> {
         return None;
     }
     let bytes = crate::types::dense_bytes(dtype, &shape)?;
-    Some(BufferGeom { offset, dtype, shape, bytes, end: offset.checked_add(bytes)? })
+    Some(BufferGeom { offset, dtype, shape, bytes, end: offset.checked_add(bytes)?, type_id: 0 })
 }
 
 /// The dense index of every operator call site: per function and instruction, the site's
