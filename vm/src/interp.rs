@@ -1867,11 +1867,12 @@ impl Vm {
     /// `fid` covers the views now in its registers, so the call has nothing left to do.
     /// The views are compared where they are, without cloning them (reference counts
     /// touched and dropped were a third of a no-op call), mostly by one word each (their
-    /// [`crate::memory::ViewClass`]); the call's constants and omitted inputs are the same at every run.
-    /// Whatever this cannot decide (a texture, an input whose value inference reads, a
-    /// constant output, a non-tensor) answers `false`, and the general path decides and
-    /// reports.
-    #[inline(always)]
+    /// [`crate::memory::ViewClass`]); the call's constants and omitted inputs are the same
+    /// at every run. Whatever this cannot decide (a texture, an input whose value inference
+    /// reads, a constant output, a non-tensor) answers `false`, and the general path
+    /// decides and reports. Out of line, so that `exec` stays small (see
+    /// `alloc_buffer_const`).
+    #[inline(never)]
     fn memo_covers_site(&self, base: usize, fid: usize, at: usize) -> bool {
         let memo = self.op_memo.borrow();
         let slot = self.op_slot(fid, at);
@@ -2099,8 +2100,10 @@ impl Vm {
     /// A buffer view of constant geometry ([`Op::AllocBufferConst`]): checked when the VM
     /// was made, so only whether it fits its storage is left. `None` when it does not fit,
     /// `%storage` holds no storage, or the device refuses the view: the general instruction
-    /// then runs and reports the error.
-    #[inline(always)]
+    /// then runs and reports the error. Not `inline(always)`: forced into `exec`, it saved
+    /// 30 instructions per triple but made every instruction's dispatch slower (a `nop`
+    /// 1.10 -> 1.37 ns).
+    #[inline]
     fn alloc_buffer_const(&self, base: usize, x: crate::specialize::BufferArgs, site: Site) -> Option<Value> {
         let Some(Value::Storage(st)) = self.regs.get(base + x.storage.0 as usize) else { return None };
         let g = self.buffer_geoms.get(x.geom as usize)?;
