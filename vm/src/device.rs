@@ -215,16 +215,7 @@ pub trait Binned {
     fn align(&self) -> u64;
 }
 
-impl Binned for HostBlock {
-    fn capacity(&self) -> u64 {
-        HostBlock::capacity(self)
-    }
-    fn align(&self) -> u64 {
-        HostBlock::align(self)
-    }
-}
-
-/// Free items (dead storages kept whole, see [`crate::memory::Storage::park`]) by size class
+/// Free items (dead storages kept whole, see `memory::Storage::park`) by size class
 /// and alignment, handed out again for any request of the same class and alignment.
 pub struct Bins<T> {
     /// Items with the alignment most requests use, by [`class_index`]: a steady-state
@@ -321,6 +312,15 @@ mod tests {
         assert_eq!(small, (0..16).collect::<Vec<_>>());
         assert_eq!(class_index(1280), 17);
         assert_eq!(class_index(2048), 20);
+    }
+
+    impl Binned for HostBlock {
+        fn capacity(&self) -> u64 {
+            HostBlock::capacity(self)
+        }
+        fn align(&self) -> u64 {
+            HostBlock::align(self)
+        }
     }
 
     #[test]

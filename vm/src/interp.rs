@@ -173,12 +173,12 @@ struct OpMemo {
     inputs: SmallVec<[Option<OperandKey>; 6]>,
     outputs: SmallVec<[Option<ViewType>; 2]>,
     inferred: Rc<[crate::ops::OutInfo]>,
-    /// What [`Vm::memo_covers`] checks instead, when it can decide on its own: one check
+    /// What [`Vm::memo_covers_site`] checks instead, when it can decide on its own: one check
     /// per register operand (constants and omitted inputs are fixed at a call site).
     quick: Option<Box<[QuickCheck]>>,
 }
 
-/// One register operand as [`Vm::memo_covers`] checks it: the register, and what the
+/// One register operand as [`Vm::memo_covers_site`] checks it: the register, and what the
 /// view in it must be.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct QuickCheck {
@@ -209,14 +209,12 @@ impl QuickKey {
         views: &[Option<Shared<View>>],
     ) -> Option<Box<[QuickCheck]>> {
         let tensor = |v: &View| {
+            if v.class.is_plain_typed() {
+                return Some(QuickKey::Class(v.class.0));
+            }
             let mut dims = [0; 4];
             dims.get_mut(..v.shape.len())?.copy_from_slice(&v.shape);
-            let key = if v.class.is_plain_typed() {
-                QuickKey::Class(v.class.0)
-            } else {
-                QuickKey::Tensor { device: v.class.device(), dtype: v.dtype, ndim: v.shape.len() as u8, dims }
-            };
-            Some(key)
+            Some(QuickKey::Tensor { device: v.class.device(), dtype: v.dtype, ndim: v.shape.len() as u8, dims })
         };
         let ins = inputs.iter().map(|k| match k {
             Some(OperandKey::Constant(id)) => Some(Some(QuickKey::Constant(*id))),

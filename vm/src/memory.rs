@@ -91,7 +91,7 @@ pub struct Runtime {
     /// it four times was a fifth of an empty invocation.
     pub counters: Counters,
     /// The allocation counters and object ids, bumped by every storage and view; cells
-    /// too, so only [`Ledger::track`]ing borrows the ledger.
+    /// too, so that only tracking ([`ObjectCounters::track`]) borrows the ledger.
     pub objects: ObjectCounters,
     /// Ids of the (dtype, shape) pairs views have had (see [`ViewClass`]).
     types: RefCell<TypeIds>,
@@ -165,13 +165,13 @@ pub struct ObjectCounters {
 
 /// Adds `by` to counter `c`.
 #[inline(always)]
-fn add(c: &Cell<u64>, by: u64) {
+pub(crate) fn bump(c: &Cell<u64>, by: u64) {
     c.set(c.get() + by);
 }
 
 /// Subtracts `by` from counter `c`.
 #[inline(always)]
-fn sub(c: &Cell<u64>, by: u64) {
+pub(crate) fn sub(c: &Cell<u64>, by: u64) {
     c.set(c.get() - by);
 }
 
@@ -248,7 +248,7 @@ impl Runtime {
         }))
     }
 
-    /// The id of (dtype, shape) in this runtime, from 1; 0 once [`MAX_TYPE_IDS`] are given.
+    /// The id of (dtype, shape) in this runtime, from 1; 0 once `MAX_TYPE_IDS` (65,536) are given.
     pub fn type_id(&self, dtype: DType, shape: &[i64]) -> u32 {
         let mut types = self.types.borrow_mut();
         if let Some(&id) = types.get(&(dtype, SmallVec::from_slice(shape))) {
@@ -558,17 +558,17 @@ impl Storage {
         dev.live_bytes.set(live + size);
         dev.peak_bytes.set(dev.peak_bytes.get().max(live + size));
         if constant {
-            add(&o.constant_bytes, size);
+            bump(&o.constant_bytes, size);
         } else {
             match source {
-                AllocSource::Fresh => add(&o.fresh_allocations, 1),
-                AllocSource::PoolHit => add(&o.pool_hits, 1),
+                AllocSource::Fresh => bump(&o.fresh_allocations, 1),
+                AllocSource::PoolHit => bump(&o.pool_hits, 1),
             }
-            add(&o.storages_created, 1);
-            add(&o.live_bytes, size);
+            bump(&o.storages_created, 1);
+            bump(&o.live_bytes, size);
             o.peak_bytes.set(o.peak_bytes.get().max(o.live_bytes.get()));
         }
-        add(&o.live_storages, 1);
+        bump(&o.live_storages, 1);
         Ok(storage)
     }
 
@@ -780,8 +780,8 @@ impl View {
         let class = ViewClass::new(type_id, storage.device, storage.constant, scope.is_texture());
         let o = &storage.rt.objects;
         let id = take_next(&o.next_view);
-        add(&o.views_created, 1);
-        add(&o.live_views, 1);
+        bump(&o.views_created, 1);
+        bump(&o.live_views, 1);
         let track = o.track.get();
         // The ledger is borrowed only to register the view in its table (the REPL's
         // tracking): holding an `Rc` of the runtime across the construction instead cost

@@ -9,6 +9,7 @@
 //! no `cl_mem` objects at all.
 
 use crate::device::{size_class, AllocSource, DeviceCaps};
+use crate::memory::{bump, sub};
 use crate::types::{DType, ImageLayout};
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
@@ -56,10 +57,6 @@ pub struct ClCounters {
     pub kernels_built: Cell<u64>,
 }
 
-fn bump(c: &Cell<u64>, by: u64) {
-    c.set(c.get() + by)
-}
-
 /// An owned `cl_mem`, released (and uncounted) on drop.
 pub struct ClMem {
     mem: cl_mem,
@@ -81,7 +78,7 @@ impl Drop for ClMem {
     fn drop(&mut self) {
         // SAFETY: `mem` came from a successful create call and is released exactly once.
         let _ = unsafe { opencl3::memory::release_mem_object(self.mem) };
-        self.counters.live_cl_mem.set(self.counters.live_cl_mem.get() - 1);
+        sub(&self.counters.live_cl_mem, 1);
     }
 }
 
