@@ -119,3 +119,43 @@ fn no_op_kernels_recheck_changed_shapes_of_every_rank() {
         vm.invoke("main", &[HostValue::Int(3)]).unwrap_or_else(|e| panic!("rank {rank}, after the error: {e}"));
     }
 }
+
+/// One call site whose input register is made by two `alloc_tensor`s of constant geometry
+/// (held as slices, without view objects): the no-op path's per-register check must tell
+/// the two geometries apart, and so must the general path. (Inputs of more than 64
+/// elements: inference reads smaller ones' values, and such sites take the general path.)
+#[test]
+fn a_call_site_rechecks_when_its_operand_comes_from_another_alloc_tensor() {
+    let text = "module branches
+func @main(%wide: int) -> f32[4, 30] {
+  %s = alloc_storage 4096
+  br_if %wide, wide, narrow
+narrow:
+  %x = alloc_tensor %s, 0, f32[4, 30]
+  br call
+wide:
+  %x = alloc_tensor %s, 0, f32[4, 40]
+  br call
+call:
+  call @vm.fill(%x, -2.0)
+  %y = alloc_tensor %s, 2048, f32[4, 30]
+  call @onnx.Relu(%x) -> (%y)
+  ret %y
+}
+";
+    for kernels in [Kernels::Run, Kernels::Noop] {
+        let mut vm = vm(text);
+        vm.kernels = kernels;
+        for round in 0..3 {
+            let out = vm.invoke("main", &[HostValue::Int(0)]).unwrap_or_else(|e| panic!("{kernels:?} {round}: {e}"));
+            let Some(HostValue::Tensor(t)) = out.first() else { panic!("{out:?}") };
+            assert_eq!(t.shape, [4, 30]);
+        }
+        let e = vm.invoke("main", &[HostValue::Int(1)]).expect_err("f32[4, 40] into a f32[4, 30] view");
+        assert!(
+            e.message.contains("output 1 is f32[4, 40] for these inputs and attributes, but its view is f32[4, 30]"),
+            "{kernels:?}: {e}"
+        );
+        vm.invoke("main", &[HostValue::Int(0)]).unwrap_or_else(|e| panic!("{kernels:?}, after the error: {e}"));
+    }
+}

@@ -210,6 +210,11 @@ fn describe(v: &Value, func: &Function, devices: &[String], consts: &BTreeMap<u6
             let name = devices.get(s.device as usize).map_or("?", String::as_str);
             format!("storage #{} ({} B on device {} `{name}`)", s.id, s.size, s.device)
         }
+        // The REPL tracks objects, so its registers hold view objects; a slice is shown as one.
+        Value::Slice(..) => match v.materialized() {
+            Ok(t) => describe(&t, func, devices, consts),
+            Err(e) => format!("tensor ({e})"),
+        },
         Value::Tensor(t) => {
             let mut d = format!(
                 "tensor #{} {}{:?} \"{}\" at storage #{} +{}",

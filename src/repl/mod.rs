@@ -704,6 +704,10 @@ pub fn show_value(v: &Value) -> String {
         Value::Float(f) => format!("float {f:?}"),
         Value::Shape(s) => format!("shape {:?}", &s[..]),
         Value::Storage(s) => format!("storage #{} ({} B, device {})", s.id, s.size, s.device),
+        Value::Slice(..) => match v.materialized() {
+            Ok(t) => show_value(&t),
+            Err(e) => format!("tensor ({e})"),
+        },
         Value::Tensor(t) => {
             let scope = if t.scope.is_texture() { format!(" \"{}\"", t.scope) } else { String::new() };
             format!("tensor #{} {}{:?}{scope} at storage #{} +{}", t.id, t.dtype, &t.shape[..], t.storage.id, t.offset)

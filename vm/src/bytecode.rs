@@ -477,12 +477,15 @@ define_opcodes! {
     0x0f CallKernel "call" { kernel: u32 = a, list: u32 = b, ndims: u8 = x, nargs: u16 = yz }
     ;
     // The interpreter's specialised forms (never encoded; see `crate::specialize`): a
-    // buffer view of constant geometry, and each two-operand int builtin with register
+    // buffer view of constant geometry, an operator call by site, and each two-operand int builtin with register
     // operands (`RR`) or a register and an immediate (`RI`), one variant each so that
     // dispatch picks the operation too.
     /// `%dst = alloc_tensor %storage, offset, dtype[dims]` of scope `global` whose offset
     /// and dims are constants, checked and measured once ([`crate::specialize::BufferGeom`]).
     AllocBufferConst(crate::specialize::BufferArgs)
+    /// `call @onnx.Name(...)`: operator call site number `.0` (in code order); its operands
+    /// are in the bytecode instruction.
+    CallOpSite(u32)
     /// `%dst = call @vm.iadd(%a, %b)`.
     IAddRR(crate::specialize::IntArgs<Reg>)
     /// `%dst = call @vm.iadd(%a, imm)`.

@@ -8,16 +8,16 @@ use crate::error::{FrameLoc, VmError, VmErrorData};
 use crate::exec::{call_builtin, read_view, store_bytes, write_view};
 use crate::host_tensor::{store_f64, HostTensor, HostValue};
 use crate::io::{copy_view, storage_requirements, Direction, Fallback, IoReport};
-use crate::memory::{DeviceSpec, Ledger, Runtime, Site, Stats, Storage, View};
+use crate::memory::{DeviceSpec, Ledger, Runtime, Site, SliceGeom, Stats, Storage, View};
 use crate::module::{ConstData, Function, Literal, Module};
 use crate::ops::{Attrs, TensorInfo};
 use crate::shared::Shared;
-use crate::specialize::Op;
+use crate::specialize::{Op, NO_SLICE};
 use crate::types::{DType, ImageLayout, Scope, Type};
 use crate::value::Value;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
-use std::cell::{Ref, RefCell};
+use std::cell::{Cell, Ref, RefCell};
 use std::io::Write;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -99,12 +99,13 @@ pub struct Vm {
     pub limits: Limits,
     /// [`Kernels::Noop`] skips the work of operator and kernel calls.
     pub kernels: Kernels,
-    /// Per operator call site (numbered by `op_sites`), the operand types it last checked
+    /// Per operator call site ([`Op::CallOpSite`]), the operand types it last checked
     /// ([`OpMemo`]).
     op_memo: RefCell<Vec<Option<OpMemo>>>,
-    /// Per function and instruction, the number of its operator call site
-    /// ([`crate::specialize::op_sites`]).
-    op_sites: Box<[Box<[u32]>]>,
+    /// Per operator call site, where its [`QuickCheck`]s are in `quick_checks`, and how many
+    /// are set. Cells, not a `RefCell`: the no-op path reads them with no borrow.
+    quick_sites: Box<[QuickSite]>,
+    quick_checks: Box<[Cell<QuickCheck>]>,
     /// Buffers for the host kernels' operand copies.
     scratch: RefCell<Scratch>,
     output: Output,
@@ -173,9 +174,21 @@ struct OpMemo {
     inputs: SmallVec<[Option<OperandKey>; 6]>,
     outputs: SmallVec<[Option<ViewType>; 2]>,
     inferred: Rc<[crate::ops::OutInfo]>,
-    /// What [`Vm::memo_covers_site`] checks instead, when it can decide on its own: one check
-    /// per register operand (constants and omitted inputs are fixed at a call site).
-    quick: Option<Box<[QuickCheck]>>,
+}
+
+/// Where an operator call site's [`QuickCheck`]s are: what [`Vm::memo_covers_site`] checks
+/// instead of the site's [`OpMemo`], when it can decide on its own, one per register
+/// operand (constants and omitted inputs are fixed at a call site).
+struct QuickSite {
+    start: u32,
+    /// The site's register operands: the most checks it can have.
+    cap: u32,
+    /// How many checks are set, or [`QuickSite::UNSET`].
+    len: Cell<u32>,
+}
+
+impl QuickSite {
+    const UNSET: u32 = u32::MAX;
 }
 
 /// One register operand as [`Vm::memo_covers_site`] checks it: the register, and what the
@@ -193,28 +206,28 @@ enum QuickKey {
     Class(u64),
     /// A constant, by view id (constants never change).
     Constant(u64),
-    /// A non-constant buffer view without a (dtype, shape) id, on device `device`, of
-    /// dtype and shape `dims[..ndim]` (up to four dims).
-    Tensor { device: u8, dtype: DType, ndim: u8, dims: [i64; 4] },
+    /// A slice ([`Value::Slice`]) of this geometry on this device.
+    Slice { geom: u32, device: u8 },
 }
 
 impl QuickKey {
     /// The checks of a memo's operands (`items`, and their `views`: inputs then outputs),
     /// if every operand can be checked this way: constants, and buffer views whose values
     /// inference does not read.
+    /// `regs` are the frame's registers, where an operand may be a slice. (A view without a
+    /// (dtype, shape) id has no check: the general path compares it.)
     fn checks(
         items: &[Arg],
         inputs: &[Option<OperandKey>],
         outputs: &[Option<ViewType>],
         views: &[Option<Shared<View>>],
-    ) -> Option<Box<[QuickCheck]>> {
-        let tensor = |v: &View| {
-            if v.class.is_plain_typed() {
-                return Some(QuickKey::Class(v.class.0));
+        regs: &[Value],
+    ) -> Option<SmallVec<[QuickCheck; 6]>> {
+        let tensor = |r: Reg, v: &View| {
+            if let Some(Value::Slice(geom, st)) = regs.get(r.0 as usize) {
+                return Some(QuickKey::Slice { geom: *geom, device: st.device });
             }
-            let mut dims = [0; 4];
-            dims.get_mut(..v.shape.len())?.copy_from_slice(&v.shape);
-            Some(QuickKey::Tensor { device: v.class.device(), dtype: v.dtype, ndim: v.shape.len() as u8, dims })
+            v.class.is_plain_typed().then_some(QuickKey::Class(v.class.0))
         };
         let ins = inputs.iter().map(|k| match k {
             Some(OperandKey::Constant(id)) => Some(Some(QuickKey::Constant(*id))),
@@ -222,30 +235,26 @@ impl QuickKey {
             Some(OperandKey::Tensor { value: Some(_), .. }) => None,
         });
         let outs = outputs.iter().map(|_| Some(None));
-        let mut checks = Vec::new();
+        let mut checks = SmallVec::new();
         for ((a, key), v) in items.iter().zip(ins.chain(outs)).zip(views) {
             let (ArgKind::Reg(r), Some(v)) = (a.kind(), v) else { continue };
             let key = match key? {
                 Some(constant) => constant,
-                None => tensor(v)?,
+                None => tensor(r, v)?,
             };
             checks.push(QuickCheck { reg: r.0, key });
         }
-        Some(checks.into())
+        Some(checks)
     }
 
-    /// True when view `v` is what this key saw.
+    /// True when register value `v` is what this key saw.
     #[inline(always)]
-    fn covers(&self, v: &View) -> bool {
-        match self {
-            QuickKey::Class(c) => v.class.0 == *c,
-            QuickKey::Constant(id) => *id == v.id,
-            QuickKey::Tensor { device, dtype, ndim, dims } => {
-                v.class.is_plain()
-                    && v.class.device() == *device
-                    && *dtype == v.dtype
-                    && dims.get(..*ndim as usize).is_some_and(|d| same_dims(d, &v.shape))
-            }
+    fn covers(self, v: &Value) -> bool {
+        match (self, v) {
+            (QuickKey::Class(c), Value::Tensor(v)) => v.class.0 == c,
+            (QuickKey::Constant(id), Value::Tensor(v)) => v.id == id,
+            (QuickKey::Slice { geom, device }, Value::Slice(g, st)) => geom == *g && device == st.device,
+            _ => false,
         }
     }
 }
@@ -503,12 +512,32 @@ impl Vm {
             }
             consts.push(view);
         }
-        let (op_sites, nsites) = crate::specialize::op_sites(&module);
         let specialized = crate::specialize::specialize(&module);
+        let nsites = specialized.op_sites.len();
+        let mut quick_sites = Vec::with_capacity(nsites);
+        let mut start = 0u32;
+        for &cap in &specialized.op_sites {
+            quick_sites.push(QuickSite { start, cap, len: Cell::new(QuickSite::UNSET) });
+            start = start.saturating_add(cap);
+        }
+        let unset = QuickCheck { reg: 0, key: QuickKey::Constant(u64::MAX) };
+        let quick_checks = (0..start).map(|_| Cell::new(unset)).collect();
         let buffer_geoms = specialized
             .geoms
             .into_iter()
-            .map(|g| crate::specialize::BufferGeom { type_id: rt.type_id(g.dtype, &g.shape), ..g })
+            .map(|g| {
+                let type_id = rt.type_id(g.dtype, &g.shape);
+                let slice = rt
+                    .slice_geom_id(&SliceGeom {
+                        offset: g.offset,
+                        dtype: g.dtype,
+                        shape: g.shape.clone(),
+                        bytes: g.bytes,
+                        type_id,
+                    })
+                    .unwrap_or(NO_SLICE);
+                crate::specialize::BufferGeom { type_id, slice, ..g }
+            })
             .collect();
         Ok(Vm {
             rt,
@@ -518,7 +547,8 @@ impl Vm {
             limits: Limits::default(),
             kernels: Kernels::Run,
             op_memo: RefCell::new((0..nsites).map(|_| None).collect()),
-            op_sites,
+            quick_sites: quick_sites.into(),
+            quick_checks,
             scratch: RefCell::default(),
             output: Output::Stdout,
             io: IoReport::default(),
@@ -835,6 +865,9 @@ impl Vm {
 
     /// A tensor value read back to the host (counted as device→host).
     pub fn download(&self, v: &Value) -> Result<HostTensor, VmError> {
+        if let Value::Slice(..) = v {
+            return self.download(&v.materialized().map_err(VmError::api)?);
+        }
         match v {
             Value::Tensor(t) => {
                 let h = read_view(t).map_err(|e| VmError::api(*e))?;
@@ -1362,14 +1395,18 @@ impl Vm {
                         }
                     }
                 }
-                Op::CallOp { op, list, attrs, nout, nin } => {
+                Op::CallOpSite(site) => {
                     // With no-op kernels, a call its site's memo covers has nothing left to
                     // do: decided here, before `op_call`'s large frame is set up.
-                    if self.kernels == Kernels::Noop && self.memo_covers_site(base, fid, at) {
+                    if self.kernels == Kernels::Noop && self.memo_covers_site(base, site) {
                         Ok(())
                     } else {
-                        self.op_call(m, f, base, (fid as u32, at as u32), op, list, attrs, nout, nin)
+                        self.op_call_at(m, f, base, at, site)
                     }
+                }
+                // (Specialised to `CallOpSite`; a call without a site has no memo.)
+                Op::CallOp { op, list, attrs, nout, nin } => {
+                    self.op_call(m, f, base, u32::MAX, op, list, attrs, nout, nin)
                 }
                 Op::CallKernel { kernel, list, ndims, nargs } => {
                     self.kernel_call(m, f, base, kernel, list, ndims, nargs)
@@ -1464,6 +1501,7 @@ impl Vm {
                     }],
                 }))
             }
+            Value::Slice(g, st) => View::of_slice(*g, st).map(Value::Tensor).or_else(fault),
             v => Ok(v.clone()),
         }
     }
@@ -1708,7 +1746,7 @@ impl Vm {
         m: &Module,
         f: &Function,
         base: usize,
-        site: (u32, u32),
+        site: u32,
         op: OpId,
         list: u32,
         attrs: u32,
@@ -1716,7 +1754,7 @@ impl Vm {
         nin: u16,
     ) -> Step<()> {
         let items = &f.args[list as usize..][..nin as usize + nout as usize];
-        let slot = self.op_slot(site.0 as usize, site.1 as usize);
+        let slot = site as usize;
         let def = op.def();
         let empty = Attrs::default();
         let attrs = if attrs == 0 { &empty } else { &m.attrs[attrs as usize - 1] };
@@ -1847,13 +1885,10 @@ impl Vm {
             inputs.iter().zip(host_in.iter()).map(|(v, h)| v.as_ref().map(|v| OperandKey::of(v, h.as_ref()))).collect();
         let keys_out: SmallVec<[Option<ViewType>; 2]> =
             outputs.iter().map(|v| v.as_ref().map(|v| (v.dtype, v.shape.clone()))).collect();
+        let quick = QuickKey::checks(items, &keys_in, &keys_out, &views, self.regs.get(base..).unwrap_or_default());
+        self.set_quick(slot, quick);
         if let Some(memo) = self.op_memo.borrow_mut().get_mut(slot) {
-            *memo = Some(OpMemo {
-                quick: QuickKey::checks(items, &keys_in, &keys_out, &views),
-                inputs: keys_in,
-                outputs: keys_out,
-                inferred: inferred.clone(),
-            });
+            *memo = Some(OpMemo { inputs: keys_in, outputs: keys_out, inferred: inferred.clone() });
         }
         if noop {
             return Ok(());
@@ -1871,20 +1906,42 @@ impl Vm {
     /// decides and reports. Out of line, so that `exec` stays small (see
     /// `alloc_buffer_const`).
     #[inline(never)]
-    fn memo_covers_site(&self, base: usize, fid: usize, at: usize) -> bool {
-        let memo = self.op_memo.borrow();
-        let slot = self.op_slot(fid, at);
-        let Some(Some(OpMemo { quick: Some(checks), .. })) = memo.get(slot) else { return false };
-        checks.iter().all(|c| match self.regs.get(base + c.reg as usize) {
-            Some(Value::Tensor(v)) => c.key.covers(v),
-            _ => false,
+    fn memo_covers_site(&self, base: usize, site: u32) -> bool {
+        let Some(s) = self.quick_sites.get(site as usize) else { return false };
+        let Some(checks) = self.quick_checks.get(s.start as usize..).and_then(|c| c.get(..s.len.get() as usize)) else {
+            return false;
+        };
+        checks.iter().all(|c| {
+            let c = c.get();
+            self.regs.get(base + c.reg as usize).is_some_and(|v| c.key.covers(v))
         })
     }
 
-    /// The memo slot of the operator call at instruction `at` of function `fid`.
-    #[inline(always)]
-    fn op_slot(&self, fid: usize, at: usize) -> usize {
-        self.op_sites.get(fid).and_then(|s| s.get(at)).map_or(usize::MAX, |&s| s as usize)
+    /// Sets the [`QuickCheck`]s of operator call site `site`, or unsets them (`None`, or
+    /// more than the site has room for).
+    fn set_quick(&self, site: usize, checks: Option<SmallVec<[QuickCheck; 6]>>) {
+        let Some(s) = self.quick_sites.get(site) else { return };
+        let room = self.quick_checks.get(s.start as usize..).and_then(|c| c.get(..s.cap as usize));
+        match (checks, room) {
+            (Some(checks), Some(room)) if checks.len() <= room.len() => {
+                for (cell, c) in room.iter().zip(&checks) {
+                    cell.set(*c);
+                }
+                s.len.set(checks.len() as u32);
+            }
+            _ => s.len.set(QuickSite::UNSET),
+        }
+    }
+
+    /// The operator call at instruction `at`, site `site`, read from the bytecode.
+    #[inline(never)]
+    fn op_call_at(&self, m: &Module, f: &Function, base: usize, at: usize, site: u32) -> Step<()> {
+        match f.code.get(at) {
+            Some(&Instr::CallOp { op, list, attrs, nout, nin }) => {
+                self.op_call(m, f, base, site, op, list, attrs, nout, nin)
+            }
+            other => fault(format!("internal: instruction {at} is {other:?}, not the operator call of site {site}")),
+        }
     }
 
     /// Runs an operator's kernel once its output types are known to match its views.
@@ -2108,6 +2165,11 @@ impl Vm {
         if g.end > st.size {
             return None;
         }
+        // Tracking lists every view in the ledger, so it needs view objects.
+        if g.slice != NO_SLICE && st.in_host_memory() && !self.rt.objects.track.get() {
+            crate::memory::bump(&self.rt.objects.views_created, 1);
+            return Some(Value::Slice(g.slice, st.clone()));
+        }
         View::make(st.clone(), g.offset, g.dtype, &g.shape, Scope::Global, None, g.bytes, site, Some(g.type_id))
             .ok()
             .map(Value::Tensor)
@@ -2265,6 +2327,7 @@ fn check_type(v: &Value, t: &Type) -> Result<(), String> {
                 Err(format!("expected {t}, found {}{:?}", view.dtype, &view.shape[..]))
             }
         }
+        (Value::Slice(..), Type::Tensor { .. }) => check_type(&v.materialized()?, t),
         (v, t) if v.kind() == Some(t.kind()) => Ok(()),
         (v, t) => Err(format!("expected {t}, found {}", v.describe())),
     }
@@ -2277,6 +2340,7 @@ pub fn to_host(v: &Value) -> Result<HostValue, String> {
         Value::Float(f) => HostValue::Float(*f),
         Value::Shape(s) => HostValue::Shape(s.to_vec()),
         Value::Tensor(t) => HostValue::Tensor(read_view(t).map_err(|e| *e)?),
+        Value::Slice(..) => return to_host(&v.materialized()?),
         Value::Storage(s) => HostValue::Storage { id: s.id, size: s.size },
         Value::Null | Value::Killed(_) => return Err("a result register holds no value".into()),
     })

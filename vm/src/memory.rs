@@ -95,6 +95,33 @@ pub struct Runtime {
     pub objects: ObjectCounters,
     /// Ids of the (dtype, shape) pairs views have had (see [`ViewClass`]).
     types: RefCell<TypeIds>,
+    /// The geometries of buffer views held as [`crate::Value::Slice`], by index.
+    slices: RefCell<SliceGeoms>,
+}
+
+/// The buffer-view geometries of [`crate::Value::Slice`]s: what a VM's `alloc_tensor`s of
+/// constant geometry make, numbered once per runtime so that a slice means the same view in
+/// every VM of it.
+#[derive(Default)]
+struct SliceGeoms {
+    list: Vec<SliceGeom>,
+    /// By (dtype, shape) id and offset.
+    index: rustc_hash::FxHashMap<(u32, u64), u32>,
+}
+
+/// The most geometries a runtime numbers for slices; views of later ones are objects.
+const MAX_SLICE_GEOMS: usize = 1 << 20;
+
+/// A buffer view's geometry, as a [`crate::Value::Slice`] refers to it.
+#[derive(Clone, Debug)]
+pub struct SliceGeom {
+    pub offset: u64,
+    pub dtype: DType,
+    pub shape: SmallVec<[i64; 4]>,
+    /// Bytes the view covers: `offset + bytes` is at most its storage's size.
+    pub bytes: u64,
+    /// The runtime's id of (dtype, shape) ([`Runtime::type_id`]).
+    pub type_id: u32,
 }
 
 /// (dtype, shape) pairs and their ids ([`Runtime::type_id`]).
@@ -245,6 +272,7 @@ impl Runtime {
             counters: Counters::default(),
             objects: ObjectCounters::default(),
             types: RefCell::default(),
+            slices: RefCell::default(),
         }))
     }
 
@@ -260,6 +288,30 @@ impl Runtime {
         let id = types.len() as u32 + 1;
         types.insert((dtype, SmallVec::from_slice(shape)), id);
         id
+    }
+
+    /// The number of `g`'s geometry for [`crate::Value::Slice`]s (given once per runtime),
+    /// or `None`: no (dtype, shape) id, or `MAX_SLICE_GEOMS` given (such views are objects).
+    pub fn slice_geom_id(&self, g: &SliceGeom) -> Option<u32> {
+        if g.type_id == 0 {
+            return None;
+        }
+        let mut t = self.slices.borrow_mut();
+        if let Some(&id) = t.index.get(&(g.type_id, g.offset)) {
+            return Some(id);
+        }
+        if t.list.len() >= MAX_SLICE_GEOMS {
+            return None;
+        }
+        let id = t.list.len() as u32;
+        t.list.push(g.clone());
+        t.index.insert((g.type_id, g.offset), id);
+        Some(id)
+    }
+
+    /// Geometry `id` of [`Runtime::slice_geom_id`].
+    pub fn slice_geom(&self, id: u32) -> Option<SliceGeom> {
+        self.slices.borrow().list.get(id as usize).cloned()
     }
 
     /// Every counter: the ledger's and [`Runtime::counters`].
@@ -713,6 +765,18 @@ impl Storage {
         self.constant
     }
 
+    /// True when the storage's memory is the host's: its buffer views need no device
+    /// handle, so a register may hold them as [`crate::Value::Slice`]s.
+    #[inline(always)]
+    pub fn in_host_memory(&self) -> bool {
+        matches!(self.mem, Some(DeviceMem::Host(_)))
+    }
+
+    /// The runtime the storage belongs to.
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+
     pub fn caps(&self) -> &DeviceCaps {
         &self.rt.devices[self.device as usize].caps
     }
@@ -776,11 +840,14 @@ impl View {
         site: Site,
         cl: Option<ClView>,
         type_id: u32,
+        made: Made,
     ) -> Shared<View> {
         let class = ViewClass::new(type_id, storage.device, storage.constant, scope.is_texture());
         let o = &storage.rt.objects;
         let id = take_next(&o.next_view);
-        bump(&o.views_created, 1);
+        if made == Made::New {
+            bump(&o.views_created, 1);
+        }
         bump(&o.live_views, 1);
         let track = o.track.get();
         // The ledger is borrowed only to register the view in its table (the REPL's
@@ -941,8 +1008,36 @@ impl View {
             None if scope.is_texture() => 0,
             None => storage.rt.type_id(dtype, shape),
         };
-        Ok(View::new(storage, offset, dtype, shape, scope, image, bytes, site, cl, type_id))
+        Ok(View::new(storage, offset, dtype, shape, scope, image, bytes, site, cl, type_id, Made::New))
     }
+
+    /// The view object for slice `geom` of `storage` ([`crate::Value::Slice`]), made when
+    /// something needs one (an operator's operands, a result, an error message). It is the
+    /// view the `alloc_tensor` counted, so it does not count as created.
+    pub fn of_slice(geom: u32, storage: &Shared<Storage>) -> Result<Shared<View>, String> {
+        let Some(g) = storage.rt.slice_geom(geom) else {
+            return Err(format!("buffer view geometry {geom} is not one of this runtime's"));
+        };
+        if !storage.in_host_memory() || g.offset.checked_add(g.bytes).is_none_or(|e| e > storage.size) {
+            return Err(format!(
+                "a {}{:?} view at offset {} does not fit storage #{} ({} bytes)",
+                g.dtype,
+                &g.shape[..],
+                g.offset,
+                storage.id,
+                storage.size
+            ));
+        }
+        let (st, scope) = (storage.clone(), Scope::Global);
+        Ok(View::new(st, g.offset, g.dtype, &g.shape, scope, None, g.bytes, Site::API, None, g.type_id, Made::Slice))
+    }
+}
+
+/// Whether [`View::new`] makes a new view of the program or the object of a slice.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Made {
+    New,
+    Slice,
 }
 
 crate::recycled!(Storage, park = Storage::park);

@@ -45,7 +45,13 @@ pub(crate) struct BufferGeom {
     /// The runtime's id of (dtype, shape) (see `memory::ViewClass`), given when the `Vm`
     /// is made.
     pub type_id: u32,
+    /// Its number among the runtime's slice geometries ([`crate::Value::Slice`]), or
+    /// [`NO_SLICE`], given when the `Vm` is made.
+    pub slice: u32,
 }
+
+/// [`BufferGeom::slice`] of a geometry whose views are always objects.
+pub(crate) const NO_SLICE: u32 = u32::MAX;
 
 /// A module's code as the interpreter runs it.
 pub(crate) struct Specialized {
@@ -53,6 +59,9 @@ pub(crate) struct Specialized {
     pub ops: Vec<Box<[Op]>>,
     /// The geometries of the [`Op::AllocBufferConst`]s.
     pub geoms: Vec<BufferGeom>,
+    /// Per operator call site ([`Op::CallOpSite`], numbered in code order), how many of its
+    /// operands are registers.
+    pub op_sites: Vec<u32>,
 }
 
 /// The operands of a specialised integer builtin: `%dst = call @vm.<op>(%a, b)`, where `b`
@@ -89,6 +98,7 @@ pub(crate) fn int_builtin(b: Builtin, x: i64, y: i64) -> Option<i64> {
 /// The code of every function of a verified module, specialised.
 pub(crate) fn specialize(m: &Module) -> Specialized {
     let mut geoms = Vec::new();
+    let mut op_sites: Vec<u32> = Vec::new();
     let ops = m
         .funcs
         .iter()
@@ -109,12 +119,18 @@ pub(crate) fn specialize(m: &Module) -> Specialized {
                             _ => Op::from(ins),
                         }
                     }
+                    Instr::CallOp { list, nout, nin, .. } if op_sites.len() < u32::MAX as usize => {
+                        let items = f.args.get(list as usize..).unwrap_or_default();
+                        let items = items.get(..nin as usize + nout as usize).unwrap_or_default();
+                        op_sites.push(items.iter().filter(|a| a.as_reg().is_some()).count() as u32);
+                        Op::CallOpSite(op_sites.len() as u32 - 1)
+                    }
                     _ => Op::from(ins),
                 })
                 .collect()
         })
         .collect();
-    Specialized { ops, geoms }
+    Specialized { ops, geoms, op_sites }
 }
 
 /// The geometry of a buffer view from its `[offset, dims...]` operands, when all are
@@ -128,31 +144,7 @@ fn buffer_geom(m: &Module, dtype: DType, list: &[Arg]) -> Option<BufferGeom> {
         return None;
     }
     let bytes = crate::types::dense_bytes(dtype, &shape)?;
-    Some(BufferGeom { offset, dtype, shape, bytes, end: offset.checked_add(bytes)?, type_id: 0 })
-}
-
-/// The dense index of every operator call site: per function and instruction, the site's
-/// number (`u32::MAX` for other instructions), and how many sites there are. The
-/// interpreter keeps what each site last inferred in a vector by this number.
-pub(crate) fn op_sites(m: &Module) -> (Box<[Box<[u32]>]>, usize) {
-    let mut n = 0u32;
-    let sites = m
-        .funcs
-        .iter()
-        .map(|f| {
-            f.code
-                .iter()
-                .map(|ins| match ins {
-                    Instr::CallOp { .. } => {
-                        n += 1;
-                        n - 1
-                    }
-                    _ => u32::MAX,
-                })
-                .collect()
-        })
-        .collect();
-    (sites, n as usize)
+    Some(BufferGeom { offset, dtype, shape, bytes, end: offset.checked_add(bytes)?, type_id: 0, slice: NO_SLICE })
 }
 
 /// The specialised form of a two-operand int builtin whose destination and first operand

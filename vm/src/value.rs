@@ -17,6 +17,13 @@ pub enum Value {
     Shape(Rc<[i64]>),
     Storage(Shared<Storage>),
     Tensor(Shared<View>),
+    /// A buffer view in host memory with no view object: geometry number `.0` of the
+    /// storage's runtime ([`crate::memory::Runtime::slice_geom`]) over storage `.1`. What
+    /// a compiled `alloc_tensor` makes when tracking is off: making and dropping it costs a
+    /// reference count, where a view object cost a third of an `alloc_storage` +
+    /// `alloc_tensor` + `kill` triple. Whatever reads the register as a value gets the view
+    /// object ([`Value::materialized`]): only the interpreter holds slices.
+    Slice(u32, Shared<Storage>),
 }
 
 impl Value {
@@ -27,8 +34,16 @@ impl Value {
             Value::Float(_) => Kind::Float,
             Value::Shape(_) => Kind::Shape,
             Value::Storage(_) => Kind::Storage,
-            Value::Tensor(_) => Kind::Tensor,
+            Value::Tensor(_) | Value::Slice(..) => Kind::Tensor,
         })
+    }
+
+    /// The value with a slice replaced by its view object; other values as they are.
+    pub fn materialized(&self) -> Result<Value, String> {
+        match self {
+            Value::Slice(g, s) => View::of_slice(*g, s).map(Value::Tensor),
+            v => Ok(v.clone()),
+        }
     }
 
     /// A short description for error messages: `int 5`, `storage #3 (4096 bytes)`, ...
@@ -48,6 +63,22 @@ impl Value {
                 t.offset,
                 t.storage.id
             ),
+            Value::Slice(g, s) => match s.runtime().slice_geom(*g) {
+                Some(g) => format!("tensor {}{:?} at offset {} of storage #{}", g.dtype, &g.shape[..], g.offset, s.id),
+                None => format!("tensor of unknown geometry {g} over storage #{}", s.id),
+            },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Registers are moved on every instruction: three words (a shape's fat pointer and the
+    /// tag), which a slice's index and storage fit in.
+    #[test]
+    fn a_value_is_three_words() {
+        assert_eq!(std::mem::size_of::<Value>(), 24);
     }
 }

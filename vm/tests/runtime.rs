@@ -234,3 +234,50 @@ fn a_storage_outlives_its_vm_and_dies_with_the_runtime_it_kept() {
     drop(kept);
     assert!(rt.upgrade().is_none(), "a parked storage must not keep its runtime alive");
 }
+
+/// `main()`: views of constant geometry (registers hold them without view objects when
+/// nothing tracks objects) filled, added, passed to a typed parameter and returned.
+fn views_through_calls(param: &[i64]) -> rxvm_vm::Module {
+    let mut mb = ModuleBuilder::new("slices");
+    let double = mb.declare("double", vec![f32s(param)], vec![f32s(param)]);
+    let mut g = mb.function("double", vec![f32s(param)], vec![f32s(param)]);
+    let x = g.param(0);
+    g.call_builtin("add", &[x.into(), x.into(), x.into()]).unwrap();
+    g.ret(&[x.into()]);
+    mb.add_function(g);
+    let mut f = mb.function("main", vec![], vec![f32s(&[4]), Type::Int]);
+    let s = f.alloc_storage(int(64), None, 0, Scope::Global);
+    let a = f.alloc_tensor(s, int(0), DType::F32, &[int(4)], Scope::Global);
+    let b = f.alloc_tensor(s, int(16), DType::F32, &[int(4)], Scope::Global);
+    f.call_builtin("iota", &[a.into(), Operand::Float(1.0), Operand::Float(1.0)]).unwrap();
+    f.call_builtin("fill", &[b.into(), Operand::Float(10.0)]).unwrap();
+    f.call_builtin("add", &[a.into(), b.into(), b.into()]).unwrap();
+    let twice = f.call(double, 1, &[b.into()])[0];
+    let n = f.call_builtin("numel", &[a.into()]).unwrap()[0];
+    f.kill(a);
+    f.ret(&[twice.into(), n.into()]);
+    mb.add_function(f);
+    mb.build().unwrap()
+}
+
+#[test]
+fn views_without_objects_behave_as_view_objects_do() {
+    let run = |track: bool| {
+        let mut vm = Vm::host(Arc::new(views_through_calls(&[4]))).unwrap();
+        vm.runtime().objects.track.set(track);
+        let out = vm.invoke("main", &[]).unwrap();
+        let [HostValue::Tensor(t), HostValue::Int(n)] = &out[..] else { panic!("{out:?}") };
+        let s = vm.stats();
+        (t.to_f64(), *n, s.views_created, s.live_views, s.live_storages)
+    };
+    let tracked = run(true);
+    assert_eq!(tracked, (vec![22.0, 24.0, 26.0, 28.0], 4, 2, 0, 0));
+    assert_eq!(run(false), tracked, "the same results and counts without view objects");
+    // A typed parameter checks a view that has no object as it checks one that has.
+    for track in [true, false] {
+        let mut vm = Vm::host(Arc::new(views_through_calls(&[5]))).unwrap();
+        vm.runtime().objects.track.set(track);
+        let e = vm.invoke("main", &[]).unwrap_err();
+        assert!(e.message.contains("expected f32[5], found f32[4]"), "track {track}: {e}");
+    }
+}
