@@ -2,7 +2,8 @@
 //! to a VM module whose memory instructions come from a memory plan.
 //!
 //! ```text
-//! Graph ──analyze──▶ types + folded constants ──fold──▶ Scale layers merged into BatchNormalization
+//! Graph ──analyze──▶ types + folded constants ──fold──▶ Scale layers merged into BatchNormalization,
+//!       BatchNormalization merged into the Conv before it
 //!       ──scopes──▶ steps, buffer/texture placements
 //!       ──liveness──▶ tensors, buffers, lifetimes ──plan──▶ offsets in arenas
 //!       ──lower──▶ Module (alloc_storage / alloc_tensor / call / kill / ret)
@@ -314,6 +315,14 @@ pub fn compile(g: &Graph, input_shapes: &[Vec<i64>], opts: &Options) -> Result<C
         Some(f) => {
             folded = f;
             (&folded, analyze(&folded, input_shapes)?)
+        }
+        None => (g, a),
+    };
+    let into_conv;
+    let (g, a) = match fold::fold_batchnorm_into_conv(g, &a) {
+        Some(f) => {
+            into_conv = f;
+            (&into_conv, analyze(&into_conv, input_shapes)?)
         }
         None => (g, a),
     };
