@@ -1056,7 +1056,9 @@ impl Vm {
         }
         for i in 0..args.len() {
             let Value::Tensor(v) = &args[i] else { continue };
-            let what = format!("@{} %{}", f.name, f.reg_name(Reg(i as u32)));
+            // Named only for a fallback's report: formatting it for every argument of every
+            // invocation was a fifth of a small model's no-op inference.
+            let what = || format!("@{} %{}", f.name, f.reg_name(Reg(i as u32)));
             // Where the tensor cannot be read: another runtime's memory, or another device.
             let unreadable = if !v.storage.in_runtime(&self.rt) {
                 Some("it belongs to another runtime (another OpenCL context)".to_string())
@@ -1080,7 +1082,7 @@ impl Vm {
                         // Elsewhere, it cannot be overwritten by the function's tensors in
                         // %sname: read it in place; only the planned saving is lost.
                         self.fallback(
-                            what,
+                            what(),
                             format!(
                                 "it is in storage #{}, not in %{sname} (storage #{}) at offset {}: read where it is; the {} bytes planned for it in %{sname} stay unused",
                                 v.storage.id,
@@ -1117,7 +1119,7 @@ impl Vm {
             };
             let n = copy_view(v, &copy)?;
             self.count_copy(Direction::DeviceToDevice, n);
-            self.fallback(what, reason, n);
+            self.fallback(what(), reason, n);
             args[i] = Value::Tensor(copy);
         }
         Ok(subs)
