@@ -1503,7 +1503,7 @@ impl Vm {
                     }],
                 }))
             }
-            Value::Slice(g, st) => View::of_slice(*g, st).map(Value::Tensor).or_else(fault),
+            Value::Slice(g, st) => slice_value(*g, st),
             v => Ok(v.clone()),
         }
     }
@@ -2317,6 +2317,13 @@ impl Vm {
         }
         Ok(vals)
     }
+}
+
+/// The view object of slice `g` of `st` as a value (out of line: `read_reg` is inlined
+/// into `exec`).
+#[inline(never)]
+fn slice_value(g: u32, st: &Shared<Storage>) -> Step<Value> {
+    View::of_slice(g, st).map(Value::Tensor).or_else(fault)
 }
 
 /// Checks a value against a declared type (kinds, and dtype/shape for typed tensors).
