@@ -101,6 +101,25 @@ pub fn fold_scale_into_batchnorm(g: &Graph, a: &Analysis) -> Option<Graph> {
     if rewrites.is_empty() {
         return None;
     }
+    let rewrites = rewrites
+        .into_iter()
+        .map(|(n, (s, b, y))| {
+            (n, Rewrite { params: vec![("scale", f32_tensor(&s)), ("bias", f32_tensor(&b))], output: y })
+        })
+        .collect();
+    Some(rebuild(g, a, &absorbed, rewrites))
+}
+
+/// A folded node's new constants for its inputs 1, 2, ... (named `<node>.folded_<what>`)
+/// and its new output.
+struct Rewrite {
+    params: Vec<(&'static str, HostTensor)>,
+    output: String,
+}
+
+/// `g` without the `absorbed` nodes, with each rewritten node's parameters and output
+/// replaced.
+fn rebuild(g: &Graph, a: &Analysis, absorbed: &[bool], mut rewrites: HashMap<usize, Rewrite>) -> Graph {
     let mut out = Graph::new(g.name.clone());
     out.inputs = g.inputs.clone();
     out.outputs = g.outputs.clone();
@@ -111,25 +130,25 @@ pub fn fold_scale_into_batchnorm(g: &Graph, a: &Analysis) -> Option<Graph> {
         if absorbed[n] {
             continue;
         }
-        let Some((s, b, y)) = rewrites.get(&n) else {
+        let Some(r) = rewrites.remove(&n) else {
             out.nodes.push(node.clone());
             continue;
         };
-        let mut params = Vec::new();
-        for (what, v) in [("scale", s), ("bias", b)] {
+        let mut inputs = node.inputs.clone();
+        for (i, (what, v)) in r.params.into_iter().enumerate() {
             let mut name = format!("{}.folded_{what}", node.name);
             while out.is_const(&name) || a.types.contains_key(name.as_str()) {
                 name.push('_');
             }
-            out.add_const(&name, f32_tensor(v));
-            params.push(name);
+            out.add_const(&name, v);
+            match inputs.get_mut(i + 1) {
+                Some(slot) => *slot = name,
+                None => inputs.push(name),
+            }
         }
-        let mut inputs = node.inputs.clone();
-        inputs[1] = params[0].clone();
-        inputs[2] = params[1].clone();
-        out.nodes.push(Node { inputs, outputs: vec![y.clone()], ..node.clone() });
+        out.nodes.push(Node { inputs, outputs: vec![r.output], ..node.clone() });
     }
-    Some(out)
+    out
 }
 
 /// `g` with every inference-mode BatchNormalization whose input is the only use of a
@@ -204,32 +223,11 @@ pub fn fold_batchnorm_into_conv(g: &Graph, a: &Analysis) -> Option<Graph> {
     if rewrites.is_empty() {
         return None;
     }
-    let mut out = Graph::new(g.name.clone());
-    out.inputs = g.inputs.clone();
-    out.outputs = g.outputs.clone();
-    for (name, v) in &g.consts {
-        out.add_const(name, v.clone());
-    }
-    for (n, node) in g.nodes.iter().enumerate() {
-        if absorbed[n] {
-            continue;
-        }
-        let Some((w, b, y)) = rewrites.remove(&n) else {
-            out.nodes.push(node.clone());
-            continue;
-        };
-        let mut inputs = vec![node.inputs[0].clone()];
-        for (what, v) in [("weights", w), ("bias", f32_tensor(&b))] {
-            let mut name = format!("{}.folded_{what}", node.name);
-            while out.is_const(&name) || a.types.contains_key(name.as_str()) {
-                name.push('_');
-            }
-            out.add_const(&name, v);
-            inputs.push(name);
-        }
-        out.nodes.push(Node { inputs, outputs: vec![y], ..node.clone() });
-    }
-    Some(out)
+    let rewrites = rewrites
+        .into_iter()
+        .map(|(n, (w, b, y))| (n, Rewrite { params: vec![("weights", w), ("bias", f32_tensor(&b))], output: y }))
+        .collect();
+    Some(rebuild(g, a, &absorbed, rewrites))
 }
 
 #[cfg(test)]
