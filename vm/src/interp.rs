@@ -8,7 +8,7 @@ use crate::error::{FrameLoc, VmError, VmErrorData};
 use crate::exec::{call_builtin, read_view, store_bytes, write_view};
 use crate::host_tensor::{store_f64, HostTensor, HostValue};
 use crate::io::{copy_view, storage_requirements, Direction, Fallback, IoReport};
-use crate::memory::{DeviceSpec, Ledger, Runtime, Site, SliceGeom, Stats, Storage, View};
+use crate::memory::{DeviceSpec, Ledger, Runtime, Site, Stats, Storage, View};
 use crate::module::{ConstData, Function, Literal, Module};
 use crate::ops::{Attrs, TensorInfo};
 use crate::shared::Shared;
@@ -525,18 +525,10 @@ impl Vm {
         let buffer_geoms = specialized
             .geoms
             .into_iter()
-            .map(|g| {
-                let type_id = rt.type_id(g.dtype, &g.shape);
-                let slice = rt
-                    .slice_geom_id(&SliceGeom {
-                        offset: g.offset,
-                        dtype: g.dtype,
-                        shape: g.shape.clone(),
-                        bytes: g.bytes,
-                        type_id,
-                    })
-                    .unwrap_or(NO_SLICE);
-                crate::specialize::BufferGeom { type_id, slice, ..g }
+            .map(|mut g| {
+                g.view.type_id = rt.type_id(g.view.dtype, &g.view.shape);
+                g.slice = rt.slice_geom_id(&g.view).unwrap_or(NO_SLICE);
+                g
             })
             .collect();
         Ok(Vm {
@@ -865,10 +857,8 @@ impl Vm {
 
     /// A tensor value read back to the host (counted as device→host).
     pub fn download(&self, v: &Value) -> Result<HostTensor, VmError> {
-        if let Value::Slice(..) = v {
-            return self.download(&v.materialized().map_err(VmError::api)?);
-        }
         match v {
+            Value::Slice(..) => self.download(&v.materialized().map_err(VmError::api)?),
             Value::Tensor(t) => {
                 let h = read_view(t).map_err(|e| VmError::api(*e))?;
                 self.count_copy(Direction::DeviceToHost, h.data.len() as u64);
@@ -1317,7 +1307,7 @@ impl Vm {
                 Op::AllocTensor { dst, storage, args, dtype, scope, ndim } => self
                     .alloc_tensor(m, f, base, storage, args, dtype, scope, ndim, self.site(fid, at))
                     .map(|v| self.set(base, dst, v)),
-                Op::AllocBufferConst(x) => match self.alloc_buffer_const(base, x, self.site(fid, at)) {
+                Op::AllocBufferConst(x) => match self.alloc_buffer_const(base, x, fid, at) {
                     Some(v) => {
                         self.set(base, x.dst, v);
                         Ok(())
@@ -1898,12 +1888,12 @@ impl Vm {
         self.run_op(&OpCall { dev, def, inputs, outputs, infos: &infos, host_in: &host_in, attrs }, &inferred)
     }
 
-    /// With no-op kernels: true when the memo of the call at instruction `at` of function
-    /// `fid` covers the views now in its registers, so the call has nothing left to do.
-    /// The views are compared where they are, without cloning them (reference counts
-    /// touched and dropped were a third of a no-op call), mostly by one word each (their
-    /// [`crate::memory::ViewClass`]); the call's constants and omitted inputs are the same
-    /// at every run. Whatever this cannot decide (a texture, an input whose value inference
+    /// With no-op kernels: true when the [`QuickCheck`]s of operator call site `site` cover
+    /// the views now in its registers, so the call has nothing left to do. The views are
+    /// compared where they are, without cloning them (reference counts touched and dropped
+    /// were a third of a no-op call): a view object by its [`crate::memory::ViewClass`] or
+    /// (a constant) its id, a slice by its geometry number and device; the call's constants
+    /// and omitted inputs are the same at every run. Whatever this cannot decide (a texture, an input whose value inference
     /// reads, a constant output, a non-tensor) answers `false`, and the general path
     /// decides and reports. Out of line, so that `exec` stays small (see
     /// `alloc_buffer_const`).
@@ -2159,9 +2149,16 @@ impl Vm {
     /// `%storage` holds no storage, or the device refuses the view: the general instruction
     /// then runs and reports the error. Not `inline(always)`: forced into `exec`, it saved
     /// 30 instructions per triple but made every instruction's dispatch slower (a `nop`
-    /// 1.10 -> 1.37 ns).
+    /// 1.10 -> 1.37 ns). The site (instruction `at` of function `fid`) is looked up only
+    /// for a view object: a slice has none.
     #[inline]
-    fn alloc_buffer_const(&self, base: usize, x: crate::specialize::BufferArgs, site: Site) -> Option<Value> {
+    fn alloc_buffer_const(
+        &self,
+        base: usize,
+        x: crate::specialize::BufferArgs,
+        fid: usize,
+        at: usize,
+    ) -> Option<Value> {
         let Some(Value::Storage(st)) = self.regs.get(base + x.storage.0 as usize) else { return None };
         let g = self.buffer_geoms.get(x.geom as usize)?;
         if g.end > st.size {
@@ -2172,7 +2169,8 @@ impl Vm {
             crate::memory::bump(&self.rt.objects.views_created, 1);
             return Some(Value::Slice(g.slice, st.clone()));
         }
-        View::make(st.clone(), g.offset, g.dtype, &g.shape, Scope::Global, None, g.bytes, site, Some(g.type_id))
+        let (v, site) = (&g.view, self.site(fid, at));
+        View::make(st.clone(), v.offset, v.dtype, &v.shape, Scope::Global, None, v.bytes, site, Some(v.type_id))
             .ok()
             .map(Value::Tensor)
     }

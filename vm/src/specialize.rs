@@ -19,6 +19,7 @@
 use crate::builtins::Builtin;
 pub(crate) use crate::bytecode::Op;
 use crate::bytecode::{Arg, Instr, Reg};
+use crate::memory::SliceGeom;
 use crate::module::Module;
 use crate::types::{DType, Scope};
 use smallvec::SmallVec;
@@ -34,17 +35,12 @@ pub(crate) struct BufferArgs {
 
 /// A buffer view's geometry, checked as `alloc_tensor` checks it: offset and dims
 /// non-negative, the offset a multiple of the element size, the size representable.
+/// Its `view.type_id` (see `memory::ViewClass`) is given when the `Vm` is made.
 #[derive(Clone, Debug)]
 pub(crate) struct BufferGeom {
-    pub offset: u64,
-    pub dtype: DType,
-    pub shape: SmallVec<[i64; 4]>,
-    pub bytes: u64,
+    pub view: SliceGeom,
     /// `offset + bytes`: the view fits a storage of at least this many bytes.
     pub end: u64,
-    /// The runtime's id of (dtype, shape) (see `memory::ViewClass`), given when the `Vm`
-    /// is made.
-    pub type_id: u32,
     /// Its number among the runtime's slice geometries ([`crate::Value::Slice`]), or
     /// [`NO_SLICE`], given when the `Vm` is made.
     pub slice: u32,
@@ -144,7 +140,8 @@ fn buffer_geom(m: &Module, dtype: DType, list: &[Arg]) -> Option<BufferGeom> {
         return None;
     }
     let bytes = crate::types::dense_bytes(dtype, &shape)?;
-    Some(BufferGeom { offset, dtype, shape, bytes, end: offset.checked_add(bytes)?, type_id: 0, slice: NO_SLICE })
+    let end = offset.checked_add(bytes)?;
+    Some(BufferGeom { view: SliceGeom { offset, dtype, shape, bytes, type_id: 0 }, end, slice: NO_SLICE })
 }
 
 /// The specialised form of a two-operand int builtin whose destination and first operand
