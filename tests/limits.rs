@@ -117,6 +117,14 @@ fn the_live_bytes_limit_refuses_the_allocation_that_would_cross_it() {
     vm.limits.max_live_bytes = None;
     assert_eq!(vm.invoke("main", &[]).expect("no limit"), [HostValue::Int(8)]);
     assert_clean(&vm, "after successful runs");
+    // Lowered again with eight dead storages of the class kept for reuse: reviving one
+    // (the compiled `alloc_storage`'s fast path) is refused at the same allocation.
+    assert!(vm.pool_free_bytes() >= 8 << 20);
+    vm.limits.max_live_bytes = Some(4 << 20);
+    let e = message(vm.invoke("main", &[]).expect_err("a pool hit does not pass the limit"));
+    assert!(e.contains("1048576 more bytes with 4194304 live would exceed the limit of 4194304 bytes"), "{e}");
+    assert!(e.contains("limits.rxa:10:3"), "{e}");
+    assert_clean(&vm, "after the limit refused a pool hit");
 }
 
 #[test]

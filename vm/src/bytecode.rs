@@ -477,9 +477,12 @@ define_opcodes! {
     0x0f CallKernel "call" { kernel: u32 = a, list: u32 = b, ndims: u8 = x, nargs: u16 = yz }
     ;
     // The interpreter's specialised forms (never encoded; see `crate::specialize`): a
-    // buffer view of constant geometry, an operator call by site, and each two-operand int builtin with register
-    // operands (`RR`) or a register and an immediate (`RI`), one variant each so that
-    // dispatch picks the operation too.
+    // storage of constant size, a buffer view of constant geometry, an operator call by
+    // site, and each two-operand int builtin with register operands (`RR`) or a register
+    // and an immediate (`RI`), one variant each so that dispatch picks the operation too.
+    /// `%dst = alloc_storage SIZE, align A, device D, scope "S"` whose size and alignment
+    /// are constants, checked once ([`crate::memory::ConstAlloc`]).
+    AllocStorageConst(crate::specialize::StorageArgs)
     /// `%dst = alloc_tensor %storage, offset, dtype[dims]` of scope `global` whose offset
     /// and dims are constants, checked and measured once ([`crate::specialize::BufferGeom`]).
     AllocBufferConst(crate::specialize::BufferArgs)

@@ -199,7 +199,7 @@ pub fn size_class(size: u64) -> u64 {
 
 /// A small index of each size class (see [`size_class`]): 0..16 for the 64-byte classes up
 /// to 1 KiB, then four per power of two (16 is unused: 1 KiB is the last 64-byte class).
-fn class_index(class: u64) -> usize {
+pub(crate) fn class_index(class: u64) -> usize {
     if class <= 1024 {
         return (class / 64 - 1) as usize;
     }
@@ -213,6 +213,10 @@ fn class_index(class: u64) -> usize {
 pub trait Binned {
     fn capacity(&self) -> u64;
     fn align(&self) -> u64;
+    /// [`class_index`] of the capacity (an item may keep it rather than recompute it).
+    fn bin(&self) -> usize {
+        class_index(self.capacity())
+    }
 }
 
 /// Free items (dead storages kept whole, see `memory::Storage::park`) by size class
@@ -226,13 +230,11 @@ pub struct Bins<T> {
     bin_align: u64,
     /// Items of any other alignment, by (class, alignment).
     other: FxHashMap<(u64, u64), Vec<T>>,
-    /// The capacities of the items held, summed.
-    pub free_bytes: u64,
 }
 
 impl<T> Default for Bins<T> {
     fn default() -> Self {
-        Bins { bins: Vec::new(), bin_align: 0, other: FxHashMap::default(), free_bytes: 0 }
+        Bins { bins: Vec::new(), bin_align: 0, other: FxHashMap::default() }
     }
 }
 
@@ -247,24 +249,29 @@ impl<T: Binned> Bins<T> {
     /// An item of size class `class` (see [`size_class`]) and alignment `align`.
     #[inline]
     pub fn take(&mut self, class: u64, align: u64) -> Option<T> {
-        let free = if align == self.bin_align {
-            self.bins.get_mut(class_index(class))
-        } else {
-            self.other.get_mut(&(class, align))
-        };
-        let item = free.and_then(Vec::pop)?;
-        self.free_bytes -= item.capacity();
-        Some(item)
+        if align == self.bin_align {
+            return self.take_bin(class_index(class), align);
+        }
+        self.other.get_mut(&(class, align)).and_then(Vec::pop)
+    }
+
+    /// An item of the class with [`class_index`] `bin` and alignment `align`, when that
+    /// is the bins' alignment (`None` otherwise, even if [`Bins::take`] would find one).
+    #[inline(always)]
+    pub fn take_bin(&mut self, bin: usize, align: u64) -> Option<T> {
+        if align != self.bin_align {
+            return None;
+        }
+        self.bins.get_mut(bin)?.pop()
     }
 
     #[inline]
     pub fn put(&mut self, item: T) {
-        self.free_bytes += item.capacity();
         if self.bin_align == 0 {
             self.bin_align = item.align();
         }
         if item.align() == self.bin_align {
-            let i = class_index(item.capacity());
+            let i = item.bin();
             if i >= self.bins.len() {
                 self.bins.resize_with(i + 1, Vec::new);
             }
@@ -274,9 +281,14 @@ impl<T: Binned> Bins<T> {
         }
     }
 
+    /// The capacities of the items held, summed (counted when asked: the pool's hot paths
+    /// keep no total).
+    pub fn free_bytes(&self) -> u64 {
+        self.bins.iter().chain(self.other.values()).flatten().map(Binned::capacity).sum()
+    }
+
     /// Takes every item out (to be dropped by the caller, outside any borrow of `self`).
     pub fn take_all(&mut self) -> Vec<T> {
-        self.free_bytes = 0;
         let mut all: Vec<T> = self.bins.drain(..).flatten().collect();
         all.extend(self.other.drain().flat_map(|(_, v)| v));
         all
@@ -330,19 +342,19 @@ mod tests {
         assert_eq!(b.as_ptr() as usize % 64, 0);
         let addr = b.as_ptr();
         p.put(b);
-        assert_eq!(p.free_bytes, 1024);
+        assert_eq!(p.free_bytes(), 1024);
         assert!(p.take(size_class(990), 128).is_none(), "another alignment");
         assert!(p.take(size_class(1100), 64).is_none(), "another class");
         let odd = HostBlock::new(size_class(5000), 256).unwrap();
         p.put(odd);
         assert_eq!(p.take(size_class(990), 64).map(|b| b.as_ptr()), Some(addr));
         assert!(p.take(size_class(990), 64).is_none(), "taken once");
-        assert_eq!(p.free_bytes, size_class(5000));
+        assert_eq!(p.free_bytes(), size_class(5000));
         assert_eq!(p.take(size_class(4900), 256).map(|b| b.capacity()), Some(size_class(5000)));
-        assert_eq!(p.free_bytes, 0);
+        assert_eq!(p.free_bytes(), 0);
         p.put(HostBlock::new(64, 64).unwrap());
         assert_eq!(p.take_all().len(), 1);
-        assert_eq!(p.free_bytes, 0);
+        assert_eq!(p.free_bytes(), 0);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::error::{FrameLoc, VmError, VmErrorData};
 use crate::exec::{call_builtin, read_view, store_bytes, write_view};
 use crate::host_tensor::{store_f64, HostTensor, HostValue};
 use crate::io::{copy_view, storage_requirements, Direction, Fallback, IoReport};
-use crate::memory::{DeviceSpec, Ledger, Runtime, Site, Stats, Storage, View};
+use crate::memory::{ConstAlloc, DeviceSpec, Ledger, Runtime, Site, Stats, Storage, View, NO_BIN};
 use crate::module::{ConstData, Function, Literal, Module};
 use crate::ops::{Attrs, TensorInfo};
 use crate::shared::Shared;
@@ -126,6 +126,8 @@ pub struct Vm {
     ops: Rc<[Box<[Op]>]>,
     /// The geometries of the constant buffer views in `ops` ([`Op::AllocBufferConst`]).
     buffer_geoms: Box<[crate::specialize::BufferGeom]>,
+    /// The requests of [`Op::AllocStorageConst`], checked for this VM's devices.
+    const_allocs: Box<[ConstAlloc]>,
 }
 
 /// The fast path of a specialised int builtin ([`crate::specialize`]) with register
@@ -531,6 +533,21 @@ impl Vm {
                 g
             })
             .collect();
+        // A request its device refuses keeps no bin: its fast path never finishes, and the
+        // general one reports the error when it runs.
+        let const_allocs = specialized
+            .storages
+            .iter()
+            .map(|r| {
+                rt.const_alloc(r.device, r.size, r.align, r.scope).unwrap_or(ConstAlloc {
+                    device: r.device,
+                    size: r.size,
+                    align: r.align,
+                    scope: r.scope,
+                    bin: NO_BIN,
+                })
+            })
+            .collect();
         Ok(Vm {
             rt,
             consts,
@@ -554,6 +571,7 @@ impl Vm {
             },
             ops: specialized.ops.into(),
             buffer_geoms,
+            const_allocs,
             module,
         })
     }
@@ -1304,16 +1322,23 @@ impl Vm {
                 Op::AllocStorage { dst, size, align, device, scope } => self
                     .alloc_storage(m, f, base, size, align, device, scope, self.site(fid, at))
                     .map(|v| self.set(base, dst, v)),
+                Op::AllocStorageConst(x) => {
+                    if self.alloc_storage_const(base, x, fid, at) {
+                        Ok(())
+                    } else {
+                        self.general_alloc_storage(m, f, base, fid, at)
+                    }
+                }
                 Op::AllocTensor { dst, storage, args, dtype, scope, ndim } => self
                     .alloc_tensor(m, f, base, storage, args, dtype, scope, ndim, self.site(fid, at))
                     .map(|v| self.set(base, dst, v)),
-                Op::AllocBufferConst(x) => match self.alloc_buffer_const(base, x, fid, at) {
-                    Some(v) => {
-                        self.set(base, x.dst, v);
+                Op::AllocBufferConst(x) => {
+                    if self.alloc_buffer_const(base, x, fid, at) {
                         Ok(())
+                    } else {
+                        self.general_alloc_tensor(m, f, base, fid, at)
                     }
-                    None => self.general_alloc_tensor(m, f, base, fid, at),
-                },
+                }
                 Op::Kill { reg } => match &self.regs[base + reg.0 as usize] {
                     Value::Null | Value::Killed(_) => self.read_reg(f, base, reg).map(|_| ()),
                     _ => {
@@ -1437,7 +1462,7 @@ impl Vm {
     pub(crate) fn apply_live_limit(&self) {
         let limit = self.limits.max_live_bytes.unwrap_or(u64::MAX);
         for d in &self.rt.devices {
-            d.live_limit.set(limit);
+            d.live_limit.set(limit.min(d.caps.global_mem));
         }
     }
 
@@ -2144,35 +2169,78 @@ impl Vm {
         }
     }
 
-    /// A buffer view of constant geometry ([`Op::AllocBufferConst`]): checked when the VM
-    /// was made, so only whether it fits its storage is left. `None` when it does not fit,
-    /// `%storage` holds no storage, or the device refuses the view: the general instruction
-    /// then runs and reports the error. Not `inline(always)`: forced into `exec`, it saved
-    /// 30 instructions per triple but made every instruction's dispatch slower (a `nop`
-    /// 1.10 -> 1.37 ns). The site (instruction `at` of function `fid`) is looked up only
-    /// for a view object: a slice has none.
+    /// A storage of constant size and alignment ([`Op::AllocStorageConst`]) in the steady
+    /// state: a parked one revived. `None` when there is none to revive or a limit would
+    /// be passed: the general instruction then runs (and reports any error).
+    /// Writes the register itself: a returned value would pass through memory.
     #[inline]
-    fn alloc_buffer_const(
-        &self,
-        base: usize,
-        x: crate::specialize::BufferArgs,
-        fid: usize,
-        at: usize,
-    ) -> Option<Value> {
-        let Some(Value::Storage(st)) = self.regs.get(base + x.storage.0 as usize) else { return None };
-        let g = self.buffer_geoms.get(x.geom as usize)?;
+    fn alloc_storage_const(&mut self, base: usize, x: crate::specialize::StorageArgs, fid: usize, at: usize) -> bool {
+        let Some(c) = self.const_allocs.get(x.alloc as usize) else { return false };
+        match Storage::alloc_const(&self.rt, c, self.site(fid, at)) {
+            Some(s) => {
+                self.set(base, x.dst, Value::Storage(s));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Runs instruction `at` of function `fid` as it is in the bytecode: the general form
+    /// of a specialised `alloc_storage` whose fast path could not finish.
+    #[cold]
+    #[inline(never)]
+    fn general_alloc_storage(&mut self, m: &Module, f: &Function, base: usize, fid: usize, at: usize) -> Step<()> {
+        match f.code.get(at) {
+            Some(&Instr::AllocStorage { dst, size, align, device, scope }) => self
+                .alloc_storage(m, f, base, size, align, device, scope, self.site(fid, at))
+                .map(|v| self.set(base, dst, v)),
+            other => {
+                fault(format!("internal: instruction {at} is {other:?}, not the alloc_storage it was specialised from"))
+            }
+        }
+    }
+
+    /// A buffer view of constant geometry ([`Op::AllocBufferConst`]): checked when the VM
+    /// was made, so only whether it fits its storage is left. Writes the register and
+    /// returns `true`; `false` when it does not fit, `%storage` holds no storage, or the
+    /// device refuses the view: the general instruction then runs and reports the error.
+    /// Not `inline(always)`: forced into `exec`, it saved 30 instructions per triple but
+    /// made every instruction's dispatch slower (a `nop` 1.10 -> 1.37 ns).
+    #[inline]
+    fn alloc_buffer_const(&mut self, base: usize, x: crate::specialize::BufferArgs, fid: usize, at: usize) -> bool {
+        let Some(Value::Storage(st)) = self.regs.get(base + x.storage.0 as usize) else { return false };
+        let Some(g) = self.buffer_geoms.get(x.geom as usize) else { return false };
         if g.end > st.size {
-            return None;
+            return false;
         }
         // Tracking lists every view in the ledger, so it needs view objects.
-        if g.slice != NO_SLICE && st.in_host_memory() && !self.rt.objects.track.get() {
-            crate::memory::bump(&self.rt.objects.views_created, 1);
-            return Some(Value::Slice(g.slice, st.clone()));
+        if g.slice == NO_SLICE || !st.in_host_memory() || self.rt.objects.track.get() {
+            return self.buffer_view_object(base, x, fid, at);
         }
+        crate::memory::bump(&self.rt.objects.views_created, 1);
+        let v = Value::Slice(g.slice, st.clone());
+        self.set(base, x.dst, v);
+        true
+    }
+
+    /// [`Vm::alloc_buffer_const`] of a view that needs its object (on a device, or when
+    /// tracked): out of line, so the slice's path keeps no stack frame. The site
+    /// (instruction `at` of function `fid`) is looked up only here: a slice has none.
+    #[inline(never)]
+    fn buffer_view_object(&mut self, base: usize, x: crate::specialize::BufferArgs, fid: usize, at: usize) -> bool {
+        let (Some(Value::Storage(st)), Some(g)) =
+            (self.regs.get(base + x.storage.0 as usize), self.buffer_geoms.get(x.geom as usize))
+        else {
+            return false;
+        };
         let (v, site) = (&g.view, self.site(fid, at));
-        View::make(st.clone(), v.offset, v.dtype, &v.shape, Scope::Global, None, v.bytes, site, Some(v.type_id))
-            .ok()
-            .map(Value::Tensor)
+        match View::make(st.clone(), v.offset, v.dtype, &v.shape, Scope::Global, None, v.bytes, site, Some(v.type_id)) {
+            Ok(t) => {
+                self.set(base, x.dst, Value::Tensor(t));
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// Runs instruction `at` of function `fid` as it is in the bytecode: the general form

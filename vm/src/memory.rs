@@ -50,7 +50,8 @@ pub struct DeviceState {
     pub backend: Backend,
     pub live_bytes: Cell<u64>,
     pub peak_bytes: Cell<u64>,
-    /// The most bytes that may be live here ([`crate::Limits::max_live_bytes`]).
+    /// The most bytes that may be live here: [`crate::Limits::max_live_bytes`] or the
+    /// device's memory, whichever is less (so one compare checks both).
     pub live_limit: Cell<u64>,
 }
 
@@ -70,7 +71,7 @@ impl DeviceState {
 
     /// Bytes of dead storages kept for reuse, and of the OpenCL pool's free blocks.
     pub fn pool_free_bytes(&self) -> u64 {
-        self.parked.borrow().free_bytes + self.cl().map_or(0, |d| d.pool_free_bytes.get())
+        self.parked.borrow().free_bytes() + self.cl().map_or(0, |d| d.pool_free_bytes.get())
     }
 
     /// Gives every dead storage's block, and the OpenCL pool's blocks, back to the system.
@@ -174,7 +175,6 @@ impl ViewClass {
 #[derive(Default)]
 pub struct ObjectCounters {
     pub fresh_allocations: Cell<u64>,
-    pub pool_hits: Cell<u64>,
     pub live_bytes: Cell<u64>,
     pub peak_bytes: Cell<u64>,
     pub storages_created: Cell<u64>,
@@ -258,12 +258,12 @@ impl Runtime {
                 }
             };
             devices.push(DeviceState {
-                caps,
                 parked: RefCell::default(),
                 backend,
                 live_bytes: Cell::new(0),
                 peak_bytes: Cell::new(0),
-                live_limit: Cell::new(u64::MAX),
+                live_limit: Cell::new(caps.global_mem),
+                caps,
             });
         }
         Ok(Rc::new(Runtime {
@@ -319,7 +319,7 @@ impl Runtime {
         let o = &self.objects;
         Stats {
             fresh_allocations: o.fresh_allocations.get(),
-            pool_hits: o.pool_hits.get(),
+            pool_hits: o.storages_created.get() - o.fresh_allocations.get(),
             live_bytes: o.live_bytes.get(),
             peak_bytes: o.peak_bytes.get(),
             instructions: self.counters.instructions.get(),
@@ -500,6 +500,8 @@ pub struct Storage {
     pub scope: Scope,
     pub site: Site,
     slot: u32,
+    /// [`crate::device::class_index`] of its block's capacity: the bin it is parked in.
+    bin: u8,
     constant: bool,
     /// Dead and kept in its device's bins ([`Storage::park`]): `rt` is gone.
     parked: bool,
@@ -551,6 +553,40 @@ impl std::fmt::Display for AllocError {
     }
 }
 
+/// An `alloc_storage` whose device, size and alignment are constants, with the checks
+/// [`Storage::alloc`] makes that do not depend on what is live made once
+/// ([`Runtime::const_alloc`]), and its size class's bin found.
+#[derive(Clone, Copy, Debug)]
+pub struct ConstAlloc {
+    pub device: u8,
+    pub size: u64,
+    /// The alignment, the device's base alignment for an `alloc_storage` without one.
+    pub align: u64,
+    pub scope: Scope,
+    /// The index of its size class among the device's bins.
+    pub bin: u32,
+}
+
+/// [`ConstAlloc::bin`] of a request its device refuses: no bin, so it is never revived.
+pub const NO_BIN: u32 = u32::MAX;
+
+impl Runtime {
+    /// The constant allocation of `size` bytes aligned to `align` (0: the device's base
+    /// alignment) on `device`, or `None` when [`Storage::alloc`] would refuse it whatever
+    /// is live (and will say why when it runs).
+    pub fn const_alloc(&self, device: u8, size: u64, align: u64, scope: Scope) -> Option<ConstAlloc> {
+        let dev = self.devices.get(device as usize)?;
+        let caps = &dev.caps;
+        let align = if align == 0 { caps.base_align } else { align };
+        let cl_align_ok = !matches!(dev.backend, Backend::OpenCl(_)) || align <= caps.mem_base_addr_align;
+        if !align.is_power_of_two() || size > caps.max_alloc || !cl_align_ok {
+            return None;
+        }
+        let bin = u32::try_from(crate::device::class_index(size_class(size))).ok()?;
+        Some(ConstAlloc { device, size, align, scope, bin })
+    }
+}
+
 impl Storage {
     /// Allocates `size` bytes on `device` aligned to `align` (0: the device's base alignment).
     /// Constants bypass the pool and the allocation counters.
@@ -585,43 +621,78 @@ impl Storage {
         if matches!(dev.backend, Backend::OpenCl(_)) && align > caps.mem_base_addr_align {
             return Err(AllocError::AlignTooLarge { align, device: caps.name.clone(), max: caps.mem_base_addr_align });
         }
-        let o = &rt.objects;
         let class = size_class(size);
         // A dead storage of this class kept whole (see `Storage::park`): only its identity
         // changes. Any other request makes a new one.
         let parked = if constant { None } else { dev.parked.borrow_mut().take(class, align) };
-        let (storage, source) = match parked {
-            Some(mut p) => {
-                let s = p.get_mut();
-                s.id = o.next_storage.get();
-                s.size = size;
-                s.align = align;
-                s.scope = scope;
-                s.site = site;
-                s.slot =
-                    if o.track.get() { rt.ledger.borrow_mut().storages.insert(NonNull::from(&*s)) } else { UNTRACKED };
-                s.rt = ManuallyDrop::new(rt.clone());
-                s.parked = false;
-                (p.revive(), AllocSource::PoolHit)
-            }
-            None => Storage::fresh(rt, dev, device, size, class, align, scope, site, constant)?,
-        };
+        if let Some(p) = parked {
+            return Ok(Storage::revive(rt, dev, p, size, align, scope, site));
+        }
+        let (storage, source) = Storage::fresh(rt, dev, device, size, class, align, scope, site, constant)?;
+        Storage::count_new(rt, dev, size, constant, source);
+        Ok(storage)
+    }
+
+    /// The steady-state `alloc_storage` of a size, alignment and device checked when the
+    /// VM was made ([`ConstAlloc`]): a parked storage of its class renamed. `None` when no
+    /// storage of the class is parked or the bytes would pass a limit: [`Storage::alloc`]
+    /// then makes a new one or reports the error.
+    #[inline]
+    pub fn alloc_const(rt: &Rc<Runtime>, c: &ConstAlloc, site: Site) -> Option<Shared<Storage>> {
+        let dev = rt.devices.get(c.device as usize)?;
+        if dev.live_bytes.get().saturating_add(c.size) > dev.live_limit.get() {
+            return None;
+        }
+        let p = dev.parked.borrow_mut().take_bin(c.bin as usize, c.align)?;
+        Some(Storage::revive(rt, dev, p, c.size, c.align, c.scope, site))
+    }
+
+    /// A parked storage as a new one of `size` bytes (within its class): a new id and
+    /// owner, counted as a pool hit.
+    #[inline(always)]
+    fn revive(
+        rt: &Rc<Runtime>,
+        dev: &DeviceState,
+        mut p: Parked<Storage>,
+        size: u64,
+        align: u64,
+        scope: Scope,
+        site: Site,
+    ) -> Shared<Storage> {
+        let o = &rt.objects;
+        let s = p.get_mut();
+        s.id = o.next_storage.get();
+        s.size = size;
+        s.align = align;
+        s.scope = scope;
+        s.site = site;
+        s.slot = if o.track.get() { rt.ledger.borrow_mut().storages.insert(NonNull::from(&*s)) } else { UNTRACKED };
+        s.rt = ManuallyDrop::new(rt.clone());
+        s.parked = false;
+        Storage::count_new(rt, dev, size, false, AllocSource::PoolHit);
+        p.revive()
+    }
+
+    /// What a new storage of `size` bytes changes in the counters.
+    #[inline(always)]
+    fn count_new(rt: &Runtime, dev: &DeviceState, size: u64, constant: bool, source: AllocSource) {
+        let o = &rt.objects;
         o.next_storage.set(o.next_storage.get() + 1);
-        dev.live_bytes.set(live + size);
-        dev.peak_bytes.set(dev.peak_bytes.get().max(live + size));
+        let live = dev.live_bytes.get() + size;
+        dev.live_bytes.set(live);
+        dev.peak_bytes.set(dev.peak_bytes.get().max(live));
         if constant {
             bump(&o.constant_bytes, size);
         } else {
-            match source {
-                AllocSource::Fresh => bump(&o.fresh_allocations, 1),
-                AllocSource::PoolHit => bump(&o.pool_hits, 1),
+            // Pool hits are the storages made less the fresh ones (`Runtime::stats`).
+            if source == AllocSource::Fresh {
+                bump(&o.fresh_allocations, 1);
             }
             bump(&o.storages_created, 1);
             bump(&o.live_bytes, size);
             o.peak_bytes.set(o.peak_bytes.get().max(o.live_bytes.get()));
         }
         bump(&o.live_storages, 1);
-        Ok(storage)
     }
 
     /// A new storage object on a new (or the OpenCL pool's) block: `alloc` without a parked
@@ -658,6 +729,8 @@ impl Storage {
             }
         };
         let o = &rt.objects;
+        // At most 231 (the top class of a 64-bit size), so it fits.
+        let bin = crate::device::class_index(class) as u8;
         let storage = |slot| Storage {
             id: o.next_storage.get(),
             device,
@@ -666,6 +739,7 @@ impl Storage {
             scope,
             site,
             slot,
+            bin,
             constant,
             parked: false,
             mem: Some(block),
@@ -682,6 +756,7 @@ impl Storage {
     /// bins, for `alloc` to revive: a steady-state `alloc_storage` then only renames it
     /// (building and tearing down the object was over half of an `alloc_storage` +
     /// `alloc_tensor` + `kill` triple). Constants are dropped.
+    #[inline(always)]
     fn park(mut p: Parked<Storage>) -> Option<Parked<Storage>> {
         let s = p.get_mut();
         if s.constant {
@@ -700,7 +775,7 @@ impl Storage {
     }
 
     /// What a storage's death changes in the counters and the ledger's table.
-    #[inline]
+    #[inline(always)]
     fn leave_books(&self, rt: &Runtime) {
         let dev = &rt.devices[self.device as usize];
         dev.live_bytes.set(dev.live_bytes.get() - self.size);
@@ -801,8 +876,13 @@ impl Binned for Parked<Storage> {
     fn capacity(&self) -> u64 {
         self.get().capacity()
     }
+    #[inline(always)]
     fn align(&self) -> u64 {
         self.get().align
+    }
+    #[inline(always)]
+    fn bin(&self) -> usize {
+        self.get().bin as usize
     }
 }
 

@@ -33,6 +33,25 @@ pub(crate) struct BufferArgs {
     pub geom: u32,
 }
 
+/// The operands of a specialised constant `alloc_storage`: its destination register and
+/// the index of its request in [`Specialized::storages`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StorageArgs {
+    pub dst: Reg,
+    pub alloc: u32,
+}
+
+/// A constant `alloc_storage`'s request as the bytecode states it (the alignment 0 for
+/// the device's base alignment): checked against its device when the `Vm` is made
+/// ([`crate::memory::Runtime::const_alloc`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StorageRequest {
+    pub device: u8,
+    pub size: u64,
+    pub align: u64,
+    pub scope: Scope,
+}
+
 /// A buffer view's geometry, checked as `alloc_tensor` checks it: offset and dims
 /// non-negative, the offset a multiple of the element size, the size representable.
 /// Its `view.type_id` (see `memory::ViewClass`) is given when the `Vm` is made.
@@ -53,6 +72,8 @@ pub(crate) const NO_SLICE: u32 = u32::MAX;
 pub(crate) struct Specialized {
     /// Per function, one op per instruction.
     pub ops: Vec<Box<[Op]>>,
+    /// The requests of the [`Op::AllocStorageConst`]s.
+    pub storages: Vec<StorageRequest>,
     /// The geometries of the [`Op::AllocBufferConst`]s.
     pub geoms: Vec<BufferGeom>,
     /// Per operator call site ([`Op::CallOpSite`], numbered in code order), how many of its
@@ -94,6 +115,7 @@ pub(crate) fn int_builtin(b: Builtin, x: i64, y: i64) -> Option<i64> {
 /// The code of every function of a verified module, specialised.
 pub(crate) fn specialize(m: &Module) -> Specialized {
     let mut geoms = Vec::new();
+    let mut storages = Vec::new();
     let mut op_sites: Vec<u32> = Vec::new();
     let ops = m
         .funcs
@@ -104,6 +126,17 @@ pub(crate) fn specialize(m: &Module) -> Specialized {
                 .map(|&ins| match ins {
                     Instr::CallBuiltin { builtin, list, ndst: 1, nargs: 2 } => {
                         int_op(builtin.0, f.args.get(list as usize..list as usize + 3)).unwrap_or(Op::from(ins))
+                    }
+                    Instr::AllocStorage { dst, size, align, device, scope } if storages.len() < u32::MAX as usize => {
+                        let size = m.const_int(size).and_then(|v| u64::try_from(v).ok());
+                        let align = m.const_int(align).and_then(|v| u64::try_from(v).ok());
+                        match (size, align) {
+                            (Some(size), Some(align)) => {
+                                storages.push(StorageRequest { device, size, align, scope });
+                                Op::AllocStorageConst(StorageArgs { dst, alloc: storages.len() as u32 - 1 })
+                            }
+                            _ => Op::from(ins),
+                        }
                     }
                     Instr::AllocTensor { dst, storage, args, dtype, scope: Scope::Global, ndim } => {
                         let list = f.args.get(args as usize..args as usize + ndim as usize + 1);
@@ -126,7 +159,7 @@ pub(crate) fn specialize(m: &Module) -> Specialized {
                 .collect()
         })
         .collect();
-    Specialized { ops, geoms, op_sites }
+    Specialized { ops, storages, geoms, op_sites }
 }
 
 /// The geometry of a buffer view from its `[offset, dims...]` operands, when all are
@@ -209,6 +242,26 @@ mod tests {
             .collect();
         // int, iadd(%a, 1), ilt(%a, %a), idiv(%a, 2), fadd(.., ..) (not ints), imm first, ret
         assert_eq!(kinds, ["instr", "add_ri", "lt_rr", "instr", "instr", "instr", "instr", "instr"]);
+    }
+
+    #[test]
+    fn storage_requests_of_constant_size_are_specialised() {
+        use crate::builder::{ModuleBuilder, Operand};
+        use crate::types::Type;
+        let mut mb = ModuleBuilder::new("s");
+        let mut f = mb.function("main", vec![Type::Int], vec![]);
+        let n = f.param(0);
+        let a = f.alloc_storage(Operand::Int(4096), Some(Operand::Int(256)), 0, Scope::Global);
+        let b = f.alloc_storage(n.into(), None, 0, Scope::Global);
+        f.kill(a);
+        f.kill(b);
+        f.ret(&[]);
+        mb.add_function(f);
+        let sp = specialize(&mb.build().expect("a module"));
+        assert!(matches!(sp.ops[0][0], Op::AllocStorageConst(StorageArgs { alloc: 0, .. })), "{:?}", sp.ops[0][0]);
+        assert!(matches!(sp.ops[0][1], Op::AllocStorage { .. }), "a size in a register: {:?}", sp.ops[0][1]);
+        let r = sp.storages[0];
+        assert_eq!((sp.storages.len(), r.device, r.size, r.align, r.scope), (1, 0, 4096, 256, Scope::Global));
     }
 
     /// A module built through the builder: the specialiser sees the bytecode, not text.
