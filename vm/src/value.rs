@@ -38,6 +38,12 @@ impl Value {
         })
     }
 
+    /// True for values whose drop does nothing (no reference to give up).
+    #[inline(always)]
+    pub fn owns_nothing(&self) -> bool {
+        matches!(self, Value::Null | Value::Killed(_) | Value::Int(_) | Value::Float(_))
+    }
+
     /// The value with a slice replaced by its view object; other values as they are.
     pub fn materialized(&self) -> Result<Value, String> {
         match self {
