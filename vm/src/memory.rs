@@ -51,8 +51,9 @@ pub struct DeviceState {
     pub live_bytes: Cell<u64>,
     pub peak_bytes: Cell<u64>,
     /// The most bytes that may be live here: [`crate::Limits::max_live_bytes`] or the
-    /// device's memory, whichever is less (so one compare checks both).
-    pub live_limit: Cell<u64>,
+    /// device's memory, whichever is less (so one compare checks both). Set through
+    /// [`Runtime::set_live_limit`].
+    pub(crate) live_limit: Cell<u64>,
 }
 
 impl DeviceState {
@@ -98,6 +99,8 @@ pub struct Runtime {
     types: RefCell<TypeIds>,
     /// The geometries of buffer views held as [`crate::Value::Slice`], by index.
     slices: RefCell<SliceGeoms>,
+    /// The live-bytes limit the devices hold ([`Runtime::set_live_limit`]).
+    live_limit: Cell<u64>,
 }
 
 /// The buffer-view geometries of [`crate::Value::Slice`]s: what a VM's `alloc_tensor`s of
@@ -273,7 +276,25 @@ impl Runtime {
             objects: ObjectCounters::default(),
             types: RefCell::default(),
             slices: RefCell::default(),
+            live_limit: Cell::new(u64::MAX),
         }))
+    }
+
+    /// Gives every device the live-bytes limit `limit` (`u64::MAX`: none). Each VM gives
+    /// its own at each entry; only a change touches the devices.
+    #[inline(always)]
+    pub(crate) fn set_live_limit(&self, limit: u64) {
+        if self.live_limit.get() != limit {
+            self.set_device_limits(limit);
+        }
+    }
+
+    #[cold]
+    fn set_device_limits(&self, limit: u64) {
+        for d in &self.devices {
+            d.live_limit.set(limit.min(d.caps.global_mem));
+        }
+        self.live_limit.set(limit);
     }
 
     /// The id of (dtype, shape) in this runtime, from 1; 0 once `MAX_TYPE_IDS` (65,536) are given.

@@ -281,3 +281,20 @@ fn views_without_objects_behave_as_view_objects_do() {
         assert!(e.message.contains("expected f32[5], found f32[4]"), "track {track}: {e}");
     }
 }
+
+/// Each VM's `Limits::max_live_bytes` holds for its own invocations, when VMs share a
+/// runtime (whose devices hold the limit in force) and take turns.
+#[test]
+fn vms_sharing_a_runtime_each_run_under_their_own_live_limit() {
+    let module = Arc::new(alloc_loop(8192));
+    let mut limited = Vm::host(module.clone()).unwrap();
+    let mut free = Vm::with_runtime(module, limited.runtime().clone()).unwrap();
+    limited.limits.max_live_bytes = Some(4096);
+    for round in 0..3 {
+        let e = limited.invoke("main", &[HostValue::Int(2)]).expect_err("8192 bytes over a 4096-byte limit");
+        assert!(e.message.contains("exceed the limit of 4096 bytes"), "round {round}: {}", e.message);
+        free.invoke("main", &[HostValue::Int(2)]).unwrap_or_else(|e| panic!("round {round}: {}", e.message));
+    }
+    limited.limits.max_live_bytes = None;
+    limited.invoke("main", &[HostValue::Int(2)]).expect("the limit lifted");
+}
