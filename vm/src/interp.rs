@@ -185,12 +185,16 @@ struct QuickSite {
     start: u32,
     /// The site's register operands: the most checks it can have.
     cap: u32,
-    /// How many checks are set, or [`QuickSite::UNSET`].
+    /// How many checks are set, or [`QuickSite::UNSET`], or [`QuickSite::PASSED`].
     len: Cell<u32>,
+    /// Every register operand is a view the code fixes ([`crate::fixed`]).
+    fixed: bool,
 }
 
 impl QuickSite {
     const UNSET: u32 = u32::MAX;
+    /// A fixed site's check passed: it passes at every run, with nothing to compare.
+    const PASSED: u32 = u32::MAX - 1;
 }
 
 /// One register operand as [`Vm::memo_covers_site`] checks it: the register, and what the
@@ -515,11 +519,27 @@ impl Vm {
             consts.push(view);
         }
         let specialized = crate::specialize::specialize(&module);
+        // A request its device refuses keeps no bin: its fast path never finishes, and the
+        // general one reports the error when it runs.
+        let const_allocs: Box<[ConstAlloc]> = specialized
+            .storages
+            .iter()
+            .map(|r| {
+                rt.const_alloc(r.device, r.size, r.align, r.scope).unwrap_or(ConstAlloc {
+                    device: r.device,
+                    size: r.size,
+                    align: r.align,
+                    scope: r.scope,
+                    bin: NO_BIN,
+                })
+            })
+            .collect();
         let nsites = specialized.op_sites.len();
+        let fixed = crate::fixed::fixed_sites(&module, &specialized.ops, &const_allocs, nsites);
         let mut quick_sites = Vec::with_capacity(nsites);
         let mut start = 0u32;
-        for &cap in &specialized.op_sites {
-            quick_sites.push(QuickSite { start, cap, len: Cell::new(QuickSite::UNSET) });
+        for (&cap, &fixed) in specialized.op_sites.iter().zip(&fixed) {
+            quick_sites.push(QuickSite { start, cap, len: Cell::new(QuickSite::UNSET), fixed });
             start = start.saturating_add(cap);
         }
         let unset = QuickCheck { reg: 0, key: QuickKey::Constant(u64::MAX) };
@@ -531,21 +551,6 @@ impl Vm {
                 g.view.type_id = rt.type_id(g.view.dtype, &g.view.shape);
                 g.slice = rt.slice_geom_id(&g.view).unwrap_or(NO_SLICE);
                 g
-            })
-            .collect();
-        // A request its device refuses keeps no bin: its fast path never finishes, and the
-        // general one reports the error when it runs.
-        let const_allocs = specialized
-            .storages
-            .iter()
-            .map(|r| {
-                rt.const_alloc(r.device, r.size, r.align, r.scope).unwrap_or(ConstAlloc {
-                    device: r.device,
-                    size: r.size,
-                    align: r.align,
-                    scope: r.scope,
-                    bin: NO_BIN,
-                })
             })
             .collect();
         Ok(Vm {
@@ -1228,7 +1233,7 @@ impl Vm {
         // The guard skips a `resize` that does nothing: an empty invocation is a few dozen
         // instructions, and each no-op call was a tenth more.
         if f.num_regs > 0 {
-            self.regs.resize(base + f.num_regs as usize, Value::Null);
+            self.regs.resize_with(base + f.num_regs as usize, || Value::Null);
         }
         self.frames.push(Frame { func: entry.0, pc: 0, base, ret_list: 0, ret_ndst: 0 });
         base
@@ -1477,7 +1482,16 @@ impl Vm {
     #[inline(always)]
     fn truncate_regs(&mut self, base: usize) {
         if self.regs.len() > base {
-            self.regs.truncate(base);
+            // By a frame's end most registers own nothing (killed, ints): only the others
+            // go through the drop glue, not every register through a call.
+            for v in &mut self.regs[base..] {
+                if !v.owns_nothing() {
+                    *v = Value::Null;
+                }
+            }
+            // SAFETY: `base` is within the length, and every value from `base` on owns
+            // nothing now, so forgetting them (rather than dropping them) leaks nothing.
+            unsafe { self.regs.set_len(base) }
         }
     }
 
@@ -1945,6 +1959,9 @@ impl Vm {
     #[inline(never)]
     fn memo_covers_site(&self, base: usize, site: u32) -> bool {
         let Some(s) = self.quick_sites.get(site as usize) else { return false };
+        if s.len.get() == QuickSite::PASSED {
+            return true;
+        }
         let Some(checks) = self.quick_checks.get(s.start as usize..).and_then(|c| c.get(..s.len.get() as usize)) else {
             return false;
         };
@@ -1960,6 +1977,8 @@ impl Vm {
         let Some(s) = self.quick_sites.get(site) else { return };
         let room = self.quick_checks.get(s.start as usize..).and_then(|c| c.get(..s.cap as usize));
         match (checks, room) {
+            // Operands the code fixes have these keys at every run.
+            (Some(_), _) if s.fixed => s.len.set(QuickSite::PASSED),
             (Some(checks), Some(room)) if checks.len() <= room.len() => {
                 for (cell, c) in room.iter().zip(&checks) {
                     cell.set(*c);

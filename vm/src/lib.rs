@@ -34,6 +34,7 @@ pub mod debug;
 pub mod device;
 pub mod error;
 pub mod exec;
+mod fixed;
 pub mod host_tensor;
 pub mod interp;
 pub mod io;

@@ -331,8 +331,8 @@ impl Runtime {
     }
 
     /// Geometry `id` of [`Runtime::slice_geom_id`].
-    pub fn slice_geom(&self, id: u32) -> Option<SliceGeom> {
-        self.slices.borrow().list.get(id as usize).cloned()
+    pub fn slice_geom(&self, id: u32) -> Option<std::cell::Ref<'_, SliceGeom>> {
+        std::cell::Ref::filter_map(self.slices.borrow(), |t| t.list.get(id as usize)).ok()
     }
 
     /// Every counter: the ledger's and [`Runtime::counters`].
@@ -1130,7 +1130,8 @@ impl View {
             ));
         }
         let (st, scope) = (storage.clone(), Scope::Global);
-        Ok(View::new(st, g.offset, g.dtype, &g.shape, scope, None, g.bytes, Site::API, None, g.type_id, Made::Slice))
+        let (offset, dtype, bytes, type_id) = (g.offset, g.dtype, g.bytes, g.type_id);
+        Ok(View::new(st, offset, dtype, &g.shape, scope, None, bytes, Site::API, None, type_id, Made::Slice))
     }
 }
 

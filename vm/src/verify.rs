@@ -300,7 +300,7 @@ fn single_def(ins: Instr) -> Option<(Reg, Option<Kind>)> {
 
 /// How an instruction touches a register, in text operand order.
 #[derive(Clone, Copy)]
-enum Access {
+pub(crate) enum Access {
     Def(Reg),
     Use(Reg),
     Kill(Reg),
@@ -1083,62 +1083,10 @@ impl<'m> FuncVerifier<'m> {
 
     // ------------------------------------------------------------ pass 3: dataflow
 
-    /// Visits the register accesses of an instruction in text operand order (uses before
-    /// defs, as they happen at run time).
+    /// [`accesses`] of instruction `pc` of the function being verified.
     #[inline(always)]
     fn accesses<V: FnMut(usize, Access) -> VResult<()>>(&self, pc: usize, visit: &mut V) -> VResult<()> {
-        #[inline]
-        fn uses<V: FnMut(usize, Access) -> VResult<()>>(first_op: usize, args: &[Arg], visit: &mut V) -> VResult<()> {
-            for (i, a) in args.iter().enumerate() {
-                if let ArgKind::Reg(r) = a.kind() {
-                    visit(first_op + i, Access::Use(r))?;
-                }
-            }
-            Ok(())
-        }
-        let f = self.f;
-        match f.code[pc] {
-            Instr::Nop {} | Instr::Br { .. } => Ok(()),
-            Instr::Mov { dst, src } => {
-                visit(1, Access::Use(src))?;
-                visit(0, Access::Def(dst))
-            }
-            Instr::LoadInt { dst, .. } | Instr::LoadFloat { dst, .. } | Instr::LoadConst { dst, .. } => {
-                visit(0, Access::Def(dst))
-            }
-            Instr::MakeShape { dst, dims, ndim } => {
-                uses(1, &f.args[dims as usize..][..ndim as usize], visit)?;
-                visit(0, Access::Def(dst))
-            }
-            Instr::AllocStorage { dst, size, align, .. } => {
-                uses(1, &[size, align], visit)?;
-                visit(0, Access::Def(dst))
-            }
-            Instr::AllocTensor { dst, storage, args, ndim, .. } => {
-                visit(1, Access::Use(storage))?;
-                uses(2, &f.args[args as usize..][..ndim as usize + 1], visit)?;
-                visit(0, Access::Def(dst))
-            }
-            Instr::Kill { reg } => visit(0, Access::Kill(reg)),
-            Instr::Call { list, ndst, nargs, .. } | Instr::CallBuiltin { list, ndst, nargs, .. } => {
-                let items = &f.args[list as usize..][..ndst as usize + nargs as usize];
-                uses(ndst as usize, &items[ndst as usize..], visit)?;
-                for (i, a) in items[..ndst as usize].iter().enumerate() {
-                    if let ArgKind::Reg(r) = a.kind() {
-                        visit(i, Access::Def(r))?;
-                    }
-                }
-                Ok(())
-            }
-            Instr::Ret { list, nvals } => uses(0, &f.args[list as usize..][..nvals as usize], visit),
-            Instr::CallKernel { list, ndims, nargs, .. } => {
-                uses(0, &f.args[list as usize..][..nargs as usize + ndims as usize], visit)
-            }
-            Instr::CallOp { list, nout, nin, .. } => {
-                uses(0, &f.args[list as usize..][..nin as usize + nout as usize], visit)
-            }
-            Instr::BrIf { cond, .. } => visit(0, Access::Use(cond)),
-        }
+        accesses(self.f, pc, visit)
     }
 
     fn successors(&self, pc: usize) -> ([usize; 2], usize) {
@@ -1655,5 +1603,70 @@ pub fn type_admits(t: &Type, dtype: DType, shape: &[i64]) -> bool {
                 })
         }
         _ => false,
+    }
+}
+
+/// Visits the register accesses of an instruction in text operand order (uses before
+/// defs, as they happen at run time).
+#[inline(always)]
+pub(crate) fn accesses<E, V: FnMut(usize, Access) -> Result<(), E>>(
+    f: &Function,
+    pc: usize,
+    visit: &mut V,
+) -> Result<(), E> {
+    #[inline]
+    fn uses<E, V: FnMut(usize, Access) -> Result<(), E>>(
+        first_op: usize,
+        args: &[Arg],
+        visit: &mut V,
+    ) -> Result<(), E> {
+        for (i, a) in args.iter().enumerate() {
+            if let ArgKind::Reg(r) = a.kind() {
+                visit(first_op + i, Access::Use(r))?;
+            }
+        }
+        Ok(())
+    }
+    match f.code[pc] {
+        Instr::Nop {} | Instr::Br { .. } => Ok(()),
+        Instr::Mov { dst, src } => {
+            visit(1, Access::Use(src))?;
+            visit(0, Access::Def(dst))
+        }
+        Instr::LoadInt { dst, .. } | Instr::LoadFloat { dst, .. } | Instr::LoadConst { dst, .. } => {
+            visit(0, Access::Def(dst))
+        }
+        Instr::MakeShape { dst, dims, ndim } => {
+            uses(1, &f.args[dims as usize..][..ndim as usize], visit)?;
+            visit(0, Access::Def(dst))
+        }
+        Instr::AllocStorage { dst, size, align, .. } => {
+            uses(1, &[size, align], visit)?;
+            visit(0, Access::Def(dst))
+        }
+        Instr::AllocTensor { dst, storage, args, ndim, .. } => {
+            visit(1, Access::Use(storage))?;
+            uses(2, &f.args[args as usize..][..ndim as usize + 1], visit)?;
+            visit(0, Access::Def(dst))
+        }
+        Instr::Kill { reg } => visit(0, Access::Kill(reg)),
+        Instr::Call { list, ndst, nargs, .. } | Instr::CallBuiltin { list, ndst, nargs, .. } => {
+            let items = &f.args[list as usize..][..ndst as usize + nargs as usize];
+            uses(ndst as usize, &items[ndst as usize..], visit)?;
+            for (i, a) in items[..ndst as usize].iter().enumerate() {
+                if let ArgKind::Reg(r) = a.kind() {
+                    visit(i, Access::Def(r))?;
+                }
+            }
+            Ok(())
+        }
+        Instr::Ret { list, nvals } => uses(0, &f.args[list as usize..][..nvals as usize], visit),
+        Instr::CallKernel { list, ndims, nargs, .. } => {
+            uses(0, &f.args[list as usize..][..nargs as usize + ndims as usize], visit)
+        }
+        Instr::CallOp { list, nout, nin, .. } => {
+            uses(0, &f.args[list as usize..][..nin as usize + nout as usize], visit)
+        }
+        Instr::BrIf { cond, .. } => visit(0, Access::Use(cond)),
     }
 }
