@@ -477,7 +477,7 @@ define_opcodes! {
     0x0f CallKernel "call" { kernel: u32 = a, list: u32 = b, ndims: u8 = x, nargs: u16 = yz }
     ;
     // The interpreter's specialised forms (never encoded; see `crate::specialize`): a
-    // storage of constant size, a buffer view of constant geometry, an operator call by
+    // storage of constant size, a buffer or image view of constant geometry, an operator call by
     // site, and each two-operand int builtin with register operands (`RR`) or a register
     // and an immediate (`RI`), one variant each so that dispatch picks the operation too.
     /// `%dst = alloc_storage SIZE, align A, device D, scope "S"` whose size and alignment
@@ -486,6 +486,10 @@ define_opcodes! {
     /// `%dst = alloc_tensor %storage, offset, dtype[dims]` of scope `global` whose offset
     /// and dims are constants, checked and measured once ([`crate::specialize::BufferGeom`]).
     AllocBufferConst(crate::specialize::BufferArgs)
+    /// `%dst = alloc_tensor %storage, offset, dtype[dims], scope "global.texture*"` whose
+    /// offset and dims are constants: its layout checked once per device
+    /// ([`crate::specialize::ImageGeom`]).
+    AllocImageConst(crate::specialize::BufferArgs)
     /// `call @onnx.Name(...)`: operator call site number `.0` (in code order); its operands
     /// are in the bytecode instruction.
     CallOpSite(u32)

@@ -86,7 +86,7 @@ impl Vm {
         };
         let module = self.module().clone();
         self.apply_live_limit();
-        match self.exec::<true, _>(&module, depth0, stop) {
+        match self.exec::<true, true, _>(&module, depth0, stop) {
             Ok(Exit::Paused) => Ok(None),
             Ok(Exit::Returned(values)) => {
                 self.regs.truncate(base0);

@@ -126,6 +126,8 @@ pub struct Vm {
     ops: Rc<[Box<[Op]>]>,
     /// The geometries of the constant buffer views in `ops` ([`Op::AllocBufferConst`]).
     buffer_geoms: Box<[crate::specialize::BufferGeom]>,
+    /// The constant image views in `ops` ([`Op::AllocImageConst`]), checked per device.
+    image_views: Box<[ImageView]>,
     /// The requests of [`Op::AllocStorageConst`], checked for this VM's devices.
     const_allocs: Box<[ConstAlloc]>,
 }
@@ -135,7 +137,7 @@ pub struct Vm {
 /// the original instruction ([`Vm::general_builtin`]), which reports the error.
 macro_rules! int_rr {
     ($vm:ident, $m:ident, $f:ident, $base:ident, $at:ident, $x:ident, $b:ident) => {
-        match (&$vm.regs[$base + $x.a.0 as usize], &$vm.regs[$base + $x.b.0 as usize]) {
+        match ($vm.reg($base, $x.a), $vm.reg($base, $x.b)) {
             (Value::Int(a), Value::Int(b)) => match crate::specialize::int_builtin(Builtin::$b, *a, *b) {
                 Some(r) => {
                     $vm.set_int($base, $x.dst, r);
@@ -151,7 +153,7 @@ macro_rules! int_rr {
 /// [`int_rr`] with an immediate second operand.
 macro_rules! int_ri {
     ($vm:ident, $m:ident, $f:ident, $base:ident, $at:ident, $x:ident, $b:ident) => {
-        match &$vm.regs[$base + $x.a.0 as usize] {
+        match $vm.reg($base, $x.a) {
             Value::Int(a) => match crate::specialize::int_builtin(Builtin::$b, *a, $x.b as i64) {
                 Some(r) => {
                     $vm.set_int($base, $x.dst, r);
@@ -553,6 +555,22 @@ impl Vm {
                 g
             })
             .collect();
+        let image_views = specialized
+            .images
+            .into_iter()
+            .map(|geom| {
+                let on_device = rt
+                    .devices
+                    .iter()
+                    .map(|d| {
+                        let (layout, bytes) =
+                            image_geometry(&d.caps, geom.scope, geom.dtype, &geom.shape, geom.offset).ok()?;
+                        Some(ImagePlacement { layout, bytes, end: geom.offset.checked_add(bytes)? })
+                    })
+                    .collect();
+                ImageView { geom, on_device }
+            })
+            .collect();
         Ok(Vm {
             rt,
             consts,
@@ -576,6 +594,7 @@ impl Vm {
             },
             ops: specialized.ops.into(),
             buffer_geoms,
+            image_views,
             const_allocs,
             module,
         })
@@ -1204,7 +1223,13 @@ impl Vm {
     /// Runs the frame just pushed above depth `depth0` to its return.
     #[inline(always)]
     fn run_from(&mut self, m: &Module, depth0: usize) -> Result<Vec<Value>, VmError> {
-        match self.exec::<false, _>(m, depth0, |_| false) {
+        // Without an instruction limit the loop skips its per-instruction check.
+        let exit = if self.limits.max_instructions.is_some() {
+            self.exec::<false, true, _>(m, depth0, |_| false)
+        } else {
+            self.exec::<false, false, _>(m, depth0, |_| false)
+        };
+        match exit {
             Ok(Exit::Returned(v)) => Ok(v),
             Ok(Exit::Paused) => Err(VmError::api("internal: a run paused without a debugger")),
             Err(e) => Err(e),
@@ -1243,7 +1268,7 @@ impl Vm {
     /// `DEBUG`, `stop` is asked before each instruction and a `true` pauses there (the top
     /// frame keeps its `pc`; on an error too, so a debugger can inspect the state). Without
     /// it, the check compiles away.
-    pub(crate) fn exec<const DEBUG: bool, S: FnMut(&crate::debug::PausePoint) -> bool>(
+    pub(crate) fn exec<const DEBUG: bool, const LIMITED: bool, S: FnMut(&crate::debug::PausePoint) -> bool>(
         &mut self,
         m: &Module,
         depth0: usize,
@@ -1282,7 +1307,7 @@ impl Vm {
                 }
             }
             count += 1;
-            if count > limit {
+            if LIMITED && count > limit {
                 break Err((
                     pc,
                     Box::new(Fault {
@@ -1293,7 +1318,13 @@ impl Vm {
             }
             let at = pc;
             pc += 1;
-            let step: Step<()> = match code[at] {
+            debug_assert!(at < code.len());
+            // SAFETY: the verifier (run on every module a `Vm` holds) proves `at` in bounds:
+            // a function is non-empty and ends in `ret`, `br` or `br_if`, so a step past a
+            // non-terminator stays inside; branch targets are checked; a call resumes its
+            // caller after the call, which is not the last instruction; a paused frame
+            // resumes where it stopped. (The bounds check was a twentieth of a `nop`.)
+            let step: Step<()> = match *unsafe { code.get_unchecked(at) } {
                 Op::IAddRR(x) => int_rr!(self, m, f, base, at, x, IAdd),
                 Op::IAddRI(x) => int_ri!(self, m, f, base, at, x, IAdd),
                 Op::ISubRR(x) => int_rr!(self, m, f, base, at, x, ISub),
@@ -1354,10 +1385,17 @@ impl Vm {
                         self.general_alloc_tensor(m, f, base, fid, at)
                     }
                 }
-                Op::Kill { reg } => match &self.regs[base + reg.0 as usize] {
+                Op::AllocImageConst(x) => {
+                    if self.alloc_image_const(base, x, fid, at) {
+                        Ok(())
+                    } else {
+                        self.general_alloc_tensor(m, f, base, fid, at)
+                    }
+                }
+                Op::Kill { reg } => match self.reg(base, reg) {
                     Value::Null | Value::Killed(_) => self.read_reg(f, base, reg).map(|_| ()),
                     _ => {
-                        self.regs[base + reg.0 as usize] = Value::Killed(at as u32);
+                        *self.reg_mut(base, reg) = Value::Killed(at as u32);
                         Ok(())
                     }
                 },
@@ -1447,7 +1485,7 @@ impl Vm {
                     pc = target.0 as usize;
                     Ok(())
                 }
-                Op::BrIf { cond, then_, else_ } => match &self.regs[base + cond.0 as usize] {
+                Op::BrIf { cond, then_, else_ } => match self.reg(base, cond) {
                     Value::Int(c) => {
                         pc = if *c != 0 { then_.0 as usize } else { else_.0 as usize };
                         Ok(())
@@ -1498,6 +1536,26 @@ impl Vm {
     // Always inlined: an out-of-line call passes the value through memory, and the callee's
     // wide load of the caller's narrow stores stalls on store forwarding (a third of an
     // `iadd`'s time).
+    /// Register `r` of the frame at `base`, without a bounds check: for the handlers of
+    /// `exec`'s hot instructions (a register access was a third of an `iadd`).
+    #[inline(always)]
+    fn reg(&self, base: usize, r: Reg) -> &Value {
+        debug_assert!(base + (r.0 as usize) < self.regs.len(), "register r{} outside the frame", r.0);
+        // SAFETY: every register a verified function names is below its `num_regs`
+        // (`verify::check_reg`), and while a frame runs `regs` holds all of its registers:
+        // `push_frame` and `enter` grow `regs` to `base + num_regs`, and only the return of
+        // a frame above it (whose base is at least this frame's end) shrinks it.
+        unsafe { self.regs.get_unchecked(base + r.0 as usize) }
+    }
+
+    /// [`Vm::reg`], mutably.
+    #[inline(always)]
+    fn reg_mut(&mut self, base: usize, r: Reg) -> &mut Value {
+        debug_assert!(base + (r.0 as usize) < self.regs.len(), "register r{} outside the frame", r.0);
+        // SAFETY: as for `reg`.
+        unsafe { self.regs.get_unchecked_mut(base + r.0 as usize) }
+    }
+
     #[inline(always)]
     fn set(&mut self, base: usize, r: Reg, v: Value) {
         self.regs[base + r.0 as usize] = v;
@@ -1508,7 +1566,7 @@ impl Vm {
     /// of the allocating instructions: in `exec` the branch cost more than it saved.
     #[inline(always)]
     fn set_fresh(&mut self, base: usize, r: Reg, v: Value) {
-        let slot = &mut self.regs[base + r.0 as usize];
+        let slot = self.reg_mut(base, r);
         if slot.owns_nothing() {
             std::mem::forget(std::mem::replace(slot, v));
         } else {
@@ -1531,7 +1589,7 @@ impl Vm {
     /// Writes an int, in place when the register holds one: no drop of the old value.
     #[inline(always)]
     fn set_int(&mut self, base: usize, r: Reg, x: i64) {
-        match &mut self.regs[base + r.0 as usize] {
+        match self.reg_mut(base, r) {
             Value::Int(v) => *v = x,
             slot => *slot = Value::Int(x),
         }
@@ -2134,42 +2192,9 @@ impl Vm {
         let offset = offset as u64;
         let shape_txt = || format!("{dtype}{:?}", &dims[..]);
         let (image, bytes) = if scope.is_texture() {
-            if !caps.image_support {
-                return fault(format!(
-                    "device `{}` has no image support, so it cannot make \"{scope}\" views",
-                    caps.name
-                ));
-            }
-            let layout = ImageLayout::new(scope, dtype, &dims, caps.image_pitch_align_px).or_else(fault)?;
-            if layout.width > caps.max_image2d_width || layout.height > caps.max_image2d_height {
-                return fault(format!(
-                    "image of {}x{} texels for {} is larger than device `{}` allows ({}x{})",
-                    layout.width,
-                    layout.height,
-                    shape_txt(),
-                    caps.name,
-                    caps.max_image2d_width,
-                    caps.max_image2d_height
-                ));
-            }
-            if !offset.is_multiple_of(caps.image_base_align) {
-                return fault(format!(
-                    "image view offset {offset} is not a multiple of the image base-address alignment of device `{}` ({} bytes)",
-                    caps.name, caps.image_base_align
-                ));
-            }
-            // An image at a non-zero offset is made from a sub-buffer there, so the offset must
-            // also meet the sub-buffer alignment (checked on every device, so the host catches
-            // what an OpenCL device would refuse).
-            if offset != 0 && !offset.is_multiple_of(caps.mem_base_addr_align) {
-                return fault(format!(
-                    "an image view at byte offset {offset} needs a sub-buffer there, but device `{}` requires sub-buffer offsets to be multiples of CL_DEVICE_MEM_BASE_ADDR_ALIGN ({} bytes)",
-                    caps.name, caps.mem_base_addr_align
-                ));
-            }
-            match layout.byte_size() {
-                Some(b) => (Some(layout), b),
-                None => return fault(format!("image for {} is too large", shape_txt())),
+            match image_geometry(caps, scope, dtype, &dims, offset) {
+                Ok((layout, bytes)) => (Some(layout), bytes),
+                Err(e) => return fault(e),
             }
         } else {
             if !offset.is_multiple_of(dtype.size() as u64) {
@@ -2247,7 +2272,7 @@ impl Vm {
     /// made every instruction's dispatch slower (a `nop` 1.10 -> 1.37 ns).
     #[inline]
     fn alloc_buffer_const(&mut self, base: usize, x: crate::specialize::BufferArgs, fid: usize, at: usize) -> bool {
-        let Some(Value::Storage(st)) = self.regs.get(base + x.storage.0 as usize) else { return false };
+        let Value::Storage(st) = self.reg(base, x.storage) else { return false };
         let Some(g) = self.buffer_geoms.get(x.geom as usize) else { return false };
         if g.end > st.size {
             return false;
@@ -2260,6 +2285,30 @@ impl Vm {
         let v = Value::Slice(g.slice, st.clone());
         self.set_fresh(base, x.dst, v);
         true
+    }
+
+    /// An image view of constant geometry ([`Op::AllocImageConst`]): its layout on each
+    /// device was checked when the VM was made, so only whether it fits its storage is
+    /// left before the view is made. `false` when the device cannot make it, it does not
+    /// fit, `%storage` holds no storage, or the device refuses the view: the general
+    /// instruction then runs and reports the error.
+    #[inline(never)]
+    fn alloc_image_const(&mut self, base: usize, x: crate::specialize::BufferArgs, fid: usize, at: usize) -> bool {
+        let Value::Storage(st) = self.reg(base, x.storage) else { return false };
+        let Some(v) = self.image_views.get(x.geom as usize) else { return false };
+        let Some(Some(p)) = v.on_device.get(st.device as usize) else { return false };
+        if p.end > st.size {
+            return false;
+        }
+        let g = &v.geom;
+        let site = self.site(fid, at);
+        match View::make(st.clone(), g.offset, g.dtype, &g.shape, g.scope, Some(p.layout), p.bytes, site, None) {
+            Ok(t) => {
+                self.set(base, x.dst, Value::Tensor(t));
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// [`Vm::alloc_buffer_const`] of a view that needs its object (on a device, or when
@@ -2463,4 +2512,68 @@ pub fn to_host(v: &Value) -> Result<HostValue, String> {
 /// Reads a tensor value to the host (for callers that hold [`Value`]s).
 pub fn tensor_to_host(v: &View) -> Result<HostTensor, String> {
     read_view(v).map_err(|e| *e)
+}
+
+/// An image view's layout and bytes on a device with `caps`, or why the device cannot
+/// make it: what `alloc_tensor` checks of a texture-scope view besides whether it fits its
+/// storage. One definition for the general instruction and for the image geometries a
+/// `Vm` checks per device when it is made ([`ImageView`]).
+fn image_geometry(
+    caps: &DeviceCaps,
+    scope: Scope,
+    dtype: DType,
+    dims: &[i64],
+    offset: u64,
+) -> Result<(ImageLayout, u64), String> {
+    let shape_txt = || format!("{dtype}{dims:?}");
+    if !caps.image_support {
+        return Err(format!("device `{}` has no image support, so it cannot make \"{scope}\" views", caps.name));
+    }
+    let layout = ImageLayout::new(scope, dtype, dims, caps.image_pitch_align_px)?;
+    if layout.width > caps.max_image2d_width || layout.height > caps.max_image2d_height {
+        return Err(format!(
+            "image of {}x{} texels for {} is larger than device `{}` allows ({}x{})",
+            layout.width,
+            layout.height,
+            shape_txt(),
+            caps.name,
+            caps.max_image2d_width,
+            caps.max_image2d_height
+        ));
+    }
+    if !offset.is_multiple_of(caps.image_base_align) {
+        return Err(format!(
+            "image view offset {offset} is not a multiple of the image base-address alignment of device `{}` ({} bytes)",
+            caps.name, caps.image_base_align
+        ));
+    }
+    // An image at a non-zero offset is made from a sub-buffer there, so the offset must
+    // also meet the sub-buffer alignment (checked on every device, so the host catches
+    // what an OpenCL device would refuse).
+    if offset != 0 && !offset.is_multiple_of(caps.mem_base_addr_align) {
+        return Err(format!(
+            "an image view at byte offset {offset} needs a sub-buffer there, but device `{}` requires sub-buffer offsets to be multiples of CL_DEVICE_MEM_BASE_ADDR_ALIGN ({} bytes)",
+            caps.name, caps.mem_base_addr_align
+        ));
+    }
+    match layout.byte_size() {
+        Some(b) => Ok((layout, b)),
+        None => Err(format!("image for {} is too large", shape_txt())),
+    }
+}
+
+/// An image view of constant geometry ([`Op::AllocImageConst`]) with, per device of the
+/// runtime, its layout and size there, or `None` where the device cannot make it (the
+/// general instruction then reports why).
+struct ImageView {
+    geom: crate::specialize::ImageGeom,
+    on_device: Box<[Option<ImagePlacement>]>,
+}
+
+#[derive(Clone, Copy)]
+struct ImagePlacement {
+    layout: ImageLayout,
+    bytes: u64,
+    /// `offset + bytes`: the view fits a storage of at least this many bytes.
+    end: u64,
 }

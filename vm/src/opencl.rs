@@ -118,6 +118,9 @@ pub struct ClBlock {
     mem: ClMem,
     capacity: u64,
     views: RefCell<FxHashMap<ViewKey, ClMem>>,
+    /// The view `views` gave last: a block's steady state asks for the same view again
+    /// and again, and a compare is a fraction of a hash lookup.
+    last_view: Cell<Option<(ViewKey, cl_mem)>>,
 }
 
 impl ClBlock {
@@ -264,7 +267,12 @@ impl ClDevice {
             )
         })?;
         bump(&self.counters.buffers_created, 1);
-        let block = ClBlock { mem: ClMem::new(mem, &self.counters), capacity: class, views: RefCell::default() };
+        let block = ClBlock {
+            mem: ClMem::new(mem, &self.counters),
+            capacity: class,
+            views: RefCell::default(),
+            last_view: Cell::new(None),
+        };
         Ok((block, AllocSource::Fresh))
     }
 
@@ -365,12 +373,23 @@ impl ClDevice {
         key: ViewKey,
         make: impl FnOnce() -> Result<ClMem, String>,
     ) -> Result<cl_mem, String> {
-        if let Some(m) = block.views.borrow().get(&key) {
-            return Ok(m.raw());
+        if let Some((k, raw)) = block.last_view.get() {
+            if k == key {
+                return Ok(raw);
+            }
         }
-        let m = make()?;
-        let raw = m.raw();
-        block.views.borrow_mut().insert(key, m);
+        let cached = block.views.borrow().get(&key).map(|m| m.raw());
+        let raw = match cached {
+            Some(raw) => raw,
+            None => {
+                let m = make()?;
+                let raw = m.raw();
+                block.views.borrow_mut().insert(key, m);
+                raw
+            }
+        };
+        // `views` keeps every view until the block is released, so `raw` stays valid.
+        block.last_view.set(Some((key, raw)));
         Ok(raw)
     }
 

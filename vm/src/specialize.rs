@@ -65,6 +65,17 @@ pub(crate) struct BufferGeom {
     pub slice: u32,
 }
 
+/// An image view's geometry as the bytecode states it (offset and dims constants, not
+/// negative). Its layout depends on the device: the `Vm` checks it per device when it is
+/// made.
+#[derive(Clone, Debug)]
+pub(crate) struct ImageGeom {
+    pub offset: u64,
+    pub dtype: DType,
+    pub shape: SmallVec<[i64; 4]>,
+    pub scope: Scope,
+}
+
 /// [`BufferGeom::slice`] of a geometry whose views are always objects.
 pub(crate) const NO_SLICE: u32 = u32::MAX;
 
@@ -76,6 +87,8 @@ pub(crate) struct Specialized {
     pub storages: Vec<StorageRequest>,
     /// The geometries of the [`Op::AllocBufferConst`]s.
     pub geoms: Vec<BufferGeom>,
+    /// The geometries of the [`Op::AllocImageConst`]s.
+    pub images: Vec<ImageGeom>,
     /// Per operator call site ([`Op::CallOpSite`], numbered in code order), how many of its
     /// operands are registers.
     pub op_sites: Vec<u32>,
@@ -115,6 +128,7 @@ pub(crate) fn int_builtin(b: Builtin, x: i64, y: i64) -> Option<i64> {
 /// The code of every function of a verified module, specialised.
 pub(crate) fn specialize(m: &Module) -> Specialized {
     let mut geoms = Vec::new();
+    let mut images = Vec::new();
     let mut storages = Vec::new();
     let mut op_sites: Vec<u32> = Vec::new();
     let ops = m
@@ -148,6 +162,16 @@ pub(crate) fn specialize(m: &Module) -> Specialized {
                             _ => Op::from(ins),
                         }
                     }
+                    Instr::AllocTensor { dst, storage, args, dtype, scope, ndim } if scope.is_texture() => {
+                        let list = f.args.get(args as usize..args as usize + ndim as usize + 1);
+                        match list.and_then(|l| image_geom(m, dtype, scope, l)) {
+                            Some(g) if images.len() < u32::MAX as usize => {
+                                images.push(g);
+                                Op::AllocImageConst(BufferArgs { dst, storage, geom: images.len() as u32 - 1 })
+                            }
+                            _ => Op::from(ins),
+                        }
+                    }
                     Instr::CallOp { list, nout, nin, .. } if op_sites.len() < u32::MAX as usize => {
                         let items = f.args.get(list as usize..).unwrap_or_default();
                         let items = items.get(..nin as usize + nout as usize).unwrap_or_default();
@@ -159,7 +183,7 @@ pub(crate) fn specialize(m: &Module) -> Specialized {
                 .collect()
         })
         .collect();
-    Specialized { ops, storages, geoms, op_sites }
+    Specialized { ops, storages, geoms, images, op_sites }
 }
 
 /// The geometry of a buffer view from its `[offset, dims...]` operands, when all are
@@ -175,6 +199,15 @@ fn buffer_geom(m: &Module, dtype: DType, list: &[Arg]) -> Option<BufferGeom> {
     let bytes = crate::types::dense_bytes(dtype, &shape)?;
     let end = offset.checked_add(bytes)?;
     Some(BufferGeom { view: SliceGeom { offset, dtype, shape, bytes, type_id: 0 }, end, slice: NO_SLICE })
+}
+
+/// The geometry of an image view from its `[offset, dims...]` operands, when all are
+/// non-negative constants.
+fn image_geom(m: &Module, dtype: DType, scope: Scope, list: &[Arg]) -> Option<ImageGeom> {
+    let (first, dims) = list.split_first()?;
+    let offset = u64::try_from(m.const_int(*first)?).ok()?;
+    let shape = dims.iter().map(|a| m.const_int(*a).filter(|&d| d >= 0)).collect::<Option<SmallVec<[i64; 4]>>>()?;
+    Some(ImageGeom { offset, dtype, shape, scope })
 }
 
 /// The specialised form of a two-operand int builtin whose destination and first operand
