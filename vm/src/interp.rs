@@ -232,6 +232,10 @@ impl QuickKey {
         regs: &[Value],
     ) -> Option<SmallVec<[QuickCheck; 6]>> {
         let tensor = |r: Reg, v: &View| {
+            // Textures take the general path (a slice may hold one).
+            if v.scope.is_texture() {
+                return None;
+            }
             if let Some(Value::Slice(geom, st)) = regs.get(r.0 as usize) {
                 return Some(QuickKey::Slice { geom: *geom, device: st.device });
             }
@@ -565,7 +569,18 @@ impl Vm {
                     .map(|d| {
                         let (layout, bytes) =
                             image_geometry(&d.caps, geom.scope, geom.dtype, &geom.shape, geom.offset).ok()?;
-                        Some(ImagePlacement { layout, bytes, end: geom.offset.checked_add(bytes)? })
+                        let end = geom.offset.checked_add(bytes)?;
+                        let slice = crate::memory::SliceGeom {
+                            offset: geom.offset,
+                            dtype: geom.dtype,
+                            shape: geom.shape.clone(),
+                            bytes,
+                            type_id: rt.type_id(geom.dtype, &geom.shape),
+                            scope: geom.scope,
+                            image: Some(layout),
+                        };
+                        let slice = rt.slice_geom_id(&slice).unwrap_or(NO_SLICE);
+                        Some(ImagePlacement { layout, bytes, end, slice })
                     })
                     .collect();
                 ImageView { geom, on_device }
@@ -2300,6 +2315,13 @@ impl Vm {
         if p.end > st.size {
             return false;
         }
+        // In host memory, as a buffer view: no object while nothing tracks objects.
+        if p.slice != NO_SLICE && st.in_host_memory() && !self.rt.objects.track.get() {
+            crate::memory::bump(&self.rt.objects.views_created, 1);
+            let v = Value::Slice(p.slice, st.clone());
+            self.set_fresh(base, x.dst, v);
+            return true;
+        }
         let g = &v.geom;
         let site = self.site(fid, at);
         match View::make(st.clone(), g.offset, g.dtype, &g.shape, g.scope, Some(p.layout), p.bytes, site, None) {
@@ -2576,4 +2598,6 @@ struct ImagePlacement {
     bytes: u64,
     /// `offset + bytes`: the view fits a storage of at least this many bytes.
     end: u64,
+    /// Its number among the runtime's slice geometries ([`Value::Slice`]), or [`NO_SLICE`].
+    slice: u32,
 }

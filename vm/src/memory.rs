@@ -109,23 +109,29 @@ pub struct Runtime {
 #[derive(Default)]
 struct SliceGeoms {
     list: Vec<SliceGeom>,
-    /// By (dtype, shape) id and offset.
-    index: rustc_hash::FxHashMap<(u32, u64), u32>,
+    /// By (dtype, shape) id, offset, scope and (for an image, which the rest determine but
+    /// for the device's pitch alignment) row pitch.
+    index: rustc_hash::FxHashMap<(u32, u64, Scope, u64), u32>,
 }
 
 /// The most geometries a runtime numbers for slices; views of later ones are objects.
 const MAX_SLICE_GEOMS: usize = 1 << 20;
 
-/// A buffer view's geometry, as a [`crate::Value::Slice`] refers to it.
+/// A view's geometry, as a [`crate::Value::Slice`] refers to it: a buffer view, or an
+/// image view with its layout on the slice's device.
 #[derive(Clone, Debug)]
 pub struct SliceGeom {
     pub offset: u64,
     pub dtype: DType,
     pub shape: SmallVec<[i64; 4]>,
-    /// Bytes the view covers: `offset + bytes` is at most its storage's size.
+    /// Bytes the view covers (pitched for an image): `offset + bytes` is at most its
+    /// storage's size.
     pub bytes: u64,
     /// The runtime's id of (dtype, shape) ([`Runtime::type_id`]).
     pub type_id: u32,
+    pub scope: Scope,
+    /// The image layout of a texture-scope view.
+    pub image: Option<ImageLayout>,
 }
 
 /// (dtype, shape) pairs and their ids ([`Runtime::type_id`]).
@@ -317,8 +323,9 @@ impl Runtime {
         if g.type_id == 0 {
             return None;
         }
+        let key = (g.type_id, g.offset, g.scope, g.image.map_or(0, |l| l.pitch_px));
         let mut t = self.slices.borrow_mut();
-        if let Some(&id) = t.index.get(&(g.type_id, g.offset)) {
+        if let Some(&id) = t.index.get(&key) {
             return Some(id);
         }
         if t.list.len() >= MAX_SLICE_GEOMS {
@@ -326,7 +333,7 @@ impl Runtime {
         }
         let id = t.list.len() as u32;
         t.list.push(g.clone());
-        t.index.insert((g.type_id, g.offset), id);
+        t.index.insert(key, id);
         Some(id)
     }
 
@@ -1129,9 +1136,11 @@ impl View {
                 storage.size
             ));
         }
-        let (st, scope) = (storage.clone(), Scope::Global);
-        let (offset, dtype, bytes, type_id) = (g.offset, g.dtype, g.bytes, g.type_id);
-        Ok(View::new(st, offset, dtype, &g.shape, scope, None, bytes, Site::API, None, type_id, Made::Slice))
+        let (st, scope, image) = (storage.clone(), g.scope, g.image);
+        // A texture's class has no (dtype, shape) id, as `View::make` gives it.
+        let type_id = if scope.is_texture() { 0 } else { g.type_id };
+        let (offset, dtype, bytes) = (g.offset, g.dtype, g.bytes);
+        Ok(View::new(st, offset, dtype, &g.shape, scope, image, bytes, Site::API, None, type_id, Made::Slice))
     }
 }
 

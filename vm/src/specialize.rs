@@ -198,7 +198,8 @@ fn buffer_geom(m: &Module, dtype: DType, list: &[Arg]) -> Option<BufferGeom> {
     }
     let bytes = crate::types::dense_bytes(dtype, &shape)?;
     let end = offset.checked_add(bytes)?;
-    Some(BufferGeom { view: SliceGeom { offset, dtype, shape, bytes, type_id: 0 }, end, slice: NO_SLICE })
+    let view = SliceGeom { offset, dtype, shape, bytes, type_id: 0, scope: Scope::Global, image: None };
+    Some(BufferGeom { view, end, slice: NO_SLICE })
 }
 
 /// The geometry of an image view from its `[offset, dims...]` operands, when all are
