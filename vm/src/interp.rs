@@ -1293,12 +1293,17 @@ impl Vm {
             return Err(VmError::api("internal: no frame to run"));
         };
         let mut fid = top.func as usize;
-        let mut f = &m.funcs[fid];
         // SAFETY: as for `module_ptr`: `ops` is private, set only by the constructors and
         // never reassigned, so the slices live as long as `self`; `ops` does not outlive
         // this call. (An `Rc` clone here was a twentieth of an empty invocation.)
         let ops: &[Box<[Op]>] = unsafe { &*Rc::as_ptr(&self.ops) };
-        let mut code: &[Op] = &ops[fid];
+        // Checked once here: `ops` has one entry per function, and every later function
+        // index is a verified call target (below the function count) or a frame's.
+        if fid >= m.funcs.len() || ops.len() != m.funcs.len() {
+            return Err(VmError::api("internal: the frame's function is not in the module"));
+        }
+        // SAFETY: just checked.
+        let (mut f, mut code) = unsafe { func_code(m, ops, fid) };
         let mut base = top.base;
         let mut pc = top.pc;
         let mut count: u64 = 0;
@@ -1422,7 +1427,8 @@ impl Vm {
                     }
                 }
                 Op::Call { func, list, ndst, nargs } => {
-                    let callee = &m.funcs[func.0 as usize];
+                    // SAFETY: the verifier checks a call's target against the function count.
+                    let (callee, callee_code) = unsafe { func_code(m, ops, func.0 as usize) };
                     match self.enter(m, f, base, callee, list, ndst, nargs) {
                         Ok(new_base) => {
                             if let Some(top) = self.frames.last_mut() {
@@ -1437,7 +1443,7 @@ impl Vm {
                             });
                             fid = func.0 as usize;
                             f = callee;
-                            code = &ops[fid];
+                            code = callee_code;
                             base = new_base;
                             pc = 0;
                             Ok(())
@@ -1466,8 +1472,8 @@ impl Vm {
                                 break Ok(Exit::Returned(into_results(vals)));
                             };
                             fid = top.func as usize;
-                            f = &m.funcs[fid];
-                            code = &ops[fid];
+                            // SAFETY: `fid` is a frame's function, checked when it was pushed.
+                            (f, code) = unsafe { func_code(m, ops, fid) };
                             base = top.base;
                             pc = top.pc;
                             let dsts = &f.args[done.ret_list as usize..][..done.ret_ndst as usize];
@@ -1514,14 +1520,23 @@ impl Vm {
         };
         let n = &self.rt.counters.instructions;
         n.set(n.get() + count);
-        result.map_err(|(pc, e)| {
-            if DEBUG {
-                if let Some(top) = self.frames.last_mut() {
-                    top.pc = pc;
-                }
+        match result {
+            Ok(exit) => Ok(exit),
+            Err((pc, e)) => Err(self.exec_error(DEBUG, m, fid, pc, *e)),
+        }
+    }
+
+    /// The error of a fault at instruction `pc` of function `fid`; `debug` keeps the top
+    /// frame there for a debugger to inspect. Out of line: the common exit builds nothing.
+    #[cold]
+    #[inline(never)]
+    fn exec_error(&mut self, debug: bool, m: &Module, fid: usize, pc: usize, e: Fault) -> VmError {
+        if debug {
+            if let Some(top) = self.frames.last_mut() {
+                top.pc = pc;
             }
-            self.error_at(m, fid, pc, *e)
-        })
+        }
+        self.error_at(m, fid, pc, e)
     }
 
     /// Hands [`Limits::max_live_bytes`] to the devices, which check it on every allocation
@@ -2600,4 +2615,15 @@ struct ImagePlacement {
     end: u64,
     /// Its number among the runtime's slice geometries ([`Value::Slice`]), or [`NO_SLICE`].
     slice: u32,
+}
+
+/// Function `fid` of `m` and its code in `ops`, without bounds checks.
+///
+/// # Safety
+/// `fid` is below `m.funcs.len()`, and `ops` has one entry per function of `m`.
+#[inline(always)]
+unsafe fn func_code<'a>(m: &'a Module, ops: &'a [Box<[Op]>], fid: usize) -> (&'a Function, &'a [Op]) {
+    debug_assert!(fid < m.funcs.len() && ops.len() == m.funcs.len());
+    // SAFETY: the caller's promise.
+    unsafe { (m.funcs.get_unchecked(fid), ops.get_unchecked(fid)) }
 }
