@@ -563,6 +563,7 @@ impl Vm {
             .images
             .into_iter()
             .map(|geom| {
+                let type_id = rt.type_id(geom.dtype, &geom.shape);
                 let on_device = rt
                     .devices
                     .iter()
@@ -575,7 +576,7 @@ impl Vm {
                             dtype: geom.dtype,
                             shape: geom.shape.clone(),
                             bytes,
-                            type_id: rt.type_id(geom.dtype, &geom.shape),
+                            type_id,
                             scope: geom.scope,
                             image: Some(layout),
                         };
@@ -1563,9 +1564,6 @@ impl Vm {
         }
     }
 
-    // Always inlined: an out-of-line call passes the value through memory, and the callee's
-    // wide load of the caller's narrow stores stalls on store forwarding (a third of an
-    // `iadd`'s time).
     /// Register `r` of the frame at `base`, without a bounds check: for the handlers of
     /// `exec`'s hot instructions (a register access was a third of an `iadd`).
     #[inline(always)]
@@ -1586,6 +1584,9 @@ impl Vm {
         unsafe { self.regs.get_unchecked_mut(base + r.0 as usize) }
     }
 
+    // Always inlined: an out-of-line call passes the value through memory, and the callee's
+    // wide load of the caller's narrow stores stalls on store forwarding (a third of an
+    // `iadd`'s time).
     #[inline(always)]
     fn set(&mut self, base: usize, r: Reg, v: Value) {
         self.regs[base + r.0 as usize] = v;

@@ -190,9 +190,7 @@ pub(crate) fn specialize(m: &Module) -> Specialized {
 /// constants and pass `alloc_tensor`'s checks (otherwise the general instruction runs and
 /// reports the error where it happens).
 fn buffer_geom(m: &Module, dtype: DType, list: &[Arg]) -> Option<BufferGeom> {
-    let (first, dims) = list.split_first()?;
-    let offset = u64::try_from(m.const_int(*first)?).ok()?;
-    let shape = dims.iter().map(|a| m.const_int(*a).filter(|&d| d >= 0)).collect::<Option<SmallVec<[i64; 4]>>>()?;
+    let (offset, shape) = const_offset_and_dims(m, list)?;
     if !offset.is_multiple_of(dtype.size() as u64) {
         return None;
     }
@@ -205,10 +203,16 @@ fn buffer_geom(m: &Module, dtype: DType, list: &[Arg]) -> Option<BufferGeom> {
 /// The geometry of an image view from its `[offset, dims...]` operands, when all are
 /// non-negative constants.
 fn image_geom(m: &Module, dtype: DType, scope: Scope, list: &[Arg]) -> Option<ImageGeom> {
+    let (offset, shape) = const_offset_and_dims(m, list)?;
+    Some(ImageGeom { offset, dtype, shape, scope })
+}
+
+/// An `alloc_tensor`'s `[offset, dims...]` operands when all are non-negative constants.
+fn const_offset_and_dims(m: &Module, list: &[Arg]) -> Option<(u64, SmallVec<[i64; 4]>)> {
     let (first, dims) = list.split_first()?;
     let offset = u64::try_from(m.const_int(*first)?).ok()?;
     let shape = dims.iter().map(|a| m.const_int(*a).filter(|&d| d >= 0)).collect::<Option<SmallVec<[i64; 4]>>>()?;
-    Some(ImageGeom { offset, dtype, shape, scope })
+    Some((offset, shape))
 }
 
 /// The specialised form of a two-operand int builtin whose destination and first operand
