@@ -150,3 +150,44 @@ fn squeezenet_on_several_threads() {
     let want = run_all(&mut one, &xs);
     check_threads("squeezenet", &module, &spec, &xs, &want);
 }
+
+/// An OpenCL C program of `n` helper functions chained in kernel `k`; `salt` makes each
+/// source distinct (no runtime cache can share a build).
+fn chained_kernel(n: usize, salt: &str) -> String {
+    let mut src = format!("// {salt}\n");
+    for h in 0..n {
+        src.push_str(&format!("float h{h}(float x) {{ return x * {h}.0f + 1.0f; }}\n"));
+    }
+    src.push_str("__kernel void k(__global float* a) {\n  float x = a[get_global_id(0)];\n");
+    for h in 0..n {
+        src.push_str(&format!("  x = h{h}(x);\n"));
+    }
+    src.push_str("  a[get_global_id(0)] = x;\n}\n");
+    src
+}
+
+/// Devices opened, given kernels and dropped on two threads at once, so that one thread's
+/// programs are built while the other's are released. The Intel CPU runtime crashed the
+/// process on that (SIGSEGV in its LLVM, about one run in three of this test) until builds
+/// and releases took one lock (`PROGRAM_LOCK` in vm/src/opencl.rs). A race, so a run
+/// without the lock may pass; one with it must never crash.
+#[test]
+fn programs_built_on_one_thread_while_another_releases_its_own() {
+    for (dev, spec) in devices() {
+        let DeviceSpec::OpenCl(info) = spec else { continue };
+        std::thread::scope(|s| {
+            for t in 0..2 {
+                let info = &info;
+                s.spawn(move || {
+                    for round in 0..40 {
+                        let cl = rxvm::vm::opencl::ClDevice::open(info).expect("the device opens");
+                        for k in 0..4 {
+                            let src = chained_kernel(60, &format!("thread {t}, round {round}, kernel {k}"));
+                            cl.kernel(&src).unwrap_or_else(|e| panic!("{dev}: {e}"));
+                        }
+                    }
+                });
+            }
+        });
+    }
+}

@@ -74,6 +74,16 @@ impl ClMem {
     }
 }
 
+impl Drop for ClDevice {
+    fn drop(&mut self) {
+        // Kernels and programs go under the lock (see `PROGRAM_LOCK`); the rest of the
+        // device after it, in field order.
+        let kernels = std::mem::take(self.kernels.get_mut());
+        let _serial = program_lock();
+        drop(kernels);
+    }
+}
+
 impl Drop for ClMem {
     fn drop(&mut self) {
         // SAFETY: `mem` came from a successful create call and is released exactly once.
@@ -130,6 +140,18 @@ impl ClBlock {
     pub fn capacity(&self) -> u64 {
         self.capacity
     }
+}
+
+/// Held while a program is built or released, in every thread. The Intel CPU runtime
+/// (2021.2) shares LLVM state between its contexts: a thread building a program while
+/// another releases one crashed the process (SIGSEGV in `llvm::StringMapImpl::RemoveKey`,
+/// seen in parallel tests). Builds are once per kernel and device, so serialising them
+/// costs nothing in a run.
+static PROGRAM_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn program_lock() -> std::sync::MutexGuard<'static, ()> {
+    // A panic elsewhere while holding it leaves nothing half-done that needs guarding.
+    PROGRAM_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Everything the VM needs from one OpenCL device.
@@ -503,6 +525,7 @@ impl ClDevice {
         if let Some((_, k)) = self.kernels.borrow().get(&key) {
             return Ok(KernelHandle(k.get()));
         }
+        let _serial = program_lock();
         let program = Program::create_and_build_from_source(&self.context, source, "").map_err(|log| {
             format!("building an OpenCL kernel for `{}` failed:\n{log}\n--- source ---\n{source}", self.caps.name)
         })?;
