@@ -726,17 +726,43 @@ impl Vm {
     /// results are copied back. A function with storage parameters may be given only its
     /// other parameters: the VM then allocates each storage with the bytes its code needs
     /// and writes placed inputs straight into their storage (no copy beyond the upload).
+    #[inline]
     pub fn invoke(&mut self, func: &str, args: &[HostValue]) -> Result<Vec<HostValue>, VmError> {
         let id = self.func_id(func)?;
+        if !(args.is_empty() && self.module.funcs[id.0 as usize].params.is_empty()) {
+            return self.invoke_host(id, args);
+        }
+        // Nothing to convert: the path of `invoke_values`, which has the interpreter in line.
+        // The rest out of line, so that this path sets up a small frame.
+        let out = self.invoke_values(id, Vec::new())?;
+        if out.capacity() == 0 {
+            // No results, and no memory to free: forgetting it is dropping it, without
+            // the call into the drop glue.
+            std::mem::forget(out);
+            return Ok(Vec::new());
+        }
+        self.results_after_invoke(out)
+    }
+
+    /// [`Vm::invoke`] with arguments to convert or bind.
+    #[inline(never)]
+    fn invoke_host(&mut self, id: FuncId, args: &[HostValue]) -> Result<Vec<HostValue>, VmError> {
         self.apply_live_limit();
         self.rt.counters.mark_copies();
         self.io.fallbacks.clear();
         // SAFETY: see `module_ptr`; `m` does not outlive this call.
         let m = unsafe { &*self.module_ptr() };
-        let f = &m.funcs[id.0 as usize];
-        let vals = if args.is_empty() && f.params.is_empty() { Vec::new() } else { self.host_values(id, f, args)? };
+        let vals = self.host_values(id, &m.funcs[id.0 as usize], args)?;
         let out = self.bind_and_run(m, id, vals);
         let host = out.and_then(|out| self.results_to_host(out));
+        self.io.copies = self.rt.counters.copies_since_mark.get();
+        host
+    }
+
+    /// The results of an invocation without arguments, read back to the host.
+    #[inline(never)]
+    fn results_after_invoke(&mut self, out: Vec<Value>) -> Result<Vec<HostValue>, VmError> {
+        let host = self.results_to_host(out);
         self.io.copies = self.rt.counters.copies_since_mark.get();
         host
     }
@@ -957,9 +983,9 @@ impl Vm {
         self.io.fallbacks.clear();
         // SAFETY: see `module_ptr`; `m` does not outlive this call.
         let m = unsafe { &*self.module_ptr() };
-        // The plain case in line, the rest through a call: all of `bind_and_run` inlined
-        // here saved 17 instructions but ran 4 ns slower per empty invocation
-        // (docs/performance.md).
+        // The plain case in line, interpreter and all (the call into an out-of-line `exec`
+        // was more than a quarter of an empty invocation: docs/performance.md); the rest
+        // through a call.
         let r = if Self::is_plain(m, id, &args) {
             // Nothing to drop: skip the call into the drop loop.
             std::mem::forget(args);
@@ -979,10 +1005,6 @@ impl Vm {
 
     #[inline(never)]
     fn bind_and_run(&mut self, m: &Module, id: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
-        if Self::is_plain(m, id, &args) {
-            std::mem::forget(args);
-            return self.run_plain(m, id);
-        }
         let (args, subs) = self.prepare_args(m, id, args)?;
         let base = self.regs.len();
         let depth = self.frames.len();
@@ -1002,7 +1024,12 @@ impl Vm {
         let base = self.regs.len();
         let depth = self.frames.len();
         self.push_frame(m, id);
-        let r = self.run_from(m, depth);
+        // Only this path has the interpreter in line (one copy of it, not one per caller).
+        let r = if self.limits.max_instructions.is_some() {
+            Self::returned(self.exec::<false, true, _>(m, depth, |_| false))
+        } else {
+            Self::returned(self.exec_body::<false, false, _>(m, depth, |_| false))
+        };
         if r.is_err() {
             self.truncate_regs(base);
             self.frames.truncate(depth);
@@ -1245,6 +1272,12 @@ impl Vm {
         } else {
             self.exec::<false, false, _>(m, depth0, |_| false)
         };
+        Self::returned(exit)
+    }
+
+    /// The results of a run that is not debugged (so cannot pause).
+    #[inline(always)]
+    fn returned(exit: Result<Exit, VmError>) -> Result<Vec<Value>, VmError> {
         match exit {
             Ok(Exit::Returned(v)) => Ok(v),
             Ok(Exit::Paused) => Err(VmError::api("internal: a run paused without a debugger")),
@@ -1284,7 +1317,19 @@ impl Vm {
     /// `DEBUG`, `stop` is asked before each instruction and a `true` pauses there (the top
     /// frame keeps its `pc`; on an error too, so a debugger can inspect the state). Without
     /// it, the check compiles away.
+    #[inline(never)]
     pub(crate) fn exec<const DEBUG: bool, const LIMITED: bool, S: FnMut(&crate::debug::PausePoint) -> bool>(
+        &mut self,
+        m: &Module,
+        depth0: usize,
+        stop: S,
+    ) -> Result<Exit, VmError> {
+        self.exec_body::<DEBUG, LIMITED, S>(m, depth0, stop)
+    }
+
+    /// The interpreter loop of [`Vm::exec`], to inline where entering it is the hot part.
+    #[inline(always)]
+    fn exec_body<const DEBUG: bool, const LIMITED: bool, S: FnMut(&crate::debug::PausePoint) -> bool>(
         &mut self,
         m: &Module,
         depth0: usize,

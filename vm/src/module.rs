@@ -152,7 +152,10 @@ pub struct Module {
 impl Module {
     pub fn func_by_name(&self, name: &str) -> Option<FuncId> {
         let name = name.strip_prefix('@').unwrap_or(name);
-        self.funcs.iter().position(|f| f.name == name).map(|i| FuncId(i as u32))
+        // Bytewise in line: names are short, and a call to `bcmp` per candidate cost half
+        // a nanosecond of a 20 ns empty invocation by name.
+        let same = |f: &Function| f.name.len() == name.len() && f.name.bytes().zip(name.bytes()).all(|(a, b)| a == b);
+        self.funcs.iter().position(same).map(|i| FuncId(i as u32))
     }
 
     pub fn func(&self, id: FuncId) -> Option<&Function> {
