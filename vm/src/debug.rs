@@ -88,7 +88,8 @@ impl Vm {
         self.apply_live_limit();
         match self.exec::<true, true, _>(&module, depth0, stop) {
             Ok(Exit::Paused) => Ok(None),
-            Ok(Exit::Returned(values)) => {
+            Ok(Exit::Returned) => {
+                let values = self.take_returned();
                 self.regs.truncate(base0);
                 self.frames.truncate(depth0);
                 let subs = self.debug.take().map(|r| r.subs).unwrap_or_default();

@@ -70,9 +70,12 @@ pub(crate) struct Frame {
     ret_ndst: u8,
 }
 
-/// How [`Vm::exec`] ended without an error.
+/// How [`Vm::exec`] ended without an error. The values a run returned wait in
+/// `Vm::returned` (see [`Vm::take_returned`]): without them the result fits in two
+/// registers rather than going through memory.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Exit {
-    Returned(Vec<Value>),
+    Returned,
     Paused,
 }
 
@@ -120,6 +123,8 @@ pub struct Vm {
     /// Function ids by name, for modules with more than [`LINEAR_LOOKUP`] functions (a
     /// linear scan of a compiled model's few functions is faster than hashing the name).
     func_index: FxHashMap<Box<str>, FuncId>,
+    /// The values of the last run's `ret` (with [`Exit::Returned`]), until taken.
+    returned: Vec<Value>,
     /// The module's code as the interpreter runs it ([`crate::specialize`]), one slice per
     /// function. `exec` borrows it through a raw pointer beside `&mut self`; an `Rc`, not
     /// a `Box`, because a `Box`'s contents count as part of `self` for that `&mut`.
@@ -603,6 +608,7 @@ impl Vm {
             storage_needs: Vec::new(),
             debug: None,
             prompt: false,
+            returned: Vec::new(),
             func_index: if module.funcs.len() > LINEAR_LOOKUP {
                 module.funcs.iter().enumerate().map(|(i, f)| (f.name.as_str().into(), FuncId(i as u32))).collect()
             } else {
@@ -732,8 +738,8 @@ impl Vm {
         if !(args.is_empty() && self.module.funcs[id.0 as usize].params.is_empty()) {
             return self.invoke_host(id, args);
         }
-        // Nothing to convert: the path of `invoke_values`, which has the interpreter in line.
-        // The rest out of line, so that this path sets up a small frame.
+        // Nothing to convert: the path of `invoke_values`. The rest out of line, so that
+        // this path sets up a small frame.
         let out = self.invoke_values(id, Vec::new())?;
         if out.capacity() == 0 {
             // No results, and no memory to free: forgetting it is dropping it, without
@@ -983,9 +989,9 @@ impl Vm {
         self.io.fallbacks.clear();
         // SAFETY: see `module_ptr`; `m` does not outlive this call.
         let m = unsafe { &*self.module_ptr() };
-        // The plain case in line, interpreter and all (the call into an out-of-line `exec`
-        // was more than a quarter of an empty invocation: docs/performance.md); the rest
-        // through a call.
+        // The plain case in line, the rest through a call: all of `bind_and_run` inlined
+        // here saved 17 instructions but ran 4 ns slower per empty invocation
+        // (docs/performance.md).
         let r = if Self::is_plain(m, id, &args) {
             // Nothing to drop: skip the call into the drop loop.
             std::mem::forget(args);
@@ -1024,12 +1030,7 @@ impl Vm {
         let base = self.regs.len();
         let depth = self.frames.len();
         self.push_frame(m, id);
-        // Only this path has the interpreter in line (one copy of it, not one per caller).
-        let r = if self.limits.max_instructions.is_some() {
-            Self::returned(self.exec::<false, true, _>(m, depth, |_| false))
-        } else {
-            Self::returned(self.exec_body::<false, false, _>(m, depth, |_| false))
-        };
+        let r = self.run_from(m, depth);
         if r.is_err() {
             self.truncate_regs(base);
             self.frames.truncate(depth);
@@ -1272,14 +1273,8 @@ impl Vm {
         } else {
             self.exec::<false, false, _>(m, depth0, |_| false)
         };
-        Self::returned(exit)
-    }
-
-    /// The results of a run that is not debugged (so cannot pause).
-    #[inline(always)]
-    fn returned(exit: Result<Exit, VmError>) -> Result<Vec<Value>, VmError> {
         match exit {
-            Ok(Exit::Returned(v)) => Ok(v),
+            Ok(Exit::Returned) => Ok(self.take_returned()),
             Ok(Exit::Paused) => Err(VmError::api("internal: a run paused without a debugger")),
             Err(e) => Err(e),
         }
@@ -1317,19 +1312,7 @@ impl Vm {
     /// `DEBUG`, `stop` is asked before each instruction and a `true` pauses there (the top
     /// frame keeps its `pc`; on an error too, so a debugger can inspect the state). Without
     /// it, the check compiles away.
-    #[inline(never)]
     pub(crate) fn exec<const DEBUG: bool, const LIMITED: bool, S: FnMut(&crate::debug::PausePoint) -> bool>(
-        &mut self,
-        m: &Module,
-        depth0: usize,
-        stop: S,
-    ) -> Result<Exit, VmError> {
-        self.exec_body::<DEBUG, LIMITED, S>(m, depth0, stop)
-    }
-
-    /// The interpreter loop of [`Vm::exec`], to inline where entering it is the hot part.
-    #[inline(always)]
-    fn exec_body<const DEBUG: bool, const LIMITED: bool, S: FnMut(&crate::debug::PausePoint) -> bool>(
         &mut self,
         m: &Module,
         depth0: usize,
@@ -1501,7 +1484,7 @@ impl Vm {
                 Op::Ret { nvals: 0, .. } if self.frames.len() == depth0 + 1 => {
                     self.truncate_regs(base);
                     self.frames.pop();
-                    break Ok(Exit::Returned(Vec::new()));
+                    break Ok(Exit::Returned);
                 }
                 Op::Ret { list, nvals } => {
                     match if nvals == 0 { Ok(SmallVec::new()) } else { self.collect_results(m, f, base, list, nvals) } {
@@ -1509,13 +1492,16 @@ impl Vm {
                         Ok(vals) => {
                             self.truncate_regs(base);
                             let Some(done) = self.frames.pop() else {
-                                break Ok(Exit::Returned(into_results(vals)));
+                                self.set_returned(into_results(vals));
+                                break Ok(Exit::Returned);
                             };
                             if self.frames.len() == depth0 {
-                                break Ok(Exit::Returned(into_results(vals)));
+                                self.set_returned(into_results(vals));
+                                break Ok(Exit::Returned);
                             }
                             let Some(top) = self.frames.last() else {
-                                break Ok(Exit::Returned(into_results(vals)));
+                                self.set_returned(into_results(vals));
+                                break Ok(Exit::Returned);
                             };
                             fid = top.func as usize;
                             // SAFETY: `fid` is a frame's function, checked when it was pushed.
@@ -1570,6 +1556,18 @@ impl Vm {
             Ok(exit) => Ok(exit),
             Err((pc, e)) => Err(self.exec_error(DEBUG, m, fid, pc, *e)),
         }
+    }
+
+    /// The values the last run returned ([`Exit::Returned`]).
+    #[inline(always)]
+    pub(crate) fn take_returned(&mut self) -> Vec<Value> {
+        std::mem::take(&mut self.returned)
+    }
+
+    #[inline(always)]
+    fn set_returned(&mut self, v: Vec<Value>) {
+        debug_assert!(self.returned.is_empty(), "the previous run's values were taken");
+        self.returned = v;
     }
 
     /// The error of a fault at instruction `pc` of function `fid`; `debug` keeps the top
