@@ -9,51 +9,24 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rxvm::vm::{HostValue, Vm};
-use std::sync::Arc;
 
-const N: usize = 10_000;
-
-fn vm(text: &str) -> Vm {
-    let module = rxvm_asm::assemble(text, "bench.rxa").unwrap_or_else(|d| panic!("{}", d.render()));
-    Vm::host(Arc::new(module)).expect("a VM")
-}
-
-fn straight(body: &str, ret: &str) -> String {
-    let mut t = format!("module straight\n\nfunc @main() -> {ret} {{\n  %a = int 0\n");
-    for _ in 0..N {
-        t.push_str(body);
-    }
-    t.push_str(if ret == "int" { "  ret %a\n}\n" } else { "  ret\n}\n" });
-    t
-}
+mod common;
+use common::{instructions, IADD, LOOP, N, NOP};
 
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("straight");
-    // 1 int + N calls + ret.
-    g.throughput(Throughput::Elements(N as u64 + 2));
-    let mut nop = vm(&straight("  call @vm.nop()\n", "()"));
+    let mut nop = Vm::host(common::straight(NOP, "()")).expect("a VM");
+    g.throughput(Throughput::Elements(instructions(&mut nop, &[])));
     g.bench_function("nop", |b| b.iter(|| nop.invoke("main", &[]).expect("runs")));
-    let mut iadd = vm(&straight("  %a = call @vm.iadd(%a, 1)\n", "int"));
+    let mut iadd = Vm::host(common::straight(IADD, "int")).expect("a VM");
     assert_eq!(iadd.invoke("main", &[]).expect("runs"), [HostValue::Int(N as i64)]);
     g.bench_function("iadd", |b| b.iter(|| iadd.invoke("main", &[]).expect("runs")));
     g.finish();
 
     let mut g = c.benchmark_group("loop");
-    // 2 setup instructions, 3 per iteration, 1 ret.
-    g.throughput(Throughput::Elements(3 * N as u64 + 3));
-    let mut looped = vm("module looped
-
-func @main(%n: int) -> int {
-  %i = int 0
-loop:
-  %i = call @vm.iadd(%i, 1)
-  %more = call @vm.ilt(%i, %n)
-  br_if %more, loop, done
-done:
-  ret %i
-}
-");
+    let mut looped = Vm::host(common::module(LOOP)).expect("a VM");
     let n = [HostValue::Int(N as i64)];
+    g.throughput(Throughput::Elements(instructions(&mut looped, &n)));
     assert_eq!(looped.invoke("main", &n).expect("runs"), [HostValue::Int(N as i64)]);
     g.bench_function("iadd_ilt_br_if", |b| b.iter(|| looped.invoke("main", &n).expect("runs")));
     g.finish();

@@ -11,9 +11,6 @@
 //! `cargo bench --bench model_overhead`; needs `scripts/fetch-onnx-data.sh`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use rxvm::compile::{compile, Options};
-use rxvm::vm::{Kernels, Vm};
-use std::sync::Arc;
 
 mod common;
 
@@ -21,17 +18,9 @@ fn bench(c: &mut Criterion) {
     let Some(dir) = common::light_dir("model_overhead") else { return };
     let mut g = c.benchmark_group("model_overhead");
     for name in common::MODELS {
-        let (graph, shapes, input) = common::load(&dir, name);
-        let compiled = compile(&graph, &shapes, &Options::default()).expect("compiles");
-        let mut vm = Vm::host(Arc::new(compiled.module)).expect("a VM");
-        vm.kernels = Kernels::Noop;
-        let input = vm.upload(&input).expect("upload");
-        let main = vm.module().func_by_name("main").expect("@main");
-        let before = vm.stats().instructions;
-        vm.invoke_values(main, vec![input.clone()]).expect("runs");
-        let per_inference = vm.stats().instructions - before;
-        g.throughput(Throughput::Elements(per_inference));
-        g.bench_function(name, |b| b.iter(|| vm.invoke_values(main, vec![input.clone()]).expect("runs")));
+        let mut model = common::NoopModel::new(&dir, name);
+        g.throughput(Throughput::Elements(model.instructions));
+        g.bench_function(name, |b| b.iter(|| model.infer()));
     }
     g.finish();
 }

@@ -45,6 +45,29 @@ def load():
     return out
 
 
+def load_counts():
+    """scripts/callgrind-counts.sh's results: workload -> instructions per unit, and the
+    commit they were counted at (None when the file is missing)."""
+    path = ROOT / "target" / "callgrind" / "counts.tsv"
+    if not path.exists():
+        return {}, None
+    counts, commit = {}, None
+    for line in path.read_text().splitlines():
+        if line.startswith("# commit\t"):
+            commit = line.split("\t", 1)[1]
+        elif line and not line.startswith(("#", "workload\t")):
+            workload, _unit, per_unit, _vm = line.split("\t")
+            counts[workload] = float(per_unit)
+    return counts, commit
+
+
+def fmt_count(counts, key):
+    if key not in counts:
+        return "–"
+    n = counts[key]
+    return f"{n:,.1f}" if n < 100 else f"{n:,.0f}"
+
+
 def fmt_ns(ns):
     if ns >= 1e9:
         return f"{ns / 1e9:.2f} s"
@@ -73,21 +96,28 @@ def machine():
     return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}; {rustc}; commit {commit}"
 
 
-def section(r):
+def section(r, counts, counts_commit):
     lines = []
     add = lines.append
     get = r.get
     add(f"Measured on: {machine()}. Medians of criterion's samples; "
-        "reproduce with `bash scripts/bench.sh` (all of it, about 12 minutes on this machine) or one "
+        "reproduce with `bash scripts/bench.sh` (all of it, about 20 minutes on this machine) or one "
         "benchmark with the command in its row's section.")
+    if counts:
+        add("")
+        add(f"The *callgrind* columns count the machine instructions per unit (VM instruction, triple, "
+            f"invocation, inference) with `bash scripts/callgrind-counts.sh` (commit {counts_commit}): "
+            "the benchmark's workload (`benches/counts.rs`) run N and 2N times under callgrind, the "
+            "difference divided by N. Unlike the medians they do not move with the machine's load or "
+            "the code's layout.")
     add("")
 
     add("### Interpreter: dispatch, memory instructions, invocation")
     add("")
     add("`cargo bench --bench dispatch` and `cargo bench --bench memory_ops`.")
     add("")
-    add("| what | median | per unit | target | TVM Relax VM | ours / TVM | target |")
-    add("|---|---:|---:|---:|---:|---:|---|")
+    add("| what | median | per unit | target | TVM Relax VM | ours / TVM | target | callgrind |")
+    add("|---|---:|---:|---:|---:|---:|---|---:|")
     rows = [
         ("bare builtin call (`call @vm.nop()`, 10,002 instructions)", "straight/nop", 3, 27),
         ("`%a = call @vm.iadd(%a, 1)` straight-line", "straight/iadd", 3, None),
@@ -98,14 +128,15 @@ def section(r):
             continue
         per = r[key]["median_ns"] / r[key]["elements"]
         add(f"| {what} | {fmt_ns(r[key]['median_ns'])} | {per:.2f} ns/instr | ≤ {target} ns | "
-            f"{f'{tvm} ns' if tvm else '–'} | {f'{per / tvm:.3f}' if tvm else '–'} | {verdict(per <= target)} |")
+            f"{f'{tvm} ns' if tvm else '–'} | {f'{per / tvm:.3f}' if tvm else '–'} | {verdict(per <= target)} | "
+            f"{fmt_count(counts, key)} |")
     for key, what in [("empty_invocation/by_id", "empty function invocation by id (`Vm::invoke_values`)"),
                       ("empty_invocation/by_name", "empty function invocation by name (`Vm::invoke`)")]:
         if key not in r:
             continue
         ns = r[key]["median_ns"]
         add(f"| {what} | {fmt_ns(ns)} | {ns:.1f} ns | ≤ 20 ns | 69 ns | "
-            f"{ns / 69:.2f} | {verdict(ns <= 20)} |")
+            f"{ns / 69:.2f} | {verdict(ns <= 20)} | {fmt_count(counts, key)} |")
     for dev, kind, target in [("host", "buffer", 30), ("host", "image", 30),
                               ("intel", "buffer", 100), ("intel", "image", 100)]:
         key = f"triple/{dev}/{kind}"
@@ -115,7 +146,7 @@ def section(r):
         where = "host" if dev == "host" else "Intel OpenCL"
         add(f"| alloc_storage + alloc_tensor ({kind} view) + 2 kill, {where}, steady state | "
             f"{fmt_ns(r[key]['median_ns'])} / 1,000 | {per:.0f} ns/triple | ≤ {target} ns | 294 ns | "
-            f"{per / 294:.2f} | {verdict(per <= target)} |")
+            f"{per / 294:.2f} | {verdict(per <= target)} | {fmt_count(counts, key)} |")
     add("")
 
     add("### Model overhead: every kernel a no-op")
@@ -123,8 +154,9 @@ def section(r):
     add("`cargo bench --bench model_overhead` (`rxvm run --noop-kernels`): the bytecode of one "
         "inference with every operator call checked but not computed.")
     add("")
-    add("| model | instructions | µs / inference | ns / instruction | TVM µs / inference | ours / TVM | target ≤ 10 % |")
-    add("|---|---:|---:|---:|---:|---:|---|")
+    add("| model | instructions | µs / inference | ns / instruction | TVM µs / inference | ours / TVM | "
+        "target ≤ 10 % | callgrind / inference |")
+    add("|---|---:|---:|---:|---:|---:|---|---:|")
     for m in MODELS:
         key = f"model_overhead/{m}"
         if key not in r:
@@ -138,7 +170,8 @@ def section(r):
         else:
             ratio = per / TVM_NS_PER_INSTR
             tvm_txt = f"– ({TVM_NS_PER_INSTR} ns/instr)"
-        add(f"| {m} | {n:,} | {ns / 1e3:.1f} | {per:.1f} | {tvm_txt} | {ratio:.2f} | {verdict(ratio <= 0.10)} |")
+        add(f"| {m} | {n:,} | {ns / 1e3:.1f} | {per:.1f} | {tvm_txt} | {ratio:.2f} | {verdict(ratio <= 0.10)} | "
+            f"{fmt_count(counts, key)} |")
     add("")
     add("Where TVM's time per inference is not known, the ratio is per instruction against its "
         "best figure (70 ns).")
@@ -189,7 +222,8 @@ def main():
         sys.exit(f"{DOC} has no {BEGIN} ... {END} block")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    DOC.write_text(f"{head}{BEGIN}\n{section(r)}\n{END}{tail}")
+    counts, counts_commit = load_counts()
+    DOC.write_text(f"{head}{BEGIN}\n{section(r, counts, counts_commit)}\n{END}{tail}")
     print(f"updated {DOC.relative_to(ROOT)}")
 
 
