@@ -15,7 +15,6 @@ use crate::shared::Shared;
 use crate::specialize::{Op, NO_SLICE};
 use crate::types::{DType, ImageLayout, Scope, Type};
 use crate::value::Value;
-use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::cell::{Cell, Ref, RefCell};
 use std::io::Write;
@@ -73,7 +72,7 @@ pub(crate) struct Frame {
 /// How [`Vm::exec`] ended without an error. The values a run returned wait in
 /// `Vm::returned` (see [`Vm::take_returned`]): without them the result fits in two
 /// registers rather than going through memory.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy)]
 pub(crate) enum Exit {
     Returned,
     Paused,
@@ -120,11 +119,12 @@ pub struct Vm {
     pub(crate) debug: Option<crate::debug::DebugRun>,
     /// Instructions typed at a REPL prompt: sites are [`Site::PROMPT`].
     prompt: bool,
-    /// Function ids by name, for modules with more than [`LINEAR_LOOKUP`] functions (a
-    /// linear scan of a compiled model's few functions is faster than hashing the name).
-    func_index: FxHashMap<Box<str>, FuncId>,
+    /// Function ids by name ([`crate::names`]).
+    func_names: crate::names::FuncNames,
     /// The values of the last run's `ret` (with [`Exit::Returned`]), until taken.
     returned: Vec<Value>,
+    /// The argument and result types invocations last admitted, per function.
+    signatures: crate::signature::Signatures,
     /// The module's code as the interpreter runs it ([`crate::specialize`]), one slice per
     /// function. `exec` borrows it through a raw pointer beside `&mut self`; an `Rc`, not
     /// a `Box`, because a `Box`'s contents count as part of `self` for that `&mut`.
@@ -170,9 +170,6 @@ macro_rules! int_ri {
         }
     };
 }
-
-/// Up to this many functions, [`Vm::invoke`] finds its function by a linear scan.
-const LINEAR_LOOKUP: usize = 8;
 
 /// What an operator call site inferred for the operands it saw last. Inference depends
 /// only on the operands' dtypes and shapes and on the values of the small inputs (the ones
@@ -285,18 +282,6 @@ type ViewType = (DType, SmallVec<[i64; 4]>);
 enum OperandKey {
     Constant(u64),
     Tensor { dtype: DType, shape: SmallVec<[i64; 4]>, value: Option<Vec<u8>> },
-}
-
-/// A returning function's values as the caller of [`Vm::exec`] takes them (`SmallVec`'s
-/// `into_vec` costs a collect even when there is nothing to move).
-fn into_results(vals: SmallVec<[Value; 2]>) -> Vec<Value> {
-    if vals.is_empty() {
-        // Nothing to drop: skip the `SmallVec`'s drop loop.
-        std::mem::forget(vals);
-        Vec::new()
-    } else {
-        vals.into_vec()
-    }
 }
 
 /// The error for an operator call whose output view is in a constant, if any.
@@ -609,11 +594,8 @@ impl Vm {
             debug: None,
             prompt: false,
             returned: Vec::new(),
-            func_index: if module.funcs.len() > LINEAR_LOOKUP {
-                module.funcs.iter().enumerate().map(|(i, f)| (f.name.as_str().into(), FuncId(i as u32))).collect()
-            } else {
-                FxHashMap::default()
-            },
+            signatures: crate::signature::Signatures::new(&module),
+            func_names: crate::names::FuncNames::new(&module),
             ops: specialized.ops.into(),
             buffer_geoms,
             image_views,
@@ -740,37 +722,60 @@ impl Vm {
         }
         // Nothing to convert: the path of `invoke_values`. The rest out of line, so that
         // this path sets up a small frame.
-        let out = self.invoke_values(id, Vec::new())?;
-        if out.capacity() == 0 {
-            // No results, and no memory to free: forgetting it is dropping it, without
-            // the call into the drop glue.
-            std::mem::forget(out);
+        self.invoke_plain(id)?;
+        if self.returned.is_empty() {
             return Ok(Vec::new());
         }
-        self.results_after_invoke(out)
+        let out = self.take_returned();
+        self.results_after_invoke(Ok(out))
+    }
+
+    /// [`Vm::invoke_values`] of a function without parameters, its results left in
+    /// `returned`: what `invoke` runs for a call without arguments. Its result is one
+    /// word, in a register; a `Vec` passed back through memory and read again cost a
+    /// stall of a few nanoseconds per empty invocation.
+    #[inline(never)]
+    fn invoke_plain(&mut self, id: FuncId) -> Result<(), VmError> {
+        self.begin_invocation();
+        // SAFETY: see `module_ptr`; `m` does not outlive this call.
+        let m = unsafe { &*self.module_ptr() };
+        let r = self.run_plain(m, id);
+        self.end_invocation();
+        r
     }
 
     /// [`Vm::invoke`] with arguments to convert or bind.
     #[inline(never)]
     fn invoke_host(&mut self, id: FuncId, args: &[HostValue]) -> Result<Vec<HostValue>, VmError> {
-        self.apply_live_limit();
-        self.rt.counters.mark_copies();
-        self.io.fallbacks.clear();
+        self.begin_invocation();
         // SAFETY: see `module_ptr`; `m` does not outlive this call.
         let m = unsafe { &*self.module_ptr() };
         let vals = self.host_values(id, &m.funcs[id.0 as usize], args)?;
         let out = self.bind_and_run(m, id, vals);
+        self.results_after_invoke(out)
+    }
+
+    /// An invocation's results read back to the host, and its copies recorded.
+    #[inline(never)]
+    fn results_after_invoke(&mut self, out: Result<Vec<Value>, VmError>) -> Result<Vec<HostValue>, VmError> {
         let host = out.and_then(|out| self.results_to_host(out));
-        self.io.copies = self.rt.counters.copies_since_mark.get();
+        self.end_invocation();
         host
     }
 
-    /// The results of an invocation without arguments, read back to the host.
-    #[inline(never)]
-    fn results_after_invoke(&mut self, out: Vec<Value>) -> Result<Vec<HostValue>, VmError> {
-        let host = self.results_to_host(out);
+    /// What every invocation does first: hands the devices the live-bytes limit, marks
+    /// the copy counter, forgets the last invocation's fallbacks.
+    #[inline(always)]
+    fn begin_invocation(&mut self) {
+        self.apply_live_limit();
+        self.rt.counters.mark_copies();
+        self.io.fallbacks.clear();
+    }
+
+    /// What every invocation does last: records the copies it made ([`Vm::last_io`]).
+    #[inline(always)]
+    fn end_invocation(&mut self) {
         self.io.copies = self.rt.counters.copies_since_mark.get();
-        host
     }
 
     /// The VM values of `invoke`'s host arguments (see [`Vm::invoke`]).
@@ -816,11 +821,7 @@ impl Vm {
 
     #[inline]
     fn func_id(&self, func: &str) -> Result<FuncId, VmError> {
-        let found = if self.func_index.is_empty() {
-            self.module.func_by_name(func)
-        } else {
-            self.func_index.get(func.strip_prefix('@').unwrap_or(func)).copied()
-        };
+        let found = self.func_names.find(&self.module, func);
         found.ok_or_else(|| self.no_such_function(func))
     }
 
@@ -984,9 +985,7 @@ impl Vm {
     /// Invokes a function with VM values: checks arity and declared types, binds caller
     /// storages and tensors ([`crate::io`]), then runs. [`Vm::last_io`] reports the copies.
     pub fn invoke_values(&mut self, id: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
-        self.apply_live_limit();
-        self.rt.counters.mark_copies();
-        self.io.fallbacks.clear();
+        self.begin_invocation();
         // SAFETY: see `module_ptr`; `m` does not outlive this call.
         let m = unsafe { &*self.module_ptr() };
         // The plain case in line, the rest through a call: all of `bind_and_run` inlined
@@ -995,11 +994,11 @@ impl Vm {
         let r = if Self::is_plain(m, id, &args) {
             // Nothing to drop: skip the call into the drop loop.
             std::mem::forget(args);
-            self.run_plain(m, id)
+            self.run_plain(m, id).map(|()| self.take_returned())
         } else {
             self.bind_and_run(m, id, args)
         };
-        self.io.copies = self.rt.counters.copies_since_mark.get();
+        self.end_invocation();
         r
     }
 
@@ -1020,13 +1019,14 @@ impl Vm {
         if self.frames.len() > depth {
             self.frames.truncate(depth);
         }
-        let out = r?;
+        r?;
+        let out = self.take_returned();
         self.finish_results(m, id, &subs, out)
     }
 
     /// Runs `id`, which takes no parameters: no arguments to bind, no results to copy back.
     #[inline(always)]
-    fn run_plain(&mut self, m: &Module, id: FuncId) -> Result<Vec<Value>, VmError> {
+    fn run_plain(&mut self, m: &Module, id: FuncId) -> Result<(), VmError> {
         let base = self.regs.len();
         let depth = self.frames.len();
         self.push_frame(m, id);
@@ -1062,7 +1062,7 @@ impl Vm {
             return Err(VmError::api(format!("@{} takes {} arguments, found {}", f.name, f.params.len(), args.len())));
         }
         for (i, (v, t)) in args.iter().zip(&f.params).enumerate() {
-            if let Err(m) = check_type(v, t) {
+            if let Err(m) = self.signatures.check_param(&self.rt, id.0 as usize, i, v, t) {
                 return Err(VmError::api(format!("argument {} of @{}: {m}", i + 1, f.name)));
             }
         }
@@ -1079,7 +1079,7 @@ impl Vm {
     ) -> Result<(Vec<Value>, Vec<Substitute>), VmError> {
         self.check_args(id, &args)?;
         let f = &m.funcs[id.0 as usize];
-        if args.is_empty() {
+        if args.is_empty() || self.signatures.binds_nothing(&self.rt, id.0 as usize, &args) {
             return Ok((args, Vec::new()));
         }
         let subs = self
@@ -1258,15 +1258,16 @@ impl Vm {
     }
 
     #[inline]
-    fn run(&mut self, m: &Module, entry: FuncId, args: Vec<Value>) -> Result<Vec<Value>, VmError> {
+    fn run(&mut self, m: &Module, entry: FuncId, args: Vec<Value>) -> Result<(), VmError> {
         let depth0 = self.frames.len();
         self.push_entry(m, entry, args);
         self.run_from(m, depth0)
     }
 
-    /// Runs the frame just pushed above depth `depth0` to its return.
+    /// Runs the frame just pushed above depth `depth0` to its return; its values wait in
+    /// `returned`.
     #[inline(always)]
-    fn run_from(&mut self, m: &Module, depth0: usize) -> Result<Vec<Value>, VmError> {
+    fn run_from(&mut self, m: &Module, depth0: usize) -> Result<(), VmError> {
         // Without an instruction limit the loop skips its per-instruction check.
         let exit = if self.limits.max_instructions.is_some() {
             self.exec::<false, true, _>(m, depth0, |_| false)
@@ -1274,23 +1275,29 @@ impl Vm {
             self.exec::<false, false, _>(m, depth0, |_| false)
         };
         match exit {
-            Ok(Exit::Returned) => Ok(self.take_returned()),
+            Ok(Exit::Returned) => Ok(()),
             Ok(Exit::Paused) => Err(VmError::api("internal: a run paused without a debugger")),
             Err(e) => Err(e),
         }
     }
 
     /// Pushes the frame of `entry` with its arguments in its first registers.
+    /// The emptied argument buffer becomes `returned`, which the return values fill: one
+    /// buffer per invocation, not one for the arguments and one for the results.
     #[inline]
-    pub(crate) fn push_entry(&mut self, m: &Module, entry: FuncId, args: Vec<Value>) {
+    pub(crate) fn push_entry(&mut self, m: &Module, entry: FuncId, mut args: Vec<Value>) {
         let base = self.push_frame(m, entry);
-        if !args.is_empty() {
-            for (i, v) in args.into_iter().enumerate() {
-                self.regs[base + i] = v;
-            }
-        } else {
+        if args.is_empty() {
             // Nothing to drop: skip the call into the drop loop.
             std::mem::forget(args);
+            return;
+        }
+        for (slot, v) in self.regs[base..].iter_mut().zip(args.drain(..)) {
+            // The frame's registers are new: `Null`, nothing to drop.
+            std::mem::forget(std::mem::replace(slot, v));
+        }
+        if self.returned.capacity() == 0 {
+            self.returned = args;
         }
     }
 
@@ -1444,7 +1451,12 @@ impl Vm {
                 Op::Kill { reg } => match self.reg(base, reg) {
                     Value::Null | Value::Killed(_) => self.read_reg(f, base, reg).map(|_| ()),
                     _ => {
-                        *self.reg_mut(base, reg) = Value::Killed(at as u32);
+                        // A compiled model's kills drop slices: their storage's count in
+                        // line, not through the drop glue of `Value`.
+                        match std::mem::replace(self.reg_mut(base, reg), Value::Killed(at as u32)) {
+                            Value::Slice(_, st) => drop(st),
+                            other => drop(other),
+                        }
                         Ok(())
                     }
                 },
@@ -1481,47 +1493,49 @@ impl Vm {
                     }
                 }
                 // The common exit of an invocation: nothing to collect, nobody to resume.
-                Op::Ret { nvals: 0, .. } if self.frames.len() == depth0 + 1 => {
-                    self.truncate_regs(base);
-                    self.frames.pop();
-                    break Ok(Exit::Returned);
+                // The entry frame's return: its values go straight into `returned`,
+                // whose buffer is the arguments' (`push_entry`).
+                Op::Ret { list, nvals } if self.frames.len() == depth0 + 1 => {
+                    match if nvals == 0 { Ok(()) } else { self.return_values(m, f, fid, base, list, nvals) } {
+                        Ok(()) => {
+                            self.truncate_regs(base);
+                            self.frames.pop();
+                            break Ok(Exit::Returned);
+                        }
+                        Err(e) => Err(e),
+                    }
                 }
                 Op::Ret { list, nvals } => {
                     match if nvals == 0 { Ok(SmallVec::new()) } else { self.collect_results(m, f, base, list, nvals) } {
                         Err(e) => Err(e),
                         Ok(vals) => {
                             self.truncate_regs(base);
-                            let Some(done) = self.frames.pop() else {
-                                self.set_returned(into_results(vals));
-                                break Ok(Exit::Returned);
-                            };
-                            if self.frames.len() == depth0 {
-                                self.set_returned(into_results(vals));
-                                break Ok(Exit::Returned);
-                            }
-                            let Some(top) = self.frames.last() else {
-                                self.set_returned(into_results(vals));
-                                break Ok(Exit::Returned);
-                            };
-                            fid = top.func as usize;
-                            // SAFETY: `fid` is a frame's function, checked when it was pushed.
-                            (f, code) = unsafe { func_code(m, ops, fid) };
-                            base = top.base;
-                            pc = top.pc;
-                            let dsts = &f.args[done.ret_list as usize..][..done.ret_ndst as usize];
-                            for (d, v) in dsts.iter().zip(vals) {
-                                if let ArgKind::Reg(r) = d.kind() {
-                                    self.set(base, r, v);
+                            // Not the entry frame (above): a caller's frame is below.
+                            let done = self.frames.pop();
+                            match (done, self.frames.last()) {
+                                (Some(done), Some(top)) => {
+                                    fid = top.func as usize;
+                                    base = top.base;
+                                    pc = top.pc;
+                                    // SAFETY: `fid` is a frame's function, checked when it was pushed.
+                                    (f, code) = unsafe { func_code(m, ops, fid) };
+                                    let dsts = &f.args[done.ret_list as usize..][..done.ret_ndst as usize];
+                                    for (d, v) in dsts.iter().zip(vals) {
+                                        if let ArgKind::Reg(r) = d.kind() {
+                                            self.set(base, r, v);
+                                        }
+                                    }
+                                    Ok(())
                                 }
+                                _ => fault("internal: a return with no frame to return to".into()),
                             }
-                            Ok(())
                         }
                     }
                 }
                 Op::CallOpSite(site) => {
                     // With no-op kernels, a call its site's memo covers has nothing left to
                     // do: decided here, before `op_call`'s large frame is set up.
-                    if self.kernels == Kernels::Noop && self.memo_covers_site(base, site) {
+                    if self.kernels == Kernels::Noop && (self.site_passed(site) || self.memo_covers_site(base, site)) {
                         Ok(())
                     } else {
                         self.op_call_at(m, f, base, at, site)
@@ -1562,12 +1576,6 @@ impl Vm {
     #[inline(always)]
     pub(crate) fn take_returned(&mut self) -> Vec<Value> {
         std::mem::take(&mut self.returned)
-    }
-
-    #[inline(always)]
-    fn set_returned(&mut self, v: Vec<Value>) {
-        debug_assert!(self.returned.is_empty(), "the previous run's values were taken");
-        self.returned = v;
     }
 
     /// The error of a fault at instruction `pc` of function `fid`; `debug` keeps the top
@@ -2103,6 +2111,14 @@ impl Vm {
         })
     }
 
+    /// True when operator call site `site` is fixed and has passed its check
+    /// ([`QuickSite::PASSED`]): in line in `exec`, the no-op path of most of a compiled
+    /// model's calls makes no call.
+    #[inline(always)]
+    fn site_passed(&self, site: u32) -> bool {
+        self.quick_sites.get(site as usize).is_some_and(|s| s.len.get() == QuickSite::PASSED)
+    }
+
     /// Sets the [`QuickCheck`]s of operator call site `site`, or unsets them (`None`, or
     /// more than the site has room for).
     fn set_quick(&self, site: usize, checks: Option<SmallVec<[QuickCheck; 6]>>) {
@@ -2344,7 +2360,7 @@ impl Vm {
     /// device refuses the view: the general instruction then runs and reports the error.
     /// Not `inline(always)`: forced into `exec`, it saved 30 instructions per triple but
     /// made every instruction's dispatch slower (a `nop` 1.10 -> 1.37 ns).
-    #[inline]
+    #[inline(always)]
     fn alloc_buffer_const(&mut self, base: usize, x: crate::specialize::BufferArgs, fid: usize, at: usize) -> bool {
         let Value::Storage(st) = self.reg(base, x.storage) else { return false };
         let Some(g) = self.buffer_geoms.get(x.geom as usize) else { return false };
@@ -2537,6 +2553,24 @@ impl Vm {
         Ok(new_base)
     }
 
+    /// The entry frame's return values, checked against its declared results, pushed onto
+    /// `returned`: no buffer of their own when the arguments' has room.
+    #[inline(never)]
+    fn return_values(&mut self, m: &Module, f: &Function, fid: usize, base: usize, list: u32, n: u16) -> Step<()> {
+        let mut out = std::mem::take(&mut self.returned);
+        debug_assert!(out.is_empty(), "the previous run's values were taken");
+        out.reserve(n as usize);
+        for (i, a) in f.args[list as usize..][..n as usize].iter().enumerate() {
+            let v = self.read(m, f, base, *a)?;
+            if let Err(msg) = self.signatures.check_result(&self.rt, fid, i, &v, &f.results[i]) {
+                return fault(format!("result {} of @{}: {msg}", i + 1, f.name));
+            }
+            out.push(v);
+        }
+        self.returned = out;
+        Ok(())
+    }
+
     #[inline]
     fn collect_results(&self, m: &Module, f: &Function, base: usize, list: u32, n: u16) -> Step<SmallVec<[Value; 2]>> {
         let mut vals = SmallVec::new();
@@ -2562,7 +2596,7 @@ fn slice_value(g: u32, st: &Shared<Storage>) -> Step<Value> {
 }
 
 /// Checks a value against a declared type (kinds, and dtype/shape for typed tensors).
-fn check_type(v: &Value, t: &Type) -> Result<(), String> {
+pub(crate) fn check_type(v: &Value, t: &Type) -> Result<(), String> {
     match (v, t) {
         (Value::Tensor(view), Type::Tensor { .. }) => {
             if crate::verify::type_admits(t, view.dtype, &view.shape) {

@@ -1,0 +1,181 @@
+//! What an invocation checks of a function's signature, remembered between invocations.
+//!
+//! An embedding calls the same function over and over with tensors of the same type. Each
+//! call checks every argument against its declared type and every result against its
+//! declared result type (`type_admits`: the dtype and each dimension); and binding looks
+//! at every tensor argument for a storage or a placement it must honour. For a small
+//! model with every kernel a no-op, that was a tenth of an inference.
+//!
+//! [`Signatures`] keeps, per parameter and per result, the type it last admitted as one
+//! word: a view's (dtype, shape) id in the VM's runtime ([`crate::memory::ViewClass`]) or
+//! a slice's geometry number. Whether a type admits a value depends only on the value's
+//! dtype and shape, and both ids fix them, so a value with the remembered id is admitted
+//! without looking at its dims. Ids are per runtime: a view of another runtime has no key
+//! and is checked in full, as are values without one (a texture, a scalar).
+
+use crate::interp::check_type;
+use crate::memory::Runtime;
+use crate::module::{Function, Module};
+use crate::types::Type;
+use crate::value::Value;
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// No remembered type (a key is never 0: type ids start at 1 and slice keys have a tag).
+const NONE: u32 = 0;
+/// Tags a slice's geometry number, so it cannot equal a view's type id.
+const SLICE: u32 = 1 << 31;
+
+/// Per function of a module, what its invocations last admitted.
+pub(crate) struct Signatures {
+    funcs: Box<[FuncSignature]>,
+}
+
+struct FuncSignature {
+    params: Box<[Cell<u32>]>,
+    results: Box<[Cell<u32>]>,
+    /// No storage parameter and no placed tensor parameter: binding has nothing to do
+    /// for arguments of this VM's runtime.
+    binds_nothing: bool,
+}
+
+impl Signatures {
+    pub(crate) fn new(module: &Module) -> Signatures {
+        let cells = |n: usize| (0..n).map(|_| Cell::new(NONE)).collect();
+        let funcs = module
+            .funcs
+            .iter()
+            .map(|f: &Function| FuncSignature {
+                params: cells(f.params.len()),
+                results: cells(f.results.len()),
+                binds_nothing: f.placements.is_empty() && !f.params.iter().any(|t| matches!(t, Type::Storage)),
+            })
+            .collect();
+        Signatures { funcs }
+    }
+
+    /// Checks argument `i` of function `func` against its declared type `t`.
+    #[inline]
+    pub(crate) fn check_param(
+        &self,
+        rt: &Rc<Runtime>,
+        func: usize,
+        i: usize,
+        v: &Value,
+        t: &Type,
+    ) -> Result<(), String> {
+        match self.funcs.get(func).and_then(|s| s.params.get(i)) {
+            Some(memo) => admit(memo, rt, v, t),
+            None => check_type(v, t),
+        }
+    }
+
+    /// Checks result `i` of function `func` against its declared type `t`.
+    #[inline]
+    pub(crate) fn check_result(
+        &self,
+        rt: &Rc<Runtime>,
+        func: usize,
+        i: usize,
+        v: &Value,
+        t: &Type,
+    ) -> Result<(), String> {
+        match self.funcs.get(func).and_then(|s| s.results.get(i)) {
+            Some(memo) => admit(memo, rt, v, t),
+            None => check_type(v, t),
+        }
+    }
+
+    /// True when binding the (type-checked) arguments `args` of `func` does nothing: the
+    /// function has no storage or placed parameters and every tensor argument lives in
+    /// `rt`, so none needs a copy.
+    #[inline]
+    pub(crate) fn binds_nothing(&self, rt: &Rc<Runtime>, func: usize, args: &[Value]) -> bool {
+        self.funcs.get(func).is_some_and(|s| s.binds_nothing)
+            && args.iter().all(|a| match a {
+                Value::Tensor(v) => v.storage.in_runtime(rt),
+                _ => true,
+            })
+    }
+}
+
+/// The remembered key of `v`, if it has one in runtime `rt`.
+#[inline(always)]
+fn key(rt: &Rc<Runtime>, v: &Value) -> u32 {
+    match v {
+        Value::Tensor(view) if view.storage.in_runtime(rt) => view.class.type_id(),
+        Value::Slice(g, st) if *g < SLICE && st.in_runtime(rt) => SLICE | g,
+        _ => NONE,
+    }
+}
+
+#[inline(always)]
+fn admit(memo: &Cell<u32>, rt: &Rc<Runtime>, v: &Value, t: &Type) -> Result<(), String> {
+    let k = key(rt, v);
+    if k != NONE && memo.get() == k {
+        return Ok(());
+    }
+    check_type(v, t)?;
+    memo.set(k);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{DType, Dim};
+    use crate::{DeviceCaps, HostTensor, HostValue, Vm};
+    use std::sync::Arc;
+
+    fn module(params: Vec<Type>) -> Module {
+        let mut mb = crate::builder::ModuleBuilder::new("sig");
+        let mut f = mb.function("main", params, vec![]);
+        f.ret(&[]);
+        mb.add_function(f);
+        mb.build().expect("a module")
+    }
+
+    fn f32_dims(dims: &[i64]) -> Type {
+        Type::Tensor { dtype: DType::F32, dims: dims.iter().map(|&d| Dim::Known(d)).collect() }
+    }
+
+    #[test]
+    fn a_remembered_type_admits_only_the_same_dtype_and_shape() {
+        let t = f32_dims(&[2, 3]);
+        let vm = Vm::new(Arc::new(module(vec![t.clone()])), vec![DeviceCaps::host()]).expect("a VM");
+        let sig = Signatures::new(vm.module());
+        let upload = |dtype, shape: &[i64]| {
+            let n: i64 = shape.iter().product();
+            let h = HostTensor::zeros(dtype, shape).expect("a tensor");
+            assert_eq!(h.data.len() as i64, n * 4);
+            vm.to_value(&HostValue::Tensor(h)).expect("uploaded")
+        };
+        let rt = vm.runtime();
+        let good = upload(DType::F32, &[2, 3]);
+        assert_eq!(sig.check_param(rt, 0, 0, &good, &t), Ok(()));
+        assert_ne!(sig.funcs[0].params[0].get(), NONE, "the admitted type is remembered");
+        assert_eq!(sig.check_param(rt, 0, 0, &good, &t), Ok(()));
+        // A different shape or dtype is checked in full, and refused.
+        for (dtype, shape) in [(DType::F32, &[3, 2][..]), (DType::I32, &[2, 3][..]), (DType::F32, &[6][..])] {
+            let bad = upload(dtype, shape);
+            let e = sig.check_param(rt, 0, 0, &bad, &t).expect_err("refused");
+            assert!(e.starts_with("expected f32[2, 3]"), "{e}");
+        }
+        // ... and what was remembered still admits the good type.
+        assert_eq!(sig.check_param(rt, 0, 0, &good, &t), Ok(()));
+    }
+
+    #[test]
+    fn a_view_of_another_runtime_is_checked_in_full() {
+        let t = f32_dims(&[4]);
+        let m = Arc::new(module(vec![t.clone()]));
+        let vm = Vm::new(m.clone(), vec![DeviceCaps::host()]).expect("a VM");
+        let other = Vm::new(m, vec![DeviceCaps::host()]).expect("another VM");
+        let sig = Signatures::new(vm.module());
+        let h = HostTensor::zeros(DType::F32, &[4]).expect("a tensor");
+        let foreign = other.to_value(&HostValue::Tensor(h)).expect("uploaded");
+        assert_eq!(sig.check_param(vm.runtime(), 0, 0, &foreign, &t), Ok(()));
+        assert_eq!(sig.funcs[0].params[0].get(), NONE, "another runtime's type id means nothing here");
+        assert!(!sig.binds_nothing(vm.runtime(), 0, std::slice::from_ref(&foreign)), "it may need a copy");
+    }
+}
