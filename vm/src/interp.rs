@@ -1451,12 +1451,7 @@ impl Vm {
                 Op::Kill { reg } => match self.reg(base, reg) {
                     Value::Null | Value::Killed(_) => self.read_reg(f, base, reg).map(|_| ()),
                     _ => {
-                        // A compiled model's kills drop slices: their storage's count in
-                        // line, not through the drop glue of `Value`.
-                        match std::mem::replace(self.reg_mut(base, reg), Value::Killed(at as u32)) {
-                            Value::Slice(_, st) => drop(st),
-                            other => drop(other),
-                        }
+                        *self.reg_mut(base, reg) = Value::Killed(at as u32);
                         Ok(())
                     }
                 },
