@@ -1062,7 +1062,7 @@ impl Vm {
             return Err(VmError::api(format!("@{} takes {} arguments, found {}", f.name, f.params.len(), args.len())));
         }
         for (i, (v, t)) in args.iter().zip(&f.params).enumerate() {
-            if let Err(m) = self.signatures.check_param(&self.rt, id.0 as usize, i, v, t) {
+            if let Err(m) = self.signatures.check(&self.rt, id.0 as usize, i, v, t) {
                 return Err(VmError::api(format!("argument {} of @{}: {m}", i + 1, f.name)));
             }
         }
@@ -2557,7 +2557,9 @@ impl Vm {
         out.reserve(n as usize);
         for (i, a) in f.args[list as usize..][..n as usize].iter().enumerate() {
             let v = self.read(m, f, base, *a)?;
-            if let Err(msg) = self.signatures.check_result(&self.rt, fid, i, &v, &f.results[i]) {
+            if let Err(msg) =
+                self.signatures.check(&self.rt, fid, self.signatures.result_slot(fid, i), &v, &f.results[i])
+            {
                 return fault(format!("result {} of @{}: {msg}", i + 1, f.name));
             }
             out.push(v);

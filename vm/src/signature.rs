@@ -32,8 +32,9 @@ pub(crate) struct Signatures {
 }
 
 struct FuncSignature {
-    params: Box<[Cell<u32>]>,
-    results: Box<[Cell<u32>]>,
+    /// One per parameter, then one per result.
+    admitted: Box<[Cell<u32>]>,
+    params: usize,
     /// No storage parameter and no placed tensor parameter: binding has nothing to do
     /// for arguments of this VM's runtime.
     binds_nothing: bool,
@@ -46,44 +47,28 @@ impl Signatures {
             .funcs
             .iter()
             .map(|f: &Function| FuncSignature {
-                params: cells(f.params.len()),
-                results: cells(f.results.len()),
+                admitted: cells(f.params.len() + f.results.len()),
+                params: f.params.len(),
                 binds_nothing: f.placements.is_empty() && !f.params.iter().any(|t| matches!(t, Type::Storage)),
             })
             .collect();
         Signatures { funcs }
     }
 
-    /// Checks argument `i` of function `func` against its declared type `t`.
+    /// Checks `v` against `t`, the declared type of slot `slot` of function `func`:
+    /// parameter `i` is slot `i`; result `i` is [`Signatures::result_slot`].
     #[inline]
-    pub(crate) fn check_param(
-        &self,
-        rt: &Rc<Runtime>,
-        func: usize,
-        i: usize,
-        v: &Value,
-        t: &Type,
-    ) -> Result<(), String> {
-        match self.funcs.get(func).and_then(|s| s.params.get(i)) {
+    pub(crate) fn check(&self, rt: &Rc<Runtime>, func: usize, slot: usize, v: &Value, t: &Type) -> Result<(), String> {
+        match self.funcs.get(func).and_then(|s| s.admitted.get(slot)) {
             Some(memo) => admit(memo, rt, v, t),
             None => check_type(v, t),
         }
     }
 
-    /// Checks result `i` of function `func` against its declared type `t`.
+    /// The slot of result `i` of function `func`: after its parameters.
     #[inline]
-    pub(crate) fn check_result(
-        &self,
-        rt: &Rc<Runtime>,
-        func: usize,
-        i: usize,
-        v: &Value,
-        t: &Type,
-    ) -> Result<(), String> {
-        match self.funcs.get(func).and_then(|s| s.results.get(i)) {
-            Some(memo) => admit(memo, rt, v, t),
-            None => check_type(v, t),
-        }
+    pub(crate) fn result_slot(&self, func: usize, i: usize) -> usize {
+        self.funcs.get(func).map_or(usize::MAX, |s| s.params.saturating_add(i))
     }
 
     /// True when binding the (type-checked) arguments `args` of `func` does nothing: the
@@ -152,17 +137,17 @@ mod tests {
         };
         let rt = vm.runtime();
         let good = upload(DType::F32, &[2, 3]);
-        assert_eq!(sig.check_param(rt, 0, 0, &good, &t), Ok(()));
-        assert_ne!(sig.funcs[0].params[0].get(), NONE, "the admitted type is remembered");
-        assert_eq!(sig.check_param(rt, 0, 0, &good, &t), Ok(()));
+        assert_eq!(sig.check(rt, 0, 0, &good, &t), Ok(()));
+        assert_ne!(sig.funcs[0].admitted[0].get(), NONE, "the admitted type is remembered");
+        assert_eq!(sig.check(rt, 0, 0, &good, &t), Ok(()));
         // A different shape or dtype is checked in full, and refused.
         for (dtype, shape) in [(DType::F32, &[3, 2][..]), (DType::I32, &[2, 3][..]), (DType::F32, &[6][..])] {
             let bad = upload(dtype, shape);
-            let e = sig.check_param(rt, 0, 0, &bad, &t).expect_err("refused");
+            let e = sig.check(rt, 0, 0, &bad, &t).expect_err("refused");
             assert!(e.starts_with("expected f32[2, 3]"), "{e}");
         }
         // ... and what was remembered still admits the good type.
-        assert_eq!(sig.check_param(rt, 0, 0, &good, &t), Ok(()));
+        assert_eq!(sig.check(rt, 0, 0, &good, &t), Ok(()));
     }
 
     #[test]
@@ -174,8 +159,8 @@ mod tests {
         let sig = Signatures::new(vm.module());
         let h = HostTensor::zeros(DType::F32, &[4]).expect("a tensor");
         let foreign = other.to_value(&HostValue::Tensor(h)).expect("uploaded");
-        assert_eq!(sig.check_param(vm.runtime(), 0, 0, &foreign, &t), Ok(()));
-        assert_eq!(sig.funcs[0].params[0].get(), NONE, "another runtime's type id means nothing here");
+        assert_eq!(sig.check(vm.runtime(), 0, 0, &foreign, &t), Ok(()));
+        assert_eq!(sig.funcs[0].admitted[0].get(), NONE, "another runtime's type id means nothing here");
         assert!(!sig.binds_nothing(vm.runtime(), 0, std::slice::from_ref(&foreign)), "it may need a copy");
     }
 }
