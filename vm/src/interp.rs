@@ -1487,7 +1487,6 @@ impl Vm {
                         Err(e) => Err(e),
                     }
                 }
-                // The common exit of an invocation: nothing to collect, nobody to resume.
                 // The entry frame's return: its values go straight into `returned`,
                 // whose buffer is the arguments' (`push_entry`).
                 Op::Ret { list, nvals } if self.frames.len() == depth0 + 1 => {
@@ -1501,7 +1500,11 @@ impl Vm {
                     }
                 }
                 Op::Ret { list, nvals } => {
-                    match if nvals == 0 { Ok(SmallVec::new()) } else { self.collect_results(m, f, base, list, nvals) } {
+                    match if nvals == 0 {
+                        Ok(SmallVec::new())
+                    } else {
+                        self.collect_results(m, f, fid, base, list, nvals)
+                    } {
                         Err(e) => Err(e),
                         Ok(vals) => {
                             self.truncate_regs(base);
@@ -2089,14 +2092,13 @@ impl Vm {
     /// (a constant) its id, a slice by its geometry number and device; the call's constants
     /// and omitted inputs are the same at every run. Whatever this cannot decide (a texture, an input whose value inference
     /// reads, a constant output, a non-tensor) answers `false`, and the general path
-    /// decides and reports. Out of line, so that `exec` stays small (see
-    /// `alloc_buffer_const`).
+    /// decides and reports. Out of line, so that `exec` stays small; the common case, a
+    /// fixed site that has passed, is [`Vm::site_passed`], in line.
     #[inline(never)]
     fn memo_covers_site(&self, base: usize, site: u32) -> bool {
         let Some(s) = self.quick_sites.get(site as usize) else { return false };
-        if s.len.get() == QuickSite::PASSED {
-            return true;
-        }
+        // A passed site never gets here: `exec` asks `site_passed` first, in line.
+        debug_assert!(s.len.get() != QuickSite::PASSED, "site {site} passed: exec checks that first");
         let Some(checks) = self.quick_checks.get(s.start as usize..).and_then(|c| c.get(..s.len.get() as usize)) else {
             return false;
         };
@@ -2353,8 +2355,9 @@ impl Vm {
     /// was made, so only whether it fits its storage is left. Writes the register and
     /// returns `true`; `false` when it does not fit, `%storage` holds no storage, or the
     /// device refuses the view: the general instruction then runs and reports the error.
-    /// Not `inline(always)`: forced into `exec`, it saved 30 instructions per triple but
-    /// made every instruction's dispatch slower (a `nop` 1.10 -> 1.37 ns).
+    /// Forced into `exec`: out of line its call was 9 of the 51 instructions of a compiled
+    /// model's view (an older loop's `nop` was slower with it in line; today's `nop` count
+    /// is the same either way).
     #[inline(always)]
     fn alloc_buffer_const(&mut self, base: usize, x: crate::specialize::BufferArgs, fid: usize, at: usize) -> bool {
         let Value::Storage(st) = self.reg(base, x.storage) else { return false };
@@ -2555,33 +2558,53 @@ impl Vm {
         let mut out = std::mem::take(&mut self.returned);
         debug_assert!(out.is_empty(), "the previous run's values were taken");
         out.reserve(n as usize);
-        for (i, a) in f.args[list as usize..][..n as usize].iter().enumerate() {
-            let v = self.read(m, f, base, *a)?;
-            if let Err(msg) =
-                self.signatures.check(&self.rt, fid, self.signatures.result_slot(fid, i), &v, &f.results[i])
-            {
-                return fault(format!("result {} of @{}: {msg}", i + 1, f.name));
-            }
-            out.push(v);
-        }
+        self.read_results(m, f, fid, base, list, n, &mut out)?;
         self.returned = out;
         Ok(())
     }
 
+    /// A returning frame's values for its caller's registers.
     #[inline]
-    fn collect_results(&self, m: &Module, f: &Function, base: usize, list: u32, n: u16) -> Step<SmallVec<[Value; 2]>> {
+    fn collect_results(
+        &self,
+        m: &Module,
+        f: &Function,
+        fid: usize,
+        base: usize,
+        list: u32,
+        n: u16,
+    ) -> Step<SmallVec<[Value; 2]>> {
         let mut vals = SmallVec::new();
-        if n == 0 {
-            return Ok(vals);
-        }
+        self.read_results(m, f, fid, base, list, n, &mut vals)?;
+        Ok(vals)
+    }
+
+    /// Reads the `n` values of a `ret` with operand list `list` in function `fid` (frame at
+    /// `base`), checks each against its declared result type ([`Signatures`]) and appends
+    /// them to `out`.
+    ///
+    /// [`Signatures`]: crate::signature::Signatures
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn read_results(
+        &self,
+        m: &Module,
+        f: &Function,
+        fid: usize,
+        base: usize,
+        list: u32,
+        n: u16,
+        out: &mut impl Extend<Value>,
+    ) -> Step<()> {
         for (i, a) in f.args[list as usize..][..n as usize].iter().enumerate() {
             let v = self.read(m, f, base, *a)?;
-            if let Err(msg) = check_type(&v, &f.results[i]) {
+            let slot = self.signatures.result_slot(fid, i);
+            if let Err(msg) = self.signatures.check(&self.rt, fid, slot, &v, &f.results[i]) {
                 return fault(format!("result {} of @{}: {msg}", i + 1, f.name));
             }
-            vals.push(v);
+            out.extend(Some(v));
         }
-        Ok(vals)
+        Ok(())
     }
 }
 
