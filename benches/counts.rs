@@ -140,7 +140,47 @@ fn workload(name: &str) -> Result<Workload, String> {
                 }),
             })
         }
+        ["assembler", what] => assembler(what),
         _ => Err(format!("no workload `{name}` (`counts --list` lists them)")),
+    }
+}
+
+/// The assembler benchmark's workloads, on the same ~10 MB program: per byte of `.rxa`
+/// text (assemble), of text produced (disassemble) or of `.rxb` (load and verify).
+fn assembler(what: &str) -> Result<Workload, String> {
+    use rxvm::asm::{assemble, disassemble};
+    use rxvm::vm::{load_module, write_module};
+    let text = common::rxa::program(common::rxa::BENCH_BYTES);
+    let module = assemble(&text, "bench.rxa").map_err(|d| d.render())?;
+    let per_byte = |bytes: usize, mut run: Box<dyn FnMut() -> Result<(), String>>| {
+        run()?;
+        Ok(Workload {
+            unit: "byte",
+            units_per_run: bytes as u64,
+            instructions_per_run: 0,
+            run: Box::new(move |runs| (0..runs).try_for_each(|_| run())),
+        })
+    };
+    match what {
+        "assemble" => per_byte(
+            text.len(),
+            Box::new(move || assemble(black_box(&text), "bench.rxa").map(drop).map_err(|d| d.render())),
+        ),
+        "disassemble" => {
+            let bytes = disassemble(&module).len();
+            per_byte(
+                bytes,
+                Box::new(move || {
+                    black_box(disassemble(black_box(&module)));
+                    Ok(())
+                }),
+            )
+        }
+        "load_verify" => {
+            let rxb = write_module(&module);
+            per_byte(rxb.len(), Box::new(move || load_module(black_box(&rxb)).map(drop).map_err(|e| e.to_string())))
+        }
+        _ => Err(format!("no assembler workload `{what}`: assemble, disassemble or load_verify")),
     }
 }
 
@@ -157,6 +197,8 @@ fn workloads() -> Vec<(String, u32)> {
     all.push(("empty_invocation/by_id".into(), 100_000));
     all.push(("empty_invocation/by_name".into(), 100_000));
     all.extend(common::MODELS.iter().map(|m| (format!("model_overhead/{m}"), 1_000)));
+    // ~10 MB a run: one is plenty.
+    all.extend(["assemble", "disassemble", "load_verify"].iter().map(|w| (format!("assembler/{w}"), 1)));
     all
 }
 

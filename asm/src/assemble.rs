@@ -8,8 +8,10 @@ use crate::stream;
 use rustc_hash::FxHashMap as FastMap;
 use rxvm_vm::builtins::{Builtin, BUILTINS};
 use rxvm_vm::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, OpId, Reg};
-use rxvm_vm::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, Placement, SourceLoc, UserKernel};
-use rxvm_vm::ops::{AttrValue, Attrs, OPS};
+use rxvm_vm::module::{
+    ConstData, Constant, FuncDebug, Function, Literal, Module, NameList, Placement, SourceLoc, UserKernel,
+};
+use rxvm_vm::ops::{AttrTable, AttrValue, Attrs, OPS};
 use rxvm_vm::types::{DType, Dim, Kind, Scope, Type};
 use rxvm_vm::VerifyError;
 use smallvec::SmallVec;
@@ -392,11 +394,16 @@ struct Asm<'s> {
     float_params: Vec<SmallVec<[bool; 8]>>,
     /// Register names of the function being assembled: a buffer kept from function to
     /// function, so that each function's list is allocated once, at its size.
-    reg_names: Vec<String>,
+    reg_names: NameList,
     /// The register table of `FuncAsm`, kept from function to function.
     reg_table: FastMap<u64, u32>,
-    /// Operator attribute sets, in text order.
+    /// Operator attribute sets, in text order of first use.
     attrs: Vec<Attrs>,
+    /// Numbers `attrs`: equal sets are stored once.
+    attr_table: AttrTable,
+    /// Attribute sets by the text of their block (`{` to `}`), which finds most repeats
+    /// without decoding them. Only sets that assembled without errors.
+    attrs_by_text: FastMap<&'s str, u32>,
     /// Whether to record the [`SourceMap`]'s per-instruction spans.
     want_map: bool,
     names: CalleeNames,
@@ -567,6 +574,14 @@ impl<'s> Asm<'s> {
             }
         }
         set
+    }
+
+    /// The id of attribute set `set` (see [`AttrTable`]).
+    fn intern_attrs(&mut self, set: Attrs, span: Span) -> u32 {
+        self.attr_table.intern(&mut self.attrs, set).unwrap_or_else(|| {
+            self.err(Diagnostic::new(span, "too many attribute sets in the module"));
+            0
+        })
     }
 
     fn scope(&mut self, s: Option<StrLit<'_>>) -> Scope {
@@ -875,7 +890,7 @@ struct FuncAsm<'s> {
     /// Whether two names of this function had the same hash: then a name missing from
     /// `regs` may still be a register.
     collided: bool,
-    reg_names: Vec<String>,
+    reg_names: NameList,
     labels: FastMap<&'s str, u32>,
     code: Vec<Instr>,
     args: Vec<Arg>,
@@ -888,7 +903,7 @@ impl<'s> FuncAsm<'s> {
     /// The register named `name` (with hash `h`), if any.
     fn find_reg(&self, name: &str, h: u64) -> Option<u32> {
         match self.regs.get(&h) {
-            Some(&r) if same_name(&self.reg_names[r as usize], name) => Some(r),
+            Some(&r) if self.reg_names.get(r as usize).is_some_and(|n| same_name(n, name)) => Some(r),
             _ if self.collided => self.reg_names.iter().position(|n| same_name(n, name)).map(|i| i as u32),
             _ => None,
         }
@@ -914,7 +929,7 @@ impl<'s> FuncAsm<'s> {
                 e.insert(r);
             }
         }
-        self.reg_names.push(n.text.to_string());
+        self.reg_names.push(n.text);
         Reg(r)
     }
 
@@ -976,9 +991,11 @@ impl<'s> Asm<'s> {
             kernels: FastMap::default(),
             func_params: Vec::new(),
             float_params: Vec::new(),
-            reg_names: Vec::new(),
+            reg_names: NameList::new(),
             reg_table: FastMap::default(),
             attrs: Vec::new(),
+            attr_table: AttrTable::default(),
+            attrs_by_text: FastMap::default(),
             want_map,
             names: CalleeNames::new(),
             stream,
@@ -1238,7 +1255,7 @@ fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) -> (Function,
                     .with_secondary(first, "first declared here"),
             );
             // Still give the parameter its own register so that register i = parameter i.
-            fa.reg_names.push(p.name.text.to_string());
+            fa.reg_names.push(p.name.text);
         } else {
             fa.reg(&p.name, &mut a.errs);
         }
@@ -1553,15 +1570,19 @@ fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) -> (Function,
                     }
                     Some(block) => {
                         ops.push(block.span);
-                        let set = a.attr_set(&block, &mut attr_spans);
-                        if set.is_empty() {
-                            0
-                        } else if a.attrs.len() >= u32::MAX as usize {
-                            a.err(Diagnostic::new(block.span, "too many attribute sets in the module"));
-                            0
-                        } else {
-                            a.attrs.push(set);
-                            a.attrs.len() as u32
+                        let text = a.lines.src.get(block.span.range()).unwrap_or("");
+                        match a.attrs_by_text.get(text).copied() {
+                            // The source map wants this call's own attribute spans.
+                            Some(id) if !a.want_map => id,
+                            seen => {
+                                let errs = a.errs.len();
+                                let set = a.attr_set(&block, &mut attr_spans);
+                                let id = seen.unwrap_or_else(|| a.intern_attrs(set, block.span));
+                                if a.errs.len() == errs && id != 0 {
+                                    a.attrs_by_text.insert(text, id);
+                                }
+                                id
+                            }
                         }
                     }
                 };
@@ -1647,8 +1668,9 @@ fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) -> (Function,
     }
 
     let num_regs = fa.reg_names.len() as u32;
-    // The names, moved to a list of their exact size; the buffer goes back for the next one.
-    let reg_names: Vec<String> = fa.reg_names.drain(..).collect();
+    // The names, copied at their exact size; the buffer goes back for the next function.
+    let reg_names = fa.reg_names.clone();
+    fa.reg_names.clear();
     a.reg_names = fa.reg_names;
     a.reg_table = fa.regs;
     let func = Function {
@@ -1953,7 +1975,7 @@ mod tests {
         let mut fa = FuncAsm {
             regs: FastMap::default(),
             collided: false,
-            reg_names: Vec::new(),
+            reg_names: NameList::new(),
             labels: FastMap::default(),
             code: Vec::new(),
             args: Vec::new(),
@@ -1971,7 +1993,7 @@ mod tests {
         assert_eq!(fa.reg(&name("b"), &mut errs), Reg(1));
         assert_eq!(fa.reg(&name("a"), &mut errs), Reg(0));
         assert_eq!(fa.reg(&name("c"), &mut errs), Reg(2));
-        assert_eq!(fa.reg_names, ["a", "b", "c"]);
+        assert_eq!(fa.reg_names.iter().collect::<Vec<_>>(), ["a", "b", "c"]);
         assert!(errs.is_empty());
     }
 

@@ -317,7 +317,7 @@ impl<'f> Names<'f> {
         let mut used: FastSet<&str> = FastSet::default();
         let mut regs: Vec<RegName<'f>> = Vec::with_capacity(n);
         for i in 0..n {
-            let name = f.debug.reg_names.get(i).map(String::as_str).filter(|s| is_sigil_name(s));
+            let name = f.debug.reg_names.get(i).filter(|s| is_sigil_name(s));
             regs.push(match name {
                 Some(s) if used.insert(s) => RegName::Named(s),
                 _ => RegName::Generated(i as u32),

@@ -17,6 +17,8 @@ use rxvm::vm::{DeviceCaps, HostTensor, HostValue, Kernels, Module, Vm};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub mod rxa;
+
 pub fn module(text: &str) -> Arc<Module> {
     Arc::new(rxvm_asm::assemble(text, "bench.rxa").unwrap_or_else(|d| panic!("{}", d.render())))
 }

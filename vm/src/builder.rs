@@ -4,7 +4,7 @@
 use crate::builtins::Builtin;
 use crate::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, OpId, Reg};
 use crate::module::{ConstData, Constant, FuncDebug, Function, Literal, Module};
-use crate::ops::Attrs;
+use crate::ops::{AttrTable, Attrs};
 use crate::types::{DType, Scope, Type};
 use crate::verify::{verify_module, VerifyError};
 
@@ -29,11 +29,17 @@ impl From<Reg> for Operand {
 pub struct ModuleBuilder {
     module: Module,
     defined: Vec<bool>,
+    /// Numbers `module.attrs`: equal sets are stored once.
+    attr_table: AttrTable,
 }
 
 impl ModuleBuilder {
     pub fn new(name: &str) -> ModuleBuilder {
-        ModuleBuilder { module: Module { name: name.to_string(), ..Module::default() }, defined: Vec::new() }
+        ModuleBuilder {
+            module: Module { name: name.to_string(), ..Module::default() },
+            defined: Vec::new(),
+            attr_table: AttrTable::default(),
+        }
     }
 
     pub fn constant(&mut self, name: &str, dtype: DType, shape: &[i64], data: ConstData) -> ConstId {
@@ -108,9 +114,13 @@ impl ModuleBuilder {
     /// Adds a finished body: resolves labels and encodes operands.
     pub fn add_function(&mut self, fb: FunctionBuilder) {
         let args: Vec<Arg> = fb.ops.iter().map(|o| self.encode(*o)).collect();
-        // Attribute sets are numbered per function while building; make them module-wide.
-        let attr_base = self.module.attrs.len() as u32;
-        self.module.attrs.extend(fb.attrs);
+        // Attribute sets are numbered per function while building; make them module-wide,
+        // each stored once. (`u32::MAX` sets cannot fit in memory.)
+        let attr_ids: Vec<u32> = fb
+            .attrs
+            .into_iter()
+            .map(|set| self.attr_table.intern(&mut self.module.attrs, set).unwrap_or(u32::MAX))
+            .collect();
         let at = |l: Label| Label(fb.labels.get(l.0 as usize).copied().flatten().unwrap_or(u32::MAX));
         let code = fb
             .code
@@ -119,7 +129,8 @@ impl ModuleBuilder {
                 Instr::Br { target } => Instr::Br { target: at(target) },
                 Instr::BrIf { cond, then_, else_ } => Instr::BrIf { cond, then_: at(then_), else_: at(else_) },
                 Instr::CallOp { op, list, attrs, nout, nin } if attrs != 0 => {
-                    Instr::CallOp { op, list, attrs: attrs + attr_base, nout, nin }
+                    let attrs = attr_ids.get(attrs as usize - 1).copied().unwrap_or(u32::MAX);
+                    Instr::CallOp { op, list, attrs, nout, nin }
                 }
                 other => other,
             })
@@ -130,9 +141,9 @@ impl ModuleBuilder {
         f.code = code;
         f.args = args;
         if fb.reg_names.iter().any(|n| !n.is_empty()) {
-            let mut names = fb.reg_names;
-            names.resize(fb.num_regs as usize, String::new());
-            f.debug.reg_names = names;
+            let unnamed = (fb.num_regs as usize).saturating_sub(fb.reg_names.len());
+            let names = fb.reg_names.iter().map(String::as_str);
+            f.debug.reg_names = names.chain(std::iter::repeat_n("", unnamed)).collect();
         }
         self.defined[fb.id.0 as usize] = true;
     }

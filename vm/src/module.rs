@@ -64,12 +64,71 @@ pub struct SourceLoc {
     pub col: u32,
 }
 
+/// A list of names stored in one buffer. A function names dozens of registers: one
+/// allocation for all of them, not one each, is what keeps assembling, loading and
+/// dropping a large module from being a stream of small allocations.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NameList {
+    text: String,
+    /// Where each name ends in `text`; name `i` starts where name `i - 1` ends.
+    ends: Vec<usize>,
+}
+
+impl NameList {
+    pub fn new() -> NameList {
+        NameList::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Name `i`, if there are more than `i` names.
+    pub fn get(&self, i: usize) -> Option<&str> {
+        let end = *self.ends.get(i)?;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        self.text.get(start..end)
+    }
+
+    pub fn push(&mut self, name: &str) {
+        self.text.push_str(name);
+        self.ends.push(self.text.len());
+    }
+
+    /// Room for `names` more names of `bytes` bytes in all.
+    pub fn reserve(&mut self, names: usize, bytes: usize) {
+        self.ends.reserve(names);
+        self.text.reserve(bytes);
+    }
+
+    pub fn clear(&mut self) {
+        self.text.clear();
+        self.ends.clear();
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+}
+
+impl<'a> FromIterator<&'a str> for NameList {
+    fn from_iter<I: IntoIterator<Item = &'a str>>(names: I) -> NameList {
+        let mut list = NameList::new();
+        names.into_iter().for_each(|n| list.push(n));
+        list
+    }
+}
+
 /// Names and source positions of one function, for diagnostics and disassembly.
 /// Optional: a stripped module has none and prints registers as `%r0`, `%r1`, ...
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FuncDebug {
     /// One name per register (empty when unknown).
-    pub reg_names: Vec<String>,
+    pub reg_names: NameList,
     /// Label names by instruction index, sorted by index.
     pub labels: Vec<(u32, String)>,
     /// One position per instruction (empty when unknown).
@@ -109,7 +168,7 @@ impl Function {
     /// The register's source name, or `r<N>` when the module carries no names.
     pub fn reg_name(&self, r: Reg) -> String {
         match self.debug.reg_names.get(r.0 as usize) {
-            Some(n) if !n.is_empty() => n.clone(),
+            Some(n) if !n.is_empty() => n.to_string(),
             _ => format!("r{}", r.0),
         }
     }
@@ -184,5 +243,30 @@ impl Module {
             },
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NameList;
+
+    #[test]
+    fn name_list_keeps_each_name_apart() {
+        let names: NameList = ["x", "", "weight.0", "é"].into_iter().collect();
+        assert_eq!(names.len(), 4);
+        assert_eq!(
+            (names.get(0), names.get(1), names.get(2), names.get(3)),
+            (Some("x"), Some(""), Some("weight.0"), Some("é"))
+        );
+        assert_eq!(names.get(4), None);
+        assert_eq!(names.iter().collect::<Vec<_>>(), ["x", "", "weight.0", "é"]);
+        // Equal lists are equal however they were built; a different split is not equal.
+        let mut pushed = NameList::new();
+        pushed.reserve(4, 16);
+        ["x", "", "weight.0", "é"].into_iter().for_each(|n| pushed.push(n));
+        assert_eq!(pushed, names);
+        assert_ne!(["xw", "eight.0"].into_iter().collect::<NameList>(), ["x", "weight.0"].into_iter().collect());
+        pushed.clear();
+        assert!(pushed.is_empty() && pushed.get(0).is_none());
     }
 }

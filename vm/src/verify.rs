@@ -12,7 +12,7 @@ use crate::builtins::Builtin;
 use crate::bytecode::{Arg, ArgKind, FuncId, Instr, OpId, Reg};
 use crate::host_tensor::HostTensor;
 use crate::module::{ConstData, Function, Literal, Module};
-use crate::ops::{AttrValue, Attrs, OutInfo, TensorInfo, OPS};
+use crate::ops::{Attrs, OutInfo, TensorInfo, OPS};
 use crate::types::{DType, ImageLayout, Kind, Scope, Type};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
@@ -192,45 +192,14 @@ struct FlowBufs {
 struct AttrsKey<'m>(&'m Attrs);
 
 impl std::hash::Hash for AttrsKey<'_> {
-    /// Hashes a part of what `eq` compares (equal sets hash alike; equality decides):
-    /// name lengths and first bytes, scalar values, list lengths and first elements.
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        h.write_usize(self.0 .0.len());
-        for (name, v) in &self.0 .0 {
-            let b = name.as_bytes();
-            let mut head = [0u8; 8];
-            head[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
-            h.write_u64(u64::from_le_bytes(head) ^ (b.len() as u64) << 56);
-            match v {
-                AttrValue::Int(x) => h.write_u64(*x as u64),
-                AttrValue::Float(x) => h.write_u64(x.to_bits()),
-                AttrValue::Ints(xs) => {
-                    h.write_usize(xs.len());
-                    xs.iter().take(4).for_each(|x| h.write_u64(*x as u64));
-                }
-                AttrValue::Floats(xs) => {
-                    h.write_usize(xs.len());
-                    xs.iter().take(4).for_each(|x| h.write_u64(x.to_bits()));
-                }
-                AttrValue::Str(s) => h.write_usize(s.len()),
-            }
-        }
+        self.0.hash_bits(h)
     }
 }
 
 impl PartialEq for AttrsKey<'_> {
     fn eq(&self, o: &Self) -> bool {
-        let same = |a: &AttrValue, b: &AttrValue| match (a, b) {
-            (AttrValue::Int(x), AttrValue::Int(y)) => x == y,
-            (AttrValue::Float(x), AttrValue::Float(y)) => x.to_bits() == y.to_bits(),
-            (AttrValue::Ints(x), AttrValue::Ints(y)) => x == y,
-            (AttrValue::Floats(x), AttrValue::Floats(y)) => {
-                x.len() == y.len() && x.iter().zip(y).all(|(a, b)| a.to_bits() == b.to_bits())
-            }
-            (AttrValue::Str(x), AttrValue::Str(y)) => x == y,
-            _ => false,
-        };
-        self.0 .0.len() == o.0 .0.len() && self.0 .0.iter().zip(&o.0 .0).all(|((n, a), (m, b))| n == m && same(a, b))
+        self.0.same_bits(o.0)
     }
 }
 

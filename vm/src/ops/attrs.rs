@@ -1,6 +1,7 @@
 //! Operator attributes: `{ strides = [2, 2], alpha = 0.5, mode = "constant" }`.
 
 use std::fmt;
+use std::hash::Hasher;
 
 /// One attribute value.
 #[derive(Clone, Debug, PartialEq)]
@@ -101,6 +102,44 @@ impl Attrs {
         self.0.iter().map(|(k, v)| (k.as_str(), v))
     }
 
+    /// Whether the two sets are the same, names, order and values, floats bit for bit
+    /// (`-0.0` and `0.0` differ, NaN equals the same NaN): sets that behave and print
+    /// alike, which may therefore be shared by their call sites.
+    pub fn same_bits(&self, other: &Attrs) -> bool {
+        let same = |a: &AttrValue, b: &AttrValue| match (a, b) {
+            (AttrValue::Int(x), AttrValue::Int(y)) => x == y,
+            (AttrValue::Float(x), AttrValue::Float(y)) => x.to_bits() == y.to_bits(),
+            (AttrValue::Ints(x), AttrValue::Ints(y)) => x == y,
+            (AttrValue::Floats(x), AttrValue::Floats(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(a, b)| a.to_bits() == b.to_bits())
+            }
+            (AttrValue::Str(x), AttrValue::Str(y)) => x == y,
+            _ => false,
+        };
+        self.0.len() == other.0.len() && self.0.iter().zip(&other.0).all(|((n, a), (m, b))| n == m && same(a, b))
+    }
+
+    /// Hashes what [`Attrs::same_bits`] compares.
+    pub fn hash_bits<H: Hasher>(&self, h: &mut H) {
+        h.write_usize(self.0.len());
+        for (name, v) in &self.0 {
+            h.write(name.as_bytes());
+            match v {
+                AttrValue::Int(x) => h.write_u64(*x as u64),
+                AttrValue::Float(x) => h.write_u64(x.to_bits()),
+                AttrValue::Ints(xs) => {
+                    h.write_usize(xs.len());
+                    xs.iter().for_each(|x| h.write_u64(*x as u64));
+                }
+                AttrValue::Floats(xs) => {
+                    h.write_usize(xs.len());
+                    xs.iter().for_each(|x| h.write_u64(x.to_bits()));
+                }
+                AttrValue::Str(s) => h.write(s.as_bytes()),
+            }
+        }
+    }
+
     pub fn get(&self, name: &str) -> Option<&AttrValue> {
         self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v)
     }
@@ -158,5 +197,37 @@ impl fmt::Display for Attrs {
             write!(f, "{k} = {v}")?;
         }
         f.write_str(" }")
+    }
+}
+
+/// Stores a module's attribute sets once each: call sites with equal attributes (see
+/// [`Attrs::same_bits`]) share one set, so a model's hundreds of
+/// `{ kernel_shape = [3, 3], ... }` are stored, written, loaded and verified once. The
+/// assembler and the module builder both number sets with it, so a module reads the
+/// same however it was made and survives a disassembly round trip.
+#[derive(Default)]
+pub struct AttrTable {
+    /// Ids (1-based) by content hash.
+    by_content: rustc_hash::FxHashMap<u64, smallvec::SmallVec<[u32; 1]>>,
+}
+
+impl AttrTable {
+    /// The id of `set` among `sets` (1-based; 0 for an empty set): an equal set's if
+    /// `sets` has one, else `set` is added. `None` when `sets` has no room for another id.
+    pub fn intern(&mut self, sets: &mut Vec<Attrs>, set: Attrs) -> Option<u32> {
+        if set.is_empty() {
+            return Some(0);
+        }
+        let mut h = rustc_hash::FxHasher::default();
+        set.hash_bits(&mut h);
+        let key = h.finish();
+        let equal = |id: &&u32| sets.get(**id as usize - 1).is_some_and(|s| s.same_bits(&set));
+        if let Some(&id) = self.by_content.get(&key).and_then(|ids| ids.iter().find(equal)) {
+            return Some(id);
+        }
+        let id = u32::try_from(sets.len() + 1).ok()?;
+        sets.push(set);
+        self.by_content.entry(key).or_default().push(id);
+        Some(id)
     }
 }

@@ -21,7 +21,7 @@ pub mod tensor;
 pub mod tensor_cl;
 pub mod texture_cl;
 
-pub use attrs::{AttrKind, AttrSpec, AttrValue, Attrs};
+pub use attrs::{AttrKind, AttrSpec, AttrTable, AttrValue, Attrs};
 
 use crate::host_tensor::HostTensor;
 use crate::types::DType;
