@@ -298,3 +298,41 @@ fn vms_sharing_a_runtime_each_run_under_their_own_live_limit() {
     limited.limits.max_live_bytes = None;
     limited.invoke("main", &[HostValue::Int(2)]).expect("the limit lifted");
 }
+
+/// A function's results are checked against its declared types when it returns, to the
+/// caller of `invoke` and to a calling function alike. The check remembers the type it
+/// last admitted per result (signature.rs): a value of another shape after one that
+/// passed must still be refused, and one that matches again must pass.
+#[test]
+fn results_are_checked_against_their_declared_types() {
+    let mut mb = ModuleBuilder::new("results");
+    let inner = mb.declare("inner", vec![Type::AnyTensor], vec![f32s(&[2])]);
+    let mut f = mb.function("main", vec![Type::AnyTensor, Type::Int], vec![f32s(&[2])]);
+    let (x, nested) = (f.param(0), f.param(1));
+    let (direct, call) = (f.label(), f.label());
+    f.br_if(nested, call, direct);
+    f.place(direct);
+    f.ret(&[x.into()]);
+    f.place(call);
+    let y = f.call(inner, 1, &[x.into()])[0];
+    f.ret(&[y.into()]);
+    mb.add_function(f);
+    let mut g = mb.function("inner", vec![Type::AnyTensor], vec![f32s(&[2])]);
+    let x = g.param(0);
+    g.ret(&[x.into()]);
+    mb.add_function(g);
+    let mut vm = Vm::host(Arc::new(mb.build().unwrap())).unwrap();
+
+    let two = HostValue::Tensor(HostTensor::from_f32(&[2], &[1.0, 2.0]).unwrap());
+    let three = HostValue::Tensor(HostTensor::from_f32(&[3], &[1.0, 2.0, 3.0]).unwrap());
+    for (nested, who) in [(0, "@main"), (1, "@inner")] {
+        for _ in 0..2 {
+            let out = vm.invoke("main", &[two.clone(), HostValue::Int(nested)]).unwrap();
+            assert_eq!(out, [two.clone()]);
+            let e = vm.invoke("main", &[three.clone(), HostValue::Int(nested)]).unwrap_err();
+            assert_eq!(e.message, format!("result 1 of {who}: expected f32[2], found f32[3]"));
+        }
+        let e = vm.invoke("main", &[HostValue::Int(7), HostValue::Int(nested)]).unwrap_err();
+        assert!(e.message.contains("argument 1 of @main: expected tensor"), "{e}");
+    }
+}
