@@ -106,7 +106,7 @@ def section(r, counts, counts_commit):
     if counts:
         add("")
         add(f"The *callgrind* columns count the machine instructions per unit (VM instruction, triple, "
-            f"invocation, inference) with `bash scripts/callgrind-counts.sh` (commit {counts_commit}): "
+            f"invocation, inference, byte) with `bash scripts/callgrind-counts.sh` (commit {counts_commit}): "
             "the benchmark's workload (`benches/counts.rs`) run N and 2N times under callgrind, the "
             "difference divided by N. Unlike the medians they do not move with the machine's load or "
             "the code's layout.")
@@ -182,15 +182,16 @@ def section(r, counts, counts_commit):
     add("`cargo bench --bench assembler`: a generated 10 MB `.rxa` (fire modules, residual "
         "blocks, textures, loops, calls); MB = 10^6 bytes.")
     add("")
-    add("| what | median | throughput | target |")
-    add("|---|---:|---:|---|")
+    add("| what | median | throughput | target | callgrind / byte |")
+    add("|---|---:|---:|---|---:|")
     for what, key, target in [("assemble `.rxa` (parse, assemble, verify)", "assembler/assemble", 100),
                               ("disassemble (bytes of text printed)", "assembler/disassemble", 200),
                               ("load + verify `.rxb`", "assembler/load_verify", 300)]:
         if key not in r:
             continue
         mbs = r[key]["bytes"] / (r[key]["median_ns"] / 1e9) / 1e6
-        add(f"| {what} | {fmt_ns(r[key]['median_ns'])} | {mbs:.0f} MB/s | ≥ {target} MB/s: {verdict(mbs >= target)} |")
+        add(f"| {what} | {fmt_ns(r[key]['median_ns'])} | {mbs:.0f} MB/s | ≥ {target} MB/s: {verdict(mbs >= target)} "
+            f"| {fmt_count(counts, key)} |")
     add("")
 
     add("### End-to-end inference")

@@ -2,12 +2,13 @@
 # Counts the machine instructions the benchmarks' workloads execute, with callgrind: each
 # workload of benches/counts.rs runs N and 2N times under `valgrind --tool=callgrind`,
 # counting only inside the measured runs (not the set-up), and the difference of the two
-# totals divided by N (and by the units one run is: VM instructions, triples, invocations
-# or inferences) is what one unit costs: what one run costs apart from the first.
+# totals divided by N (and by the units one run is: VM instructions, triples, invocations,
+# inferences or bytes of assembler input) is what one unit costs: what one run costs apart
+# from the first.
 # Unlike wall-clock medians the counts do not move with the machine's load or the code's
 # layout, so two builds compare exactly.
 #
-#   bash scripts/callgrind-counts.sh                       # every workload, ~5 minutes
+#   bash scripts/callgrind-counts.sh                       # every workload, ~7 minutes
 #   bash scripts/callgrind-counts.sh triple/host/image     # named workloads
 #   N=1000 bash scripts/callgrind-counts.sh empty_invocation/by_id
 #
