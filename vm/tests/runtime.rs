@@ -328,7 +328,7 @@ fn results_are_checked_against_their_declared_types() {
     for (nested, who) in [(0, "@main"), (1, "@inner")] {
         for _ in 0..2 {
             let out = vm.invoke("main", &[two.clone(), HostValue::Int(nested)]).unwrap();
-            assert_eq!(out, [two.clone()]);
+            assert_eq!(out, std::slice::from_ref(&two));
             let e = vm.invoke("main", &[three.clone(), HostValue::Int(nested)]).unwrap_err();
             assert_eq!(e.message, format!("result 1 of {who}: expected f32[2], found f32[3]"));
         }
