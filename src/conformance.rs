@@ -100,7 +100,7 @@ pub fn run_case(dir: &Path, device: &DeviceSpec) -> Outcome {
     }
     if let DeviceSpec::OpenCl(info) = device {
         let mut lacking: Vec<&str> =
-            model.nodes.iter().map(|n| n.op.as_str()).filter(|op| rxvm_vm::ops::cl::cl_fn(op).is_none()).collect();
+            model.nodes.iter().map(|n| n.op.as_str()).filter(|op| rxvm_vm::ops::cl_fn(op).is_none()).collect();
         lacking.sort();
         lacking.dedup();
         if !lacking.is_empty() {

@@ -13,11 +13,12 @@ use rxvm::compile::{compile, Compiled, InputsInArena, Io, Options, PoolMap};
 use rxvm::graph::Graph;
 use rxvm::plan::BufferKind;
 use rxvm::vm::host_tensor::HostTensor;
-use rxvm::vm::io::{Chain, Copies};
+use rxvm::vm::io::Copies;
 use rxvm::vm::memory::{DeviceSpec, Runtime};
 use rxvm::vm::ops::{AttrValue, Attrs};
 use rxvm::vm::types::DType;
 use rxvm::vm::value::Value;
+use rxvm::vm::Chain;
 use rxvm::vm::{DeviceCaps, HostValue, Vm};
 use std::sync::Arc;
 

@@ -25,36 +25,27 @@
 // stated, with `#[allow]` and the reason.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-pub mod binary;
-pub mod builder;
-pub mod builtins;
-pub mod bytecode;
-pub mod cl_kernels;
-pub mod debug;
-pub mod device;
-pub mod error;
-pub mod exec;
-mod fixed;
-pub mod host_tensor;
+// The layers, lowest first (docs/architecture.md draws them; tests/layers.rs checks that
+// imports only go down): the bytecode and its module format (`ir`), the memory runtime
+// (`runtime`), the OpenCL backend (`opencl`) beside the operator library (`ops`), and the
+// interpreter (`interp`).
 pub mod interp;
-pub mod io;
-pub mod memory;
-pub mod module;
-mod names;
+pub mod ir;
 pub mod opencl;
 pub mod ops;
-pub mod shared;
-mod signature;
-mod specialize;
-pub mod types;
-pub mod value;
-pub mod verify;
+pub mod runtime;
+
+// The modules' public paths from before the layers had folders of their own.
+pub use interp::{debug, error, exec, io};
+pub use ir::{binary, builder, builtins, bytecode, host_tensor, module, types, verify};
+pub use opencl::builtins as cl_kernels;
+pub use runtime::{device, memory, shared, value};
 
 pub use binary::{read_module, write_module, LoadError};
 pub use device::DeviceCaps;
 pub use error::{VmError, VmErrorData};
 pub use host_tensor::{HostTensor, HostValue};
-pub use interp::{Kernels, Limits, Vm};
+pub use interp::{Chain, Kernels, Limits, Vm};
 pub use io::{Copies, Fallback, IoReport};
 pub use memory::Stats;
 pub use module::Module;

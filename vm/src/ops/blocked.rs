@@ -16,9 +16,9 @@
 //! verifier, the interpreter, the host path and the OpenCL texture kernels alike.
 
 use super::{OpDef, OutInfo, TensorInfo};
-use crate::host_tensor::HostTensor;
+use crate::ir::host_tensor::HostTensor;
+use crate::ir::types::DType;
 use crate::ops::Attrs;
-use crate::types::DType;
 
 /// Channels per texel.
 pub const BLOCK: i64 = 4;

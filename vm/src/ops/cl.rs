@@ -8,8 +8,8 @@
 //! compiles each distinct source once per device and caches it.
 
 use super::{Attrs, TensorInfo};
-use crate::opencl::{ClDevice, KernelArg};
-use crate::types::DType;
+use crate::ir::types::DType;
+use crate::opencl::device::{ClDevice, KernelArg};
 use opencl3::types::cl_mem;
 
 /// An operand on the device, always a buffer view: `mem` plus an offset in elements.
@@ -23,9 +23,9 @@ pub struct ClTensor {
 
 impl ClTensor {
     /// The operand of a buffer view on an OpenCL device; `None` for host views and images.
-    pub fn of_view(v: &crate::memory::View) -> Option<ClTensor> {
+    pub fn of_view(v: &crate::runtime::memory::View) -> Option<ClTensor> {
         match v.cl {
-            Some(h) if h.kind == crate::opencl::ViewKind::Buffer => Some(ClTensor {
+            Some(h) if h.kind == crate::opencl::device::ViewKind::Buffer => Some(ClTensor {
                 mem: h.mem,
                 offset: h.offset / v.dtype.size() as u64,
                 dtype: v.dtype,
@@ -79,16 +79,6 @@ impl ClCtx<'_> {
 /// Launches an operator on the device.
 pub type ClFn = fn(&ClCtx, &[Option<ClTensor>], &[Option<TensorInfo>], &Attrs, &[ClTensor]) -> Result<(), String>;
 
-/// The kernel of operator `name`, if it has one.
-pub fn cl_fn(name: &str) -> Option<ClFn> {
-    super::elementwise_cl::CL
-        .iter()
-        .chain(super::nn_cl::CL)
-        .chain(super::tensor_cl::CL)
-        .find(|(n, _)| *n == name)
-        .map(|(_, f)| *f)
-}
-
 /// OpenCL C element type of a dtype (`half` elements are read with `vload_half`).
 pub fn cl_type(d: DType) -> &'static str {
     match d {
@@ -119,9 +109,10 @@ pub fn pragmas(d: DType) -> &'static str {
 /// copies of its inputs and read its outputs back.
 #[cfg(test)]
 pub(crate) mod testing {
-    use super::{cl_fn, ClCtx, ClTensor};
-    use crate::host_tensor::HostTensor;
-    use crate::opencl::{ClBlock, ClDevice, ClView, ViewKind};
+    use super::{ClCtx, ClTensor};
+    use crate::ir::host_tensor::HostTensor;
+    use crate::opencl::device::{ClBlock, ClDevice, ClView, ViewKind};
+    use crate::ops::cl_fn;
     use crate::ops::{Attrs, TensorInfo};
 
     /// A device copy of `t` at a byte offset of 64 (so kernels must honour the offset),

@@ -12,8 +12,8 @@
 
 use super::shape::{broadcast, broadcast_strides};
 use super::{attr, op, AttrValue, Attrs, InferFn, OpDef, OutInfo, TensorInfo};
-use crate::host_tensor::{numel, HostTensor};
-use crate::types::DType;
+use crate::ir::host_tensor::{numel, HostTensor};
+use crate::ir::types::DType;
 use std::borrow::Cow;
 use std::mem::size_of;
 

@@ -10,9 +10,9 @@
 use super::cl::{cl_type, float_arg as f32_arg, ClCtx, ClFn, ClTensor};
 use super::shape::{broadcast, broadcast_strides};
 use super::{AttrValue, Attrs, TensorInfo};
-use crate::host_tensor::HostTensor;
-use crate::opencl::KernelArg;
-use crate::types::DType;
+use crate::ir::host_tensor::HostTensor;
+use crate::ir::types::DType;
+use crate::opencl::device::KernelArg;
 use std::fmt::Write;
 
 /// `(operator name, kernel launcher)` for this family.
@@ -1057,7 +1057,7 @@ fn lrn(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[C
 #[allow(clippy::cloned_ref_to_slice_refs)]
 mod tests {
     use super::*;
-    use crate::opencl::{find_device, ClDevice};
+    use crate::opencl::device::{find_device, ClDevice};
     use crate::ops::OPS;
 
     fn attrs(list: &[(&str, AttrValue)]) -> Attrs {

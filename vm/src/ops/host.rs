@@ -3,8 +3,8 @@
 
 use super::shape::broadcast_strides;
 use super::Attrs;
-use crate::host_tensor::HostTensor;
-use crate::types::DType;
+use crate::ir::host_tensor::HostTensor;
+use crate::ir::types::DType;
 
 /// The f32 elements of a tensor (an error for other dtypes).
 pub fn f32s(t: &HostTensor, op: &str) -> Result<Vec<f32>, String> {

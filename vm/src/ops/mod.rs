@@ -8,7 +8,6 @@
 //! its storages), and the interpreter checks their dtype and shape against the inferred
 //! ones before the kernel runs.
 
-mod attrs;
 pub mod blocked;
 pub mod cl;
 pub mod elementwise;
@@ -21,87 +20,13 @@ pub mod tensor;
 pub mod tensor_cl;
 pub mod texture_cl;
 
-pub use attrs::{AttrKind, AttrSpec, AttrTable, AttrValue, Attrs};
+pub use crate::ir::attrs::{AttrKind, AttrSpec, AttrTable, AttrValue, Attrs};
 
-use crate::host_tensor::HostTensor;
-use crate::types::DType;
+pub use crate::ir::bytecode::OpId;
+pub(crate) use crate::ir::schema::{attr, op};
+pub use crate::ir::schema::{HostFn, InferFn, OpDef, OutInfo, TensorInfo};
+
 use std::sync::LazyLock;
-
-/// What shape inference knows about one input: dtype, shape and, when the input is a
-/// constant (or known at run time), its value.
-#[derive(Clone, Copy, Debug)]
-pub struct TensorInfo<'a> {
-    pub dtype: DType,
-    pub shape: &'a [i64],
-    pub value: Option<&'a HostTensor>,
-}
-
-/// An inferred output: dtype and shape.
-pub type OutInfo = (DType, Vec<i64>);
-
-/// Infers output types from the inputs (`None` for an omitted optional input).
-pub type InferFn = fn(&[Option<TensorInfo>], &Attrs) -> Result<Vec<OutInfo>, String>;
-
-/// Computes the outputs (pre-shaped, zeroed) from the inputs on the host.
-pub type HostFn = fn(&[Option<&HostTensor>], &Attrs, &mut [HostTensor]) -> Result<(), String>;
-
-/// One operator.
-pub struct OpDef {
-    /// The ONNX operator type, as written after `@onnx.`.
-    pub name: &'static str,
-    /// Inputs accepted: at least `min_inputs`, at most `max_inputs` (optional inputs may be
-    /// given as `none`).
-    pub min_inputs: usize,
-    pub max_inputs: usize,
-    pub min_outputs: usize,
-    pub max_outputs: usize,
-    pub attrs: &'static [AttrSpec],
-    /// Extra attribute checks beyond kinds (ranges, lengths). Run at load time.
-    pub validate: fn(&Attrs) -> Result<(), String>,
-    pub infer: InferFn,
-    pub host: HostFn,
-    /// One line for the operator table in `docs/operators.md`.
-    pub doc: &'static str,
-}
-
-/// Index of an operator in [`OPS`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct OpId(pub u32);
-
-pub(crate) fn no_extra_checks(_: &Attrs) -> Result<(), String> {
-    Ok(())
-}
-
-/// Declares an [`OpDef`]: `op!("Name", in 1..=2, out 1..=1, attrs &[...], [validate f,]
-/// infer f, host f, "doc")`.
-macro_rules! op {
-    ($name:literal, in $min:literal ..= $max:literal, out $omin:literal ..= $omax:literal, attrs $attrs:expr, infer $infer:path, host $host:path, $doc:literal) => {
-        $crate::ops::op!($name, in $min..=$max, out $omin..=$omax, attrs $attrs, validate $crate::ops::no_extra_checks, infer $infer, host $host, $doc)
-    };
-    ($name:literal, in $min:literal ..= $max:literal, out $omin:literal ..= $omax:literal, attrs $attrs:expr, validate $validate:path, infer $infer:path, host $host:path, $doc:literal) => {
-        $crate::ops::OpDef {
-            name: $name,
-            min_inputs: $min,
-            max_inputs: $max,
-            min_outputs: $omin,
-            max_outputs: $omax,
-            attrs: $attrs,
-            validate: $validate,
-            infer: $infer,
-            host: $host,
-            doc: $doc,
-        }
-    };
-}
-pub(crate) use op;
-
-/// An attribute spec: `attr!("strides", Ints)`.
-macro_rules! attr {
-    ($name:literal, $kind:ident) => {
-        $crate::ops::AttrSpec { name: $name, kind: $crate::ops::AttrKind::$kind }
-    };
-}
-pub(crate) use attr;
 
 /// Operators defined here; the families live in their own modules.
 static CORE: &[OpDef] =
@@ -112,9 +37,30 @@ static CORE: &[OpDef] =
 pub static OPS: LazyLock<Vec<&'static OpDef>> =
     LazyLock::new(|| CORE.iter().chain(elementwise::OPS).chain(nn::OPS).chain(tensor::OPS).collect());
 
+/// Each operator's OpenCL buffer kernel, by [`OpId`]: the families' tables resolved once,
+/// so that a call indexes a table instead of searching one by name.
+static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
+    let by_name = |name: &str| {
+        elementwise_cl::CL.iter().chain(nn_cl::CL).chain(tensor_cl::CL).find(|(n, _)| *n == name).map(|(_, f)| *f)
+    };
+    OPS.iter().map(|d| by_name(d.name)).collect()
+});
+
+/// The OpenCL buffer kernel of operator `name`, if it has one (for tools and tests; the
+/// interpreter uses [`OpId::cl_kernel`]).
+pub fn cl_fn(name: &str) -> Option<cl::ClFn> {
+    OpId::from_name(name)?.cl_kernel()
+}
+
 impl OpId {
     pub fn def(self) -> &'static OpDef {
         OPS[self.0 as usize]
+    }
+
+    /// The operator's OpenCL buffer kernel, if it has one.
+    #[inline]
+    pub fn cl_kernel(self) -> Option<cl::ClFn> {
+        CL_KERNELS.get(self.0 as usize).copied().flatten()
     }
 
     pub fn from_name(name: &str) -> Option<OpId> {
@@ -124,31 +70,6 @@ impl OpId {
 
     pub fn get(id: u32) -> Option<&'static OpDef> {
         OPS.get(id as usize).copied()
-    }
-}
-
-impl OpDef {
-    /// Checks attribute names and kinds against the schema, then the operator's own rules.
-    pub fn check_attrs(&self, attrs: &Attrs) -> Result<(), String> {
-        for (name, v) in attrs.iter() {
-            let Some(spec) = self.attrs.iter().find(|s| s.name == name) else {
-                let known: Vec<&str> = self.attrs.iter().map(|s| s.name).collect();
-                return Err(if known.is_empty() {
-                    format!("@onnx.{} takes no attributes, found `{name}`", self.name)
-                } else {
-                    format!("@onnx.{} has no attribute `{name}`; its attributes are: {}", self.name, known.join(", "))
-                });
-            };
-            if !spec.kind.accepts(v) {
-                return Err(format!(
-                    "attribute `{name}` of @onnx.{} must be {}, found {}",
-                    self.name,
-                    spec.kind.describe(),
-                    v.describe()
-                ));
-            }
-        }
-        (self.validate)(attrs)
     }
 }
 
@@ -168,7 +89,7 @@ pub fn markdown_table() -> String {
             range(o.min_inputs, o.max_inputs),
             range(o.min_outputs, o.max_outputs),
             if attrs.is_empty() { "—".to_string() } else { attrs.join(", ") },
-            if cl::cl_fn(o.name).is_some() { "yes" } else { "no" },
+            if cl_fn(o.name).is_some() { "yes" } else { "no" },
             if blocked::supports(o.name) { "yes" } else { "no" },
             o.doc.replace('|', "\\|")
         ));

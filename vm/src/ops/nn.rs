@@ -8,8 +8,8 @@
 use super::host::{f32s, put_f32s};
 use super::shape::{broadcast, broadcast_strides};
 use super::{attr, op, AttrSpec, Attrs, OpDef, OutInfo, TensorInfo};
-use crate::host_tensor::{numel, HostTensor};
-use crate::types::DType;
+use crate::ir::host_tensor::{numel, HostTensor};
+use crate::ir::types::DType;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::OnceLock;

@@ -9,8 +9,8 @@
 use super::cl::{float_arg as f, long_arg as l, ClCtx, ClFn, ClTensor};
 use super::shape::broadcast_strides;
 use super::{Attrs, TensorInfo};
-use crate::opencl::KernelArg;
-use crate::types::DType;
+use crate::ir::types::DType;
+use crate::opencl::device::KernelArg;
 
 /// `(operator name, kernel launcher)` for this family.
 pub static CL: &[(&str, ClFn)] = &[

@@ -18,8 +18,8 @@
 
 use super::shape::input;
 use super::{attr, op, AttrValue, Attrs, OpDef, OutInfo, TensorInfo};
-use crate::host_tensor::{load_f64, load_i64, store_f64, store_i64, HostTensor};
-use crate::types::DType;
+use crate::ir::host_tensor::{load_f64, load_i64, store_f64, store_i64, HostTensor};
+use crate::ir::types::DType;
 
 /// This family's operators, in encoding order (append only).
 pub static OPS: &[OpDef] = &[
@@ -1908,7 +1908,7 @@ mod tests {
                 .map(|t| t.as_ref().map(|t| TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) }))
                 .collect();
             let Ok(inferred) = (op.infer)(&infos, &at) else { continue };
-            if inferred.iter().any(|(_, s)| crate::host_tensor::numel(s).is_none_or(|n| n > 100_000)) {
+            if inferred.iter().any(|(_, s)| crate::ir::host_tensor::numel(s).is_none_or(|n| n > 100_000)) {
                 continue;
             }
             let mut outs: Vec<HostTensor> = inferred.iter().map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();

@@ -15,9 +15,9 @@
 
 use super::cl::{cl_type, pragmas, ClCtx, ClFn, ClTensor};
 use super::{AttrValue, Attrs, TensorInfo};
-use crate::host_tensor::{load_i64, store_f64, store_i64, HostTensor};
-use crate::opencl::{ClView, KernelArg, ViewKind};
-use crate::types::DType;
+use crate::ir::host_tensor::{load_i64, store_f64, store_i64, HostTensor};
+use crate::ir::types::DType;
+use crate::opencl::device::{ClView, KernelArg, ViewKind};
 
 /// `(operator name, kernel launcher)` for this family.
 pub static CL: &[(&str, ClFn)] = &[
@@ -760,7 +760,7 @@ fn cast_k(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &A
 mod tests {
     use super::super::cl::testing::upload;
     use super::*;
-    use crate::opencl::{find_device, ClDevice};
+    use crate::opencl::device::{find_device, ClDevice};
     use crate::ops::OPS;
 
     type A = AttrValue;
@@ -922,7 +922,7 @@ mod tests {
         let Some(dev) = device() else { return };
         let x = iota(DType::F32, &[64, 64], 0).unwrap();
         let (block, t) = upload(&dev, &x, None);
-        let f = super::super::cl::cl_fn("Transpose").unwrap();
+        let f = crate::ops::cl_fn("Transpose").unwrap();
         let infos = [Some(TensorInfo { dtype: x.dtype, shape: &x.shape, value: None })];
         f(&ClCtx { dev: &dev }, &[Some(t.clone())], &infos, &Attrs::default(), std::slice::from_ref(&t)).unwrap();
         let mut got = vec![0u8; x.data.len()];

@@ -13,8 +13,8 @@ use super::cl::{float_arg as f, long_arg as l, ClCtx, ClTensor};
 use super::elementwise_cl::{f32_fold, f32_map};
 use super::nn_cl::{Geo, GEO_PARAMS, SPLIT_OUT};
 use super::{Attrs, TensorInfo};
-use crate::opencl::KernelArg;
-use crate::types::DType;
+use crate::ir::types::DType;
+use crate::opencl::device::KernelArg;
 use opencl3::types::cl_mem;
 use std::fmt::Write;
 

@@ -1,8 +1,8 @@
 //! The in-memory module: literals, constants, functions with their code and debug info.
 //! `binary.rs` reads and writes it as `.rxb`.
 
-use crate::bytecode::{Arg, ArgKind, ConstId, FuncId, Instr, Reg};
-use crate::types::{DType, Type};
+use crate::ir::bytecode::{Arg, ArgKind, ConstId, FuncId, Instr, Reg};
+use crate::ir::types::{DType, Type};
 
 /// A scalar in the literal pool: integers too large for an immediate, and every float.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -159,7 +159,7 @@ pub struct Function {
     pub results: Vec<Type>,
     pub num_regs: u32,
     pub code: Vec<Instr>,
-    /// Operand lists referenced by instructions (see [`crate::bytecode::ArgList`]).
+    /// Operand lists referenced by instructions (see [`crate::ir::bytecode::ArgList`]).
     pub args: Vec<Arg>,
     pub debug: FuncDebug,
 }

@@ -2,7 +2,7 @@
 //! The assembler resolves names here, the verifier checks calls against the signatures and
 //! the interpreter dispatches on [`Builtin`]; the implementations live in `exec.rs`.
 
-use crate::types::Kind;
+use crate::ir::types::Kind;
 use Kind::{Float as F, Int as I, Shape as S, Tensor as T};
 
 /// Signature and documentation of one builtin.
@@ -19,12 +19,12 @@ pub struct BuiltinSig {
 
 macro_rules! define_builtins {
     ($( $Name:ident $text:literal ($($p:ident),*) $(+ $var:ident)? -> ($($r:ident),*) $doc:literal; )*) => {
-        /// A builtin, in table order (its discriminant is its [`crate::bytecode::BuiltinId`]).
+        /// A builtin, in table order (its discriminant is its [`crate::ir::bytecode::BuiltinId`]).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[repr(u32)]
         pub enum Builtin { $($Name,)* }
 
-        /// Every builtin's signature, indexed by [`crate::bytecode::BuiltinId`].
+        /// Every builtin's signature, indexed by [`crate::ir::bytecode::BuiltinId`].
         pub static BUILTINS: &[BuiltinSig] = &[
             $( BuiltinSig {
                 name: $text,

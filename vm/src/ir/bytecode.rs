@@ -5,8 +5,7 @@
 //! endian. Each opcode names which of those slots its operands occupy; unused slots must be
 //! zero (the decoder refuses anything else, so every valid word has exactly one meaning).
 
-pub use crate::ops::OpId;
-use crate::types::{DType, Scope};
+use crate::ir::types::{DType, Scope};
 
 /// A register index within a function frame. Parameters occupy `0..nparams`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -20,13 +19,17 @@ pub struct FuncId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ConstId(pub u32);
 
-/// Index of a builtin in [`crate::builtins::BUILTINS`].
+/// Index of a builtin in [`crate::ir::builtins::BUILTINS`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BuiltinId(pub u32);
 
 /// An instruction index within a function, the target of a branch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Label(pub u32);
+
+/// An operator: its index in the operator table (`crate::ops::OPS`), as encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OpId(pub u32);
 
 /// An operand that is a register, a small integer immediate, a literal-pool entry or a
 /// named constant, packed in one `u32`: the top two bits are the tag.
@@ -335,35 +338,14 @@ macro_rules! slot {
     };
 }
 
-macro_rules! define_opcodes {
+/// Generates [`Instr`], [`Opcode`] and their encoding from the opcode table
+/// ([`for_each_opcode!`]).
+macro_rules! define_instr {
     ($(
         $(#[doc = $doc:literal])*
         $code:literal $Name:ident $mnemonic:literal { $($field:ident : $fty:ty = $slot:ident),* $(,)? }
-    )*
-    ;
-    $(
-        $(#[doc = $sdoc:literal])*
-        $Special:ident ( $sty:ty )
     )*) => {
-        /// An instruction as the interpreter runs it ([`crate::specialize`]): every
-        /// instruction of the table with its own tag, then the forms the interpreter
-        /// specialises some into when it loads a module. One word, one `match` to dispatch.
-        // `CallOp` ends with the enum's name: it is the instruction's name in the table.
-        #[allow(clippy::enum_variant_names)]
-        #[derive(Clone, Copy, Debug)]
-        pub(crate) enum Op {
-            $( $(#[doc = $doc])* $Name { $($field: $fty),* }, )*
-            $( $(#[doc = $sdoc])* $Special($sty), )*
-        }
-
-        impl From<Instr> for Op {
-            #[inline]
-            fn from(i: Instr) -> Op {
-                match i { $( Instr::$Name { $($field),* } => Op::$Name { $($field),* }, )* }
-            }
-        }
-
-        /// A decoded instruction. Generated from the opcode table in `bytecode.rs`.
+        /// A decoded instruction. Generated from the opcode table ([`for_each_opcode!`]).
         #[derive(Clone, Copy, Debug, PartialEq)]
         pub enum Instr {
             $( $(#[doc = $doc])* $Name { $($field: $fty),* }, )*
@@ -434,110 +416,59 @@ fn check_unused(w: &Word, used: u8, opcode: &'static str) -> Result<(), DecodeEr
     Ok(())
 }
 
-define_opcodes! {
-    /// Does nothing.
-    0x00 Nop "nop" {}
-    /// `%dst = mov %src`: copies a register's value (sharing storage and views).
-    0x01 Mov "mov" { dst: Reg = a, src: Reg = b }
-    /// `%dst = int IMM`: a 64-bit integer.
-    0x02 LoadInt "int" { dst: Reg = a, value: i64 = bc }
-    /// `%dst = float IMM`: a 64-bit float.
-    0x03 LoadFloat "float" { dst: Reg = a, value: f64 = bc }
-    /// `%dst = const @c`: a named constant tensor.
-    0x04 LoadConst "const" { dst: Reg = a, konst: ConstId = b }
-    /// `%dst = shape [d0, d1, ...]`: each dim an int register or literal.
-    0x05 MakeShape "shape" { dst: Reg = a, dims: u32 = c, ndim: u8 = z }
-    /// `%dst = alloc_storage SIZE, align A, device D, scope "S"`. `align` is an int `Arg`;
-    /// the immediate 0 means the device's base alignment.
-    0x06 AllocStorage "alloc_storage" { dst: Reg = a, size: Arg = b, align: Arg = c, device: u8 = x, scope: Scope = y }
-    /// `%dst = alloc_tensor %storage, OFFSET, DTYPE[SHAPE], scope "S"`. The argument list
-    /// at `args` holds the offset followed by `ndim` dims.
-    0x07 AllocTensor "alloc_tensor" { dst: Reg = a, storage: Reg = b, args: u32 = c, dtype: DType = x, scope: Scope = y, ndim: u8 = z }
-    /// `kill %reg`: drops the register's reference.
-    0x08 Kill "kill" { reg: Reg = a }
-    /// `%d0, ... = call @f(args)`: the list at `list` holds `ndst` destination registers
-    /// followed by `nargs` arguments.
-    0x09 Call "call" { func: FuncId = a, list: u32 = b, ndst: u8 = x, nargs: u16 = yz }
-    /// `%d0, ... = call @vm.name(args)`: a builtin, list layout as `call`.
-    0x0a CallBuiltin "call" { builtin: BuiltinId = a, list: u32 = b, ndst: u8 = x, nargs: u16 = yz }
-    /// `ret a, b, ...`: returns the list's values.
-    0x0b Ret "ret" { list: u32 = b, nvals: u16 = yz }
-    /// `br L`.
-    0x0c Br "br" { target: Label = a }
-    /// `br_if %cond, L_then, L_else`: branches on a non-zero int.
-    0x0d BrIf "br_if" { cond: Reg = a, then_: Label = b, else_: Label = c }
-    /// `call @onnx.Name(inputs) -> (outputs) { attributes }`: an operator from
-    /// [`crate::ops::OPS`]. The list holds `nin` inputs (`none` for omitted optional ones)
-    /// then `nout` output tensors; `attrs` is 0 for none, else 1 + an index into
-    /// [`crate::module::Module::attrs`].
-    0x0e CallOp "call" { op: OpId = a, list: u32 = b, attrs: u32 = c, nout: u8 = x, nin: u16 = yz }
-    /// `call @cl.name(args) global [d0, ...]`: a user-declared OpenCL kernel
-    /// ([`crate::module::Module::kernels`]). The list holds `nargs` arguments (tensors,
-    /// ints, floats) then `ndims` (1 to 3) global work sizes (ints).
-    0x0f CallKernel "call" { kernel: u32 = a, list: u32 = b, ndims: u8 = x, nargs: u16 = yz }
-    ;
-    // The interpreter's specialised forms (never encoded; see `crate::specialize`): a
-    // storage of constant size, a buffer or image view of constant geometry, an operator call by
-    // site, and each two-operand int builtin with register operands (`RR`) or a register
-    // and an immediate (`RI`), one variant each so that dispatch picks the operation too.
-    /// `%dst = alloc_storage SIZE, align A, device D, scope "S"` whose size and alignment
-    /// are constants, checked once ([`crate::memory::ConstAlloc`]).
-    AllocStorageConst(crate::specialize::StorageArgs)
-    /// `%dst = alloc_tensor %storage, offset, dtype[dims]` of scope `global` whose offset
-    /// and dims are constants, checked and measured once ([`crate::specialize::BufferGeom`]).
-    AllocBufferConst(crate::specialize::BufferArgs)
-    /// `%dst = alloc_tensor %storage, offset, dtype[dims], scope "global.texture*"` whose
-    /// offset and dims are constants: its layout checked once per device
-    /// ([`crate::specialize::ImageGeom`]).
-    AllocImageConst(crate::specialize::BufferArgs)
-    /// `call @onnx.Name(...)`: operator call site number `.0` (in code order); its operands
-    /// are in the bytecode instruction.
-    CallOpSite(u32)
-    /// `%dst = call @vm.iadd(%a, %b)`.
-    IAddRR(crate::specialize::IntArgs<Reg>)
-    /// `%dst = call @vm.iadd(%a, imm)`.
-    IAddRI(crate::specialize::IntArgs<i32>)
-    /// `%dst = call @vm.isub(%a, %b)`.
-    ISubRR(crate::specialize::IntArgs<Reg>)
-    /// `%dst = call @vm.isub(%a, imm)`.
-    ISubRI(crate::specialize::IntArgs<i32>)
-    /// `%dst = call @vm.imul(%a, %b)`.
-    IMulRR(crate::specialize::IntArgs<Reg>)
-    /// `%dst = call @vm.imul(%a, imm)`.
-    IMulRI(crate::specialize::IntArgs<i32>)
-    /// `%dst = call @vm.imin(%a, %b)`.
-    IMinRR(crate::specialize::IntArgs<Reg>)
-    /// `%dst = call @vm.imin(%a, imm)`.
-    IMinRI(crate::specialize::IntArgs<i32>)
-    /// `%dst = call @vm.imax(%a, %b)`.
-    IMaxRR(crate::specialize::IntArgs<Reg>)
-    /// `%dst = call @vm.imax(%a, imm)`.
-    IMaxRI(crate::specialize::IntArgs<i32>)
-    /// `%dst = call @vm.ieq(%a, %b)`.
-    IEqRR(crate::specialize::IntArgs<Reg>)
-    /// `%dst = call @vm.ieq(%a, imm)`.
-    IEqRI(crate::specialize::IntArgs<i32>)
-    /// `%dst = call @vm.ine(%a, %b)`.
-    INeRR(crate::specialize::IntArgs<Reg>)
-    /// `%dst = call @vm.ine(%a, imm)`.
-    INeRI(crate::specialize::IntArgs<i32>)
-    /// `%dst = call @vm.ilt(%a, %b)`.
-    ILtRR(crate::specialize::IntArgs<Reg>)
-    /// `%dst = call @vm.ilt(%a, imm)`.
-    ILtRI(crate::specialize::IntArgs<i32>)
-    /// `%dst = call @vm.ile(%a, %b)`.
-    ILeRR(crate::specialize::IntArgs<Reg>)
-    /// `%dst = call @vm.ile(%a, imm)`.
-    ILeRI(crate::specialize::IntArgs<i32>)
-    /// `%dst = call @vm.igt(%a, %b)`.
-    IGtRR(crate::specialize::IntArgs<Reg>)
-    /// `%dst = call @vm.igt(%a, imm)`.
-    IGtRI(crate::specialize::IntArgs<i32>)
-    /// `%dst = call @vm.ige(%a, %b)`.
-    IGeRR(crate::specialize::IntArgs<Reg>)
-    /// `%dst = call @vm.ige(%a, imm)`.
-    IGeRI(crate::specialize::IntArgs<i32>)
+/// The opcode table: every instruction once, with its code, name, mnemonic and operand
+/// slots. `for_each_opcode!(m)` calls macro `m` with the whole table; [`Instr`] and
+/// [`Opcode`] are generated from it here, the interpreter's dispatch enum in
+/// `interp/specialize.rs` (as wasmi's `for_each_op!` does).
+macro_rules! for_each_opcode {
+    ($m:ident) => {
+        $m! {
+        /// Does nothing.
+        0x00 Nop "nop" {}
+        /// `%dst = mov %src`: copies a register's value (sharing storage and views).
+        0x01 Mov "mov" { dst: Reg = a, src: Reg = b }
+        /// `%dst = int IMM`: a 64-bit integer.
+        0x02 LoadInt "int" { dst: Reg = a, value: i64 = bc }
+        /// `%dst = float IMM`: a 64-bit float.
+        0x03 LoadFloat "float" { dst: Reg = a, value: f64 = bc }
+        /// `%dst = const @c`: a named constant tensor.
+        0x04 LoadConst "const" { dst: Reg = a, konst: ConstId = b }
+        /// `%dst = shape [d0, d1, ...]`: each dim an int register or literal.
+        0x05 MakeShape "shape" { dst: Reg = a, dims: u32 = c, ndim: u8 = z }
+        /// `%dst = alloc_storage SIZE, align A, device D, scope "S"`. `align` is an int `Arg`;
+        /// the immediate 0 means the device's base alignment.
+        0x06 AllocStorage "alloc_storage" { dst: Reg = a, size: Arg = b, align: Arg = c, device: u8 = x, scope: Scope = y }
+        /// `%dst = alloc_tensor %storage, OFFSET, DTYPE[SHAPE], scope "S"`. The argument list
+        /// at `args` holds the offset followed by `ndim` dims.
+        0x07 AllocTensor "alloc_tensor" { dst: Reg = a, storage: Reg = b, args: u32 = c, dtype: DType = x, scope: Scope = y, ndim: u8 = z }
+        /// `kill %reg`: drops the register's reference.
+        0x08 Kill "kill" { reg: Reg = a }
+        /// `%d0, ... = call @f(args)`: the list at `list` holds `ndst` destination registers
+        /// followed by `nargs` arguments.
+        0x09 Call "call" { func: FuncId = a, list: u32 = b, ndst: u8 = x, nargs: u16 = yz }
+        /// `%d0, ... = call @vm.name(args)`: a builtin, list layout as `call`.
+        0x0a CallBuiltin "call" { builtin: BuiltinId = a, list: u32 = b, ndst: u8 = x, nargs: u16 = yz }
+        /// `ret a, b, ...`: returns the list's values.
+        0x0b Ret "ret" { list: u32 = b, nvals: u16 = yz }
+        /// `br L`.
+        0x0c Br "br" { target: Label = a }
+        /// `br_if %cond, L_then, L_else`: branches on a non-zero int.
+        0x0d BrIf "br_if" { cond: Reg = a, then_: Label = b, else_: Label = c }
+        /// `call @onnx.Name(inputs) -> (outputs) { attributes }`: an operator from
+        /// [`crate::ops::OPS`]. The list holds `nin` inputs (`none` for omitted optional ones)
+        /// then `nout` output tensors; `attrs` is 0 for none, else 1 + an index into
+        /// [`crate::ir::module::Module::attrs`].
+        0x0e CallOp "call" { op: OpId = a, list: u32 = b, attrs: u32 = c, nout: u8 = x, nin: u16 = yz }
+        /// `call @cl.name(args) global [d0, ...]`: a user-declared OpenCL kernel
+        /// ([`crate::ir::module::Module::kernels`]). The list holds `nargs` arguments (tensors,
+        /// ints, floats) then `ndims` (1 to 3) global work sizes (ints).
+        0x0f CallKernel "call" { kernel: u32 = a, list: u32 = b, ndims: u8 = x, nargs: u16 = yz }
+        }
+    };
 }
+pub(crate) use for_each_opcode;
+
+for_each_opcode!(define_instr);
 
 impl Instr {
     /// True when control never falls through to the next instruction.

@@ -6,10 +6,10 @@
 //! against the bytes that remain before anything is allocated, and every failure is an
 //! error carrying the byte offset, never a panic.
 
-use crate::bytecode::{Arg, Instr, Word, WORD_SIZE};
-use crate::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, Placement, SourceLoc, UserKernel};
+use crate::ir::bytecode::{Arg, Instr, Word, WORD_SIZE};
+use crate::ir::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, Placement, SourceLoc, UserKernel};
+use crate::ir::types::{DType, Dim, Type};
 use crate::ops::{AttrValue, Attrs};
-use crate::types::{DType, Dim, Type};
 use std::fmt;
 
 pub const MAGIC: [u8; 4] = *b"\0RXB";
@@ -456,7 +456,7 @@ struct FuncHeader {
 }
 
 /// Decodes a `.rxb`. The result is well formed but not yet verified: run
-/// [`crate::verify::verify_module`] (or use [`crate::load_module`], which does both).
+/// [`crate::ir::verify::verify_module`] (or use [`crate::load_module`], which does both).
 pub fn read_module(bytes: &[u8]) -> R<Module> {
     let mut hdr = Reader { bytes, pos: 0, base: 0 };
     let magic = hdr.take(4, "magic").map_err(|_| LoadError {

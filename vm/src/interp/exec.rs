@@ -1,15 +1,15 @@
 //! Builtin implementations on the host device, and moving tensor bytes between views and
 //! host memory (honouring image row pitch).
 
-use crate::builtins::Builtin;
-use crate::cl_kernels::{self, Access};
-use crate::host_tensor::{format_nested, load_f64, load_i64, store_f64, store_i64, HostTensor};
-use crate::memory::View;
-use crate::opencl::{ClDevice, KernelArg, ViewKind};
+use crate::ir::builtins::Builtin;
+use crate::ir::host_tensor::{format_nested, load_f64, load_i64, store_f64, store_i64, HostTensor};
+use crate::ir::types::{DType, Scope};
+use crate::opencl::builtins::{self as cl_kernels, Access};
+use crate::opencl::device::{ClDevice, KernelArg, ViewKind};
 use crate::ops::texture_cl::BlockedSide;
-use crate::shared::Shared;
-use crate::types::{DType, Scope};
-use crate::value::Value;
+use crate::runtime::memory::View;
+use crate::runtime::shared::Shared;
+use crate::runtime::value::Value;
 use std::io::Write;
 
 /// A builtin's failure: the message (the interpreter adds where).

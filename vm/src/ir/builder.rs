@@ -1,12 +1,12 @@
 //! `ModuleBuilder`: emit modules from Rust without going through text (for compilers and
 //! frontends). The result is verified like any loaded module.
 
-use crate::builtins::Builtin;
-use crate::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, OpId, Reg};
-use crate::module::{ConstData, Constant, FuncDebug, Function, Literal, Module};
+use crate::ir::builtins::Builtin;
+use crate::ir::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, OpId, Reg};
+use crate::ir::module::{ConstData, Constant, FuncDebug, Function, Literal, Module};
+use crate::ir::types::{DType, Scope, Type};
+use crate::ir::verify::{verify_module, VerifyError};
 use crate::ops::{AttrTable, Attrs};
-use crate::types::{DType, Scope, Type};
-use crate::verify::{verify_module, VerifyError};
 
 /// An instruction operand before encoding.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -49,7 +49,7 @@ impl ModuleBuilder {
 
     /// Declares an OpenCL kernel (`kernel @name = opencl("entry", source)`); returns its index.
     pub fn kernel(&mut self, name: &str, entry: &str, source: &str) -> u32 {
-        self.module.kernels.push(crate::module::UserKernel {
+        self.module.kernels.push(crate::ir::module::UserKernel {
             name: name.to_string(),
             entry: entry.to_string(),
             source: source.to_string(),
@@ -164,7 +164,7 @@ pub struct FunctionBuilder {
     labels: Vec<Option<u32>>,
     reg_names: Vec<String>,
     attrs: Vec<Attrs>,
-    placements: Vec<crate::module::Placement>,
+    placements: Vec<crate::ir::module::Placement>,
 }
 
 impl FunctionBuilder {
@@ -173,11 +173,11 @@ impl FunctionBuilder {
     }
 
     /// Declares that tensor parameter `param` must be a view of storage parameter `storage`
-    /// at byte `offset` ([`crate::module::Placement`]).
+    /// at byte `offset` ([`crate::ir::module::Placement`]).
     pub fn place_param(&mut self, param: u32, storage: u32, offset: u64) {
         // Kept in parameter order, the order the assembler and the printer use.
         let at = self.placements.partition_point(|p| p.param < param);
-        self.placements.insert(at, crate::module::Placement { param, storage, offset });
+        self.placements.insert(at, crate::ir::module::Placement { param, storage, offset });
     }
 
     pub fn param(&self, i: u32) -> Reg {

@@ -8,12 +8,14 @@
 //! register, (3) a forward dataflow over basic blocks of "definitely defined" and "maybe
 //! killed" register sets, (4) constant-size views against constant-size storages.
 
-use crate::builtins::Builtin;
-use crate::bytecode::{Arg, ArgKind, FuncId, Instr, OpId, Reg};
-use crate::host_tensor::HostTensor;
-use crate::module::{ConstData, Function, Literal, Module};
-use crate::ops::{Attrs, OutInfo, TensorInfo, OPS};
-use crate::types::{DType, ImageLayout, Kind, Scope, Type};
+use crate::ir::attrs::Attrs;
+use crate::ir::builtins::Builtin;
+use crate::ir::bytecode::{Arg, ArgKind, FuncId, Instr, OpId, Reg};
+use crate::ir::host_tensor::HostTensor;
+use crate::ir::module::{ConstData, Function, Literal, Module};
+use crate::ir::schema::{OutInfo, TensorInfo};
+use crate::ir::types::{DType, ImageLayout, Kind, Scope, Type};
+use crate::ops::OPS;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
 
@@ -446,7 +448,7 @@ impl<'m> FuncVerifier<'m> {
                     f.name
                 ));
             };
-            match crate::types::dense_bytes(dtype, &dims) {
+            match crate::ir::types::dense_bytes(dtype, &dims) {
                 None => {
                     return header_err(format!(
                         "@{} places {x} of type {ty} in {s}, but its size overflows u64",
@@ -615,7 +617,7 @@ impl<'m> FuncVerifier<'m> {
     fn check_indices(&self, pc: usize) -> VResult<()> {
         let f = self.f;
         let nlabels = f.code.len() as u32;
-        let label = |op: usize, l: crate::bytecode::Label| -> VResult<()> {
+        let label = |op: usize, l: crate::ir::bytecode::Label| -> VResult<()> {
             if l.0 >= nlabels {
                 return self.at(
                     pc,
@@ -692,7 +694,7 @@ impl<'m> FuncVerifier<'m> {
                         format!(
                             "call of builtin {} but there are {} builtins",
                             builtin.0,
-                            crate::builtins::BUILTINS.len()
+                            crate::ir::builtins::BUILTINS.len()
                         ),
                     );
                 };
@@ -1365,11 +1367,11 @@ impl FuncVerifier<'_> {
             if let Type::Tensor { dtype, dims: ds } = t {
                 let start = dims.len();
                 let known = ds.iter().all(|d| match d {
-                    crate::types::Dim::Known(v) => {
+                    crate::ir::types::Dim::Known(v) => {
                         dims.push(*v);
                         true
                     }
-                    crate::types::Dim::Any => false,
+                    crate::ir::types::Dim::Any => false,
                 });
                 if known {
                     out[i] = Some((*dtype, start as u32, ds.len() as u32, None));
@@ -1505,7 +1507,7 @@ impl FuncVerifier<'_> {
     fn infer_static(
         &self,
         pc: usize,
-        def: &crate::ops::OpDef,
+        def: &crate::ir::schema::OpDef,
         infos: &[Option<TensorInfo>],
         scopes: &[Option<bool>],
         items: &[Arg],
@@ -1567,8 +1569,8 @@ pub fn type_admits(t: &Type, dtype: DType, shape: &[i64]) -> bool {
             *d == dtype
                 && dims.len() == shape.len()
                 && dims.iter().zip(shape).all(|(d, s)| match d {
-                    crate::types::Dim::Known(v) => v == s,
-                    crate::types::Dim::Any => true,
+                    crate::ir::types::Dim::Known(v) => v == s,
+                    crate::ir::types::Dim::Any => true,
                 })
         }
         _ => false,

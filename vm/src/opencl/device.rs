@@ -8,9 +8,9 @@
 //! Every sub-buffer or image is cached on its pooled block, so a steady-state run creates
 //! no `cl_mem` objects at all.
 
-use crate::device::{size_class, AllocSource, DeviceCaps};
-use crate::memory::{bump, sub};
-use crate::types::{DType, ImageLayout};
+use crate::ir::types::{DType, ImageLayout};
+use crate::runtime::counters::{bump, sub};
+use crate::runtime::device::{size_class, AllocSource, DeviceCaps};
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
 use opencl3::device::{Device, CL_DEVICE_TYPE_ALL};

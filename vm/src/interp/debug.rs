@@ -6,44 +6,12 @@
 //! The interpreter's loop is generic over a debug flag: the pause check exists only in the
 //! debugging instance, so ordinary runs pay nothing for it.
 
-use crate::bytecode::{FuncId, Instr, Reg};
-use crate::error::VmError;
-use crate::interp::{Exit, Substitute, Vm};
-use crate::value::Value;
-
-/// Where a run is about to execute an instruction; a stop condition looks at it.
-#[derive(Clone, Copy, Debug)]
-pub struct PausePoint {
-    pub func: FuncId,
-    pub pc: usize,
-    /// Frames above the entry frame (0 in the function that was started).
-    pub depth: usize,
-    /// The instruction at `pc`, not yet executed.
-    pub instr: Instr,
-    /// Instructions executed since this resume began.
-    pub executed: u64,
-    /// The id the next storage will get (for "break on storage N").
-    pub next_storage: u64,
-}
-
-/// One frame of a paused run, outermost first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FrameInfo {
-    pub func: FuncId,
-    /// The next instruction to execute (in callers: the call in progress).
-    pub pc: usize,
-}
-
-/// The state of a run under a debugger.
-pub(crate) struct DebugRun {
-    /// Frames and registers below it belong to whoever started the run.
-    depth0: usize,
-    base0: usize,
-    entry: FuncId,
-    subs: Vec<Substitute>,
-    /// The error that stopped it, if one did.
-    fault: Option<String>,
-}
+use crate::interp::error::VmError;
+use crate::interp::state::{DebugRun, Exit, Substitute};
+pub use crate::interp::state::{FrameInfo, PausePoint};
+use crate::interp::vm::Vm;
+use crate::ir::bytecode::{FuncId, Reg};
+use crate::runtime::value::Value;
 
 impl Vm {
     /// Starts `func` with `args` (checked and bound as by [`Vm::invoke_values`]), paused
@@ -154,11 +122,11 @@ impl Vm {
 
 #[cfg(test)]
 mod tests {
-    use crate::builder::{ModuleBuilder, Operand};
-    use crate::bytecode::{Instr, Reg};
-    use crate::host_tensor::HostValue;
-    use crate::types::{DType, Scope, Type};
-    use crate::value::Value;
+    use crate::ir::builder::{ModuleBuilder, Operand};
+    use crate::ir::bytecode::{Instr, Reg};
+    use crate::ir::host_tensor::HostValue;
+    use crate::ir::types::{DType, Scope, Type};
+    use crate::runtime::value::Value;
     use crate::Vm;
     use std::sync::Arc;
 

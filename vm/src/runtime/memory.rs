@@ -4,10 +4,11 @@
 //! storage, so a storage lives while any register or view refers to it. When the last
 //! reference dies the memory goes back to its device's pool and the ledger forgets it.
 
-use crate::device::{size_class, AllocSource, Binned, Bins, DeviceCaps, HostBlock};
-use crate::opencl::{ClBlock, ClDevice, ClDeviceInfo, ClView, ViewKind};
-use crate::shared::{Parked, Shared};
-use crate::types::{DType, ImageLayout, Scope};
+use crate::ir::types::{DType, ImageLayout, Scope};
+use crate::opencl::device::{ClBlock, ClDevice, ClDeviceInfo, ClView, ViewKind};
+use crate::runtime::counters::{bump, sub, take_next, Counters, ObjectCounters};
+use crate::runtime::device::{size_class, AllocSource, Binned, Bins, DeviceCaps, HostBlock};
+use crate::runtime::shared::{Parked, Shared};
 use smallvec::SmallVec;
 use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
@@ -180,80 +181,6 @@ impl ViewClass {
     }
 }
 
-/// Counters of storages and views (merged into [`Runtime::stats`]), and the next ids.
-#[derive(Default)]
-pub struct ObjectCounters {
-    pub fresh_allocations: Cell<u64>,
-    pub live_bytes: Cell<u64>,
-    pub peak_bytes: Cell<u64>,
-    pub storages_created: Cell<u64>,
-    pub views_created: Cell<u64>,
-    pub live_storages: Cell<u64>,
-    pub live_views: Cell<u64>,
-    pub constant_bytes: Cell<u64>,
-    next_storage: Cell<u64>,
-    next_view: Cell<u64>,
-    /// Keep the tables of live objects behind [`Ledger::storages`] and [`Ledger::views`]
-    /// (the REPL turns this on). Off by default: registering and forgetting each object
-    /// costs about a fifth of an `alloc_storage` + `alloc_tensor` + `kill` triple.
-    pub track: Cell<bool>,
-}
-
-/// Adds `by` to counter `c`.
-#[inline(always)]
-pub(crate) fn bump(c: &Cell<u64>, by: u64) {
-    c.set(c.get() + by);
-}
-
-/// Subtracts `by` from counter `c`.
-#[inline(always)]
-pub(crate) fn sub(c: &Cell<u64>, by: u64) {
-    c.set(c.get() - by);
-}
-
-/// Returns counter `c`, then increments it.
-#[inline(always)]
-fn take_next(c: &Cell<u64>) -> u64 {
-    let id = c.get();
-    c.set(id + 1);
-    id
-}
-
-impl ObjectCounters {
-    /// The id the next storage will get.
-    pub fn next_storage_id(&self) -> u64 {
-        self.next_storage.get()
-    }
-}
-
-/// The per-invocation counters of a [`Runtime`] (merged into [`Runtime::stats`]).
-#[derive(Default)]
-pub struct Counters {
-    pub instructions: Cell<u64>,
-    /// Every copy since the runtime was made.
-    pub copies: Cell<crate::io::Copies>,
-    /// Copies since the last [`Counters::mark_copies`]: an invocation marks at its start
-    /// and reads this at its end, instead of subtracting two snapshots of `copies`.
-    pub copies_since_mark: Cell<crate::io::Copies>,
-}
-
-impl Counters {
-    /// Counts a copy of `bytes` in direction `dir`.
-    pub fn count_copy(&self, dir: crate::io::Direction, bytes: u64) {
-        for cell in [&self.copies, &self.copies_since_mark] {
-            let mut c = cell.get();
-            c.count(dir, bytes);
-            cell.set(c);
-        }
-    }
-
-    /// Starts counting [`Counters::copies_since_mark`] from zero.
-    #[inline]
-    pub fn mark_copies(&self) {
-        self.copies_since_mark.set(crate::io::Copies::default());
-    }
-}
-
 impl Runtime {
     /// Opens every device (OpenCL contexts and queues are created here).
     pub fn new(specs: Vec<DeviceSpec>) -> Result<Rc<Runtime>, String> {
@@ -378,8 +305,8 @@ pub struct Stats {
     pub live_views: u64,
     /// Bytes held by constants (outside the pool and the counters above).
     pub constant_bytes: u64,
-    /// Copies into, out of and between storages ([`crate::io`]).
-    pub copies: crate::io::Copies,
+    /// Copies into, out of and between storages ([`crate::interp::io`]).
+    pub copies: crate::interp::io::Copies,
 }
 
 impl Stats {
@@ -528,7 +455,7 @@ pub struct Storage {
     pub scope: Scope,
     pub site: Site,
     slot: u32,
-    /// [`crate::device::class_index`] of its block's capacity: the bin it is parked in.
+    /// [`crate::runtime::device::class_index`] of its block's capacity: the bin it is parked in.
     bin: u8,
     constant: bool,
     /// Dead and kept in its device's bins ([`Storage::park`]): `rt` is gone.
@@ -610,7 +537,7 @@ impl Runtime {
         if !align.is_power_of_two() || size > caps.max_alloc || !cl_align_ok {
             return None;
         }
-        let bin = u32::try_from(crate::device::class_index(size_class(size))).ok()?;
+        let bin = u32::try_from(crate::runtime::device::class_index(size_class(size))).ok()?;
         Some(ConstAlloc { device, size, align, scope, bin })
     }
 }
@@ -758,7 +685,7 @@ impl Storage {
         };
         let o = &rt.objects;
         // At most 231 (the top class of a 64-bit size), so it fits.
-        let bin = crate::device::class_index(class) as u8;
+        let bin = crate::runtime::device::class_index(class) as u8;
         let storage = |slot| Storage {
             id: o.next_storage.get(),
             device,

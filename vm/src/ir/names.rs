@@ -7,8 +7,8 @@
 //! a name is then two compares, with no byte loop and no call to `bcmp`. Modules with
 //! more than [`LINEAR`] functions use a hash map.
 
-use crate::bytecode::FuncId;
-use crate::module::Module;
+use crate::ir::bytecode::FuncId;
+use crate::ir::module::Module;
 use rustc_hash::FxHashMap;
 
 /// The most functions looked up by a scan.
@@ -73,7 +73,7 @@ mod tests {
     use super::*;
 
     fn module(names: &[&str]) -> Module {
-        let mut mb = crate::builder::ModuleBuilder::new("names");
+        let mut mb = crate::ir::builder::ModuleBuilder::new("names");
         for name in names {
             let mut f = mb.function(name, vec![], vec![]);
             f.ret(&[]);

@@ -16,13 +16,101 @@
 //! compiler emits for a static shape) has them checked and its size computed here, once:
 //! at run time it checks only that the view fits its storage.
 
-use crate::builtins::Builtin;
-pub(crate) use crate::bytecode::Op;
-use crate::bytecode::{Arg, Instr, Reg};
-use crate::memory::SliceGeom;
-use crate::module::Module;
-use crate::types::{DType, Scope};
+use crate::ir::builtins::Builtin;
+use crate::ir::bytecode::{for_each_opcode, Arg, BuiltinId, ConstId, FuncId, Instr, Label, OpId, Reg};
+use crate::ir::module::Module;
+use crate::ir::types::{DType, Scope};
+use crate::runtime::memory::SliceGeom;
 use smallvec::SmallVec;
+
+/// Generates the interpreter's [`Op`] from the opcode table ([`for_each_opcode!`]):
+/// every instruction with its own tag, then the specialised forms below.
+macro_rules! define_op {
+    ($(
+        $(#[doc = $doc:literal])*
+        $code:literal $Name:ident $mnemonic:literal { $($field:ident : $fty:ty = $slot:ident),* $(,)? }
+    )*) => {
+        /// An instruction as the interpreter runs it: every instruction of the table with
+        /// its own tag, then the forms [`specialize`] turns some into when a module is
+        /// loaded. One word, one `match` to dispatch.
+        // `CallOp` ends with the enum's name: it is the instruction's name in the table.
+        #[allow(clippy::enum_variant_names)]
+        #[derive(Clone, Copy, Debug)]
+        pub(crate) enum Op {
+            $( $(#[doc = $doc])* $Name { $($field: $fty),* }, )*
+            // The interpreter's specialised forms (never encoded; see `crate::interp::specialize`): a
+            // storage of constant size, a buffer or image view of constant geometry, an operator call by
+            // site, and each two-operand int builtin with register operands (`RR`) or a register
+            // and an immediate (`RI`), one variant each so that dispatch picks the operation too.
+            /// `%dst = alloc_storage SIZE, align A, device D, scope "S"` whose size and alignment
+            /// are constants, checked once ([`crate::runtime::memory::ConstAlloc`]).
+            AllocStorageConst(StorageArgs),
+            /// `%dst = alloc_tensor %storage, offset, dtype[dims]` of scope `global` whose offset
+            /// and dims are constants, checked and measured once ([`BufferGeom`]).
+            AllocBufferConst(BufferArgs),
+            /// `%dst = alloc_tensor %storage, offset, dtype[dims], scope "global.texture*"` whose
+            /// offset and dims are constants: its layout checked once per device
+            /// ([`ImageGeom`]).
+            AllocImageConst(BufferArgs),
+            /// `call @onnx.Name(...)`: operator call site number `.0` (in code order); its operands
+            /// are in the bytecode instruction.
+            CallOpSite(u32),
+            /// `%dst = call @vm.iadd(%a, %b)`.
+            IAddRR(IntArgs<Reg>),
+            /// `%dst = call @vm.iadd(%a, imm)`.
+            IAddRI(IntArgs<i32>),
+            /// `%dst = call @vm.isub(%a, %b)`.
+            ISubRR(IntArgs<Reg>),
+            /// `%dst = call @vm.isub(%a, imm)`.
+            ISubRI(IntArgs<i32>),
+            /// `%dst = call @vm.imul(%a, %b)`.
+            IMulRR(IntArgs<Reg>),
+            /// `%dst = call @vm.imul(%a, imm)`.
+            IMulRI(IntArgs<i32>),
+            /// `%dst = call @vm.imin(%a, %b)`.
+            IMinRR(IntArgs<Reg>),
+            /// `%dst = call @vm.imin(%a, imm)`.
+            IMinRI(IntArgs<i32>),
+            /// `%dst = call @vm.imax(%a, %b)`.
+            IMaxRR(IntArgs<Reg>),
+            /// `%dst = call @vm.imax(%a, imm)`.
+            IMaxRI(IntArgs<i32>),
+            /// `%dst = call @vm.ieq(%a, %b)`.
+            IEqRR(IntArgs<Reg>),
+            /// `%dst = call @vm.ieq(%a, imm)`.
+            IEqRI(IntArgs<i32>),
+            /// `%dst = call @vm.ine(%a, %b)`.
+            INeRR(IntArgs<Reg>),
+            /// `%dst = call @vm.ine(%a, imm)`.
+            INeRI(IntArgs<i32>),
+            /// `%dst = call @vm.ilt(%a, %b)`.
+            ILtRR(IntArgs<Reg>),
+            /// `%dst = call @vm.ilt(%a, imm)`.
+            ILtRI(IntArgs<i32>),
+            /// `%dst = call @vm.ile(%a, %b)`.
+            ILeRR(IntArgs<Reg>),
+            /// `%dst = call @vm.ile(%a, imm)`.
+            ILeRI(IntArgs<i32>),
+            /// `%dst = call @vm.igt(%a, %b)`.
+            IGtRR(IntArgs<Reg>),
+            /// `%dst = call @vm.igt(%a, imm)`.
+            IGtRI(IntArgs<i32>),
+            /// `%dst = call @vm.ige(%a, %b)`.
+            IGeRR(IntArgs<Reg>),
+            /// `%dst = call @vm.ige(%a, imm)`.
+            IGeRI(IntArgs<i32>),
+        }
+
+        impl From<Instr> for Op {
+            #[inline]
+            fn from(i: Instr) -> Op {
+                match i { $( Instr::$Name { $($field),* } => Op::$Name { $($field),* }, )* }
+            }
+        }
+    };
+}
+
+for_each_opcode!(define_op);
 
 /// The operands of a specialised constant buffer view: its destination and storage
 /// registers, and its geometry's index in [`Specialized::geoms`].
@@ -43,7 +131,7 @@ pub(crate) struct StorageArgs {
 
 /// A constant `alloc_storage`'s request as the bytecode states it (the alignment 0 for
 /// the device's base alignment): checked against its device when the `Vm` is made
-/// ([`crate::memory::Runtime::const_alloc`]).
+/// ([`crate::runtime::memory::Runtime::const_alloc`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StorageRequest {
     pub device: u8,
@@ -194,7 +282,7 @@ fn buffer_geom(m: &Module, dtype: DType, list: &[Arg]) -> Option<BufferGeom> {
     if !offset.is_multiple_of(dtype.size() as u64) {
         return None;
     }
-    let bytes = crate::types::dense_bytes(dtype, &shape)?;
+    let bytes = crate::ir::types::dense_bytes(dtype, &shape)?;
     let end = offset.checked_add(bytes)?;
     let view = SliceGeom { offset, dtype, shape, bytes, type_id: 0, scope: Scope::Global, image: None };
     Some(BufferGeom { view, end, slice: NO_SLICE })
@@ -218,7 +306,7 @@ fn const_offset_and_dims(m: &Module, list: &[Arg]) -> Option<(u64, SmallVec<[i64
 /// The specialised form of a two-operand int builtin whose destination and first operand
 /// are registers and whose second is a register or an immediate. `idiv` and `irem` keep
 /// the general path: their errors need it anyway.
-fn int_op(builtin: u32, list: Option<&[crate::bytecode::Arg]>) -> Option<Op> {
+fn int_op(builtin: u32, list: Option<&[crate::ir::bytecode::Arg]>) -> Option<Op> {
     let b = *Builtin::ALL.get(builtin as usize)?;
     let &[d, a, rhs] = list? else { return None };
     let (dst, a) = (d.as_reg()?, a.as_reg()?);
@@ -284,8 +372,8 @@ mod tests {
 
     #[test]
     fn storage_requests_of_constant_size_are_specialised() {
-        use crate::builder::{ModuleBuilder, Operand};
-        use crate::types::Type;
+        use crate::ir::builder::{ModuleBuilder, Operand};
+        use crate::ir::types::Type;
         let mut mb = ModuleBuilder::new("s");
         let mut f = mb.function("main", vec![Type::Int], vec![]);
         let n = f.param(0);
@@ -304,8 +392,8 @@ mod tests {
 
     /// A module built through the builder: the specialiser sees the bytecode, not text.
     fn rxvm_test_module() -> Module {
-        use crate::bytecode::{Arg, BuiltinId};
-        use crate::module::Function;
+        use crate::ir::bytecode::{Arg, BuiltinId};
+        use crate::ir::module::Function;
         let call = |b: Builtin, list: u32| Instr::CallBuiltin { builtin: BuiltinId(b as u32), list, ndst: 1, nargs: 2 };
         let r = |i: u32| Arg::reg(Reg(i));
         let imm = |v: i64| Arg::imm(v).expect("a small immediate");

@@ -1,8 +1,8 @@
 //! Register values.
 
-use crate::memory::{Storage, View};
-use crate::shared::Shared;
-use crate::types::Kind;
+use crate::ir::types::Kind;
+use crate::runtime::memory::{Storage, View};
+use crate::runtime::shared::Shared;
 use std::rc::Rc;
 
 /// The value in a register.
@@ -18,7 +18,7 @@ pub enum Value {
     Storage(Shared<Storage>),
     Tensor(Shared<View>),
     /// A buffer view in host memory with no view object: geometry number `.0` of the
-    /// storage's runtime ([`crate::memory::Runtime::slice_geom`]) over storage `.1`. What
+    /// storage's runtime ([`crate::runtime::memory::Runtime::slice_geom`]) over storage `.1`. What
     /// a compiled `alloc_tensor` makes when tracking is off: making and dropping it costs a
     /// reference count, where a view object cost a third of an `alloc_storage` +
     /// `alloc_tensor` + `kill` triple. Whatever reads the register as a value gets the view

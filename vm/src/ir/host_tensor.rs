@@ -1,6 +1,6 @@
 //! Tensors and values in host memory, as the embedding API passes them in and out.
 
-use crate::types::DType;
+use crate::ir::types::DType;
 use std::fmt;
 
 /// A dense row-major tensor in host memory (little-endian elements).

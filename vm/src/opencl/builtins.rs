@@ -5,8 +5,8 @@
 //! channels at once). Sources are cached by text on each device, so each variant is built
 //! once per device.
 
-use crate::builtins::Builtin;
-use crate::types::DType;
+use crate::ir::builtins::Builtin;
+use crate::ir::types::DType;
 use std::fmt::Write;
 
 /// The sampler and the image element load every kernel shares.

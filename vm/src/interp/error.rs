@@ -1,7 +1,7 @@
 //! Run-time errors: what went wrong, where (function, instruction, source line) and the
 //! values involved.
 
-use crate::module::SourceLoc;
+use crate::ir::module::SourceLoc;
 use std::fmt;
 
 /// One frame of the call stack at the time of an error.

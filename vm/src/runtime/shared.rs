@@ -68,25 +68,25 @@ pub trait Recycled: Sized + 'static {
 #[macro_export]
 macro_rules! recycled {
     ($t:ty) => {
-        impl $crate::shared::Recycled for $t {
+        impl $crate::runtime::shared::Recycled for $t {
             $crate::recycled!(@free_list $t);
         }
     };
     ($t:ty, park = $park:path) => {
-        impl $crate::shared::Recycled for $t {
+        impl $crate::runtime::shared::Recycled for $t {
             $crate::recycled!(@free_list $t);
 
             #[inline(always)]
-            fn park(value: $crate::shared::Parked<$t>) -> Option<$crate::shared::Parked<$t>> {
+            fn park(value: $crate::runtime::shared::Parked<$t>) -> Option<$crate::runtime::shared::Parked<$t>> {
                 $park(value)
             }
         }
     };
     (@free_list $t:ty) => {
-        fn free_list() -> &'static ::std::thread::LocalKey<::std::cell::RefCell<$crate::shared::FreeList<$t>>> {
+        fn free_list() -> &'static ::std::thread::LocalKey<::std::cell::RefCell<$crate::runtime::shared::FreeList<$t>>> {
             ::std::thread_local! {
-                static FREE: ::std::cell::RefCell<$crate::shared::FreeList<$t>> =
-                    const { ::std::cell::RefCell::new($crate::shared::FreeList::new()) };
+                static FREE: ::std::cell::RefCell<$crate::runtime::shared::FreeList<$t>> =
+                    const { ::std::cell::RefCell::new($crate::runtime::shared::FreeList::new()) };
             }
             &FREE
         }

@@ -7,17 +7,16 @@
 //! model with every kernel a no-op, that was a tenth of an inference.
 //!
 //! [`Signatures`] keeps, per parameter and per result, the type it last admitted as one
-//! word: a view's (dtype, shape) id in the VM's runtime ([`crate::memory::ViewClass`]) or
+//! word: a view's (dtype, shape) id in the VM's runtime ([`crate::runtime::memory::ViewClass`]) or
 //! a slice's geometry number. Whether a type admits a value depends only on the value's
 //! dtype and shape, and both ids fix them, so a value with the remembered id is admitted
 //! without looking at its dims. Ids are per runtime: a view of another runtime has no key
 //! and is checked in full, as are values without one (a texture, a scalar).
 
-use crate::interp::check_type;
-use crate::memory::Runtime;
-use crate::module::{Function, Module};
-use crate::types::Type;
-use crate::value::Value;
+use crate::ir::module::{Function, Module};
+use crate::ir::types::Type;
+use crate::runtime::memory::Runtime;
+use crate::runtime::value::Value;
 use std::cell::Cell;
 use std::rc::Rc;
 
@@ -105,15 +104,31 @@ fn admit(memo: &Cell<u32>, rt: &Rc<Runtime>, v: &Value, t: &Type) -> Result<(), 
     Ok(())
 }
 
+/// Checks a value against a declared type (kinds, and dtype/shape for typed tensors).
+pub(crate) fn check_type(v: &Value, t: &Type) -> Result<(), String> {
+    match (v, t) {
+        (Value::Tensor(view), Type::Tensor { .. }) => {
+            if crate::ir::verify::type_admits(t, view.dtype, &view.shape) {
+                Ok(())
+            } else {
+                Err(format!("expected {t}, found {}{:?}", view.dtype, &view.shape[..]))
+            }
+        }
+        (Value::Slice(..), Type::Tensor { .. }) => check_type(&v.materialized()?, t),
+        (v, t) if v.kind() == Some(t.kind()) => Ok(()),
+        (v, t) => Err(format!("expected {t}, found {}", v.describe())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{DType, Dim};
+    use crate::ir::types::{DType, Dim};
     use crate::{DeviceCaps, HostTensor, HostValue, Vm};
     use std::sync::Arc;
 
     fn module(params: Vec<Type>) -> Module {
-        let mut mb = crate::builder::ModuleBuilder::new("sig");
+        let mut mb = crate::ir::builder::ModuleBuilder::new("sig");
         let mut f = mb.function("main", params, vec![]);
         f.ret(&[]);
         mb.add_function(f);

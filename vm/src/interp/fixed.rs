@@ -11,10 +11,11 @@
 //! anything else, are not fixed; nor is any register of a function with branches (its
 //! sites keep their per-run checks).
 
-use crate::bytecode::{ArgKind, Instr, Op};
-use crate::memory::{ConstAlloc, NO_BIN};
-use crate::module::Module;
-use crate::verify::{accesses, Access};
+use crate::interp::specialize::Op;
+use crate::ir::bytecode::{ArgKind, Instr};
+use crate::ir::module::Module;
+use crate::ir::verify::{accesses, Access};
+use crate::runtime::memory::{ConstAlloc, NO_BIN};
 
 /// What the code fixes about a register at a point of a straight-line function.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -89,9 +90,9 @@ fn set(held: &mut [Held], r: u32, h: Held) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builder::{ModuleBuilder, Operand};
-    use crate::memory::{DeviceSpec, Runtime};
-    use crate::types::{DType, Dim, Scope, Type};
+    use crate::ir::builder::{ModuleBuilder, Operand};
+    use crate::ir::types::{DType, Dim, Scope, Type};
+    use crate::runtime::memory::{DeviceSpec, Runtime};
     use crate::DeviceCaps;
 
     fn f32s(dims: &[i64]) -> Type {
@@ -100,7 +101,7 @@ mod tests {
 
     /// The fixed flags of `m`'s sites, as a host VM would compute them.
     fn fixed_of(m: &Module) -> Vec<bool> {
-        let sp = crate::specialize::specialize(m);
+        let sp = crate::interp::specialize::specialize(m);
         let rt = Runtime::new(vec![DeviceSpec::Host(DeviceCaps::host())]).expect("a runtime");
         let allocs: Vec<ConstAlloc> = sp
             .storages

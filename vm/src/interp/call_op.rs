@@ -1,0 +1,527 @@
+//! Operator calls: reading operands, checking them against inferred types (with the
+//! per-site memo), and running the host, OpenCL-buffer or texture kernel; user OpenCL
+//! kernel calls.
+
+use super::sites::*;
+use super::state::*;
+use super::vm::Vm;
+use crate::interp::exec::write_view;
+use crate::ir::bytecode::{ArgKind, Instr, OpId};
+use crate::ir::host_tensor::HostTensor;
+use crate::ir::module::{Function, Module};
+use crate::ir::types::Scope;
+use crate::ops::{Attrs, TensorInfo};
+use crate::runtime::memory::View;
+use crate::runtime::shared::Shared;
+use crate::runtime::value::Value;
+use smallvec::SmallVec;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// The error for an operator call whose output view is in a constant, if any.
+pub(crate) fn refuse_constant_outputs(def: &crate::ir::schema::OpDef, outputs: &[Option<Shared<View>>]) -> Step<()> {
+    match outputs.iter().position(|v| v.as_ref().is_some_and(|v| v.storage.is_constant())) {
+        Some(i) => fault(format!("@onnx.{} cannot write output {} into a constant", def.name, i + 1)),
+        None => Ok(()),
+    }
+}
+
+/// One operator call's operands and attributes, as the paths that run it take them.
+#[derive(Clone, Copy)]
+pub(crate) struct OpCall<'a> {
+    /// The OpenCL device the operands live on; `None` on the host.
+    pub(crate) dev: Option<&'a crate::opencl::device::ClDevice>,
+    pub(crate) op: OpId,
+    pub(crate) def: &'a crate::ir::schema::OpDef,
+    pub(crate) inputs: &'a [Option<Shared<View>>],
+    pub(crate) outputs: &'a [Option<Shared<View>>],
+    pub(crate) infos: &'a [Option<TensorInfo<'a>>],
+    /// Host copies of the inputs the call reads on the host.
+    pub(crate) host_in: &'a [Option<HostTensor>],
+    pub(crate) attrs: &'a Attrs,
+}
+
+/// Host tensors whose buffers go back to the [`Scratch`] pool when dropped.
+pub(crate) struct Recycled<'a, T: AsHostTensor> {
+    pub(crate) pool: &'a RefCell<Scratch>,
+    pub(crate) items: SmallVec<[T; 6]>,
+}
+
+pub(crate) trait AsHostTensor {
+    fn take_data(&mut self) -> Vec<u8>;
+}
+
+impl AsHostTensor for HostTensor {
+    fn take_data(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.data)
+    }
+}
+
+impl AsHostTensor for Option<HostTensor> {
+    fn take_data(&mut self) -> Vec<u8> {
+        self.take().map(|t| t.data).unwrap_or_default()
+    }
+}
+
+impl<'a, T: AsHostTensor> Recycled<'a, T> {
+    pub(crate) fn new(pool: &'a RefCell<Scratch>) -> Self {
+        Recycled { pool, items: SmallVec::new() }
+    }
+}
+
+impl<T: AsHostTensor> std::ops::Deref for Recycled<'_, T> {
+    type Target = SmallVec<[T; 6]>;
+    fn deref(&self) -> &Self::Target {
+        &self.items
+    }
+}
+
+impl<T: AsHostTensor> std::ops::DerefMut for Recycled<'_, T> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.items
+    }
+}
+
+impl<T: AsHostTensor> Drop for Recycled<'_, T> {
+    fn drop(&mut self) {
+        let mut pool = self.pool.borrow_mut();
+        for t in self.items.iter_mut() {
+            pool.give(t.take_data());
+        }
+    }
+}
+
+impl Vm {
+    /// `call @cl.name(args) global [dims]`: a user OpenCL kernel. Tensors are passed as
+    /// `__global` buffers, ints as `long`, floats as `float`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn kernel_call(
+        &self,
+        m: &Module,
+        f: &Function,
+        base: usize,
+        kernel: u32,
+        list: u32,
+        ndims: u8,
+        nargs: u16,
+    ) -> Step<()> {
+        let k = &m.kernels[kernel as usize];
+        let items = &f.args[list as usize..][..nargs as usize + ndims as usize];
+        let mut vals: SmallVec<[Value; 6]> = SmallVec::new();
+        for a in &items[..nargs as usize] {
+            vals.push(self.read(m, f, base, *a)?);
+        }
+        let mut global: SmallVec<[usize; 3]> = SmallVec::new();
+        for a in &items[nargs as usize..] {
+            let g = self.read_int(m, f, base, *a)?;
+            if g < 0 {
+                return fault(format!("@cl.{}: a global work size must be >= 0, found {g}", k.name));
+            }
+            global.push(g as usize);
+        }
+        let tensors: SmallVec<[&Shared<View>; 6]> =
+            vals.iter().filter_map(|v| if let Value::Tensor(t) = v { Some(t) } else { None }).collect();
+        let state = match tensors.first() {
+            Some(t) => t.storage.device_state(),
+            None => &self.rt.devices[0],
+        };
+        let Some(dev) = state.cl() else {
+            return fault(format!(
+                "@cl.{} is an OpenCL kernel, but its tensors are on `{}`; run on an OpenCL device (--device opencl)",
+                k.name, state.caps.name
+            ));
+        };
+        let mut args = Vec::with_capacity(vals.len());
+        for (i, v) in vals.iter().enumerate() {
+            args.push(match v {
+                Value::Tensor(t) => {
+                    if !std::ptr::eq(t.storage.device_state(), state) {
+                        return fault(format!("@cl.{}: argument {} is on another device", k.name, i + 1));
+                    }
+                    match t.cl {
+                        Some(h) if h.kind == crate::opencl::device::ViewKind::Buffer && h.offset == 0 => {
+                            t.check_coherent_read().or_else(fault)?;
+                            crate::opencl::device::KernelArg::Mem(h.mem)
+                        }
+                        _ => {
+                            return fault(format!(
+                                "@cl.{}: argument {} must be a buffer view at offset 0 or at a sub-buffer-aligned offset ({} bytes on `{}`)",
+                                k.name,
+                                i + 1,
+                                state.caps.mem_base_addr_align,
+                                state.caps.name
+                            ))
+                        }
+                    }
+                }
+                Value::Int(x) => crate::opencl::device::KernelArg::Bytes(x.to_le_bytes(), 8),
+                Value::Float(x) => {
+                    let mut b = [0u8; 8];
+                    b[..4].copy_from_slice(&(*x as f32).to_le_bytes());
+                    crate::opencl::device::KernelArg::Bytes(b, 4)
+                }
+                other => return fault(format!("@cl.{}: argument {} cannot be {}", k.name, i + 1, other.describe())),
+            });
+        }
+        if self.kernels == Kernels::Noop {
+            return Ok(());
+        }
+        let handle = dev.kernel_entry(&k.source, &k.entry).or_else(fault)?;
+        dev.launch_nd(handle, &args, &global).or_else(|e| fault(format!("@cl.{}: {e}", k.name)))?;
+        for t in tensors {
+            t.record_write();
+        }
+        Ok(())
+    }
+
+    /// Runs an operator's OpenCL kernel on device buffers (outputs already checked).
+    pub(crate) fn op_call_cl(&self, dev: &crate::opencl::device::ClDevice, call: &OpCall) -> Step<()> {
+        let OpCall { op, def, inputs, outputs, infos, attrs, .. } = *call;
+        let Some(run) = op.cl_kernel() else {
+            return fault(format!(
+                "@onnx.{} has no OpenCL kernel yet (tensors on `{}`); run it on the host device",
+                def.name, dev.caps.name
+            ));
+        };
+        let as_cl = |v: &Shared<View>| -> Step<crate::ops::cl::ClTensor> {
+            match crate::ops::cl::ClTensor::of_view(v) {
+                Some(t) => Ok(t),
+                None => fault(format!(
+                    "@onnx.{} takes buffer views on OpenCL; {} is a texture view",
+                    def.name,
+                    Value::Tensor(v.clone()).describe()
+                )),
+            }
+        };
+        let mut ins = Vec::with_capacity(inputs.len());
+        for v in inputs {
+            ins.push(match v {
+                Some(v) => {
+                    v.check_coherent_read().or_else(fault)?;
+                    Some(as_cl(v)?)
+                }
+                None => None,
+            });
+        }
+        let mut outs = Vec::with_capacity(outputs.len());
+        for v in outputs.iter().flatten() {
+            outs.push(as_cl(v)?);
+        }
+        let ctx = crate::ops::cl::ClCtx { dev };
+        run(&ctx, &ins, infos, attrs, &outs).or_else(|e| fault(format!("@onnx.{}: {e}", def.name)))?;
+        for v in outputs.iter().flatten() {
+            v.record_write();
+        }
+        Ok(())
+    }
+
+    /// An operator call on blocked textures (`ops::blocked`): checked and inferred on the
+    /// logical shapes; run by the texture kernels on OpenCL, and on the host by unblocking
+    /// the textures, running the host kernel and blocking its output.
+    pub(crate) fn op_call_blocked(&self, call: &OpCall, noop: bool) -> Step<()> {
+        let OpCall { dev, def, inputs, outputs, infos, host_in, attrs, .. } = *call;
+        use crate::ops::blocked;
+        use crate::ops::texture_cl::{self, ClOperand, ClTexture};
+        let name = def.name;
+        let err = |e: String| fault(format!("@onnx.{name}: {e}"));
+        let bx = |e: String| Box::new(Fault { message: format!("@onnx.{name}: {e}"), notes: vec![] });
+        let all = inputs.iter().chain(outputs).flatten();
+        if let Some(v) = all.clone().find(|v| v.scope.is_texture() && v.scope != Scope::Texture) {
+            return err(format!(
+                "operators take blocked `global.texture` views; {} has scope `{}`",
+                Value::Tensor(v.clone()).describe(),
+                v.scope
+            ));
+        }
+        let textured = |v: &Option<Shared<View>>| v.as_ref().is_some_and(|v| v.scope == Scope::Texture);
+        let tin: SmallVec<[bool; 6]> = inputs.iter().map(textured).collect();
+        let tout: SmallVec<[Option<bool>; 3]> =
+            outputs.iter().map(|v| v.as_ref().map(|v| v.scope == Scope::Texture)).collect();
+        let call = blocked::infer(def, infos, &tin, &tout, attrs).map_err(bx)?;
+        let Some(y) = outputs.first().and_then(Option::as_ref) else { return err("output 1 is required".into()) };
+        if y.dtype != call.out.0 || y.shape[..] != call.out.1[..] {
+            return err(format!(
+                "output 1 is {}{:?} (blocked) for these inputs and attributes, but its view is {}{:?}",
+                call.out.0,
+                call.out.1,
+                y.dtype,
+                &y.shape[..]
+            ));
+        }
+        if y.storage.is_constant() {
+            return err("cannot write output 1 into a constant".into());
+        }
+        if noop {
+            return Ok(());
+        }
+        let Some(dev) = dev else {
+            let mut unblocked: SmallVec<[Option<HostTensor>; 6]> = SmallVec::new();
+            for (h, l) in host_in.iter().zip(&call.logical_in) {
+                unblocked.push(match (h, l) {
+                    (Some(h), Some(l)) => Some(blocked::unblock(h, l[1]).map_err(bx)?),
+                    _ => None,
+                });
+            }
+            let refs: SmallVec<[Option<&HostTensor>; 6]> =
+                unblocked.iter().zip(host_in).map(|(u, h)| u.as_ref().or(h.as_ref())).collect();
+            let mut outs = Vec::with_capacity(call.logical_out.len());
+            for (dtype, shape) in &call.logical_out {
+                outs.push(HostTensor::zeros(*dtype, shape).map_err(bx)?);
+            }
+            (def.host)(&refs, attrs, &mut outs).map_err(bx)?;
+            let b = blocked::block(&outs[0]).map_err(bx)?;
+            return write_view(y, &b.data).map_err(|e| Box::new(Fault { message: *e, notes: vec![] }));
+        };
+        let handle = |v: &Shared<View>| v.cl.ok_or_else(|| format!("internal: {} has no device handle", v.id));
+        let y_mem = handle(y).map_err(bx)?.mem;
+        let mut ins = Vec::with_capacity(inputs.len());
+        for (v, l) in inputs.iter().zip(&call.logical_in) {
+            let Some(v) = v else {
+                ins.push(None);
+                continue;
+            };
+            v.check_coherent_read().or_else(fault)?;
+            let h = handle(v).map_err(bx)?;
+            ins.push(Some(match l {
+                Some(shape) => {
+                    if h.mem == y_mem {
+                        return err(
+                            "an input and the output are the same image; texture kernels cannot work in place".into()
+                        );
+                    }
+                    ClOperand::Texture(ClTexture { mem: h.mem, shape: shape.clone() })
+                }
+                None => ClOperand::Buffer(
+                    crate::ops::cl::ClTensor::of_view(v)
+                        .ok_or_else(|| bx(format!("input {} is not a buffer view on the device", v.id)))?,
+                ),
+            }));
+        }
+        let yt = ClTexture { mem: y_mem, shape: call.logical_out[0].1.clone() };
+        texture_cl::run(&crate::ops::cl::ClCtx { dev }, name, &ins, infos, attrs, &yt).map_err(bx)?;
+        y.record_write();
+        Ok(())
+    }
+
+    /// `call @onnx.Name(inputs) -> (outputs) { attrs }`: infers the output types from the
+    /// inputs, checks them against the output views, then runs the kernel.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn op_call(
+        &self,
+        m: &Module,
+        f: &Function,
+        base: usize,
+        site: u32,
+        op: OpId,
+        list: u32,
+        attrs: u32,
+        nout: u8,
+        nin: u16,
+    ) -> Step<()> {
+        let items = &f.args[list as usize..][..nin as usize + nout as usize];
+        let slot = site as usize;
+        let def = op.def();
+        let empty = Attrs::default();
+        let attrs = if attrs == 0 { &empty } else { &m.attrs[attrs as usize - 1] };
+        let mut views: SmallVec<[Option<Shared<View>>; 6]> = SmallVec::new();
+        for a in items {
+            views.push(match a.kind() {
+                ArgKind::None => None,
+                _ => match self.read(m, f, base, *a)? {
+                    Value::Tensor(t) => Some(t),
+                    v => return fault(format!("@onnx.{} expects tensors, found {}", def.name, v.describe())),
+                },
+            });
+        }
+        let (inputs, outputs) = views.split_at(nin as usize);
+        // One pass over the operands: their device, whether any is an image, and whether
+        // inference must read a (non-constant, small) input's value.
+        let mut first: Option<&View> = None;
+        let (mut textured, mut reads_values) = (false, false);
+        for (i, v) in views.iter().enumerate() {
+            let Some(v) = v else { continue };
+            match first {
+                None => first = Some(v),
+                Some(f) if f.storage.device != v.storage.device => {
+                    return fault(format!(
+                        "@onnx.{}: tensors on different devices (`{}` and others); copy them to one device first",
+                        def.name,
+                        v.storage.device_state().caps.name
+                    ))
+                }
+                Some(_) => {}
+            }
+            textured |= v.scope.is_texture();
+            reads_values |= i < nin as usize && inference_reads_value(v) && !v.storage.is_constant();
+        }
+        let noop = self.kernels == Kernels::Noop;
+        // With no-op kernels, a buffer call whose inference reads no values needs only the
+        // comparison with what this site saw before: no host copies, no scratch buffers.
+        if noop && !textured && !reads_values {
+            let hit = self
+                .op_memo
+                .borrow()
+                .get(slot)
+                .and_then(Option::as_ref)
+                .is_some_and(|o| o.matches(inputs, &[], outputs));
+            if hit {
+                return refuse_constant_outputs(def, outputs);
+            }
+        }
+        let dev = first.and_then(|v| v.storage.device_state().cl());
+        let io_err = |e: Box<String>| Box::new(Fault { message: *e, notes: vec![] });
+        // Shape inference needs the values of shape-like inputs; on a device only small
+        // inputs (scalars, shapes, pads, indices) are read back for it.
+        let mut host_in: Recycled<Option<HostTensor>> = Recycled::new(&self.scratch);
+        // `None`s written in place, then filled: pushing each 56-byte `Option` through a
+        // temporary stalled on store forwarding (a fifth of a no-op operator call).
+        host_in.resize_with(inputs.len(), || None);
+        for (slot, v) in host_in.iter_mut().zip(inputs) {
+            match v {
+                // Constants need not be read when only inference wants them and it has
+                // seen them before: `memo` below.
+                Some(v) if (dev.is_none() && !noop) || (inference_reads_value(v) && !v.storage.is_constant()) => {
+                    *slot = Some(self.read_recycled(v).map_err(io_err)?)
+                }
+                _ => {}
+            }
+        }
+        let memo = self
+            .op_memo
+            .borrow()
+            .get(slot)
+            .and_then(Option::as_ref)
+            .filter(|o| o.matches(inputs, &host_in, outputs))
+            .map(|o| o.inferred.clone());
+        if memo.is_some() && noop && !textured {
+            return refuse_constant_outputs(def, outputs);
+        }
+        if memo.is_none() {
+            // First call here, or new operand types: read the small constants too.
+            for (h, v) in host_in.iter_mut().zip(inputs) {
+                if let (None, Some(v)) = (&h, v) {
+                    if inference_reads_value(v) {
+                        *h = Some(self.read_recycled(v).map_err(io_err)?);
+                    }
+                }
+            }
+        }
+        let infos: SmallVec<[Option<TensorInfo>; 6]> = inputs
+            .iter()
+            .zip(host_in.iter())
+            .map(|(v, h)| v.as_ref().map(|v| TensorInfo { dtype: v.dtype, shape: &v.shape, value: h.as_ref() }))
+            .collect();
+        if textured {
+            return self.op_call_blocked(
+                &OpCall { dev, op, def, inputs, outputs, infos: &infos, host_in: &host_in, attrs },
+                noop,
+            );
+        }
+        if let Some(inferred) = memo {
+            // (With no-op kernels a remembered call returned above.)
+            refuse_constant_outputs(def, outputs)?;
+            return self
+                .run_op(&OpCall { dev, op, def, inputs, outputs, infos: &infos, host_in: &host_in, attrs }, &inferred);
+        }
+        let inferred = (def.infer)(&infos, attrs).or_else(|e| fault(format!("@onnx.{}: {e}", def.name)))?;
+        if inferred.len() < outputs.len() {
+            return fault(format!(
+                "@onnx.{} produces {} outputs here, but the call names {}",
+                def.name,
+                inferred.len(),
+                outputs.len()
+            ));
+        }
+        for (i, (v, (dtype, shape))) in outputs.iter().zip(&inferred).enumerate() {
+            let Some(v) = v else { continue };
+            if v.dtype != *dtype || v.shape[..] != shape[..] {
+                return fault(format!(
+                    "@onnx.{}: output {} is {dtype}{shape:?} for these inputs and attributes, but its view is {}{:?}",
+                    def.name,
+                    i + 1,
+                    v.dtype,
+                    &v.shape[..]
+                ));
+            }
+            if v.storage.is_constant() {
+                return fault(format!("@onnx.{} cannot write output {} into a constant", def.name, i + 1));
+            }
+        }
+        let inferred: Rc<[crate::ops::OutInfo]> = inferred.into();
+        let keys_in: SmallVec<[Option<OperandKey>; 6]> =
+            inputs.iter().zip(host_in.iter()).map(|(v, h)| v.as_ref().map(|v| OperandKey::of(v, h.as_ref()))).collect();
+        let keys_out: SmallVec<[Option<ViewType>; 2]> =
+            outputs.iter().map(|v| v.as_ref().map(|v| (v.dtype, v.shape.clone()))).collect();
+        let quick = QuickKey::checks(items, &keys_in, &keys_out, &views, self.regs.get(base..).unwrap_or_default());
+        self.set_quick(slot, quick);
+        if let Some(memo) = self.op_memo.borrow_mut().get_mut(slot) {
+            *memo = Some(OpMemo { inputs: keys_in, outputs: keys_out, inferred: inferred.clone() });
+        }
+        if noop {
+            return Ok(());
+        }
+        self.run_op(&OpCall { dev, op, def, inputs, outputs, infos: &infos, host_in: &host_in, attrs }, &inferred)
+    }
+
+    /// Sets the [`QuickCheck`]s of operator call site `site`, or unsets them (`None`, or
+    /// more than the site has room for).
+    pub(crate) fn set_quick(&self, site: usize, checks: Option<SmallVec<[QuickCheck; 6]>>) {
+        let Some(s) = self.quick_sites.get(site) else { return };
+        let room = self.quick_checks.get(s.start as usize..).and_then(|c| c.get(..s.cap as usize));
+        match (checks, room) {
+            // Operands the code fixes have these keys at every run.
+            (Some(_), _) if s.fixed => s.len.set(QuickSite::PASSED),
+            (Some(checks), Some(room)) if checks.len() <= room.len() => {
+                for (cell, c) in room.iter().zip(&checks) {
+                    cell.set(*c);
+                }
+                s.len.set(checks.len() as u32);
+            }
+            _ => s.len.set(QuickSite::UNSET),
+        }
+    }
+
+    /// The operator call at instruction `at`, site `site`, read from the bytecode.
+    #[inline(never)]
+    pub(crate) fn op_call_at(&self, m: &Module, f: &Function, base: usize, at: usize, site: u32) -> Step<()> {
+        match f.code.get(at) {
+            Some(&Instr::CallOp { op, list, attrs, nout, nin }) => {
+                self.op_call(m, f, base, site, op, list, attrs, nout, nin)
+            }
+            other => fault(format!("internal: instruction {at} is {other:?}, not the operator call of site {site}")),
+        }
+    }
+
+    /// Runs an operator's kernel once its output types are known to match its views.
+    pub(crate) fn run_op(&self, call: &OpCall, inferred: &[crate::ops::OutInfo]) -> Step<()> {
+        let OpCall { dev, def, outputs, host_in, attrs, .. } = *call;
+        if let Some(dev) = dev {
+            return self.op_call_cl(dev, call);
+        }
+        let mut outs: Recycled<HostTensor> = Recycled::new(&self.scratch);
+        for (dtype, shape) in inferred {
+            let bytes = crate::ir::types::dense_bytes(*dtype, shape).and_then(|b| usize::try_from(b).ok()).ok_or_else(
+                || Box::new(Fault { message: format!("@onnx.{}: output too large", def.name), notes: vec![] }),
+            )?;
+            // Zeroed, as the kernels expect.
+            let mut data = self.scratch.borrow_mut().take(bytes);
+            data.resize(bytes, 0);
+            outs.push(HostTensor { dtype: *dtype, shape: shape.clone(), data });
+        }
+        let refs: SmallVec<[Option<&HostTensor>; 6]> = host_in.iter().map(|t| t.as_ref()).collect();
+        (def.host)(&refs, attrs, &mut outs).or_else(|e| fault(format!("@onnx.{}: {e}", def.name)))?;
+        for (v, t) in outputs.iter().zip(outs.iter()) {
+            if let Some(v) = v {
+                write_view(v, &t.data).map_err(|e| Box::new(Fault { message: *e, notes: vec![] }))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`read_view`] into a recycled buffer (give it back through [`Recycled`]).
+    pub(crate) fn read_recycled(&self, v: &View) -> Result<HostTensor, crate::interp::exec::Fail> {
+        let bytes = (v.numel() * v.dtype.size() as u64) as usize;
+        let buf = self.scratch.borrow_mut().take(bytes);
+        crate::interp::exec::read_view_into(v, buf)
+    }
+}

@@ -1,0 +1,16 @@
+//! The program as data: value types, the bytecode and its opcode table, modules and their
+//! `.rxb` encoding, operator schemas, the builder and the verifier. Imports nothing else of
+//! the crate but the operator table the verifier looks schemas up in (see
+//! docs/architecture.md).
+
+pub mod attrs;
+pub mod binary;
+pub mod builder;
+pub mod builtins;
+pub mod bytecode;
+pub mod host_tensor;
+pub mod module;
+pub(crate) mod names;
+pub mod schema;
+pub mod types;
+pub mod verify;

@@ -1,0 +1,103 @@
+//! What an operator is, independent of any kernel: its name, arity, attribute schema and
+//! validation, shape inference and docs ([`OpDef`]), declared with [`op!`].
+
+use crate::ir::attrs::{AttrSpec, Attrs};
+use crate::ir::host_tensor::HostTensor;
+use crate::ir::types::DType;
+
+/// What shape inference knows about one input: dtype, shape and, when the input is a
+/// constant (or known at run time), its value.
+#[derive(Clone, Copy, Debug)]
+pub struct TensorInfo<'a> {
+    pub dtype: DType,
+    pub shape: &'a [i64],
+    pub value: Option<&'a HostTensor>,
+}
+
+/// An inferred output: dtype and shape.
+pub type OutInfo = (DType, Vec<i64>);
+
+/// Infers output types from the inputs (`None` for an omitted optional input).
+pub type InferFn = fn(&[Option<TensorInfo>], &Attrs) -> Result<Vec<OutInfo>, String>;
+
+/// Computes the outputs (pre-shaped, zeroed) from the inputs on the host.
+pub type HostFn = fn(&[Option<&HostTensor>], &Attrs, &mut [HostTensor]) -> Result<(), String>;
+
+/// One operator.
+pub struct OpDef {
+    /// The ONNX operator type, as written after `@onnx.`.
+    pub name: &'static str,
+    /// Inputs accepted: at least `min_inputs`, at most `max_inputs` (optional inputs may be
+    /// given as `none`).
+    pub min_inputs: usize,
+    pub max_inputs: usize,
+    pub min_outputs: usize,
+    pub max_outputs: usize,
+    pub attrs: &'static [AttrSpec],
+    /// Extra attribute checks beyond kinds (ranges, lengths). Run at load time.
+    pub validate: fn(&Attrs) -> Result<(), String>,
+    pub infer: InferFn,
+    pub host: HostFn,
+    /// One line for the operator table in `docs/operators.md`.
+    pub doc: &'static str,
+}
+
+pub(crate) fn no_extra_checks(_: &Attrs) -> Result<(), String> {
+    Ok(())
+}
+
+/// Declares an [`OpDef`]: `op!("Name", in 1..=2, out 1..=1, attrs &[...], [validate f,]
+/// infer f, host f, "doc")`.
+macro_rules! op {
+    ($name:literal, in $min:literal ..= $max:literal, out $omin:literal ..= $omax:literal, attrs $attrs:expr, infer $infer:path, host $host:path, $doc:literal) => {
+        $crate::ir::schema::op!($name, in $min..=$max, out $omin..=$omax, attrs $attrs, validate $crate::ir::schema::no_extra_checks, infer $infer, host $host, $doc)
+    };
+    ($name:literal, in $min:literal ..= $max:literal, out $omin:literal ..= $omax:literal, attrs $attrs:expr, validate $validate:path, infer $infer:path, host $host:path, $doc:literal) => {
+        $crate::ir::schema::OpDef {
+            name: $name,
+            min_inputs: $min,
+            max_inputs: $max,
+            min_outputs: $omin,
+            max_outputs: $omax,
+            attrs: $attrs,
+            validate: $validate,
+            infer: $infer,
+            host: $host,
+            doc: $doc,
+        }
+    };
+}
+pub(crate) use op;
+
+/// An attribute spec: `attr!("strides", Ints)`.
+macro_rules! attr {
+    ($name:literal, $kind:ident) => {
+        $crate::ir::attrs::AttrSpec { name: $name, kind: $crate::ir::attrs::AttrKind::$kind }
+    };
+}
+pub(crate) use attr;
+
+impl OpDef {
+    /// Checks attribute names and kinds against the schema, then the operator's own rules.
+    pub fn check_attrs(&self, attrs: &Attrs) -> Result<(), String> {
+        for (name, v) in attrs.iter() {
+            let Some(spec) = self.attrs.iter().find(|s| s.name == name) else {
+                let known: Vec<&str> = self.attrs.iter().map(|s| s.name).collect();
+                return Err(if known.is_empty() {
+                    format!("@onnx.{} takes no attributes, found `{name}`", self.name)
+                } else {
+                    format!("@onnx.{} has no attribute `{name}`; its attributes are: {}", self.name, known.join(", "))
+                });
+            };
+            if !spec.kind.accepts(v) {
+                return Err(format!(
+                    "attribute `{name}` of @onnx.{} must be {}, found {}",
+                    self.name,
+                    spec.kind.describe(),
+                    v.describe()
+                ));
+            }
+        }
+        (self.validate)(attrs)
+    }
+}
