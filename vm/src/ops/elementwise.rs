@@ -1109,8 +1109,8 @@ fn validate_reduce_sum(a: &Attrs) -> Result<(), String> {
 }
 
 /// Which dimensions are reduced; `None` for a no-op (empty axes with
-/// `noop_with_empty_axes = 1`).
-fn reduce_axes(ins: &[Option<TensorInfo>], attrs: &Attrs, rank: usize) -> Result<Option<Vec<bool>>, String> {
+/// `noop_with_empty_axes = 1`). The OpenCL kernels use it too.
+pub(crate) fn reduce_axes(ins: &[Option<TensorInfo>], attrs: &Attrs, rank: usize) -> Result<Option<Vec<bool>>, String> {
     let listed: Vec<i64> = match (attrs.ints("axes"), optional(ins, 1)) {
         (Some(_), Some(_)) => return Err("axes are given both as the `axes` attribute and as input 2".into()),
         (Some(a), None) => a.to_vec(),

@@ -743,48 +743,12 @@ fn log_softmax(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, o
 // ---------------------------------------------------------------------------------------
 // ReduceMean and ReduceSum.
 
-/// Which dimensions are reduced; `None` for a no-op (as the host's `reduce_axes`).
-fn reduce_axes(
-    ins: &[Option<ClTensor>],
-    infos: Infos,
-    attrs: &Attrs,
-    rank: usize,
-) -> Result<Option<Vec<bool>>, String> {
-    let listed: Vec<i64> = match (attrs.ints("axes"), ins.get(1).and_then(Option::as_ref)) {
-        (Some(_), Some(_)) => return Err("axes are given both as the `axes` attribute and as input 2".into()),
-        (Some(a), None) => a.to_vec(),
-        (None, Some(t)) => {
-            check_dtype(t, 1, "axes", &[DType::I64, DType::I32])?;
-            if t.shape.len() > 1 {
-                return Err(format!("input 2 (axes) must be 1-D, found shape {:?}", t.shape));
-            }
-            match host_value(infos, 1) {
-                Some(v) => ints_of(v),
-                None => return Err("input 2 (axes) must be a constant: its value decides the output shape".into()),
-            }
-        }
-        (None, None) => Vec::new(),
-    };
-    if listed.is_empty() {
-        return Ok(if attrs.int("noop_with_empty_axes", 0) != 0 { None } else { Some(vec![true; rank]) });
-    }
-    let mut red = vec![false; rank];
-    for &a in &listed {
-        let k = norm_axis(a, rank)?;
-        if red[k] {
-            return Err(format!("axis {a} is listed twice (axes {listed:?} for rank {rank})"));
-        }
-        red[k] = true;
-    }
-    Ok(Some(red))
-}
-
 fn reduce_cl(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor], mean: bool) -> Res {
     let x = input(ins, 0, "data")?;
     check_dtype(x, 0, "data", if mean { &[DType::F32] } else { SIGNED })?;
     let y = output(outs, 0)?;
     let keep = attrs.int("keepdims", 1) != 0;
-    let Some(red) = reduce_axes(ins, infos, attrs, x.shape.len())? else {
+    let Some(red) = super::elementwise::reduce_axes(infos, attrs, x.shape.len())? else {
         check_out(y, x.dtype, &x.shape)?;
         return copy(ctx, x, y);
     };

@@ -103,6 +103,34 @@ pub(super) const GEO_PARAMS: &str =
 pub(super) const SPLIT_OUT: &str =
     "  long o2 = r % out2; r /= out2;\n  long o1 = r % out1; r /= out1;\n  long o0 = r % out0; r /= out0;\n";
 
+/// OpenCL C: where output position `o0..o2`'s window starts in the input, `st0..st2`.
+pub(super) const WINDOW_START: &str = "  long st0 = o0 * s0 - pb0, st1 = o1 * s1 - pb1, st2 = o2 * s2 - pb2;\n";
+
+/// OpenCL C: the three loops over a window's taps `a0..a2` that fall inside the input, at
+/// input position `i0..i2` (from [`WINDOW_START`] and the dilations). The loop body
+/// follows; [`TAPS_END`] closes the loops. Every windowed kernel (Conv, the pools, buffer
+/// and texture alike) walks its window with it.
+pub(super) const TAPS_BEGIN: &str = "  for (long a0 = 0; a0 < k0; a0++) {\n\
+    long i0 = st0 + a0 * d0;\n\
+    if (i0 < 0 || i0 >= in0) continue;\n\
+    for (long a1 = 0; a1 < k1; a1++) {\n\
+      long i1 = st1 + a1 * d1;\n\
+      if (i1 < 0 || i1 >= in1) continue;\n\
+      for (long a2 = 0; a2 < k2; a2++) {\n\
+        long i2 = st2 + a2 * d2;\n\
+        if (i2 < 0 || i2 >= in2) continue;\n";
+
+/// Closes [`TAPS_BEGIN`]'s loops.
+pub(super) const TAPS_END: &str = "  } } }\n";
+
+/// OpenCL C for AveragePool's divisor: per axis, the taps inside the input (`h0..h2`) and
+/// inside the input or its padding (`q0..q2`; taps past the end padding, possible with
+/// `ceil_mode`, never count).
+pub(super) const TAP_COUNTS: &str = "  long h0 = 0, h1 = 0, h2 = 0, q0 = 0, q1 = 0, q2 = 0;\n\
+  for (long a = 0; a < k0; a++) { long i = st0 + a * d0; h0 += i >= 0 && i < in0; q0 += i < in0 + pe0; }\n\
+  for (long a = 0; a < k1; a++) { long i = st1 + a * d1; h1 += i >= 0 && i < in1; q1 += i < in1 + pe1; }\n\
+  for (long a = 0; a < k2; a++) { long i = st2 + a * d2; h2 += i >= 0 && i < in2; q2 += i < in2 + pe2; }\n";
+
 impl Geo {
     /// Output positions (the product of the output spatial dims).
     pub(super) fn out_volume(&self) -> i64 {
@@ -233,25 +261,17 @@ fn conv_any(
            }\n"
     } else {
         // W [M, C/group, k...]: output o reads input o * s + kk * d - pb.
-        "  long st0 = o0 * s0 - pb0, st1 = o1 * s1 - pb1, st2 = o2 * s2 - pb2;\n\
-           __global const float* wm = w + wo + m * cg * k0 * k1 * k2;\n\
-           for (long c = 0; c < cg; c++) {\n\
-             __global const float* xp = x + xo + (n * C + g * cg + c) * in0 * in1 * in2;\n\
-             __global const float* wp = wm + c * k0 * k1 * k2;\n\
-             for (long a0 = 0; a0 < k0; a0++) {\n\
-               long i0 = st0 + a0 * d0;\n\
-               if (i0 < 0 || i0 >= in0) continue;\n\
-               for (long a1 = 0; a1 < k1; a1++) {\n\
-                 long i1 = st1 + a1 * d1;\n\
-                 if (i1 < 0 || i1 >= in1) continue;\n\
-                 for (long a2 = 0; a2 < k2; a2++) {\n\
-                   long i2 = st2 + a2 * d2;\n\
-                   if (i2 < 0 || i2 >= in2) continue;\n\
+        &format!(
+            "{WINDOW_START}\
+             __global const float* wm = w + wo + m * cg * k0 * k1 * k2;\n\
+             for (long c = 0; c < cg; c++) {{\n\
+               __global const float* xp = x + xo + (n * C + g * cg + c) * in0 * in1 * in2;\n\
+               __global const float* wp = wm + c * k0 * k1 * k2;\n\
+             {TAPS_BEGIN}\
                    acc += xp[(i0 * in1 + i1) * in2 + i2] * wp[(a0 * k1 + a1) * k2 + a2];\n\
-                 }\n\
-               }\n\
-             }\n\
-           }\n"
+             {TAPS_END}\
+             }}\n"
+        )
     };
     let src = format!(
         "__kernel void k(__global const float* x, ulong xo, __global const float* w, ulong wo, \
@@ -346,24 +366,14 @@ fn max_pool(
          long r = gid;\n{SPLIT_OUT}\
          long plane = r;\n\
          __global const float* xp = x + xo + plane * in0 * in1 * in2;\n\
-         long st0 = o0 * s0 - pb0, st1 = o1 * s1 - pb1, st2 = o2 * s2 - pb2;\n\
+{WINDOW_START}\
          float best = -INFINITY;\n\
          long at = -1;\n\
-         for (long a0 = 0; a0 < k0; a0++) {{\n\
-           long i0 = st0 + a0 * d0;\n\
-           if (i0 < 0 || i0 >= in0) continue;\n\
-           for (long a1 = 0; a1 < k1; a1++) {{\n\
-             long i1 = st1 + a1 * d1;\n\
-             if (i1 < 0 || i1 >= in1) continue;\n\
-             for (long a2 = 0; a2 < k2; a2++) {{\n\
-               long i2 = st2 + a2 * d2;\n\
-               if (i2 < 0 || i2 >= in2) continue;\n\
+         {TAPS_BEGIN}\
                long p = (i0 * in1 + i1) * in2 + i2;\n\
                float v = xp[p];\n\
                if (at < 0 || v > best) {{ best = v; at = p; }}\n\
-             }}\n\
-           }}\n\
-         }}\n{yw}{iw}}}\n"
+         {TAPS_END}{yw}{iw}}}\n"
     );
     let total = count(shape, "the output")?;
     // An omitted output's parameter gets the other output's buffer (never accessed).
@@ -392,8 +402,6 @@ fn average_pool(
         1 => 1,
         v => return Err(format!("count_include_pad must be 0 or 1, found {v}")),
     };
-    // Per axis: taps inside the input (`h`) and inside the input or its padding (`q`; taps
-    // past the end padding, possible with ceil_mode, never count).
     let src = format!(
         "__kernel void k(__global const float* x, ulong xo, __global float* y, ulong yo, long total, int include_pad, \
          {GEO_PARAMS}) {{\n\
@@ -401,25 +409,11 @@ fn average_pool(
          if (gid >= total) return;\n\
          long r = gid;\n{SPLIT_OUT}\
          __global const float* xp = x + xo + r * in0 * in1 * in2;\n\
-         long st0 = o0 * s0 - pb0, st1 = o1 * s1 - pb1, st2 = o2 * s2 - pb2;\n\
-         long h0 = 0, h1 = 0, h2 = 0, q0 = 0, q1 = 0, q2 = 0;\n\
-         for (long a = 0; a < k0; a++) {{ long i = st0 + a * d0; h0 += i >= 0 && i < in0; q0 += i < in0 + pe0; }}\n\
-         for (long a = 0; a < k1; a++) {{ long i = st1 + a * d1; h1 += i >= 0 && i < in1; q1 += i < in1 + pe1; }}\n\
-         for (long a = 0; a < k2; a++) {{ long i = st2 + a * d2; h2 += i >= 0 && i < in2; q2 += i < in2 + pe2; }}\n\
+{WINDOW_START}{TAP_COUNTS}\
          float sum = 0.0f;\n\
-         for (long a0 = 0; a0 < k0; a0++) {{\n\
-           long i0 = st0 + a0 * d0;\n\
-           if (i0 < 0 || i0 >= in0) continue;\n\
-           for (long a1 = 0; a1 < k1; a1++) {{\n\
-             long i1 = st1 + a1 * d1;\n\
-             if (i1 < 0 || i1 >= in1) continue;\n\
-             for (long a2 = 0; a2 < k2; a2++) {{\n\
-               long i2 = st2 + a2 * d2;\n\
-               if (i2 < 0 || i2 >= in2) continue;\n\
+         {TAPS_BEGIN}\
                sum += xp[(i0 * in1 + i1) * in2 + i2];\n\
-             }}\n\
-           }}\n\
-         }}\n\
+         {TAPS_END}\
          long cnt = include_pad ? q0 * q1 * q2 : h0 * h1 * h2;\n\
          y[yo + gid] = sum / (float)cnt;\n}}\n"
     );

@@ -11,7 +11,7 @@
 
 use super::cl::{float_arg as f, long_arg as l, ClCtx, ClTensor};
 use super::elementwise_cl::{f32_fold, f32_map};
-use super::nn_cl::{Geo, GEO_PARAMS, SPLIT_OUT};
+use super::nn_cl::{Geo, GEO_PARAMS, SPLIT_OUT, TAPS_BEGIN, TAPS_END, TAP_COUNTS, WINDOW_START};
 use super::{Attrs, TensorInfo};
 use crate::ir::types::DType;
 use crate::opencl::device::KernelArg;
@@ -135,17 +135,7 @@ fn conv(ctx: &ClCtx, ins: &[Option<ClOperand>], attrs: &Attrs, y: &ClTexture) ->
     let (c, m) = (x.c(), y.c());
     let geo = Geo::new(x.spatial(), y.spatial(), &w.shape[2..], attrs, false)?;
     let (cg, mg) = (c / group, m / group);
-    let taps = "\
-           for (long a0 = 0; a0 < k0; a0++) {\n\
-             long i0 = st0 + a0 * d0;\n\
-             if (i0 < 0 || i0 >= in0) continue;\n\
-             for (long a1 = 0; a1 < k1; a1++) {\n\
-               long i1 = st1 + a1 * d1;\n\
-               if (i1 < 0 || i1 >= in1) continue;\n\
-               for (long a2 = 0; a2 < k2; a2++) {\n\
-                 long i2 = st2 + a2 * d2;\n\
-                 if (i2 < 0 || i2 >= in2) continue;\n\
-                 long tap = (a0 * k1 + a1) * k2 + a2;\n";
+    let taps = format!("{TAPS_BEGIN}        long tap = (a0 * k1 + a1) * k2 + a2;\n");
     let body = if group == 1 {
         format!(
             "  for (long cb = 0; cb < CBi; cb++) {{\n\
@@ -159,7 +149,7 @@ fn conv(ctx: &ClCtx, ins: &[Option<ClOperand>], attrs: &Attrs, y: &ClTexture) ->
                    for (int j = 0; j < cn; j++) s += LANE(v, j) * wp[j * kvol];\n\
                    acc[q] += s;\n\
                  }}\n\
-               }} }} }}\n\
+               {TAPS_END}\
              }}\n"
         )
     } else {
@@ -174,7 +164,7 @@ fn conv(ctx: &ClCtx, ins: &[Option<ClOperand>], attrs: &Attrs, y: &ClTexture) ->
                  __global const float* wp = w + wo + (mm * cg + ci) * kvol;\n{taps}\
                    float4 v = read_imagef(x, smp, AT(i2, ((n * CBi + ch / 4) * in0 + i0) * in1 + i1));\n\
                    acc[q] += LANE(v, lane) * wp[tap];\n\
-                 }} }} }}\n\
+                 {TAPS_END}\
                }}\n\
              }}\n"
         )
@@ -186,8 +176,7 @@ fn conv(ctx: &ClCtx, ins: &[Option<ClOperand>], attrs: &Attrs, y: &ClTexture) ->
          long gid = get_global_id(0);\n\
          if (gid >= total) return;\n\
          long r = gid;\n{SPLIT_OUT}\
-         long cbo = r % CBo, n = r / CBo;\n\
-         long st0 = o0 * s0 - pb0, st1 = o1 * s1 - pb1, st2 = o2 * s2 - pb2;\n\
+         long cbo = r % CBo, n = r / CBo;\n{WINDOW_START}\
          long kvol = k0 * k1 * k2;\n\
          float acc[4] = {{0.0f, 0.0f, 0.0f, 0.0f}};\n{body}\
          for (int q = 0; q < 4; q++) {{\n\
@@ -229,26 +218,12 @@ fn pool(ctx: &ClCtx, x: &ClTexture, y: &ClTexture, attrs: &Attrs, max: bool) -> 
          if (gid >= total) return;\n\
          long r = gid;\n{SPLIT_OUT}\
          long plane = r;\n\
-         long st0 = o0 * s0 - pb0, st1 = o1 * s1 - pb1, st2 = o2 * s2 - pb2;\n\
-         long h0 = 0, h1 = 0, h2 = 0, q0 = 0, q1 = 0, q2 = 0;\n\
-         for (long a = 0; a < k0; a++) {{ long i = st0 + a * d0; h0 += i >= 0 && i < in0; q0 += i < in0 + pe0; }}\n\
-         for (long a = 0; a < k1; a++) {{ long i = st1 + a * d1; h1 += i >= 0 && i < in1; q1 += i < in1 + pe1; }}\n\
-         for (long a = 0; a < k2; a++) {{ long i = st2 + a * d2; h2 += i >= 0 && i < in2; q2 += i < in2 + pe2; }}\n\
+{WINDOW_START}{TAP_COUNTS}\
          {init}\n\
-         for (long a0 = 0; a0 < k0; a0++) {{\n\
-           long i0 = st0 + a0 * d0;\n\
-           if (i0 < 0 || i0 >= in0) continue;\n\
-           for (long a1 = 0; a1 < k1; a1++) {{\n\
-             long i1 = st1 + a1 * d1;\n\
-             if (i1 < 0 || i1 >= in1) continue;\n\
-             for (long a2 = 0; a2 < k2; a2++) {{\n\
-               long i2 = st2 + a2 * d2;\n\
-               if (i2 < 0 || i2 >= in2) continue;\n\
+         {TAPS_BEGIN}\
                float4 v = read_imagef(x, smp, AT(i2, (plane * in0 + i0) * in1 + i1));\n\
                {step}\n\
-             }}\n\
-           }}\n\
-         }}\n\
+         {TAPS_END}\
          write_imagef(y, AT(o2, (plane * out0 + o0) * out1 + o1), {fin});\n}}\n"
     );
     let total = y.n() * y.cb() * geo.out_volume();
