@@ -15,6 +15,7 @@ pub mod onnx;
 pub mod plan;
 pub mod repl;
 pub mod report;
+pub mod session;
 pub mod stats;
 
 pub use rxvm_asm as asm;

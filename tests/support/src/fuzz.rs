@@ -406,7 +406,7 @@ fn run_bounded(module: Module, source: Option<&(String, String)>, caps: DeviceCa
                     let _ = rxvm_vm::interp::to_host(v);
                 }
             }
-            Err(e) => errors.push(rxvm::cli::render_vm_error(&e, source)),
+            Err(e) => errors.push(rxvm::session::render_vm_error(&e, source)),
         }
         let _ = vm.take_output();
     }
