@@ -1,6 +1,7 @@
-//! Loading programs and running them, for the command line and the REPL alike: reading a
-//! program from a path (`.rxa`, `.rxb`, or an ONNX model compiled for the host), building
-//! inputs from `--input` specs, selecting a device, and rendering run-time errors.
+//! What the command line (`cli.rs`) and the REPL (`repl/`) share, so that neither imports
+//! the other: reading a program from a path (`.rxa`, `.rxb`, or an ONNX model compiled for
+//! the host), building inputs from `--input` specs, selecting a device, and rendering
+//! run-time errors. It imports neither front end.
 
 use crate::compile::{Compiled, Options};
 use crate::graph::Graph;
@@ -86,7 +87,8 @@ fn is_bytecode(path: &Path, bytes: &[u8]) -> bool {
     path.extension().is_some_and(|e| e == "rxb") || bytes.starts_with(&rxvm_vm::binary::MAGIC)
 }
 
-/// Loads `.rxa` (assemble + verify) or `.rxb` (decode + verify).
+/// Loads `.rxa` (assemble + verify), `.rxb` (decode + verify), or an `.onnx` model
+/// (compiled for the host with the default [`Options`]).
 pub fn load_program(path: &Path) -> Result<Program, Failure> {
     if is_onnx(path) {
         let (g, shapes) = read_model(path)?;
