@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fills fuzz/corpus/<target>/ with the seed inputs of every fuzz target (rxvm::fuzz::seeds):
+# Fills fuzz/corpus/<target>/ with the seed inputs of every fuzz target (rxvm_test_support::fuzz::seeds):
 # the examples, test programs and bad inputs as .rxa text and as .rxb (full and stripped),
 # small ONNX models (built in, plus .cache/onnx test data up to 16 KiB when fetched by
 # scripts/fetch-onnx-data.sh) and planning problems (generated, and cut from tests/data).

@@ -1,14 +1,16 @@
 //! The `rxvm` command line: assemble, disassemble, check and run programs.
 
 use crate::inputs::{parse_input_spec, InputSpec};
-use crate::npy::{read_npy, write_npy};
+use crate::npy::write_npy;
+use crate::session::{
+    compile_graph, compiled_program, device_caps, device_spec, is_onnx, load_program, make_input, read_model,
+    render_vm_error, Failure,
+};
 use crate::stats::{print_stats, StatsFormat};
 use clap::{Args, Parser, Subcommand};
 use rxvm_vm::host_tensor::{HostTensor, HostValue};
-use rxvm_vm::memory::DeviceSpec;
-use rxvm_vm::module::Module;
-use rxvm_vm::types::{Dim, Type};
-use rxvm_vm::{load_module, DeviceCaps, ModuleError, Vm, VmError};
+use rxvm_vm::types::Type;
+use rxvm_vm::{DeviceCaps, Vm};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -153,22 +155,30 @@ impl CompileArgs {
             io: crate::compile::Io::from_name(&self.io).map_err(|e| format!("--io: {e}"))?,
         })
     }
-}
 
-impl Default for CompileArgs {
-    fn default() -> CompileArgs {
-        CompileArgs {
-            planner: "best".into(),
-            plan_budget: crate::plan::exact::DEFAULT_BUDGET,
-            fold_budget: None,
-            align: None,
-            textures: "none".into(),
-            target: None,
-            reorder: false,
-            inputs_in_arena: None,
-            pools: Vec::new(),
-            io: "vm".into(),
+    /// The compiler options these arguments give for `device` (used unless `--target`).
+    pub fn options(&self, device: &DeviceCaps) -> Result<crate::compile::Options, Failure> {
+        let planner = crate::compile::Planner::from_name(&self.planner).map_err(|e| format!("--planner: {e}"))?;
+        let textures = crate::compile::Textures::from_name(&self.textures).map_err(|e| format!("--textures: {e}"))?;
+        let mut target = match &self.target {
+            Some(spec) => DeviceCaps::parse_target(spec).map_err(|e| format!("--target: {e}"))?,
+            None => device.clone(),
+        };
+        if let Some(align) = self.align {
+            if !align.is_power_of_two() {
+                return Err(Failure::Message(format!("--align: the alignment must be a power of two, found {align}")));
+            }
+            target.mem_base_addr_align = align;
         }
+        Ok(crate::compile::Options {
+            planner,
+            textures,
+            target,
+            reorder: self.reorder,
+            plan_budget: self.plan_budget,
+            pools: self.pool_map()?,
+            fold_budget: self.fold_budget.unwrap_or(crate::graph::DEFAULT_FOLD_BUDGET),
+        })
     }
 }
 
@@ -244,147 +254,6 @@ pub struct RunArgs {
     pub noop_kernels: bool,
 }
 
-/// A failure already reported to the user, or one to report.
-pub enum Failure {
-    /// Message to print as `error: ...`.
-    Message(String),
-    /// Fully rendered text (diagnostics), printed as is.
-    Rendered(String),
-}
-
-impl From<String> for Failure {
-    fn from(s: String) -> Self {
-        Failure::Message(s)
-    }
-}
-
-/// A program read from disk, with its source text when it came from `.rxa`, and its memory
-/// plan when it was compiled from a model.
-pub struct Program {
-    pub module: Module,
-    pub source: Option<(String, String)>,
-    pub plan: Option<crate::compile::PlanReport>,
-}
-
-fn is_onnx(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "onnx")
-}
-
-/// Reads and compiles an ONNX model for `args.target`, or else `device`.
-pub fn compile_model(
-    path: &Path,
-    args: &CompileArgs,
-    device: &DeviceCaps,
-) -> Result<crate::compile::Compiled, Failure> {
-    let g = crate::onnx::read_model(path)?;
-    let mut shapes = Vec::with_capacity(g.inputs.len());
-    let mut dynamic = Vec::new();
-    for i in &g.inputs {
-        match i.dims.iter().copied().collect::<Option<Vec<i64>>>() {
-            Some(s) => shapes.push(s),
-            None => {
-                let dims: Vec<String> = i.dims.iter().map(|d| d.map_or("?".into(), |d| d.to_string())).collect();
-                dynamic.push(format!("`{}`: {}[{}]", i.name, i.dtype, dims.join(", ")))
-            }
-        }
-    }
-    if !dynamic.is_empty() {
-        return Err(Failure::Message(format!(
-            "{}: the memory plan needs fixed input shapes, but these inputs have dynamic (?) dims: {}; export the model with fixed input dims",
-            path.display(),
-            dynamic.join(", ")
-        )));
-    }
-    let planner = crate::compile::Planner::from_name(&args.planner).map_err(|e| format!("--planner: {e}"))?;
-    let textures = crate::compile::Textures::from_name(&args.textures).map_err(|e| format!("--textures: {e}"))?;
-    let mut target = match &args.target {
-        Some(spec) => DeviceCaps::parse_target(spec).map_err(|e| format!("--target: {e}"))?,
-        None => device.clone(),
-    };
-    if let Some(align) = args.align {
-        if !align.is_power_of_two() {
-            return Err(Failure::Message(format!("--align: the alignment must be a power of two, found {align}")));
-        }
-        target.mem_base_addr_align = align;
-    }
-    let opts = crate::compile::Options {
-        planner,
-        textures,
-        target,
-        reorder: args.reorder,
-        plan_budget: args.plan_budget,
-        pools: args.pool_map()?,
-        fold_budget: args.fold_budget.unwrap_or(crate::graph::DEFAULT_FOLD_BUDGET),
-    };
-    crate::compile::compile(&g, &shapes, &opts).map_err(|e| Failure::Message(format!("{}: {e}", path.display())))
-}
-
-/// A compiled model as a program to run: its source text is the plan (the comments that
-/// head its `.rxa`). The compiled code has no source lines, so errors and the REPL show
-/// its disassembly instead; printing that here would dominate a large model's run time
-/// (every weight as a decimal literal).
-fn compiled_program(path: &Path, c: crate::compile::Compiled) -> Program {
-    Program {
-        module: c.module,
-        source: Some((path.display().to_string() + ".rxa", c.plan_comment)),
-        plan: Some(c.report),
-    }
-}
-
-fn is_bytecode(path: &Path, bytes: &[u8]) -> bool {
-    path.extension().is_some_and(|e| e == "rxb") || bytes.starts_with(&rxvm_vm::binary::MAGIC)
-}
-
-/// Loads `.rxa` (assemble + verify) or `.rxb` (decode + verify).
-pub fn load_program(path: &Path) -> Result<Program, Failure> {
-    if is_onnx(path) {
-        let c = compile_model(path, &CompileArgs::default(), &DeviceCaps::host())?;
-        return Ok(compiled_program(path, c));
-    }
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let name = path.display().to_string();
-    if is_bytecode(path, &bytes) {
-        return match load_module(&bytes) {
-            Ok(module) => {
-                // Debug info names the source file; show its lines in run-time errors if it
-                // is still there.
-                let source =
-                    module.source_file.as_ref().and_then(|f| std::fs::read_to_string(f).ok().map(|t| (f.clone(), t)));
-                Ok(Program { module, source, plan: None })
-            }
-            Err(ModuleError::Load(e)) => Err(Failure::Message(format!("{name}: {e}"))),
-            Err(ModuleError::Verify(e)) => Err(Failure::Message(format!("{name}: invalid module: {e}"))),
-        };
-    }
-    let text = String::from_utf8(bytes).map_err(|e| format!("{name} is not UTF-8 text: {e}"))?;
-    match rxvm_asm::assemble_file(path) {
-        Ok(module) => Ok(Program { module, source: Some((name, text)), plan: None }),
-        Err(d) => Err(Failure::Rendered(d.render())),
-    }
-}
-
-/// Callers listed under a run-time error; deeper stacks are summarised.
-const MAX_SHOWN_FRAMES: usize = 4;
-
-/// Renders a run-time error, with the source line when the program's text is at hand.
-pub fn render_vm_error(e: &VmError, source: Option<&(String, String)>) -> String {
-    if let (Some((name, text)), Some(top)) = (source, e.stack.first()) {
-        if top.loc.line > 0 {
-            let mut notes = e.notes.clone();
-            notes.push(format!("in @{}, instruction {}", top.func, top.pc));
-            let callers = &e.stack[1..];
-            for fr in callers.iter().take(MAX_SHOWN_FRAMES) {
-                notes.push(format!("called from @{} at {name}:{}:{}", fr.func, fr.loc.line, fr.loc.col));
-            }
-            if callers.len() > MAX_SHOWN_FRAMES {
-                notes.push(format!("... and {} more callers", callers.len() - MAX_SHOWN_FRAMES));
-            }
-            return rxvm_asm::render_runtime_error(text, name, top.loc.line, top.loc.col, &e.message, &notes);
-        }
-    }
-    format!("{e}\n")
-}
-
 /// Runs the command line; returns the process exit code.
 pub fn main_with(cli: Cli) -> i32 {
     let r = match cli.command {
@@ -409,6 +278,12 @@ pub fn main_with(cli: Cli) -> i32 {
             1
         }
     }
+}
+
+/// Reads and compiles an ONNX model for `args.target`, or else `device`.
+fn compile_model(path: &Path, args: &CompileArgs, device: &DeviceCaps) -> Result<crate::compile::Compiled, Failure> {
+    let (g, shapes) = read_model(path)?;
+    compile_graph(path, &g, &shapes, &args.options(device)?)
 }
 
 fn write_out(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
@@ -548,88 +423,6 @@ fn cmd_check(file: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Builds the host value for one parameter from its `--input` spec.
-pub fn make_input(name: &str, ty: &Type, spec: &InputSpec) -> Result<HostValue, String> {
-    let known_shape = || match ty {
-        Type::Tensor { dims, .. } => dims
-            .iter()
-            .map(|d| match d {
-                Dim::Known(v) => Some(*v),
-                Dim::Any => None,
-            })
-            .collect::<Option<Vec<i64>>>(),
-        _ => None,
-    };
-    let need_shape = |what: &str| {
-        format!("input %{name}: `{what}` needs a tensor type with known dims, but %{name} is {ty}; pass a .npy file")
-    };
-    let v = match (spec, ty) {
-        (InputSpec::Npy(path), _) => HostValue::Tensor(read_npy(path)?),
-        (InputSpec::Zeros, Type::Tensor { dtype, .. }) => {
-            let shape = known_shape().ok_or_else(|| need_shape("zeros"))?;
-            HostValue::Tensor(HostTensor::zeros(*dtype, &shape)?)
-        }
-        (InputSpec::Random(seed), Type::Tensor { dtype, .. }) => {
-            let shape = known_shape().ok_or_else(|| need_shape("random"))?;
-            HostValue::Tensor(HostTensor::random(*dtype, &shape, *seed)?)
-        }
-        (InputSpec::Ramp, Type::Tensor { dtype, .. }) => {
-            let shape = known_shape().ok_or_else(|| need_shape("ramp"))?;
-            HostValue::Tensor(ramp(*dtype, &shape)?)
-        }
-        (InputSpec::Zeros | InputSpec::Random(_) | InputSpec::Ramp, _) => return Err(need_shape("zeros/random/ramp")),
-        (InputSpec::Int(v), Type::Int) => HostValue::Int(*v),
-        (InputSpec::Int(v), Type::Float) => HostValue::Float(*v as f64),
-        (InputSpec::Float(v), Type::Float) => HostValue::Float(*v),
-        (InputSpec::Shape(s), Type::Shape) => HostValue::Shape(s.clone()),
-        (spec, ty) => return Err(format!("input %{name}: {} does not fit its type {ty}", spec.describe())),
-    };
-    Ok(v)
-}
-
-/// Element i of n is `i / n` (computed in f64, then converted): numpy's
-/// `(np.arange(n).reshape(shape) / n).astype(dtype)`, the input of ONNX's light model tests.
-pub fn ramp(dtype: rxvm_vm::types::DType, shape: &[i64]) -> Result<HostTensor, String> {
-    let mut t = HostTensor::zeros(dtype, shape)?;
-    let n = t.numel();
-    let es = dtype.size();
-    for (i, e) in t.data.chunks_exact_mut(es).enumerate() {
-        let mut b = [0u8; 8];
-        rxvm_vm::host_tensor::store_f64(dtype, i as f64 / n as f64, &mut b);
-        e.copy_from_slice(&b[..es]);
-    }
-    Ok(t)
-}
-
-/// Parses `--device` (and applies `--host-caps` to the host device).
-pub fn device_spec(device: &str, host_caps: Option<&str>) -> Result<DeviceSpec, String> {
-    if device == "host" {
-        let mut caps = DeviceCaps::host();
-        if let Some(spec) = host_caps {
-            caps = caps.with_overrides(spec).map_err(|e| format!("--host-caps: {e}"))?;
-        }
-        return Ok(DeviceSpec::Host(caps));
-    }
-    let needle = match device.strip_prefix("opencl") {
-        Some("") => "",
-        Some(rest) => rest.strip_prefix(':').ok_or_else(|| bad_device(device))?,
-        None => return Err(bad_device(device)),
-    };
-    if host_caps.is_some() {
-        return Err("--host-caps applies to --device host only; OpenCL devices report their own".into());
-    }
-    let info = rxvm_vm::opencl::find_device(needle).map_err(|e| format!("--device {device}: {e}"))?;
-    Ok(DeviceSpec::OpenCl(info))
-}
-
-/// The capabilities of a selected device.
-pub fn device_caps(spec: &DeviceSpec) -> DeviceCaps {
-    match spec {
-        DeviceSpec::Host(c) => c.clone(),
-        DeviceSpec::OpenCl(i) => i.caps.clone(),
-    }
-}
-
 /// The caps `compile` and `plan` plan for without `--target`: those of `--device`, or the
 /// host's.
 fn planning_caps(device: Option<&str>) -> Result<DeviceCaps, String> {
@@ -637,10 +430,6 @@ fn planning_caps(device: Option<&str>) -> Result<DeviceCaps, String> {
         Some(d) => Ok(device_caps(&device_spec(d, None)?)),
         None => Ok(DeviceCaps::host()),
     }
-}
-
-fn bad_device(device: &str) -> String {
-    format!("--device {device}: expected `host`, `opencl` or `opencl:NAME`")
 }
 
 fn yes_no(b: bool) -> &'static str {

@@ -8,15 +8,14 @@
 pub mod cli;
 pub mod compile;
 pub mod conformance;
-pub mod fuzz;
 pub mod graph;
 pub mod inputs;
 pub mod npy;
 pub mod onnx;
-pub mod onnx_build;
 pub mod plan;
 pub mod repl;
 pub mod report;
+pub mod session;
 pub mod stats;
 
 pub use rxvm_asm as asm;

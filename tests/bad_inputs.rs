@@ -6,16 +6,16 @@ use std::path::Path;
 
 fn diagnose(rel: &str) -> String {
     let path = Path::new(rel);
-    let program = match rxvm::cli::load_program(path) {
+    let program = match rxvm::session::load_program(path) {
         Ok(p) => p,
-        Err(rxvm::cli::Failure::Rendered(text)) => return text,
-        Err(rxvm::cli::Failure::Message(m)) => return format!("error: {m}\n"),
+        Err(rxvm::session::Failure::Rendered(text)) => return text,
+        Err(rxvm::session::Failure::Message(m)) => return format!("error: {m}\n"),
     };
     let source = program.source.clone();
     let mut vm = rxvm::vm::Vm::host(std::sync::Arc::new(program.module)).expect("a VM");
     match vm.invoke("main", &[]) {
         Ok(v) => panic!("{rel} ran successfully and returned {v:?}; a bad input must be refused"),
-        Err(e) => format!("[run time]\n{}", rxvm::cli::render_vm_error(&e, source.as_ref())),
+        Err(e) => format!("[run time]\n{}", rxvm::session::render_vm_error(&e, source.as_ref())),
     }
 }
 

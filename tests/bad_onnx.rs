@@ -9,22 +9,22 @@ use onnx_protobuf::tensor_proto::DataLocation;
 use onnx_protobuf::tensor_shape_proto::dimension;
 use onnx_protobuf::type_proto::Value;
 use onnx_protobuf::{AttributeProto, GraphProto, ModelProto, NodeProto, StringStringEntryProto, TensorProto};
-use rxvm::onnx_build::{bytes, ints_attr, value_info, Encoding, F32};
+use rxvm_test_support::onnx_build::{bytes, ints_attr, value_info, Encoding, F32};
 use std::path::Path;
 use std::process::Command;
 
 /// An `f32` initializer, its values in `raw_data` (as exporters write them).
 fn tensor(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
-    rxvm::onnx_build::f32_tensor(name, dims, values, Encoding::Raw)
+    rxvm_test_support::onnx_build::f32_tensor(name, dims, values, Encoding::Raw)
 }
 
 fn ints_tensor(name: &str, values: &[i64]) -> TensorProto {
-    rxvm::onnx_build::i64_tensor(name, values, Encoding::Raw)
+    rxvm_test_support::onnx_build::i64_tensor(name, values, Encoding::Raw)
 }
 
 /// A node named `name` (errors name the node).
 fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
-    let mut n = rxvm::onnx_build::node(op, inputs, outputs);
+    let mut n = rxvm_test_support::onnx_build::node(op, inputs, outputs);
     n.name = name.into();
     n
 }
@@ -41,7 +41,7 @@ fn base() -> ModelProto {
     g.node.push(conv);
     g.node.push(node("relu", "Relu", &["c"], &["y"]));
     g.output.push(value_info("y", F32, &[1, 4, 8, 8]));
-    rxvm::onnx_build::model(g)
+    rxvm_test_support::onnx_build::model(g)
 }
 
 /// `base()` with `change` applied to its graph.

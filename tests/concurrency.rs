@@ -120,7 +120,7 @@ fn vms_on_several_threads_share_one_module_and_agree_with_one_thread() {
     for (dev, spec) in devices() {
         for textures in [Textures::None, Textures::Auto] {
             let mut opts = Options { textures, ..Options::default() };
-            opts.target = rxvm::cli::device_caps(&spec);
+            opts.target = rxvm::session::device_caps(&spec);
             let module = Arc::new(compile(&g, &shapes, &opts).expect("compiles").module);
             let mut one = Vm::with_devices(module.clone(), vec![spec.clone()]).expect("a VM");
             let want = run_all(&mut one, &xs);

@@ -1,15 +1,15 @@
-//! Short, deterministic runs of the fuzz targets of `rxvm::fuzz` (the ones `cargo fuzz`
-//! drives in `fuzz/`): for each target, every seed input (`rxvm::fuzz::seeds`), then a
+//! Short, deterministic runs of the fuzz targets of `rxvm_test_support::fuzz` (the ones `cargo fuzz`
+//! drives in `fuzz/`): for each target, every seed input (`rxvm_test_support::fuzz::seeds`), then a
 //! fixed number of mutants of them (bit flips, interesting bytes and integers, inserts,
 //! deletes, duplications, splices, truncations, and for text token-level edits), then every
 //! input of the regression corpus `tests/fuzz-regressions/<target>/`, whose `NAME.expected`
 //! files hold the exact outcome (`ok` or the errors) an input must give.
 //!
-//! A target panics only on a bug (see `rxvm::fuzz`). Failing inputs are written to
+//! A target panics only on a bug (see `rxvm_test_support::fuzz`). Failing inputs are written to
 //! `$CARGO_TARGET_TMPDIR/fuzz-short-failures/<target>/` and named in the failure message;
 //! `docs/reliability.md` tells how to minimise one and add it to the regression corpus.
 
-use rxvm::fuzz::{seeds, Rng, Target};
+use rxvm_test_support::fuzz::{seeds, Rng, Target};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 

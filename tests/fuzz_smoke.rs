@@ -3,9 +3,9 @@
 //! reliability work; this is the always-on smoke test.)
 
 use rxvm::asm::{assemble, assemble_file};
-use rxvm::fuzz::Rng;
 use rxvm::vm::types::{Dim, Type};
 use rxvm::vm::{load_module, write_module, DeviceCaps, HostTensor, HostValue, Vm};
+use rxvm_test_support::fuzz::Rng;
 use std::path::Path;
 use std::sync::Arc;
 

@@ -8,10 +8,10 @@
 //! - Three pools (inputs, activations, outputs): each its own storage, no byte shared across
 //!   pools, and the report lists each pool's size.
 
-use rxvm::cli::ramp;
 use rxvm::compile::{compile, Compiled, InputsInArena, Io, Options, PoolMap};
 use rxvm::graph::Graph;
 use rxvm::plan::BufferKind;
+use rxvm::session::ramp;
 use rxvm::vm::host_tensor::HostTensor;
 use rxvm::vm::io::Copies;
 use rxvm::vm::memory::{DeviceSpec, Runtime};
@@ -77,7 +77,7 @@ fn devices() -> Vec<DeviceSpec> {
 }
 
 fn caps(spec: &DeviceSpec) -> DeviceCaps {
-    rxvm::cli::device_caps(spec)
+    rxvm::session::device_caps(spec)
 }
 
 /// B after A, each on its own VM with host values in and out: the reference.

@@ -18,8 +18,8 @@
 //! bytes), and the outputs are bit-identical to the default plan's, on the host and on
 //! Intel (there also with `--io caller`: outputs in a storage the caller passes).
 
-use rxvm::cli::ramp;
 use rxvm::compile::{compile, InputsInArena, Io, Options, Planner, PoolMap, Textures};
+use rxvm::session::ramp;
 use rxvm::vm::memory::DeviceSpec;
 use rxvm::vm::opencl::find_device;
 use rxvm::vm::{DeviceCaps, HostValue, Vm};

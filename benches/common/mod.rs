@@ -6,9 +6,9 @@
 // Each benchmark uses part of this module.
 #![allow(dead_code)]
 
-use rxvm::cli::ramp;
 use rxvm::compile::{compile, Options};
 use rxvm::graph::Graph;
+use rxvm::session::ramp;
 use rxvm::vm::bytecode::FuncId;
 use rxvm::vm::memory::DeviceSpec;
 use rxvm::vm::opencl::find_device;

@@ -1,10 +1,10 @@
-//! Writes the seed corpora of every fuzz target (`rxvm::fuzz::seeds`) to
+//! Writes the seed corpora of every fuzz target (`rxvm_test_support::fuzz::seeds`) to
 //! `fuzz/corpus/<target>/`, or under the directory given as the first argument, and the
-//! dictionaries (`rxvm::fuzz::dictionary`, `onnx_dictionary`) to `rxa.dict` and `onnx.dict`
+//! dictionaries (`rxvm_test_support::fuzz::dictionary`, `onnx_dictionary`) to `rxa.dict` and `onnx.dict`
 //! beside them.
 //! Run by `scripts/fuzz-seeds.sh`.
 
-use rxvm::fuzz::{seeds, Target};
+use rxvm_test_support::fuzz::{seeds, Target};
 use std::path::{Path, PathBuf};
 
 fn main() {
@@ -27,8 +27,8 @@ fn main() {
         println!("{:<14} {:>4} seeds, {:>7} bytes -> {}", target.name(), seeds.len(), bytes, dir.display());
     }
     for (file, text, targets) in [
-        ("rxa.dict", rxvm::fuzz::dictionary(), "asm_text and exec_host"),
-        ("onnx.dict", rxvm::fuzz::onnx_dictionary(), "onnx_frontend"),
+        ("rxa.dict", rxvm_test_support::fuzz::dictionary(), "asm_text and exec_host"),
+        ("onnx.dict", rxvm_test_support::fuzz::onnx_dictionary(), "onnx_frontend"),
     ] {
         let dict = out.join(file);
         if let Err(e) = std::fs::write(&dict, text) {

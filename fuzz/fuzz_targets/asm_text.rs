@@ -1,4 +1,4 @@
-//! `cargo +nightly fuzz run asm_text`: see `rxvm::fuzz::asm_text` and docs/reliability.md.
+//! `cargo +nightly fuzz run asm_text`: see `rxvm_test_support::fuzz::asm_text` and docs/reliability.md.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| rxvm::fuzz::asm_text(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| rxvm_test_support::fuzz::asm_text(data));

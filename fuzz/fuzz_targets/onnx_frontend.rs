@@ -1,4 +1,4 @@
-//! `cargo +nightly fuzz run onnx_frontend`: see `rxvm::fuzz::onnx_frontend` and docs/reliability.md.
+//! `cargo +nightly fuzz run onnx_frontend`: see `rxvm_test_support::fuzz::onnx_frontend` and docs/reliability.md.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| rxvm::fuzz::onnx_frontend(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| rxvm_test_support::fuzz::onnx_frontend(data));

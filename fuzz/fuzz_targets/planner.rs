@@ -1,4 +1,4 @@
-//! `cargo +nightly fuzz run planner`: see `rxvm::fuzz::planner` and docs/reliability.md.
+//! `cargo +nightly fuzz run planner`: see `rxvm_test_support::fuzz::planner` and docs/reliability.md.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| rxvm::fuzz::planner(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| rxvm_test_support::fuzz::planner(data));

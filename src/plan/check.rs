@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use super::{Plan, Problem};
+use super::problem::{Plan, Problem};
 
 /// Checks that `plan` is a valid placement of `p`:
 ///
@@ -112,7 +112,7 @@ pub fn check(p: &Problem, plan: &Plan) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Buffer;
+    use crate::plan::problem::Buffer;
 
     fn plan(offsets: Vec<u64>, pool_sizes: Vec<(u32, u64)>) -> Plan {
         Plan { offsets, pool_sizes, strategy: "hand" }

@@ -49,7 +49,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{align_up, best_of, check, Buffer, Plan, Problem};
+use super::check::check;
+use super::heuristics::best_of;
+use super::problem::{align_up, Buffer, Plan, Problem};
 
 /// Search nodes per pool used when the caller has no budget of its own. A node costs time roughly
 /// proportional to the pool's buffers and sections (2 to 12 µs on the MiniMalloc instances in a
@@ -1019,7 +1021,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::plan::{lower_bound_per_pool, STRATEGIES};
+    use crate::plan::heuristics::STRATEGIES;
+    use crate::plan::problem::lower_bound_per_pool;
 
     /// The optimum of a small pool by brute force: every order of the buffers, each placed at the
     /// lowest offset at or above the previous one that clears the placed buffers live with it.

@@ -6,7 +6,7 @@
 //! compute can exceed `u64::MAX`.
 
 use super::index::{IntervalSet, LiveProfile, StabQueue};
-use super::{align_up, Buffer, Plan, Problem};
+use super::problem::{align_up, Buffer, Plan, Problem};
 
 /// A planning strategy.
 pub type Strategy = fn(&Problem) -> Result<Plan, String>;
@@ -277,7 +277,8 @@ fn find_offset(blocks: &[(u64, u64)], size: u64, align: u64, fit: Fit) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{check, lower_bound};
+    use crate::plan::check::check;
+    use crate::plan::problem::lower_bound;
 
     fn problem(bufs: &[(u64, u32, u32)]) -> Problem {
         Problem::new(bufs.iter().map(|&(size, first, last)| Buffer::new(size, 1, first, last)).collect())

@@ -7,7 +7,7 @@
 //!   [`StabQueue`]: the highest-priority unplaced buffer live at a step; together they run
 //!   [`max_live_first`](super::max_live_first) in `O(n log n)`.
 
-use super::Buffer;
+use super::problem::Buffer;
 
 /// A growing subset of a fixed universe of buffers that lists the members whose lifetimes intersect
 /// a given universe buffer's lifetime in `O(log n + k + span / 64)` for `k` answers.

@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 
-use super::{lower_bound_per_pool, BufferKind, Plan, Problem};
+use super::problem::{lower_bound_per_pool, BufferKind, Plan, Problem};
 
 /// Width of the picture in SVG user units (pixels).
 pub const WIDTH: f64 = 1200.0;
@@ -658,7 +658,7 @@ impl fmt::Display for Escaped<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Buffer;
+    use crate::plan::problem::Buffer;
 
     fn plan(offsets: Vec<u64>, pool_sizes: Vec<(u32, u64)>) -> Plan {
         Plan { offsets, pool_sizes, strategy: "hand" }

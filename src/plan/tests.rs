@@ -3,7 +3,9 @@
 
 use proptest::prelude::*;
 
-use super::{best_of, check, greedy_by_size, lower_bound, lower_bound_per_pool, Buffer, Plan, Problem, STRATEGIES};
+use super::check::check;
+use super::heuristics::{best_of, greedy_by_size, STRATEGIES};
+use super::problem::{lower_bound, lower_bound_per_pool, Buffer, Plan, Problem};
 
 fn arb_buffer(pools: u32) -> impl Strategy<Value = Buffer> {
     (

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use super::{Buffer, Problem};
+use super::problem::{Buffer, Problem};
 
 /// One model of a Glow trace file.
 #[derive(Clone, Debug, PartialEq)]

@@ -4,12 +4,12 @@
 //! ledger of live storages and views, the device counters) and returns text whose lines end
 //! in `\n`. The text holds no addresses and no timings, so REPL transcripts snapshot stably.
 
-use crate::vm::bytecode::Reg;
-use crate::vm::memory::{Site, StorageInfo, ViewInfo};
-use crate::vm::module::{Function, Module};
-use crate::vm::types::ImageLayout;
-use crate::vm::value::Value;
-use crate::vm::Vm;
+use rxvm_vm::bytecode::Reg;
+use rxvm_vm::memory::{Site, StorageInfo, ViewInfo};
+use rxvm_vm::module::{Function, Module};
+use rxvm_vm::types::ImageLayout;
+use rxvm_vm::value::Value;
+use rxvm_vm::Vm;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -458,16 +458,15 @@ mod tests {
 
     /// A host VM that keeps the table of live objects from the start (its constants too).
     fn tracked_vm(module: Module) -> Vm {
-        let rt =
-            crate::vm::memory::Runtime::new(vec![crate::vm::memory::DeviceSpec::Host(crate::vm::DeviceCaps::host())])
-                .unwrap();
+        let rt = rxvm_vm::memory::Runtime::new(vec![rxvm_vm::memory::DeviceSpec::Host(rxvm_vm::DeviceCaps::host())])
+            .unwrap();
         rt.objects.track.set(true);
         Vm::with_runtime(Arc::new(module), rt).unwrap()
     }
-    use crate::vm::builder::{ModuleBuilder, Operand};
-    use crate::vm::bytecode::Instr;
-    use crate::vm::types::{DType, Scope, Type};
-    use crate::vm::HostTensor;
+    use rxvm_vm::builder::{ModuleBuilder, Operand};
+    use rxvm_vm::bytecode::Instr;
+    use rxvm_vm::types::{DType, Scope, Type};
+    use rxvm_vm::HostTensor;
     use std::sync::Arc;
 
     /// @main allocates an arena with three views (the last two overlap), a texture and a
@@ -503,7 +502,7 @@ func @main(%x: f32[2], %n: int) -> int {
     /// A VM paused in @main before its call of @inner (one frame), or after it, at the
     /// first instruction of @inner (two frames).
     fn paused(in_inner: bool) -> Vm {
-        let module = crate::asm::assemble(PROGRAM, "inspect.rxa").unwrap();
+        let module = rxvm_asm::assemble(PROGRAM, "inspect.rxa").unwrap();
         let mut vm = tracked_vm(module);
         let main = vm.module().func_by_name("main").unwrap();
         let x = vm.upload(&HostTensor::from_f32(&[2], &[1.0, 2.0]).unwrap()).unwrap();

@@ -3,13 +3,13 @@
 //! A [`Repl`] holds the loaded program, a VM running it under the debugger
 //! ([`rxvm_vm::debug`]), breakpoints, and a scratch frame for instructions typed at the
 //! prompt. [`Repl::execute`] takes one input line and returns what to print, so the same
-//! code serves a terminal (rustyline, in `cli.rs`), piped input and the tests' transcripts.
+//! code serves a terminal (rustyline, in [`term`]), piped input and the tests' transcripts.
 
 pub mod inspect;
 pub mod term;
 
-use crate::cli::{load_program, make_input, render_vm_error, Failure};
 use crate::inputs::parse_input_spec;
+use crate::session::{load_program, make_input, render_vm_error, Failure};
 use rxvm_vm::bytecode::{FuncId, Instr, Reg};
 use rxvm_vm::debug::PausePoint;
 use rxvm_vm::memory::{DeviceSpec, Runtime};

@@ -8,7 +8,7 @@
 //! | [`rxb_load`] | `.rxb` bytes | loads (decode + verify) or fails with an error; a loaded module re-encodes to bytes that load to the same bytes, and its stripped disassembly re-assembles to it |
 //! | [`exec_host`] | `.rxb` bytes (they start with `\0RXB`) or `.rxa` text | every verified program runs on the host device within instruction, call-depth and memory budgets; afterwards no storage is left alive |
 //! | [`onnx_frontend`] | ONNX model bytes | reads, compiles (buffers, and textures for a target) and runs on the host, or fails with an error; a compiled module verifies, round-trips through `.rxb`, and fails at run time only for reasons the compiler cannot know ([`allowed_run_error`]) |
-//! | [`planner`] | a planning problem (binary, MiniMalloc CSV, Glow trace or image requests) | every strategy, the best-of and the exact search give plans the independent checker ([`crate::plan::check`]) accepts, within the bounds the lower bound and the decision search prove |
+//! | [`planner`] | a planning problem (binary, MiniMalloc CSV, Glow trace or image requests) | every strategy, the best-of and the exact search give plans the independent checker ([`rxvm::plan::check`]) accepts, within the bounds the lower bound and the decision search prove |
 //!
 //! Each function must never panic. It returns normally when the input is refused with an
 //! error, and it panics *only* when it detects a bug: a module that verified but does not
@@ -27,8 +27,8 @@
 //!
 //! `docs/reliability.md` tells how to run the fuzzers and what they found.
 
-use crate::compile::{self, Options, Planner, Textures};
-use crate::plan::{self, Buffer, Plan, Problem};
+use rxvm::compile::{self, Options, Planner, Textures};
+use rxvm::plan::{self, Buffer, Plan, Problem};
 use rxvm_asm::{assemble, disassemble};
 use rxvm_vm::builtins::Builtin;
 use rxvm_vm::bytecode::Instr;
@@ -406,7 +406,7 @@ fn run_bounded(module: Module, source: Option<&(String, String)>, caps: DeviceCa
                     let _ = rxvm_vm::interp::to_host(v);
                 }
             }
-            Err(e) => errors.push(crate::cli::render_vm_error(&e, source)),
+            Err(e) => errors.push(rxvm::session::render_vm_error(&e, source)),
         }
         let _ = vm.take_output();
     }
@@ -443,7 +443,7 @@ fn onnx_outcome(data: &[u8]) -> String {
 /// [`onnx_frontend`], returning the errors: reading, then each compile's or its run's
 /// (tools use them to look for compiled programs that fail when run).
 pub fn onnx_compile_and_run(data: &[u8]) -> Vec<String> {
-    let g = match crate::onnx::model_from_bytes(data, "fuzz.onnx") {
+    let g = match rxvm::onnx::model_from_bytes(data, "fuzz.onnx") {
         Ok(g) => g,
         Err(e) => return vec![format!("read: {e}")],
     };
@@ -762,7 +762,7 @@ pub fn dictionary() -> String {
     }
     words.sort();
     words.dedup();
-    dict_file("rxvm assembly words for libFuzzer (-dict=); made by rxvm::fuzz::dictionary", words)
+    dict_file("rxvm assembly words for libFuzzer (-dict=); made by rxvm_test_support::fuzz::dictionary", words)
 }
 
 /// A libFuzzer dictionary for `onnx_frontend`: every operator and attribute name the VM
@@ -776,7 +776,10 @@ pub fn onnx_dictionary() -> String {
     }
     words.sort();
     words.dedup();
-    dict_file("ONNX operator and attribute names for libFuzzer (-dict=); made by rxvm::fuzz::onnx_dictionary", words)
+    dict_file(
+        "ONNX operator and attribute names for libFuzzer (-dict=); made by rxvm_test_support::fuzz::onnx_dictionary",
+        words,
+    )
 }
 
 fn dict_file(title: &str, words: Vec<String>) -> String {

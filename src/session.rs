@@ -1,0 +1,226 @@
+//! What the command line (`cli.rs`) and the REPL (`repl/`) share, so that neither imports
+//! the other: reading a program from a path (`.rxa`, `.rxb`, or an ONNX model compiled for
+//! the host), building inputs from `--input` specs, selecting a device, and rendering
+//! run-time errors. It imports neither front end.
+
+use crate::compile::{Compiled, Options};
+use crate::graph::Graph;
+use crate::inputs::InputSpec;
+use crate::npy::read_npy;
+use rxvm_vm::host_tensor::{HostTensor, HostValue};
+use rxvm_vm::memory::DeviceSpec;
+use rxvm_vm::module::Module;
+use rxvm_vm::types::{Dim, Type};
+use rxvm_vm::{load_module, DeviceCaps, ModuleError, VmError};
+use std::path::Path;
+
+/// A failure already reported to the user, or one to report.
+pub enum Failure {
+    /// Message to print as `error: ...`.
+    Message(String),
+    /// Fully rendered text (diagnostics), printed as is.
+    Rendered(String),
+}
+
+impl From<String> for Failure {
+    fn from(s: String) -> Self {
+        Failure::Message(s)
+    }
+}
+
+/// A program read from disk, with its source text when it came from `.rxa`, and its memory
+/// plan when it was compiled from a model.
+pub struct Program {
+    pub module: Module,
+    pub source: Option<(String, String)>,
+    pub plan: Option<crate::compile::PlanReport>,
+}
+
+/// Whether `path` names an ONNX model (`.onnx`).
+pub fn is_onnx(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "onnx")
+}
+
+/// Reads an ONNX model to compile: its graph and input shapes, which must be fixed (the
+/// memory plan needs them).
+pub fn read_model(path: &Path) -> Result<(Graph, Vec<Vec<i64>>), Failure> {
+    let g = crate::onnx::read_model(path)?;
+    let mut shapes = Vec::with_capacity(g.inputs.len());
+    let mut dynamic = Vec::new();
+    for i in &g.inputs {
+        match i.dims.iter().copied().collect::<Option<Vec<i64>>>() {
+            Some(s) => shapes.push(s),
+            None => {
+                let dims: Vec<String> = i.dims.iter().map(|d| d.map_or("?".into(), |d| d.to_string())).collect();
+                dynamic.push(format!("`{}`: {}[{}]", i.name, i.dtype, dims.join(", ")))
+            }
+        }
+    }
+    if !dynamic.is_empty() {
+        return Err(Failure::Message(format!(
+            "{}: the memory plan needs fixed input shapes, but these inputs have dynamic (?) dims: {}; export the model with fixed input dims",
+            path.display(),
+            dynamic.join(", ")
+        )));
+    }
+    Ok((g, shapes))
+}
+
+/// Compiles a model [`read_model`] read; errors name the file.
+pub fn compile_graph(path: &Path, g: &Graph, shapes: &[Vec<i64>], opts: &Options) -> Result<Compiled, Failure> {
+    crate::compile::compile(g, shapes, opts).map_err(|e| Failure::Message(format!("{}: {e}", path.display())))
+}
+
+/// A compiled model as a program to run: its source text is the plan (the comments that
+/// head its `.rxa`). The compiled code has no source lines, so errors and the REPL show
+/// its disassembly instead; printing that here would dominate a large model's run time
+/// (every weight as a decimal literal).
+pub fn compiled_program(path: &Path, c: Compiled) -> Program {
+    Program {
+        module: c.module,
+        source: Some((path.display().to_string() + ".rxa", c.plan_comment)),
+        plan: Some(c.report),
+    }
+}
+
+fn is_bytecode(path: &Path, bytes: &[u8]) -> bool {
+    path.extension().is_some_and(|e| e == "rxb") || bytes.starts_with(&rxvm_vm::binary::MAGIC)
+}
+
+/// Loads `.rxa` (assemble + verify), `.rxb` (decode + verify), or an `.onnx` model
+/// (compiled for the host with the default [`Options`]).
+pub fn load_program(path: &Path) -> Result<Program, Failure> {
+    if is_onnx(path) {
+        let (g, shapes) = read_model(path)?;
+        let c = compile_graph(path, &g, &shapes, &Options::default())?;
+        return Ok(compiled_program(path, c));
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let name = path.display().to_string();
+    if is_bytecode(path, &bytes) {
+        return match load_module(&bytes) {
+            Ok(module) => {
+                // Debug info names the source file; show its lines in run-time errors if it
+                // is still there.
+                let source =
+                    module.source_file.as_ref().and_then(|f| std::fs::read_to_string(f).ok().map(|t| (f.clone(), t)));
+                Ok(Program { module, source, plan: None })
+            }
+            Err(ModuleError::Load(e)) => Err(Failure::Message(format!("{name}: {e}"))),
+            Err(ModuleError::Verify(e)) => Err(Failure::Message(format!("{name}: invalid module: {e}"))),
+        };
+    }
+    let text = String::from_utf8(bytes).map_err(|e| format!("{name} is not UTF-8 text: {e}"))?;
+    match rxvm_asm::assemble_file(path) {
+        Ok(module) => Ok(Program { module, source: Some((name, text)), plan: None }),
+        Err(d) => Err(Failure::Rendered(d.render())),
+    }
+}
+
+/// Callers listed under a run-time error; deeper stacks are summarised.
+const MAX_SHOWN_FRAMES: usize = 4;
+
+/// Renders a run-time error, with the source line when the program's text is at hand.
+pub fn render_vm_error(e: &VmError, source: Option<&(String, String)>) -> String {
+    if let (Some((name, text)), Some(top)) = (source, e.stack.first()) {
+        if top.loc.line > 0 {
+            let mut notes = e.notes.clone();
+            notes.push(format!("in @{}, instruction {}", top.func, top.pc));
+            let callers = &e.stack[1..];
+            for fr in callers.iter().take(MAX_SHOWN_FRAMES) {
+                notes.push(format!("called from @{} at {name}:{}:{}", fr.func, fr.loc.line, fr.loc.col));
+            }
+            if callers.len() > MAX_SHOWN_FRAMES {
+                notes.push(format!("... and {} more callers", callers.len() - MAX_SHOWN_FRAMES));
+            }
+            return rxvm_asm::render_runtime_error(text, name, top.loc.line, top.loc.col, &e.message, &notes);
+        }
+    }
+    format!("{e}\n")
+}
+
+/// Builds the host value for one parameter from its `--input` spec.
+pub fn make_input(name: &str, ty: &Type, spec: &InputSpec) -> Result<HostValue, String> {
+    let known_shape = || match ty {
+        Type::Tensor { dims, .. } => dims
+            .iter()
+            .map(|d| match d {
+                Dim::Known(v) => Some(*v),
+                Dim::Any => None,
+            })
+            .collect::<Option<Vec<i64>>>(),
+        _ => None,
+    };
+    let need_shape = |what: &str| {
+        format!("input %{name}: `{what}` needs a tensor type with known dims, but %{name} is {ty}; pass a .npy file")
+    };
+    let v = match (spec, ty) {
+        (InputSpec::Npy(path), _) => HostValue::Tensor(read_npy(path)?),
+        (InputSpec::Zeros, Type::Tensor { dtype, .. }) => {
+            let shape = known_shape().ok_or_else(|| need_shape("zeros"))?;
+            HostValue::Tensor(HostTensor::zeros(*dtype, &shape)?)
+        }
+        (InputSpec::Random(seed), Type::Tensor { dtype, .. }) => {
+            let shape = known_shape().ok_or_else(|| need_shape("random"))?;
+            HostValue::Tensor(HostTensor::random(*dtype, &shape, *seed)?)
+        }
+        (InputSpec::Ramp, Type::Tensor { dtype, .. }) => {
+            let shape = known_shape().ok_or_else(|| need_shape("ramp"))?;
+            HostValue::Tensor(ramp(*dtype, &shape)?)
+        }
+        (InputSpec::Zeros | InputSpec::Random(_) | InputSpec::Ramp, _) => return Err(need_shape("zeros/random/ramp")),
+        (InputSpec::Int(v), Type::Int) => HostValue::Int(*v),
+        (InputSpec::Int(v), Type::Float) => HostValue::Float(*v as f64),
+        (InputSpec::Float(v), Type::Float) => HostValue::Float(*v),
+        (InputSpec::Shape(s), Type::Shape) => HostValue::Shape(s.clone()),
+        (spec, ty) => return Err(format!("input %{name}: {} does not fit its type {ty}", spec.describe())),
+    };
+    Ok(v)
+}
+
+/// Element i of n is `i / n` (computed in f64, then converted): numpy's
+/// `(np.arange(n).reshape(shape) / n).astype(dtype)`, the input of ONNX's light model tests.
+pub fn ramp(dtype: rxvm_vm::types::DType, shape: &[i64]) -> Result<HostTensor, String> {
+    let mut t = HostTensor::zeros(dtype, shape)?;
+    let n = t.numel();
+    let es = dtype.size();
+    for (i, e) in t.data.chunks_exact_mut(es).enumerate() {
+        let mut b = [0u8; 8];
+        rxvm_vm::host_tensor::store_f64(dtype, i as f64 / n as f64, &mut b);
+        e.copy_from_slice(&b[..es]);
+    }
+    Ok(t)
+}
+
+/// Parses `--device` (and applies `--host-caps` to the host device).
+pub fn device_spec(device: &str, host_caps: Option<&str>) -> Result<DeviceSpec, String> {
+    if device == "host" {
+        let mut caps = DeviceCaps::host();
+        if let Some(spec) = host_caps {
+            caps = caps.with_overrides(spec).map_err(|e| format!("--host-caps: {e}"))?;
+        }
+        return Ok(DeviceSpec::Host(caps));
+    }
+    let needle = match device.strip_prefix("opencl") {
+        Some("") => "",
+        Some(rest) => rest.strip_prefix(':').ok_or_else(|| bad_device(device))?,
+        None => return Err(bad_device(device)),
+    };
+    if host_caps.is_some() {
+        return Err("--host-caps applies to --device host only; OpenCL devices report their own".into());
+    }
+    let info = rxvm_vm::opencl::find_device(needle).map_err(|e| format!("--device {device}: {e}"))?;
+    Ok(DeviceSpec::OpenCl(info))
+}
+
+/// The capabilities of a selected device.
+pub fn device_caps(spec: &DeviceSpec) -> DeviceCaps {
+    match spec {
+        DeviceSpec::Host(c) => c.clone(),
+        DeviceSpec::OpenCl(i) => i.caps.clone(),
+    }
+}
+
+fn bad_device(device: &str) -> String {
+    format!("--device {device}: expected `host`, `opencl` or `opencl:NAME`")
+}

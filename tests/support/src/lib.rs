@@ -1,0 +1,10 @@
+//! Test support for rxvm, kept out of the `rxvm` library: the root package's tests and
+//! benchmarks use it as a dev-dependency, and the cargo-fuzz crate in `fuzz/` as a
+//! dependency.
+//!
+//! * [`fuzz`]: one function per fuzz target, their seeds and dictionaries
+//!   (`tests/fuzz_short.rs`, `tests/fuzz_smoke.rs`, `fuzz/fuzz_targets/*.rs`).
+//! * [`onnx_build`]: small ONNX models built in code (the fuzz seeds, `tests/bad_onnx.rs`).
+
+pub mod fuzz;
+pub mod onnx_build;
