@@ -101,15 +101,7 @@ fn check_threads(label: &str, module: &Arc<Module>, spec: &DeviceSpec, inputs: &
 }
 
 fn devices() -> Vec<(&'static str, DeviceSpec)> {
-    let mut v = vec![("host", DeviceSpec::Host(rxvm::vm::DeviceCaps::host()))];
-    match rxvm::vm::opencl::find_device("intel") {
-        Ok(info) => v.push(("intel", DeviceSpec::OpenCl(info))),
-        Err(e) if std::env::var("RXVM_REQUIRE_OPENCL").unwrap_or_default().contains("intel") => {
-            panic!("intel is required: {e}")
-        }
-        Err(_) => {}
-    }
-    v
+    rxvm_test_support::devices::host_and(&["intel"])
 }
 
 #[test]

@@ -7,7 +7,6 @@
 
 use rxvm::conformance::{find_cases, report, run_all, Outcome};
 use rxvm::vm::memory::DeviceSpec;
-use rxvm::vm::opencl::find_device;
 use rxvm::vm::DeviceCaps;
 use std::path::{Path, PathBuf};
 
@@ -41,15 +40,7 @@ fn check(label: &str, device: DeviceSpec, min_passed: usize) {
 
 /// An OpenCL platform for the conformance run, unless absent and not required.
 fn platform(name: &str) -> Option<DeviceSpec> {
-    let required = std::env::var("RXVM_REQUIRE_OPENCL").unwrap_or_default();
-    match find_device(name) {
-        Ok(info) => Some(DeviceSpec::OpenCl(info)),
-        Err(e) if required.split(',').any(|r| r.trim() == name) => panic!("`{name}` is required: {e}"),
-        Err(e) => {
-            eprintln!("skipping OpenCL platform `{name}`: {e}");
-            None
-        }
-    }
+    rxvm_test_support::devices::opencl_platform(name).map(DeviceSpec::OpenCl)
 }
 
 #[test]

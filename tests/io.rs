@@ -65,15 +65,7 @@ fn caller_io() -> PoolMap {
 /// The devices to test on: the host, and Intel's OpenCL CPU runtime when installed
 /// (required when `RXVM_REQUIRE_OPENCL` names it).
 fn devices() -> Vec<DeviceSpec> {
-    let mut v = vec![DeviceSpec::Host(DeviceCaps::host())];
-    match rxvm::vm::opencl::find_device("intel") {
-        Ok(info) => v.push(DeviceSpec::OpenCl(info)),
-        Err(e) if std::env::var("RXVM_REQUIRE_OPENCL").unwrap_or_default().contains("intel") => {
-            panic!("intel is required: {e}")
-        }
-        Err(_) => {}
-    }
-    v
+    rxvm_test_support::devices::host_and(&["intel"]).into_iter().map(|(_, d)| d).collect()
 }
 
 fn caps(spec: &DeviceSpec) -> DeviceCaps {

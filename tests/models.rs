@@ -21,7 +21,6 @@
 use rxvm::compile::{compile, InputsInArena, Io, Options, Planner, PoolMap, Textures};
 use rxvm::session::ramp;
 use rxvm::vm::memory::DeviceSpec;
-use rxvm::vm::opencl::find_device;
 use rxvm::vm::{DeviceCaps, HostValue, Vm};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -79,16 +78,10 @@ fn assert_matches(what: &str, got: &[f64], want: &[f64], rtol: f64) {
 #[test]
 fn light_models_match_onnx_expected_outputs_on_every_device() {
     let Some(dir) = light_dir() else { return };
-    let mut devices = Vec::new();
-    for name in ["intel", "pocl"] {
-        match find_device(name) {
-            Ok(info) => devices.push((name, DeviceSpec::OpenCl(info))),
-            Err(e) if std::env::var("RXVM_REQUIRE_OPENCL").unwrap_or_default().contains(name) => {
-                panic!("{name} is required: {e}")
-            }
-            Err(_) => {}
-        }
-    }
+    let devices: Vec<(&str, DeviceSpec)> = ["intel", "pocl"]
+        .into_iter()
+        .filter_map(|name| Some((name, DeviceSpec::OpenCl(rxvm_test_support::devices::opencl_platform(name)?))))
+        .collect();
     for (name, rtol) in MODELS {
         let g = rxvm::onnx::read_model(&dir.join(format!("light_{name}.onnx"))).expect("the model reads");
         let shapes: Vec<Vec<i64>> = g.inputs.iter().map(|i| i.dims.iter().map(|d| d.unwrap_or(1)).collect()).collect();

@@ -13,20 +13,7 @@ use rxvm::vm::{DeviceCaps, HostTensor, HostValue, Module, Vm};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The platform for `name` (`pocl`, `intel`, `oclgrind`), or `None` when it is absent and
-/// not required.
-fn platform(name: &str) -> Option<ClDeviceInfo> {
-    let required = std::env::var("RXVM_REQUIRE_OPENCL").unwrap_or_default();
-    let required = required.split(',').any(|r| r.trim() == name);
-    match find_device(name) {
-        Ok(info) => Some(info),
-        Err(e) if required => panic!("RXVM_REQUIRE_OPENCL names `{name}` but it is not available: {e}"),
-        Err(e) => {
-            eprintln!("skipping OpenCL platform `{name}`: {e}");
-            None
-        }
-    }
-}
+use rxvm_test_support::devices::opencl_platform as platform;
 
 fn vm_on(m: &Arc<Module>, info: Option<&ClDeviceInfo>) -> Vm {
     let spec = match info {

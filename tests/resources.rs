@@ -6,7 +6,7 @@
 
 use rxvm::asm::assemble;
 use rxvm::vm::memory::DeviceSpec;
-use rxvm::vm::{DeviceCaps, HostTensor, HostValue, Vm};
+use rxvm::vm::{HostTensor, HostValue, Vm};
 use std::sync::Arc;
 
 /// One function that runs to the end and one per way a run can fail, each failing while it
@@ -111,17 +111,8 @@ fn failures() -> Vec<(&'static str, Vec<HostValue>, &'static str)> {
     ]
 }
 
-fn devices() -> Vec<(String, DeviceSpec)> {
-    let mut v = vec![("host".to_string(), DeviceSpec::Host(DeviceCaps::host()))];
-    let required = std::env::var("RXVM_REQUIRE_OPENCL").unwrap_or_default();
-    for name in ["intel", "pocl"] {
-        match rxvm::vm::opencl::find_device(name) {
-            Ok(info) => v.push((name.to_string(), DeviceSpec::OpenCl(info))),
-            Err(e) if required.contains(name) => panic!("{name} is required: {e}"),
-            Err(_) => {}
-        }
-    }
-    v
+fn devices() -> Vec<(&'static str, DeviceSpec)> {
+    rxvm_test_support::devices::host_and(&["intel", "pocl"])
 }
 
 fn live_cl_mem(vm: &Vm) -> u64 {

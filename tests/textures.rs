@@ -7,7 +7,6 @@
 
 use rxvm::asm::assemble;
 use rxvm::vm::memory::DeviceSpec;
-use rxvm::vm::opencl::{find_device, ClDeviceInfo};
 use rxvm::vm::types::DType;
 use rxvm::vm::{DeviceCaps, HostTensor, HostValue, Module, Vm};
 use std::fmt::Write;
@@ -176,14 +175,7 @@ fn inputs(c: &Case) -> Vec<HostValue> {
         .collect()
 }
 
-fn platform(name: &str) -> Option<ClDeviceInfo> {
-    let required = std::env::var("RXVM_REQUIRE_OPENCL").unwrap_or_default();
-    match find_device(name) {
-        Ok(info) => Some(info),
-        Err(e) if required.split(',').any(|r| r.trim() == name) => panic!("`{name}` is required but absent: {e}"),
-        Err(_) => None,
-    }
-}
+use rxvm_test_support::devices::opencl_platform as platform;
 
 fn run(src: &str, spec: DeviceSpec, ins: &[HostValue]) -> Result<Vec<f64>, String> {
     let m: Arc<Module> = Arc::new(assemble(src, "case.rxa").map_err(|e| format!("{e:?}"))?);

@@ -5,6 +5,8 @@
 //! * [`fuzz`]: one function per fuzz target, their seeds and dictionaries
 //!   (`tests/fuzz_short.rs`, `tests/fuzz_smoke.rs`, `fuzz/fuzz_targets/*.rs`).
 //! * [`onnx_build`]: small ONNX models built in code (the fuzz seeds, `tests/bad_onnx.rs`).
+//! * [`devices`]: the host and the installed OpenCL platforms, required ones enforced.
 
+pub mod devices;
 pub mod fuzz;
 pub mod onnx_build;

@@ -8,7 +8,7 @@ use crate::interp::specialize::NO_SLICE;
 use crate::ir::bytecode::{Arg, Instr, Reg};
 use crate::ir::module::{Function, Module};
 use crate::ir::types::Scope;
-use crate::runtime::memory::{Site, Storage, View};
+use crate::runtime::memory::{Site, Storage, View, ViewSpec};
 use crate::runtime::value::Value;
 use smallvec::SmallVec;
 
@@ -111,7 +111,7 @@ impl Vm {
                 notes,
             }));
         }
-        match View::make(st, offset, dtype, &dims, scope, image, bytes, site, None) {
+        match View::make(st, ViewSpec { offset, dtype, shape: &dims, scope, image, bytes }, site, None) {
             Ok(v) => Ok(Value::Tensor(v)),
             Err(e) => fault(e),
         }
@@ -219,7 +219,7 @@ impl Vm {
         }
         let g = &v.geom;
         let site = self.site(fid, at);
-        match View::make(st.clone(), g.offset, g.dtype, &g.shape, g.scope, Some(p.layout), p.bytes, site, None) {
+        match View::make(st.clone(), ViewSpec { offset: g.offset, dtype: g.dtype, shape: &g.shape, scope: g.scope, image: Some(p.layout), bytes: p.bytes }, site, None) {
             Ok(t) => {
                 self.set(base, x.dst, Value::Tensor(t));
                 true
@@ -245,7 +245,7 @@ impl Vm {
             return false;
         };
         let (v, site) = (&g.view, self.site(fid, at));
-        match View::make(st.clone(), v.offset, v.dtype, &v.shape, Scope::Global, None, v.bytes, site, Some(v.type_id)) {
+        match View::make(st.clone(), ViewSpec::buffer(v.offset, v.dtype, &v.shape, v.bytes), site, Some(v.type_id)) {
             Ok(t) => {
                 self.set(base, x.dst, Value::Tensor(t));
                 true

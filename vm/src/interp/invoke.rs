@@ -11,7 +11,7 @@ use crate::ir::bytecode::{FuncId, Reg};
 use crate::ir::host_tensor::{HostTensor, HostValue};
 use crate::ir::module::{Function, Module};
 use crate::ir::types::{Scope, Type};
-use crate::runtime::memory::{Site, Storage, View};
+use crate::runtime::memory::{Site, Storage, View, ViewSpec};
 use crate::runtime::shared::Shared;
 use crate::runtime::value::Value;
 use std::rc::Rc;
@@ -219,7 +219,7 @@ impl Vm {
                 st.id, st.size
             ));
         }
-        View::make(st.clone(), offset, dtype, shape, Scope::Global, None, bytes, Site::API, None)
+        View::make(st.clone(), ViewSpec::buffer(offset, dtype, shape, bytes), Site::API, None)
     }
 
     /// Bytes each storage parameter of `id` needs, by parameter index
@@ -282,7 +282,7 @@ impl Vm {
                 let bytes = t.data.len() as u64;
                 let st = Storage::alloc(&self.rt, 0, bytes, 0, Scope::Global, Site::API, false)
                     .map_err(|e| e.to_string())?;
-                let view = View::make(st, 0, t.dtype, &t.shape, Scope::Global, None, bytes, Site::API, None)?;
+                let view = View::make(st, ViewSpec::buffer(0, t.dtype, &t.shape, bytes), Site::API, None)?;
                 write_view(&view, &t.data).map_err(|e| *e)?;
                 self.count_copy(Direction::HostToDevice, bytes);
                 Value::Tensor(view)
@@ -508,7 +508,7 @@ impl Vm {
                     let bytes = v.numel() * v.dtype.size() as u64;
                     let st = Storage::alloc(&self.rt, 0, bytes, 0, Scope::Global, Site::API, false)
                         .map_err(|e| e.to_string())?;
-                    View::make(st, 0, v.dtype, &v.shape, Scope::Global, None, bytes, Site::API, None)?
+                    View::make(st, ViewSpec::buffer(0, v.dtype, &v.shape, bytes), Site::API, None)?
                 }
             };
             let n = copy_view(v, &copy)?;

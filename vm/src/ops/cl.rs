@@ -115,6 +115,19 @@ pub(crate) mod testing {
     use crate::ops::cl_fn;
     use crate::ops::{Attrs, TensorInfo};
 
+    /// The device the kernel unit tests run on: `RXVM_TEST_CL_DEVICE` (a platform or device
+    /// name), else the first one; `None` (the tests skip) without OpenCL.
+    pub fn device() -> Option<ClDevice> {
+        let needle = std::env::var("RXVM_TEST_CL_DEVICE").unwrap_or_default();
+        match crate::opencl::device::find_device(&needle) {
+            Ok(info) => Some(ClDevice::open(&info).unwrap()),
+            Err(e) => {
+                eprintln!("skipping the OpenCL tests: {e}");
+                None
+            }
+        }
+    }
+
     /// A device copy of `t` at a byte offset of 64 (so kernels must honour the offset),
     /// filled with `fill` instead of `t`'s bytes when given.
     pub fn upload(dev: &ClDevice, t: &HostTensor, fill: Option<u8>) -> (ClBlock, ClTensor) {

@@ -1021,7 +1021,8 @@ fn lrn(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[C
 #[allow(clippy::cloned_ref_to_slice_refs)]
 mod tests {
     use super::*;
-    use crate::opencl::device::{find_device, ClDevice};
+    use crate::opencl::device::ClDevice;
+    use crate::ops::cl::testing::device;
     use crate::ops::OPS;
 
     fn attrs(list: &[(&str, AttrValue)]) -> Attrs {
@@ -1106,17 +1107,6 @@ mod tests {
                 _ => w.data == got,
             };
             assert!(ok, "{name} {a}: output {} differs\nhost {:?}\ncl   {:?}", i + 1, w.data, got);
-        }
-    }
-
-    fn device() -> Option<ClDevice> {
-        let needle = std::env::var("RXVM_TEST_CL_DEVICE").unwrap_or_default();
-        match find_device(&needle) {
-            Ok(info) => Some(ClDevice::open(&info).unwrap()),
-            Err(e) => {
-                eprintln!("skipping the OpenCL tests: {e}");
-                None
-            }
         }
     }
 

@@ -760,7 +760,8 @@ fn cast_k(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &A
 mod tests {
     use super::super::cl::testing::upload;
     use super::*;
-    use crate::opencl::device::{find_device, ClDevice};
+    use crate::opencl::device::ClDevice;
+    use crate::ops::cl::testing::device;
     use crate::ops::OPS;
 
     type A = AttrValue;
@@ -815,17 +816,6 @@ mod tests {
         let outs = super::super::cl::testing::run_kernel(dev, name, ins, &infos, &a, &want);
         for (i, (w, got)) in want.iter().zip(outs).enumerate() {
             assert_eq!(w.data, got, "{name} {a}: output {} differs", i + 1);
-        }
-    }
-
-    fn device() -> Option<ClDevice> {
-        let needle = std::env::var("RXVM_TEST_CL_DEVICE").unwrap_or_default();
-        match find_device(&needle) {
-            Ok(info) => Some(ClDevice::open(&info).unwrap()),
-            Err(e) => {
-                eprintln!("skipping the OpenCL tests: {e}");
-                None
-            }
         }
     }
 

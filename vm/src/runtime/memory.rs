@@ -861,22 +861,31 @@ pub struct View {
     slot: u32,
 }
 
+/// Where a view lies in its storage and what it holds: what [`View::make`] is given,
+/// checked by the caller (the view fits, an image's layout suits the device).
+#[derive(Clone, Copy, Debug)]
+pub struct ViewSpec<'a> {
+    pub offset: u64,
+    pub dtype: DType,
+    pub shape: &'a [i64],
+    pub scope: Scope,
+    /// The image layout of a texture-scope view (`None` for buffer views).
+    pub image: Option<ImageLayout>,
+    /// Bytes the view covers (pitched for images).
+    pub bytes: u64,
+}
+
+impl<'a> ViewSpec<'a> {
+    /// A dense buffer view (scope `global`) of `bytes` at `offset`.
+    pub fn buffer(offset: u64, dtype: DType, shape: &'a [i64], bytes: u64) -> ViewSpec<'a> {
+        ViewSpec { offset, dtype, shape, scope: Scope::Global, image: None, bytes }
+    }
+}
+
 impl View {
     /// Registers a view whose geometry and device handle are ready (see [`View::make`]).
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        storage: Shared<Storage>,
-        offset: u64,
-        dtype: DType,
-        shape: &[i64],
-        scope: Scope,
-        image: Option<ImageLayout>,
-        bytes: u64,
-        site: Site,
-        cl: Option<ClView>,
-        type_id: u32,
-        made: Made,
-    ) -> Shared<View> {
+    fn new(storage: Shared<Storage>, g: ViewSpec, site: Site, cl: Option<ClView>, type_id: u32, made: Made) -> Shared<View> {
+        let ViewSpec { offset, dtype, shape, scope, image, bytes } = g;
         let class = ViewClass::new(type_id, storage.device, storage.constant, scope.is_texture());
         let o = &storage.rt.objects;
         let id = take_next(&o.next_view);
@@ -1022,28 +1031,17 @@ impl View {
     /// sub-buffer or an image, cached on the storage's block) on OpenCL devices.
     /// `type_id`: the runtime's id of (dtype, shape) if the caller has it, else `None` to
     /// look it up here (buffer views only: texture views get none).
-    #[allow(clippy::too_many_arguments)]
-    pub fn make(
-        storage: Shared<Storage>,
-        offset: u64,
-        dtype: DType,
-        shape: &[i64],
-        scope: Scope,
-        image: Option<ImageLayout>,
-        bytes: u64,
-        site: Site,
-        type_id: Option<u32>,
-    ) -> Result<Shared<View>, String> {
+    pub fn make(storage: Shared<Storage>, g: ViewSpec, site: Site, type_id: Option<u32>) -> Result<Shared<View>, String> {
         let cl = match (storage.device_state().cl(), storage.cl_block()) {
-            (Some(dev), Some(block)) => Some(dev.view(block, offset, dtype, image.as_ref())?),
+            (Some(dev), Some(block)) => Some(dev.view(block, g.offset, g.dtype, g.image.as_ref())?),
             _ => None,
         };
         let type_id = match type_id {
             Some(t) => t,
-            None if scope.is_texture() => 0,
-            None => storage.rt.type_id(dtype, shape),
+            None if g.scope.is_texture() => 0,
+            None => storage.rt.type_id(g.dtype, g.shape),
         };
-        Ok(View::new(storage, offset, dtype, shape, scope, image, bytes, site, cl, type_id, Made::New))
+        Ok(View::new(storage, g, site, cl, type_id, Made::New))
     }
 
     /// The view object for slice `geom` of `storage` ([`crate::Value::Slice`]), made when
@@ -1063,11 +1061,10 @@ impl View {
                 storage.size
             ));
         }
-        let (st, scope, image) = (storage.clone(), g.scope, g.image);
         // A texture's class has no (dtype, shape) id, as `View::make` gives it.
-        let type_id = if scope.is_texture() { 0 } else { g.type_id };
-        let (offset, dtype, bytes) = (g.offset, g.dtype, g.bytes);
-        Ok(View::new(st, offset, dtype, &g.shape, scope, image, bytes, Site::API, None, type_id, Made::Slice))
+        let type_id = if g.scope.is_texture() { 0 } else { g.type_id };
+        let spec = ViewSpec { offset: g.offset, dtype: g.dtype, shape: &g.shape, scope: g.scope, image: g.image, bytes: g.bytes };
+        Ok(View::new(storage.clone(), spec, Site::API, None, type_id, Made::Slice))
     }
 }
 
