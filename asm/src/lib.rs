@@ -25,6 +25,7 @@ pub mod lexer;
 pub mod parser;
 pub mod printer;
 mod stream;
+pub mod syntax;
 
 pub use diag::{emit_runtime_error, render_runtime_error, runtime_diagnostic, Diagnostic, Diagnostics};
 pub use rxvm_vm::Module;

@@ -10,12 +10,15 @@
 use crate::ast::*;
 use crate::diag::Diagnostic;
 use crate::lexer::{lex, lex_into, Tok, TokKind};
+use crate::syntax;
 use bumpalo::Bump;
 use nom::branch::alt;
 use nom::combinator::{cut, map, opt};
 use nom::error::{ErrorKind, ParseError};
 use nom::sequence::{delimited, preceded, terminated};
 use nom::{IResult, Input, Needed, Parser};
+use rxvm_vm::bytecode::Opcode;
+use rxvm_vm::types::Kind;
 use smallvec::SmallVec;
 use std::cell::Cell;
 
@@ -27,7 +30,7 @@ const MAX_EXPECTED: usize = 32;
 pub struct Tracker {
     furthest: Cell<usize>,
     len: Cell<usize>,
-    expected: [Cell<&'static str>; MAX_EXPECTED],
+    expected: [Cell<Exp>; MAX_EXPECTED],
     custom: Cell<Option<(Custom, Span)>>,
     /// The `{` of an attribute block being parsed (set after `{`, cleared after `}`), so
     /// that an error inside an unclosed block can point back at it.
@@ -45,15 +48,38 @@ impl Default for Tracker {
         Tracker {
             furthest: Cell::new(0),
             len: Cell::new(0),
-            expected: std::array::from_fn(|_| Cell::new("")),
+            expected: std::array::from_fn(|_| Cell::new(Exp::Text(""))),
             custom: Cell::new(None),
             open_block: Cell::new(None),
         }
     }
 }
 
+/// Something expected: a description, or a word of the language (shown in backquotes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Exp {
+    Text(&'static str),
+    Word(&'static str),
+}
+
+impl Exp {
+    fn show(self) -> String {
+        match self {
+            Exp::Text(t) => t.to_string(),
+            Exp::Word(w) => format!("`{w}`"),
+        }
+    }
+}
+
+impl From<&'static str> for Exp {
+    fn from(t: &'static str) -> Exp {
+        Exp::Text(t)
+    }
+}
+
 impl Tracker {
-    fn record(&self, pos: usize, what: &'static str) {
+    fn record(&self, pos: usize, what: impl Into<Exp>) {
+        let what = what.into();
         let f = self.furthest.get();
         if pos > f || self.len.get() == 0 {
             self.furthest.set(pos);
@@ -70,7 +96,7 @@ impl Tracker {
     }
 
     fn expected(&self) -> Vec<String> {
-        self.expected[..self.len.get()].iter().map(|e| e.get().to_string()).collect()
+        self.expected[..self.len.get()].iter().map(|e| e.get().show()).collect()
     }
 }
 
@@ -113,7 +139,7 @@ impl<'a> Toks<'a> {
     }
 
     /// Records that `what` was expected here and fails (recoverably).
-    fn fail<T>(&self, what: &'static str) -> PResult<'a, T> {
+    fn fail<T>(&self, what: impl Into<Exp>) -> PResult<'a, T> {
         self.track.record(self.start, what);
         Err(nom::Err::Error(PErr))
     }
@@ -368,8 +394,25 @@ where
 
 // ---------------------------------------------------------------- types
 
-const SIMPLE_TYPES: [(&str, &str); 5] =
-    [("int", "`int`"), ("float", "`float`"), ("shape", "`shape`"), ("storage", "`storage`"), ("tensor", "`tensor`")];
+/// The type written `word`, when it is not a tensor type (`int`, `float`, `shape`,
+/// `storage`, `tensor`): the VM's value kinds ([`syntax::type_keywords`]).
+pub(crate) fn simple_type(word: &str) -> Option<TypeKind<'static>> {
+    let (_, kind) = syntax::type_keywords().find(|(w, _)| *w == word)?;
+    Some(match kind {
+        Kind::Int => TypeKind::Int,
+        Kind::Float => TypeKind::Float,
+        Kind::Shape => TypeKind::Shape,
+        Kind::Storage => TypeKind::Storage,
+        Kind::Tensor => TypeKind::AnyTensor,
+    })
+}
+
+/// Records the type keywords as expected at `i`.
+fn expect_simple_types(i: Toks<'_>) {
+    for (word, _) in syntax::type_keywords() {
+        i.track.record(i.start, Exp::Word(word));
+    }
+}
 
 fn dim_expr(i: Toks<'_>) -> PResult<'_, DimExpr> {
     alt((map(int_lit, DimExpr::Known), map(punct(TokKind::Question), |t| DimExpr::Any(t.span)))).parse(i)
@@ -378,27 +421,15 @@ fn dim_expr(i: Toks<'_>) -> PResult<'_, DimExpr> {
 fn type_expr<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, TypeExpr<'a>> {
     move |i: Toks<'a>| {
         let Some(t) = i.first().filter(|t| t.kind == TokKind::Ident) else {
-            for (_, what) in SIMPLE_TYPES {
-                i.track.record(i.start, what);
-            }
+            expect_simple_types(i);
             return i.fail("tensor type (e.g. `f32[4, ?]`)");
         };
-        let simple = match t.text {
-            "int" => Some(TypeKind::Int),
-            "float" => Some(TypeKind::Float),
-            "shape" => Some(TypeKind::Shape),
-            "storage" => Some(TypeKind::Storage),
-            "tensor" => Some(TypeKind::AnyTensor),
-            _ => None,
-        };
-        if let Some(kind) = simple {
+        if let Some(kind) = simple_type(t.text) {
             return Ok((i.advance(1), TypeExpr { kind, span: t.span }));
         }
         let next_is_bracket = i.peek(1).is_some_and(|n| n.kind == TokKind::LBracket);
         if !next_is_bracket && rxvm_vm::types::DType::from_name(t.text).is_none() {
-            for (_, what) in SIMPLE_TYPES {
-                i.track.record(i.start, what);
-            }
+            expect_simple_types(i);
             return i.fail("tensor type (e.g. `f32[4, ?]`)");
         }
         let dtype = name_of(*t, false);
@@ -424,35 +455,21 @@ fn results<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [TypeExp
 
 // ---------------------------------------------------------------- instructions
 
-/// Every mnemonic with its display form; `true` when it is written with destinations.
-const MNEMONICS: [(&str, &str, bool); 13] = [
-    ("mov", "`mov`", true),
-    ("int", "`int`", true),
-    ("float", "`float`", true),
-    ("const", "`const`", true),
-    ("shape", "`shape`", true),
-    ("alloc_storage", "`alloc_storage`", true),
-    ("alloc_tensor", "`alloc_tensor`", true),
-    ("call", "`call`", true),
-    ("kill", "`kill`", false),
-    ("ret", "`ret`", false),
-    ("br", "`br`", false),
-    ("br_if", "`br_if`", false),
-    ("nop", "`nop`", false),
-];
-
-/// A mnemonic. After `=` only the value-producing ones are listed as expected, but any is
-/// accepted (the assembler explains what is wrong with the destinations).
-fn mnemonic(with_dsts: bool) -> impl Fn(Toks<'_>) -> PResult<'_, Name<'_>> {
+/// A mnemonic ([`syntax::mnemonics`], from the opcode table). After `=` only the
+/// value-producing ones are listed as expected, but any is accepted (the assembler explains
+/// what is wrong with the destinations).
+fn mnemonic(with_dsts: bool) -> impl Fn(Toks<'_>) -> PResult<'_, (Name<'_>, Opcode)> {
     move |i| {
         if let Some(t) = i.first() {
-            if t.kind == TokKind::Ident && MNEMONICS.iter().any(|(m, _, _)| *m == t.text) {
-                return Ok((i.advance(1), name_of(*t, false)));
+            if t.kind == TokKind::Ident {
+                if let Some(m) = syntax::mnemonic(t.text) {
+                    return Ok((i.advance(1), (name_of(*t, false), m.op)));
+                }
             }
         }
-        for (_, what, dst) in MNEMONICS {
-            if dst || !with_dsts {
-                i.track.record(i.start, what);
+        for m in syntax::mnemonics() {
+            if m.form.writes || !with_dsts {
+                i.track.record(i.start, Exp::Word(m.text));
             }
         }
         Err(nom::Err::Error(PErr))
@@ -471,26 +488,27 @@ fn scope_clause(i: Toks<'_>) -> PResult<'_, Option<StrLit<'_>>> {
     opt(preceded((comma, kw("scope", "`scope`")), cut(string))).parse(i)
 }
 
-/// The operands of the instruction `m`.
-fn operands<'a>(ar: &'a Bump, m: &'a str, i: Toks<'a>) -> PResult<'a, InstrKind<'a>> {
-    match m {
-        "nop" => Ok((i, InstrKind::Nop)),
-        "mov" => map(reg, |src| InstrKind::Mov { src }).parse(i),
-        "int" => map(int_lit, |value| InstrKind::Int { value }).parse(i),
-        "float" => map(number, |value| InstrKind::Float { value }).parse(i),
-        "const" => map(global("`@constant`"), |konst| InstrKind::Const { konst }).parse(i),
-        "shape" => {
+/// The operands of an instruction, by the opcode its mnemonic names (the first of those
+/// that share it: all calls are written `call`).
+fn operands<'a>(ar: &'a Bump, op: Opcode, i: Toks<'a>) -> PResult<'a, InstrKind<'a>> {
+    match op {
+        Opcode::Nop => Ok((i, InstrKind::Nop)),
+        Opcode::Mov => map(reg, |src| InstrKind::Mov { src }).parse(i),
+        Opcode::LoadInt => map(int_lit, |value| InstrKind::Int { value }).parse(i),
+        Opcode::LoadFloat => map(number, |value| InstrKind::Float { value }).parse(i),
+        Opcode::LoadConst => map(global("`@constant`"), |konst| InstrKind::Const { konst }).parse(i),
+        Opcode::MakeShape => {
             map(bracketed(ar, TokKind::LBracket, int_operand, TokKind::RBracket), |dims| InstrKind::Shape { dims })
                 .parse(i)
         }
-        "alloc_storage" => {
+        Opcode::AllocStorage => {
             let (i, size) = int_operand(i)?;
             let (i, align) = opt(preceded((comma, kw("align", "`align`")), cut(int_operand))).parse(i)?;
             let (i, device) = opt(preceded((comma, kw("device", "`device`")), cut(int_lit))).parse(i)?;
             let (i, scope) = scope_clause(i)?;
             Ok((i, InstrKind::AllocStorage { size, align, device, scope }))
         }
-        "alloc_tensor" => {
+        Opcode::AllocTensor => {
             let (i, storage) = reg(i)?;
             let (i, offset) = preceded(comma, int_operand).parse(i)?;
             let (i, dtype) = preceded(comma, ident("dtype (e.g. `f32`)")).parse(i)?;
@@ -498,8 +516,8 @@ fn operands<'a>(ar: &'a Bump, m: &'a str, i: Toks<'a>) -> PResult<'a, InstrKind<
             let (i, scope) = scope_clause(i)?;
             Ok((i, InstrKind::AllocTensor { storage, offset, dtype, dims, scope }))
         }
-        "kill" => map(reg, |reg| InstrKind::Kill { reg }).parse(i),
-        "call" => {
+        Opcode::Kill => map(reg, |reg| InstrKind::Kill { reg }).parse(i),
+        Opcode::Call | Opcode::CallBuiltin | Opcode::CallOp | Opcode::CallKernel => {
             let (i, callee) = global("`@function`")(i)?;
             if callee.text.starts_with("onnx.") {
                 return op_call(ar, callee, i);
@@ -510,18 +528,17 @@ fn operands<'a>(ar: &'a Bump, m: &'a str, i: Toks<'a>) -> PResult<'a, InstrKind<
             let (i, args) = bracketed(ar, TokKind::LParen, operand, TokKind::RParen)(i)?;
             Ok((i, InstrKind::Call { callee, args }))
         }
-        "ret" => {
+        Opcode::Ret => {
             let (i, values) = comma_list(operand, true)(i)?;
             Ok((i, InstrKind::Ret { values: ar.alloc_slice_copy(&values) }))
         }
-        "br" => map(label_ref, |target| InstrKind::Br { target }).parse(i),
-        "br_if" => {
+        Opcode::Br => map(label_ref, |target| InstrKind::Br { target }).parse(i),
+        Opcode::BrIf => {
             let (i, cond) = reg(i)?;
             let (i, then_) = preceded(comma, label_ref).parse(i)?;
             let (i, else_) = preceded(comma, label_ref).parse(i)?;
             Ok((i, InstrKind::BrIf { cond, then_, else_ }))
         }
-        _ => i.fail("instruction"),
     }
 }
 
@@ -620,11 +637,11 @@ fn instr<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, InstrNode<'a>>
     move |i: Toks<'a>| {
         let start = i.first().map_or(0, |t| t.span.start);
         let (i, dsts) = opt(terminated(comma_list(reg, false), punct(TokKind::Eq))).parse(i)?;
-        let (i, mnem) = match &dsts {
+        let (i, (mnem, op)) = match &dsts {
             Some(_) => cut(mnemonic(true)).parse(i)?,
             None => mnemonic(false)(i)?,
         };
-        let (i, kind) = cut(|i| operands(ar, mnem.text, i)).parse(i)?;
+        let (i, kind) = cut(|i| operands(ar, op, i)).parse(i)?;
         let dsts: &'a [Name<'a>] = match dsts {
             Some(d) => ar.alloc_slice_copy(&d),
             None => &[],
@@ -910,7 +927,7 @@ fn error_from_tracker(src: &str, all: &[Tok<'_>], track: &Tracker) -> Diagnostic
     if let Some(t) = all.get(pos) {
         if t.kind == TokKind::Ident
             && d.expected.iter().any(|e| e == "`nop`" || e == "`mov`")
-            && !MNEMONICS.iter().any(|(m, _, _)| *m == t.text)
+            && syntax::mnemonic(t.text).is_none()
         {
             d = d.with_note(format!("`{}` is not an instruction", t.text));
         }

@@ -12,6 +12,7 @@ use crate::ast::*;
 use crate::lexer::TokKind;
 use crate::parser::{float_value, int_value};
 use bumpalo::Bump;
+use rxvm_vm::bytecode::Opcode;
 use smallvec::SmallVec;
 
 /// The input is invalid, or outside the fast path: the reference parser decides.
@@ -450,15 +451,7 @@ impl<'s> Parser<'s> {
         's: 'a,
     {
         let t = self.cur().filter(|t| t.kind == TokKind::Ident).ok_or(GiveUp)?;
-        let simple = match self.text(t) {
-            "int" => Some(TypeKind::Int),
-            "float" => Some(TypeKind::Float),
-            "shape" => Some(TypeKind::Shape),
-            "storage" => Some(TypeKind::Storage),
-            "tensor" => Some(TypeKind::AnyTensor),
-            _ => None,
-        };
-        if let Some(kind) = simple {
+        if let Some(kind) = crate::parser::simple_type(self.text(t)) {
             self.bump()?;
             return Ok(TypeExpr { kind, span: t.span });
         }
@@ -513,23 +506,25 @@ impl<'s> Parser<'s> {
             &[]
         };
         let mnemonic = self.ident()?;
-        let kind = match mnemonic.text {
-            "nop" => InstrKind::Nop,
-            "mov" => InstrKind::Mov { src: self.reg()? },
-            "int" => InstrKind::Int { value: self.int_lit()? },
-            "float" => InstrKind::Float { value: self.number()? },
-            "const" => InstrKind::Const { konst: self.global()? },
-            "shape" => InstrKind::Shape {
+        // Not a mnemonic: give up.
+        let op = crate::syntax::mnemonic(mnemonic.text).ok_or(GiveUp)?.op;
+        let kind = match op {
+            Opcode::Nop => InstrKind::Nop,
+            Opcode::Mov => InstrKind::Mov { src: self.reg()? },
+            Opcode::LoadInt => InstrKind::Int { value: self.int_lit()? },
+            Opcode::LoadFloat => InstrKind::Float { value: self.number()? },
+            Opcode::LoadConst => InstrKind::Const { konst: self.global()? },
+            Opcode::MakeShape => InstrKind::Shape {
                 dims: self.bracketed(ar, TokKind::LBracket, TokKind::RBracket, |p| p.int_operand())?,
             },
-            "alloc_storage" => {
+            Opcode::AllocStorage => {
                 let size = self.int_operand()?;
                 let align = if self.clause("align")? { Some(self.int_operand()?) } else { None };
                 let device = if self.clause("device")? { Some(self.int_lit()?) } else { None };
                 let scope = self.scope_clause()?;
                 InstrKind::AllocStorage { size, align, device, scope }
             }
-            "alloc_tensor" => {
+            Opcode::AllocTensor => {
                 let storage = self.reg()?;
                 self.eat(TokKind::Comma)?;
                 let offset = self.int_operand()?;
@@ -539,8 +534,8 @@ impl<'s> Parser<'s> {
                 let scope = self.scope_clause()?;
                 InstrKind::AllocTensor { storage, offset, dtype, dims, scope }
             }
-            "kill" => InstrKind::Kill { reg: self.reg()? },
-            "call" => {
+            Opcode::Kill => InstrKind::Kill { reg: self.reg()? },
+            Opcode::Call | Opcode::CallBuiltin | Opcode::CallOp | Opcode::CallKernel => {
                 let callee = self.global()?;
                 if callee.text.starts_with("onnx.") {
                     self.op_call(ar, callee)?
@@ -559,7 +554,7 @@ impl<'s> Parser<'s> {
                     InstrKind::Call { callee, args }
                 }
             }
-            "ret" => {
+            Opcode::Ret => {
                 let mut values: SmallVec<[Operand<'s>; 8]> = SmallVec::new();
                 // An operand cannot start with a newline: no values.
                 if self.cur().is_some_and(|t| t.kind != TokKind::Newline) {
@@ -567,8 +562,8 @@ impl<'s> Parser<'s> {
                 }
                 InstrKind::Ret { values: ar.alloc_slice_copy(&values) }
             }
-            "br" => InstrKind::Br { target: self.ident()? },
-            "br_if" => {
+            Opcode::Br => InstrKind::Br { target: self.ident()? },
+            Opcode::BrIf => {
                 let cond = self.reg()?;
                 self.eat(TokKind::Comma)?;
                 let then_ = self.ident()?;
@@ -576,8 +571,6 @@ impl<'s> Parser<'s> {
                 let else_ = self.ident()?;
                 InstrKind::BrIf { cond, then_, else_ }
             }
-            // Not a mnemonic.
-            _ => return Err(GiveUp),
         };
         Ok(InstrNode { dsts, mnemonic, kind, span: Span::new(start, self.prev_end) })
     }
