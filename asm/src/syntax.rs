@@ -62,7 +62,9 @@ fn mnemonic_table() -> Vec<Mnemonic> {
     v
 }
 
-/// Every mnemonic, in the order "expected" lists show them (see [`mnemonic_table`]).
+/// Every mnemonic, in the order "expected" lists show them: those written with
+/// destinations first, then those without, each group in opcode-table order with the
+/// instructions without operands (`nop`) last.
 pub fn mnemonics() -> &'static [Mnemonic] {
     static TABLE: std::sync::OnceLock<Vec<Mnemonic>> = std::sync::OnceLock::new();
     TABLE.get_or_init(mnemonic_table)

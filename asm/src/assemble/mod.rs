@@ -27,7 +27,7 @@ use suggest::*;
 
 use crate::ast::*;
 use crate::diag::Diagnostic;
-use crate::stream;
+use crate::parser::{self, Item, Step};
 use rustc_hash::FxHashMap as FastMap;
 use rxvm_vm::builtins::{Builtin, BUILTINS};
 use rxvm_vm::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, OpId, Reg};
@@ -495,51 +495,116 @@ pub(crate) fn assemble_ast_with(
     Ok((module, smap))
 }
 
-/// The fast path of [`crate::assemble`]: parses and assembles one declaration at a time
-/// with [`crate::stream`], so that no token array or parse tree of the whole file is ever
-/// built. Gives the same module as [`assemble_ast_with`] on a parse of the whole file, or
-/// `None` when the input has an error or something the fast path leaves to that path: a
-/// function called before its definition with an integer literal argument, a constant or
-/// kernel used before its declaration.
-pub(crate) fn assemble_stream(src: &str, file_name: &str, base_dir: Option<&Path>) -> Option<Module> {
-    let mut p = stream::Parser::new(src).ok()?;
-    let name = match p.module_name().ok()? {
-        None => "main".to_string(),
-        Some(ModuleName::Ident(n)) => n.text.to_string(),
-        Some(ModuleName::Str(s)) => decode_string(s).ok()?,
-    };
+/// How [`assemble_stream`] ends.
+pub(crate) enum Streamed {
+    /// The module (not verified).
+    Module(Module),
+    /// A lexical or syntax error: the parser's diagnostic, the one users see.
+    Error(Diagnostic),
+    /// Assemble the whole parse tree instead ([`assemble_ast_with`]): for an error found
+    /// while assembling (the whole tree collects them all, sorted), or a forward reference
+    /// resolved only with the whole tree in view (a function called before its definition
+    /// with an integer literal argument, a constant or kernel used before its
+    /// declaration).
+    Whole,
+}
+
+/// What [`crate::assemble`] runs first: parses and assembles one declaration at a time,
+/// reading the tokens a window at a time ([`parser::TokenStream`]), so that no token array
+/// or parse tree of the whole file is ever built. Same parser as the whole-tree path; when
+/// it gives a module, it is the module [`assemble_ast_with`] gives.
+pub(crate) fn assemble_stream(src: &str, file_name: &str, base_dir: Option<&Path>) -> Streamed {
+    assemble_stream_in(src, file_name, base_dir, parser::TokenStream::new)
+}
+
+fn assemble_stream_in<'s>(
+    src: &'s str,
+    file_name: &str,
+    base_dir: Option<&Path>,
+    tokens: impl FnOnce(&'s str) -> Result<parser::TokenStream<'s>, Diagnostic>,
+) -> Streamed {
+    match stream_items(src, file_name, base_dir, tokens) {
+        Ok(Some(m)) => Streamed::Module(m),
+        Ok(None) => Streamed::Whole,
+        Err(d) => Streamed::Error(d),
+    }
+}
+
+/// See [`assemble_stream`]; `Ok(None)` is [`Streamed::Whole`].
+fn stream_items<'s>(
+    src: &'s str,
+    file_name: &str,
+    base_dir: Option<&Path>,
+    tokens: impl FnOnce(&'s str) -> Result<parser::TokenStream<'s>, Diagnostic>,
+) -> Result<Option<Module>, Diagnostic> {
+    let mut ts = tokens(src)?;
     let mut a = Asm::new(src, base_dir, false, true);
     let (mut consts, mut kernels, mut funcs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut name = "main".to_string();
     // One declaration's nodes at a time: the arena's memory is reused.
     let mut ar = bumpalo::Bump::new();
     // The name of a declaration, borrowed from the source (not from the arena).
     let key = |n: &Name<'_>| src.get(n.span.start + 1..n.span.end);
+    let mut first = true;
     loop {
         ar.reset();
-        let item = p.next_item(&ar).ok()?;
-        p.take_line_starts(&mut a.lines.starts);
+        ts.take_line_starts(&mut a.lines.starts);
+        let (toks, complete) = ts.window();
+        let step = if first {
+            parser::parse_start(src, toks, complete, &ar).map(|s| match s {
+                Step::Done(n, (header, item)) => Step::Done(n, (header, item)),
+                Step::More => Step::More,
+            })
+        } else {
+            parser::parse_item(src, toks, complete, &ar).map(|s| match s {
+                Step::Done(n, item) => Step::Done(n, (None, item)),
+                Step::More => Step::More,
+            })
+        };
+        let (used, header, item) = match step {
+            Ok(Step::Done(n, (header, item))) => (n, header, item),
+            Ok(Step::More) => {
+                ts.more()?;
+                continue;
+            }
+            Err(d) => {
+                // A lexical error anywhere comes first, as when the whole file is lexed.
+                ts.check_rest()?;
+                return Err(d);
+            }
+        };
+        first = false;
+        match header {
+            None => {}
+            Some(ModuleName::Ident(n)) => name = n.text.to_string(),
+            Some(ModuleName::Str(s)) => match decode_string(s) {
+                Ok(text) => name = text,
+                Err(_) => return Ok(None),
+            },
+        }
+        let Some(item) = item else { break };
         match item {
-            None => break,
-            Some(stream::Item::Const(c)) => a.declare_const(&c, key(&c.name)?, &mut consts),
-            Some(stream::Item::Kernel(k)) => a.declare_kernel(&k, key(&k.name)?, &mut kernels),
-            Some(stream::Item::Func(f)) => {
+            Item::Const(c) => a.declare_const(&c, key(&c.name).unwrap_or(""), &mut consts),
+            Item::Kernel(k) => a.declare_kernel(&k, key(&k.name).unwrap_or(""), &mut kernels),
+            Item::Func(f) => {
                 let fi = funcs.len();
-                a.declare_func(fi, &f, key(&f.name)?);
+                a.declare_func(fi, &f, key(&f.name).unwrap_or(""));
                 funcs.push(assemble_func(&mut a, fi, &f).0);
             }
         }
         if a.give_up || !a.errs.is_empty() {
-            return None;
+            return Ok(None);
         }
+        ts.consume(used)?;
     }
     for &(fi, pc, callee) in &a.fixups {
-        let &(id, _) = a.funcs.get(callee)?;
+        let Some(&(id, _)) = a.funcs.get(callee) else { return Ok(None) };
         match funcs.get_mut(fi).and_then(|f: &mut Function| f.code.get_mut(pc)) {
             Some(Instr::Call { func, .. }) => *func = id,
-            _ => return None,
+            _ => return Ok(None),
         }
     }
-    Some(Module {
+    Ok(Some(Module {
         name,
         literals: a.literals,
         consts,
@@ -547,5 +612,220 @@ pub(crate) fn assemble_stream(src: &str, file_name: &str, base_dir: Option<&Path
         attrs: a.attrs,
         kernels,
         source_file: Some(file_name.to_string()),
-    })
+    }))
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+
+    /// Every `.rxa` file of the repository: examples, test programs, invalid programs and
+    /// the fuzzing corpus.
+    fn corpus() -> Vec<(String, String)> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let dirs = ["examples", "tests/programs", "tests/bad", "asm/tests/programs", "fuzz/corpus/asm_text"];
+        let mut out = Vec::new();
+        for d in dirs {
+            let Ok(rd) = std::fs::read_dir(root.join(d)) else { continue };
+            for e in rd.flatten() {
+                if e.path().extension().is_none_or(|x| x != "rxa") {
+                    continue;
+                }
+                if let Ok(text) = std::fs::read_to_string(e.path()) {
+                    out.push((e.path().display().to_string(), text));
+                }
+            }
+        }
+        out.sort();
+        assert!(out.len() > 50, "found only {} programs", out.len());
+        out
+    }
+
+    /// A small deterministic generator (64-bit LCG).
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((self.0 >> 33) % n.max(1) as u64) as usize
+        }
+    }
+
+    /// Variants of `src` with small edits: a byte deleted, a line duplicated or deleted, a
+    /// snippet inserted, a prefix.
+    fn mutations(src: &str, rng: &mut Rng, n: usize) -> Vec<String> {
+        const SNIPPETS: &[&str] = &[
+            "\n",
+            " ",
+            ",",
+            "%",
+            "@",
+            "-",
+            "-inf",
+            "nan(0x1)",
+            "0x",
+            "1.5e",
+            "\"",
+            "\\",
+            ";",
+            "}",
+            "{",
+            "(",
+            ")",
+            "[",
+            "]",
+            "->",
+            ":",
+            "=",
+            "?",
+            "none",
+            "func",
+            "const",
+            "kernel",
+            "module m\n",
+            "ret\n",
+            "1",
+            "-7",
+            "2.5",
+            "%x",
+            "@w",
+            "é",
+            "\t",
+            "\r\n",
+            "label:",
+            "br l",
+            "int",
+            "f32[2]",
+            "in %a at 0",
+            "\"a\\\"b\"",
+        ];
+        let mut out = Vec::new();
+        let chars: Vec<(usize, char)> = src.char_indices().collect();
+        let lines: Vec<&str> = src.split_inclusive('\n').collect();
+        for _ in 0..n {
+            let mut s = src.to_string();
+            match rng.below(5) {
+                0 if !chars.is_empty() => {
+                    let (i, c) = chars[rng.below(chars.len())];
+                    s.replace_range(i..i + c.len_utf8(), "");
+                }
+                1 if !lines.is_empty() => {
+                    let k = rng.below(lines.len());
+                    let mut v = lines.clone();
+                    if rng.below(2) == 0 {
+                        v.insert(k, lines[k]);
+                    } else {
+                        v.remove(k);
+                    }
+                    s = v.concat();
+                }
+                2 => {
+                    let at = chars.get(rng.below(chars.len() + 1)).map_or(src.len(), |c| c.0);
+                    s.insert_str(at, SNIPPETS[rng.below(SNIPPETS.len())]);
+                }
+                3 => {
+                    let at = chars.get(rng.below(chars.len() + 1)).map_or(src.len(), |c| c.0);
+                    s.truncate(at);
+                }
+                _ => {
+                    let at = chars.get(rng.below(chars.len() + 1)).map_or(src.len(), |c| c.0);
+                    let snippet: String = (0..1 + rng.below(6)).map(|_| SNIPPETS[rng.below(SNIPPETS.len())]).collect();
+                    s.insert_str(at, &snippet);
+                }
+            }
+            out.push(s);
+        }
+        out
+    }
+
+    /// Item by item (with a window of `window` tokens) and the whole tree give the same
+    /// module, or the same parse error; the item-by-item path fails only where the whole
+    /// tree does (forward references aside).
+    fn check_assembler_with(src: &str, name: &str, window: usize) -> bool {
+        let dir = std::path::Path::new(name).parent();
+        let streamed = assemble_stream_in(src, name, dir, |s| parser::TokenStream::with_window(s, window));
+        let reference = crate::assemble_with_map(src, name, dir).map(|(m, _)| m);
+        match (streamed, reference) {
+            (Streamed::Module(f), Ok(r)) => {
+                // (Not `==`: NaN literals are not equal to themselves.)
+                assert_eq!(rxvm_vm::write_module(&f), rxvm_vm::write_module(&r), "different .rxb for {src:?}");
+                let (f, r) = (format!("{f:#?}"), format!("{r:#?}"));
+                if f != r {
+                    let at = f.lines().zip(r.lines()).position(|(a, b)| a != b).unwrap_or(0);
+                    let show = |t: &str| t.lines().skip(at.saturating_sub(8)).take(16).collect::<Vec<_>>().join("\n");
+                    panic!("modules differ for {src:?}:\n{}\n--- reference:\n{}", show(&f), show(&r));
+                }
+                true
+            }
+            (Streamed::Module(_), Err(d)) => panic!("only the item-by-item path assembles {src:?}:\n{}", d.render()),
+            (Streamed::Error(e), Err(d)) => {
+                let items = d.items();
+                assert_eq!(items.len(), 1, "{src:?}");
+                assert_eq!(format!("{e:?}"), format!("{:?}", items[0]), "different errors for {src:?}");
+                false
+            }
+            (Streamed::Error(e), Ok(_)) => panic!("only the whole tree assembles {src:?}: {}", e.message),
+            (Streamed::Whole, _) => false,
+        }
+    }
+
+    fn check_assembler(src: &str, name: &str) -> bool {
+        check_assembler_with(src, name, parser::WINDOW)
+    }
+
+    #[test]
+    fn assembler_matches_reference() {
+        // Edge cases: empty input, a quoted module name, CRLF, tabs and comments, long and
+        // hexadecimal integers, attribute and list forms, labels before instructions.
+        for src in [
+            "",
+            "\n\n; only a comment\n",
+            "module \"a \\\"b\\\"\"\r\nfunc @f() -> int {\r\n\t%x = int 999999999999999999 ; c\r\n\tret %x\r\n}\r\n",
+            "func @f() -> (int, float) {\n  %a = int -9223372036854775808\n  %b = int 0x7fffffffffffffff\n  \
+             %c = call @vm.iadd(%a, 1000000000000000000)\n  %d = float -nan(0x1)\n  ret %c, %d\n}\n",
+            "const @w: f32[2] = [1, 2.5]\nconst @s: i64[1] = [-0x10]\nfunc @f(%x: f32[2]) {\n  \
+             call @onnx.Relu(%x) -> (%x) {\n    a = [1,\n 2], b = 0.5, c = \"s\", d = []\n  }\n  ret\n}\n",
+            "func @f(%n: int) {\nl0: l1:\n  br_if %n, l1, l2\nl2: ret\n}\n",
+        ] {
+            for window in [1, 2, 3, 5, 64] {
+                assert!(check_assembler_with(src, "t.rxa", window), "{src:?}");
+            }
+        }
+        let mut rng = Rng(13);
+        let (mut ok, mut total) = (0, 0);
+        for (path, text) in corpus() {
+            let fast = check_assembler(&text, &path);
+            if path.contains("/examples/") || path.contains("/programs/") {
+                // (`kernels.rxa` declares a kernel after its use: the whole tree.)
+                assert!(fast || path.ends_with("kernels.rxa"), "{path} is assembled item by item");
+            }
+            for m in mutations(&text, &mut rng, 40) {
+                total += 1;
+                // Small windows: declarations continue past them (`Step::More`).
+                let window = [1, 2, 3, 7, 16, 4096][rng.below(6)];
+                ok += usize::from(check_assembler_with(&m, &path, window));
+            }
+        }
+        assert!(ok > total / 20 && ok < total, "{ok} of {total} mutations assembled");
+    }
+
+    #[test]
+    fn forward_references() {
+        // A call before the definition: resolved at the end (no integer literal argument).
+        let src = "func @main(%x: float) -> float {\n  %y = call @f(%x, 2.5)\n  ret %y\n}\n\
+                   func @f(%a: float, %b: float) -> float {\n  ret %a\n}\n";
+        assert!(check_assembler(src, "t.rxa"));
+        // With an integer literal argument the callee's parameter types matter: reference path.
+        let src = "func @main(%x: float) -> float {\n  %y = call @f(%x, 2)\n  ret %y\n}\n\
+                   func @f(%a: float, %b: float) -> float {\n  ret %a\n}\n";
+        assert!(!check_assembler(src, "t.rxa"));
+        assert!(crate::assemble(src, "t.rxa").is_ok());
+        // A constant declared after its use: reference path.
+        let src = "func @main() {\n  %c = const @w\n  ret\n}\nconst @w: f32[1] = [1.0]\n";
+        assert!(!check_assembler(src, "t.rxa"));
+        assert!(crate::assemble_unverified(src, "t.rxa").is_ok());
+        // Never defined: the reference path reports it.
+        let src = "func @main() {\n  call @g()\n  ret\n}\n";
+        assert!(!check_assembler(src, "t.rxa"));
+    }
 }
