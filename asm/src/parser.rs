@@ -32,7 +32,8 @@ use std::cell::Cell;
 
 // ---------------------------------------------------------------- input and errors
 
-const MAX_EXPECTED: usize = 32;
+/// Room for what is expected at one position, duplicates included (at most a few dozen).
+const MAX_EXPECTED: usize = 64;
 
 /// Shared record of the furthest failure. Holds no heap data (it lives in the arena).
 pub struct Tracker {
@@ -95,16 +96,24 @@ impl Tracker {
         } else if pos < f {
             return;
         }
+        // Duplicates are removed when the list is read: this runs on the success path too
+        // (`opt`, the end of a list), the error only once.
         let n = self.len.get();
-        if self.expected[..n].iter().any(|e| e.get() == what) || n == MAX_EXPECTED {
-            return;
+        if let Some(slot) = self.expected.get(n) {
+            slot.set(what);
+            self.len.set(n + 1);
         }
-        self.expected[n].set(what);
-        self.len.set(n + 1);
     }
 
+    /// What was expected at the furthest position, each once, in the order recorded.
     fn expected(&self) -> Vec<String> {
-        self.expected[..self.len.get()].iter().map(|e| e.get().show()).collect()
+        let mut seen: Vec<Exp> = Vec::new();
+        for e in &self.expected[..self.len.get()] {
+            if !seen.contains(&e.get()) {
+                seen.push(e.get());
+            }
+        }
+        seen.into_iter().map(Exp::show).collect()
     }
 }
 
@@ -339,10 +348,20 @@ pub fn int_value(text: &str) -> Option<i128> {
         Some(d) => (true, d),
         None => (false, text),
     };
-    // Fast path: up to 18 decimal digits cannot overflow a u64.
-    if !digits.is_empty() && digits.len() <= 18 && digits.bytes().all(|b| b.is_ascii_digit()) {
-        let v = digits.bytes().fold(0u64, |v, b| v * 10 + u64::from(b - b'0')) as i128;
-        return Some(if neg { -v } else { v });
+    // Fast path: up to 18 decimal digits cannot overflow a u64 (one pass; anything else,
+    // hexadecimal above all, takes the general loop).
+    if !digits.is_empty() && digits.len() <= 18 {
+        let mut v = 0u64;
+        let mut decimal = true;
+        for b in digits.bytes() {
+            let d = b.wrapping_sub(b'0');
+            decimal &= d <= 9;
+            v = v.wrapping_mul(10).wrapping_add(u64::from(d));
+        }
+        if decimal {
+            let v = v as i128;
+            return Some(if neg { -v } else { v });
+        }
     }
     let (radix, digits) = match digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
         Some(h) => (16, h),
@@ -753,20 +772,24 @@ fn kernel_call<'a>(ar: &'a Bump, kernel: Name<'a>, i: Toks<'a>) -> PResult<'a, I
     Ok((i, InstrKind::KernelCall { kernel, args, global }))
 }
 
-/// `[%d, ... =] mnemonic operands`
-fn instr<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, InstrNode<'a>> {
-    move |i: Toks<'a>| {
-        let start = i.first().map_or(0, |t| t.start as usize);
-        let (i, dsts) = opt(terminated(comma_list(ar, reg, false), punct(TokKind::Eq))).parse(i)?;
-        let (i, (mnem, op)) = match &dsts {
-            Some(_) => cut(mnemonic(true)).parse(i)?,
-            None => mnemonic(false)(i)?,
-        };
-        let (i, kind) = cut(|i| operands(ar, op, i)).parse(i)?;
-        let dsts: &'a [Name<'a>] = dsts.unwrap_or(&[]);
-        let span = Span::new(start, i.prev_end());
-        Ok((i, InstrNode { dsts, mnemonic: mnem, kind, span }))
-    }
+/// `[%d, ... =] mnemonic operands`, allocated in the arena (an instruction node is a few
+/// hundred bytes: it is built in place rather than returned by value).
+fn instr<'a>(ar: &'a Bump, i: Toks<'a>) -> PResult<'a, &'a InstrNode<'a>> {
+    let start = i.first().map_or(0, |t| t.start as usize);
+    let (i, dsts) = opt(terminated(comma_list(ar, reg, false), punct(TokKind::Eq))).parse(i)?;
+    let (i, (mnem, op)) = match &dsts {
+        Some(_) => cut(mnemonic(true)).parse(i)?,
+        None => mnemonic(false)(i)?,
+    };
+    let (i, kind) = match operands(ar, op, i) {
+        Ok(r) => r,
+        // (`cut`: after the mnemonic, no alternative.)
+        Err(nom::Err::Error(e)) => return Err(nom::Err::Failure(e)),
+        Err(e) => return Err(e),
+    };
+    let dsts: &'a [Name<'a>] = dsts.unwrap_or(&[]);
+    let span = Span::new(start, i.prev_end());
+    Ok((i, &*ar.alloc(InstrNode { dsts, mnemonic: mnem, kind, span })))
 }
 
 /// `name:` (checks both tokens before committing, so that an unknown mnemonic is not
@@ -785,7 +808,8 @@ fn label_def(i: Toks<'_>) -> PResult<'_, Name<'_>> {
 
 fn body<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [BodyItem<'a>]> {
     move |mut i: Toks<'a>| {
-        let mut items = Vec::new();
+        // (Most functions have a few dozen instructions.)
+        let mut items: SmallVec<[BodyItem<'a>; 32]> = SmallVec::new();
         loop {
             let (rest, ()) = nls(i)?;
             i = rest;
@@ -798,10 +822,10 @@ fn body<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [BodyItem<'
                 Err(nom::Err::Error(_)) => {}
                 Err(e) => return Err(e),
             }
-            match instr(ar)(i) {
+            match instr(ar, i) {
                 Ok((rest, ins)) => {
                     let (rest, ()) = cut(stmt_end).parse(rest)?;
-                    items.push(BodyItem::Instr(ar.alloc(ins)));
+                    items.push(BodyItem::Instr(ins));
                     i = rest;
                 }
                 Err(nom::Err::Error(_)) => return Ok((i, &*ar.alloc_slice_copy(&items))),

@@ -62,18 +62,55 @@ fn mnemonic_table() -> Vec<Mnemonic> {
     v
 }
 
+/// The mnemonic table and an index for looking words up.
+struct Table {
+    list: Vec<Mnemonic>,
+    /// By [`bucket`]: 1 + the index in `list` of the only mnemonic there, 0 for none,
+    /// [`SHARED`] when several share the bucket (then `list` is searched).
+    index: [u8; 256],
+}
+
+const SHARED: u8 = u8::MAX;
+
+/// A hash of a word: its length, first and last bytes.
+#[inline]
+fn bucket(w: &[u8]) -> usize {
+    match (w.first(), w.last()) {
+        (Some(&f), Some(&l)) => (w.len().wrapping_mul(7) ^ usize::from(f).wrapping_mul(3) ^ usize::from(l)) & 255,
+        _ => 0,
+    }
+}
+
+fn table() -> &'static Table {
+    static TABLE: std::sync::OnceLock<Table> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let list = mnemonic_table();
+        let mut index = [0u8; 256];
+        for (k, m) in list.iter().enumerate() {
+            let b = &mut index[bucket(m.text.as_bytes())];
+            *b = if *b == 0 { u8::try_from(k + 1).unwrap_or(SHARED) } else { SHARED };
+        }
+        Table { list, index }
+    })
+}
+
 /// Every mnemonic, in the order "expected" lists show them: those written with
 /// destinations first, then those without, each group in opcode-table order with the
 /// instructions without operands (`nop`) last.
 pub fn mnemonics() -> &'static [Mnemonic] {
-    static TABLE: std::sync::OnceLock<Vec<Mnemonic>> = std::sync::OnceLock::new();
-    TABLE.get_or_init(mnemonic_table)
+    &table().list
 }
 
-/// The mnemonic spelled `text`, if any.
+/// The mnemonic spelled `text`, if any. (The parser asks about every instruction: one
+/// table lookup and one comparison.)
 #[inline]
 pub fn mnemonic(text: &str) -> Option<&'static Mnemonic> {
-    mnemonics().iter().find(|m| m.text == text)
+    let t = table();
+    match t.index[bucket(text.as_bytes())] {
+        0 => None,
+        SHARED => t.list.iter().find(|m| m.text == text),
+        k => t.list.get(usize::from(k) - 1).filter(|m| m.text == text),
+    }
 }
 
 /// The type keywords that are not tensor types: `int`, `float`, `shape`, `storage`,
@@ -135,6 +172,8 @@ mod tests {
         );
         assert_eq!(mnemonic("call").map(|m| m.op), Some(Opcode::Call));
         assert_eq!(mnemonic("frob"), None);
+        assert_eq!(mnemonic(""), None);
+        assert_eq!(mnemonic("callx"), None);
         for &op in Opcode::ALL {
             assert!(mnemonic(op.mnemonic()).is_some(), "{op:?}");
         }
