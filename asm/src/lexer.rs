@@ -92,15 +92,23 @@ impl TokKind {
     }
 }
 
-/// A token: its kind, its text and its byte span in the source.
+/// A token: its text (borrowed from the source), where it starts, and its kind. 24 bytes:
+/// the parser reads tokens from a window of a few thousand, which stays in cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tok<'a> {
-    pub kind: TokKind,
     pub text: &'a str,
-    pub span: Span,
+    pub start: u32,
+    pub kind: TokKind,
 }
 
 impl Tok<'_> {
+    /// The token's byte span in the source.
+    #[inline]
+    pub fn span(&self) -> Span {
+        let start = self.start as usize;
+        Span::new(start, start + self.text.len())
+    }
+
     /// How the token is shown in "found ..." messages.
     pub fn describe(&self) -> String {
         match self.kind {
@@ -127,37 +135,97 @@ pub fn lex(src: &str) -> Result<Vec<Tok<'_>>, Diagnostic> {
 /// every 3 bytes or so, so growing from small would copy the array several times).
 pub fn lex_into<'a>(src: &'a str, out: &mut Vec<Tok<'a>>) -> Result<(), Diagnostic> {
     out.reserve(src.len() / 3 + 16);
-    lex_tokens(src, out)
+    let mut lx = Lexer::new(src)?;
+    while lx.fill(out, usize::MAX)? {}
+    Ok(())
 }
 
-fn lex_tokens<'a>(src: &'a str, out: &mut Vec<Tok<'a>>) -> Result<(), Diagnostic> {
-    let mut lx = TokKind::lexer(src);
-    while let Some(r) = lx.next() {
-        let range = lx.span();
-        let span = Span::new(range.start, range.end);
-        match r {
-            Ok(TokKind::UnterminatedStr) => {
-                return Err(Diagnostic::new(span, "unterminated string")
-                    .with_label("this string has no closing `\"`")
-                    .with_note("a string ends with `\"` on the line where it starts"));
-            }
-            Ok(kind) => out.push(Tok { kind, text: lx.slice(), span }),
-            Err(()) => {
-                let text = lx.slice();
-                let c = text.chars().next().unwrap_or('?');
-                let span = Span::new(range.start, range.start + c.len_utf8());
-                let shown = if c.is_control() || c.is_whitespace() { format!("{:?}", c) } else { format!("`{c}`") };
-                return Err(Diagnostic::new(span, format!("invalid character {shown}"))
-                    .with_label("not valid here")
-                    .with_found(shown)
-                    .with_note(
-                        "tokens are `%register`, `@name`, identifiers, numbers, strings, \
-                         comments (`;` to end of line) and `, : = ( ) [ ] { } -> ?`",
-                    ));
+/// The tokens of a source, a batch at a time (see [`Lexer::fill`]).
+pub struct Lexer<'s> {
+    inner: logos::Lexer<'s, TokKind>,
+    done: bool,
+    /// With [`Lexer::with_line_starts`], the start of every line after a newline lexed so
+    /// far (to turn offsets into line numbers without scanning the source again).
+    pub line_starts: Vec<usize>,
+    lines: bool,
+}
+
+impl<'s> Lexer<'s> {
+    /// A lexer of `src`; a source of 4 GiB or more is refused (token offsets are 32-bit).
+    pub fn new(src: &'s str) -> Result<Lexer<'s>, Diagnostic> {
+        if u32::try_from(src.len()).is_err() {
+            return Err(Diagnostic::new(0..0, format!("the source is too large: {} bytes", src.len()))
+                .with_note("the assembler reads sources of less than 4 GiB"));
+        }
+        Ok(Lexer { inner: TokKind::lexer(src), done: false, line_starts: Vec::new(), lines: false })
+    }
+
+    /// Also records [`Lexer::line_starts`].
+    pub fn with_line_starts(mut self) -> Lexer<'s> {
+        self.lines = true;
+        self
+    }
+
+    /// Whether every token has been lexed.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Appends up to `n` tokens to `out`; `false` once the source is exhausted. An invalid
+    /// character or an unterminated string is an error.
+    pub fn fill(&mut self, out: &mut Vec<Tok<'s>>, n: usize) -> Result<bool, Diagnostic> {
+        for _ in 0..n {
+            let Some(r) = self.inner.next() else {
+                self.done = true;
+                return Ok(false);
+            };
+            let range = self.inner.span();
+            match r {
+                Ok(TokKind::UnterminatedStr) => {
+                    self.done = true;
+                    return Err(Diagnostic::new(range, "unterminated string")
+                        .with_label("this string has no closing `\"`")
+                        .with_note("a string ends with `\"` on the line where it starts"));
+                }
+                Ok(kind) => {
+                    if kind == TokKind::Newline && self.lines {
+                        self.line_starts.push(range.end);
+                    }
+                    // (`new` checked that offsets fit.)
+                    out.push(Tok { text: self.inner.slice(), start: range.start as u32, kind });
+                }
+                Err(()) => {
+                    self.done = true;
+                    return Err(invalid_char(self.inner.slice(), range.start));
+                }
             }
         }
+        Ok(true)
     }
-    Ok(())
+
+    /// Lexes the rest of the source without keeping the tokens: whether it has an error.
+    pub fn check_rest(&mut self) -> Result<(), Diagnostic> {
+        let mut sink = Vec::with_capacity(1024);
+        while !self.done {
+            sink.clear();
+            self.fill(&mut sink, 1024)?;
+        }
+        Ok(())
+    }
+}
+
+#[cold]
+fn invalid_char(text: &str, start: usize) -> Diagnostic {
+    let c = text.chars().next().unwrap_or('?');
+    let span = Span::new(start, start + c.len_utf8());
+    let shown = if c.is_control() || c.is_whitespace() { format!("{:?}", c) } else { format!("`{c}`") };
+    Diagnostic::new(span, format!("invalid character {shown}"))
+        .with_label("not valid here")
+        .with_found(shown)
+        .with_note(
+            "tokens are `%register`, `@name`, identifiers, numbers, strings, \
+             comments (`;` to end of line) and `, : = ( ) [ ] { } -> ?`",
+        )
 }
 
 #[cfg(test)]
@@ -229,7 +297,7 @@ mod tests {
         let t = lex("  %é_x = mov %y").map(|t| t.len());
         assert!(t.is_err(), "é is not an identifier character");
         let toks = lex("ab  %cd\n@e").expect("lexes");
-        let spans: Vec<_> = toks.iter().map(|t| (t.span.start, t.span.end)).collect();
+        let spans: Vec<_> = toks.iter().map(|t| (t.span().start, t.span().end)).collect();
         assert_eq!(spans, vec![(0, 2), (4, 7), (7, 8), (8, 10)]);
     }
 

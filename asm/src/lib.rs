@@ -24,7 +24,7 @@ pub mod diag;
 pub mod lexer;
 pub mod parser;
 pub mod printer;
-mod stream;
+pub mod syntax;
 
 pub use diag::{emit_runtime_error, render_runtime_error, runtime_diagnostic, Diagnostic, Diagnostics};
 pub use rxvm_vm::Module;
@@ -57,13 +57,14 @@ fn assemble_map_opt(
 }
 
 fn assemble_in(source: &str, file_name: &str, base_dir: Option<&Path>) -> Result<Module, Diagnostics> {
-    // Valid programs take the streaming fast path; anything it gives up on (every invalid
-    // program among others) goes through the reference parser, which explains errors.
-    // The source map is only needed to place a verifier error: assemble without it, and
-    // (rarely) assemble again with it when the verifier refuses the module.
+    // Declaration by declaration first; the whole parse tree when that is not enough (see
+    // `Streamed::Whole`). The source map is only needed to place a verifier error:
+    // assemble without it, and (rarely) assemble again with it when the verifier refuses
+    // the module.
     let module = match assemble::assemble_stream(source, file_name, base_dir) {
-        Some(m) => m,
-        None => assemble_map_opt(source, file_name, base_dir, false)?.0,
+        assemble::Streamed::Module(m) => m,
+        assemble::Streamed::Whole => assemble_map_opt(source, file_name, base_dir, false)?.0,
+        assemble::Streamed::Error(d) => return Err(Diagnostics::new(file_name, source, vec![d])),
     };
     match rxvm_vm::verify_module(&module) {
         Ok(()) => Ok(module),

@@ -6,28 +6,40 @@
 //! input; when the parse fails, the error is reported at the furthest position any parser
 //! reached, listing everything that was expected there (which also covers alternatives that
 //! `opt`/`many0` swallow). `cut` marks points after which alternatives are not retried.
+//!
+//! It is the only parser, for valid and invalid programs alike. [`parse`] reads a whole
+//! file; the assembler reads one declaration at a time ([`parse_start`], [`parse_item`])
+//! from a window of tokens ([`TokenStream`]): a rule that runs out of tokens before the
+//! end of the source returns `nom::Err::Incomplete`, and the declaration is parsed again
+//! with a larger window. The rules are written for speed on valid programs: the input is
+//! two words, a rule with alternatives looks at the next token's kind (or the mnemonic's
+//! opcode) instead of trying each, and failures only record what was expected.
 
 use crate::ast::*;
 use crate::diag::Diagnostic;
 use crate::lexer::{lex, lex_into, Tok, TokKind};
+use crate::syntax;
 use bumpalo::Bump;
 use nom::branch::alt;
 use nom::combinator::{cut, map, opt};
 use nom::error::{ErrorKind, ParseError};
 use nom::sequence::{delimited, preceded, terminated};
 use nom::{IResult, Input, Needed, Parser};
+use rxvm_vm::bytecode::Opcode;
+use rxvm_vm::types::Kind;
 use smallvec::SmallVec;
 use std::cell::Cell;
 
 // ---------------------------------------------------------------- input and errors
 
-const MAX_EXPECTED: usize = 32;
+/// Room for what is expected at one position, duplicates included (at most a few dozen).
+const MAX_EXPECTED: usize = 64;
 
 /// Shared record of the furthest failure. Holds no heap data (it lives in the arena).
 pub struct Tracker {
     furthest: Cell<usize>,
     len: Cell<usize>,
-    expected: [Cell<&'static str>; MAX_EXPECTED],
+    expected: [Cell<Exp>; MAX_EXPECTED],
     custom: Cell<Option<(Custom, Span)>>,
     /// The `{` of an attribute block being parsed (set after `{`, cleared after `}`), so
     /// that an error inside an unclosed block can point back at it.
@@ -45,15 +57,38 @@ impl Default for Tracker {
         Tracker {
             furthest: Cell::new(0),
             len: Cell::new(0),
-            expected: std::array::from_fn(|_| Cell::new("")),
+            expected: std::array::from_fn(|_| Cell::new(Exp::Text(""))),
             custom: Cell::new(None),
             open_block: Cell::new(None),
         }
     }
 }
 
+/// Something expected: a description, or a word of the language (shown in backquotes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Exp {
+    Text(&'static str),
+    Word(&'static str),
+}
+
+impl Exp {
+    fn show(self) -> String {
+        match self {
+            Exp::Text(t) => t.to_string(),
+            Exp::Word(w) => format!("`{w}`"),
+        }
+    }
+}
+
+impl From<&'static str> for Exp {
+    fn from(t: &'static str) -> Exp {
+        Exp::Text(t)
+    }
+}
+
 impl Tracker {
-    fn record(&self, pos: usize, what: &'static str) {
+    fn record(&self, pos: usize, what: impl Into<Exp>) {
+        let what = what.into();
         let f = self.furthest.get();
         if pos > f || self.len.get() == 0 {
             self.furthest.set(pos);
@@ -61,60 +96,116 @@ impl Tracker {
         } else if pos < f {
             return;
         }
+        // Duplicates are removed when the list is read: this runs on the success path too
+        // (`opt`, the end of a list), the error only once.
         let n = self.len.get();
-        if self.expected[..n].iter().any(|e| e.get() == what) || n == MAX_EXPECTED {
-            return;
+        if let Some(slot) = self.expected.get(n) {
+            slot.set(what);
+            self.len.set(n + 1);
         }
-        self.expected[n].set(what);
-        self.len.set(n + 1);
     }
 
+    /// What was expected at the furthest position, each once, in the order recorded.
     fn expected(&self) -> Vec<String> {
-        self.expected[..self.len.get()].iter().map(|e| e.get().to_string()).collect()
+        let mut seen: Vec<Exp> = Vec::new();
+        for e in &self.expected[..self.len.get()] {
+            if !seen.contains(&e.get()) {
+                seen.push(e.get());
+            }
+        }
+        seen.into_iter().map(Exp::show).collect()
     }
 }
 
-/// A window `all[start..end]` of the token slice; the nom input type.
+/// What every copy of the input shares: the tokens, whether they reach the end of the
+/// source, and the failure record. Lives in the arena.
+pub struct Cx<'a> {
+    all: &'a [Tok<'a>],
+    /// The tokens reach the end of the source. When they do not (the parser reads a window
+    /// of a longer token stream), a rule that runs out of tokens asks for more
+    /// (`nom::Err::Incomplete`) instead of failing.
+    complete: bool,
+    track: Tracker,
+}
+
+/// A window `all[start..end]` of the token slice; the nom input type. Two words: a pointer
+/// to the shared [`Cx`] and two 32-bit indices.
 #[derive(Clone, Copy)]
 pub struct Toks<'a> {
-    all: &'a [Tok<'a>],
-    start: usize,
-    end: usize,
-    track: &'a Tracker,
+    cx: &'a Cx<'a>,
+    start: u32,
+    end: u32,
 }
 
 impl<'a> Toks<'a> {
-    pub fn new(all: &'a [Tok<'a>], track: &'a Tracker) -> Toks<'a> {
-        Toks { all, start: 0, end: all.len(), track }
+    fn new(cx: &'a Cx<'a>) -> Toks<'a> {
+        // (Token counts are below the source length, which the lexer keeps below 4 GiB.)
+        Toks { cx, start: 0, end: cx.all.len() as u32 }
     }
 
     fn slice(&self) -> &'a [Tok<'a>] {
-        &self.all[self.start..self.end]
+        self.cx.all.get(self.start as usize..self.end as usize).unwrap_or(&[])
     }
 
+    #[inline]
     fn first(&self) -> Option<&'a Tok<'a>> {
-        self.slice().first()
+        if self.start < self.end {
+            self.cx.all.get(self.start as usize)
+        } else {
+            None
+        }
     }
 
     fn peek(&self, n: usize) -> Option<&'a Tok<'a>> {
         self.slice().get(n)
     }
 
+    #[inline]
     fn advance(self, n: usize) -> Toks<'a> {
-        Toks { start: (self.start + n).min(self.end), ..self }
+        Toks { start: (self.start as usize + n).min(self.end as usize) as u32, ..self }
+    }
+
+    fn pos(&self) -> usize {
+        self.start as usize
+    }
+
+    fn track(&self) -> &'a Tracker {
+        &self.cx.track
+    }
+
+    /// Fewer than `n` tokens are left, and more may follow in the source.
+    #[inline]
+    fn short(&self, n: usize) -> bool {
+        (self.end - self.start) < n as u32 && !self.cx.complete
     }
 
     /// End of the last token consumed before this point.
     fn prev_end(&self) -> usize {
-        match self.start.checked_sub(1).and_then(|i| self.all.get(i)) {
-            Some(t) => t.span.end,
+        match (self.start as usize).checked_sub(1).and_then(|i| self.cx.all.get(i)) {
+            Some(t) => t.span().end,
             None => 0,
         }
     }
 
-    /// Records that `what` was expected here and fails (recoverably).
-    fn fail<T>(&self, what: &'static str) -> PResult<'a, T> {
-        self.track.record(self.start, what);
+    /// Records that `what` was expected here and fails (recoverably); at the end of an
+    /// incomplete window, asks for more tokens instead.
+    #[inline]
+    fn fail<T>(&self, what: impl Into<Exp>) -> PResult<'a, T> {
+        if self.short(1) {
+            return Err(nom::Err::Incomplete(Needed::Unknown));
+        }
+        self.track().record(self.pos(), what.into());
+        Err(nom::Err::Error(PErr))
+    }
+
+    /// Records every item of `what` as expected here and fails (as [`Toks::fail`]).
+    fn fail_all<T>(&self, what: &[Exp]) -> PResult<'a, T> {
+        if self.short(1) {
+            return Err(nom::Err::Incomplete(Needed::Unknown));
+        }
+        for w in what {
+            self.track().record(self.pos(), *w);
+        }
         Err(nom::Err::Error(PErr))
     }
 }
@@ -131,10 +222,10 @@ impl<'a> Input for Toks<'a> {
     type IterIndices = std::iter::Enumerate<std::slice::Iter<'a, Tok<'a>>>;
 
     fn input_len(&self) -> usize {
-        self.end - self.start
+        (self.end - self.start) as usize
     }
     fn take(&self, index: usize) -> Self {
-        Toks { end: (self.start + index).min(self.end), ..*self }
+        Toks { end: (self.start as usize + index).min(self.end as usize) as u32, ..*self }
     }
     fn take_from(&self, index: usize) -> Self {
         self.advance(index)
@@ -187,6 +278,15 @@ fn tok<'a>(kind: TokKind, what: &'static str) -> impl Fn(Toks<'a>) -> PResult<'a
     }
 }
 
+/// A token of kind `kind` (no closure: the hot rules call it directly).
+#[inline]
+fn tok_of(i: Toks<'_>, kind: TokKind) -> PResult<'_, Tok<'_>> {
+    match i.first() {
+        Some(t) if t.kind == kind => Ok((i.advance(1), *t)),
+        _ => i.fail(kind.describe()),
+    }
+}
+
 fn punct<'a>(kind: TokKind) -> impl Fn(Toks<'a>) -> PResult<'a, Tok<'a>> {
     tok(kind, kind.describe())
 }
@@ -201,11 +301,13 @@ fn kw<'a>(word: &'static str, what: &'static str) -> impl Fn(Toks<'a>) -> PResul
 
 fn name_of(t: Tok<'_>, sigil: bool) -> Name<'_> {
     let text = if sigil { t.text.get(1..).unwrap_or("") } else { t.text };
-    Name { text, span: t.span }
+    Name { text, span: t.span() }
 }
 
+#[inline]
 fn reg(i: Toks<'_>) -> PResult<'_, Name<'_>> {
-    map(punct(TokKind::Reg), |t| name_of(t, true)).parse(i)
+    let (i, t) = tok_of(i, TokKind::Reg)?;
+    Ok((i, name_of(t, true)))
 }
 
 fn global<'a>(what: &'static str) -> impl Fn(Toks<'a>) -> PResult<'a, Name<'a>> {
@@ -224,7 +326,7 @@ fn nls(i: Toks<'_>) -> PResult<'_, ()> {
 }
 
 fn end_of_file(i: Toks<'_>) -> PResult<'_, ()> {
-    if i.input_len() == 0 {
+    if i.input_len() == 0 && i.cx.complete {
         Ok((i, ()))
     } else {
         i.fail("end of file")
@@ -234,9 +336,9 @@ fn end_of_file(i: Toks<'_>) -> PResult<'_, ()> {
 /// The end of a statement: a newline, or the end of the file (reported as "newline").
 fn stmt_end(i: Toks<'_>) -> PResult<'_, ()> {
     match i.first() {
-        None => Ok((i, ())),
+        None if i.cx.complete => Ok((i, ())),
         Some(t) if t.kind == TokKind::Newline => Ok((i.advance(1), ())),
-        Some(_) => i.fail("newline"),
+        _ => i.fail("newline"),
     }
 }
 
@@ -246,10 +348,20 @@ pub fn int_value(text: &str) -> Option<i128> {
         Some(d) => (true, d),
         None => (false, text),
     };
-    // Fast path: up to 18 decimal digits cannot overflow a u64.
-    if !digits.is_empty() && digits.len() <= 18 && digits.bytes().all(|b| b.is_ascii_digit()) {
-        let v = digits.bytes().fold(0u64, |v, b| v * 10 + u64::from(b - b'0')) as i128;
-        return Some(if neg { -v } else { v });
+    // Fast path: up to 18 decimal digits cannot overflow a u64 (one pass; anything else,
+    // hexadecimal above all, takes the general loop).
+    if !digits.is_empty() && digits.len() <= 18 {
+        let mut v = 0u64;
+        let mut decimal = true;
+        for b in digits.bytes() {
+            let d = b.wrapping_sub(b'0');
+            decimal &= d <= 9;
+            v = v.wrapping_mul(10).wrapping_add(u64::from(d));
+        }
+        if decimal {
+            let v = v as i128;
+            return Some(if neg { -v } else { v });
+        }
     }
     let (radix, digits) = match digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
         Some(h) => (16, h),
@@ -279,71 +391,107 @@ pub fn float_value(text: &str) -> FloatVal {
     FloatVal::Num(text.parse::<f64>().unwrap_or(f64::NAN))
 }
 
+#[inline]
+fn int_of(t: &Tok<'_>) -> IntLit {
+    IntLit { value: int_value(t.text), span: t.span() }
+}
+
+fn float_of<'a>(t: &Tok<'a>) -> FloatLit<'a> {
+    FloatLit { text: t.text, value: float_value(t.text), span: t.span() }
+}
+
 fn int_lit(i: Toks<'_>) -> PResult<'_, IntLit> {
-    map(tok(TokKind::Int, "integer"), |t| IntLit { value: int_value(t.text), span: t.span }).parse(i)
+    let (i, t) = tok(TokKind::Int, "integer")(i)?;
+    Ok((i, int_of(&t)))
 }
 
-fn float_lit(i: Toks<'_>) -> PResult<'_, FloatLit<'_>> {
-    map(tok(TokKind::Float, "float"), |t| FloatLit { text: t.text, value: float_value(t.text), span: t.span }).parse(i)
-}
+const NUMBER: [Exp; 2] = [Exp::Text("integer"), Exp::Text("float")];
 
+/// An integer or a float (one token: the alternatives are chosen by its kind).
 fn number(i: Toks<'_>) -> PResult<'_, Number<'_>> {
-    alt((map(int_lit, Number::Int), map(float_lit, Number::Float))).parse(i)
+    match i.first() {
+        Some(t) if t.kind == TokKind::Int => Ok((i.advance(1), Number::Int(int_of(t)))),
+        Some(t) if t.kind == TokKind::Float => Ok((i.advance(1), Number::Float(float_of(t)))),
+        _ => i.fail_all(&NUMBER),
+    }
 }
 
 fn string(i: Toks<'_>) -> PResult<'_, StrLit<'_>> {
-    map(tok(TokKind::Str, "string"), |t| StrLit { raw: t.text, span: t.span }).parse(i)
+    map(tok(TokKind::Str, "string"), |t| StrLit { raw: t.text, span: t.span() }).parse(i)
 }
+
+const OPERAND: [Exp; 4] =
+    [Exp::Text("`%register`"), Exp::Text("integer"), Exp::Text("float"), Exp::Text("`@constant`")];
 
 /// An argument: register, integer, float or constant.
 fn operand(i: Toks<'_>) -> PResult<'_, Operand<'_>> {
-    alt((
-        map(reg, Operand::Reg),
-        map(int_lit, Operand::Int),
-        map(float_lit, Operand::Float),
-        map(global("`@constant`"), Operand::Const),
-    ))
-    .parse(i)
+    let Some(t) = i.first() else { return i.fail_all(&OPERAND) };
+    let o = match t.kind {
+        TokKind::Reg => Operand::Reg(name_of(*t, true)),
+        TokKind::Int => Operand::Int(int_of(t)),
+        TokKind::Float => Operand::Float(float_of(t)),
+        TokKind::Global => Operand::Const(name_of(*t, true)),
+        _ => return i.fail_all(&OPERAND),
+    };
+    Ok((i.advance(1), o))
 }
+
+const INT_OPERAND: [Exp; 2] = [Exp::Text("`%register`"), Exp::Text("integer")];
 
 /// An integer operand: register or integer literal.
+#[inline]
 fn int_operand(i: Toks<'_>) -> PResult<'_, Operand<'_>> {
-    alt((map(reg, Operand::Reg), map(int_lit, Operand::Int))).parse(i)
+    match i.first() {
+        Some(t) if t.kind == TokKind::Reg => Ok((i.advance(1), Operand::Reg(name_of(*t, true)))),
+        Some(t) if t.kind == TokKind::Int => Ok((i.advance(1), Operand::Int(int_of(t)))),
+        _ => i.fail_all(&INT_OPERAND),
+    }
 }
 
-/// `elem (, elem)*` with newlines allowed after each comma; after a comma the element is
-/// required (cut). With `allow_empty`, zero elements are accepted.
-fn comma_list<'a, O, F>(mut elem: F, allow_empty: bool) -> impl FnMut(Toks<'a>) -> PResult<'a, SmallVec<[O; 8]>>
+/// `elem (, elem)*` with newlines allowed after each comma, appended to `out`; after a
+/// comma the element is required (cut). With `allow_empty`, zero elements are accepted.
+/// (The list is built in the caller's buffer: returning it through the combinators would
+/// copy it at every level.)
+fn list_into<'a, O, F>(elem: &mut F, allow_empty: bool, i: Toks<'a>, out: &mut SmallVec<[O; 8]>) -> PResult<'a, ()>
 where
+    F: Parser<Toks<'a>, Output = O, Error = PErr>,
+{
+    let mut i = match elem.parse(i) {
+        Ok((rest, o)) => {
+            out.push(o);
+            rest
+        }
+        Err(nom::Err::Error(_)) if allow_empty => return Ok((i, ())),
+        Err(e) => return Err(e),
+    };
+    loop {
+        let after_comma = match tok_of(i, TokKind::Comma) {
+            Ok((after, _)) => after,
+            Err(nom::Err::Error(_)) => return Ok((i, ())),
+            Err(e) => return Err(e),
+        };
+        let (after_nl, ()) = nls(after_comma)?;
+        match elem.parse(after_nl) {
+            Ok((rest, o)) => {
+                out.push(o);
+                i = rest;
+            }
+            Err(nom::Err::Error(e)) => return Err(nom::Err::Failure(e)),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// [`list_into`], copied into the arena.
+fn comma_list<'a, O, F>(ar: &'a Bump, mut elem: F, allow_empty: bool) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [O]>
+where
+    O: Copy,
     F: Parser<Toks<'a>, Output = O, Error = PErr>,
 {
     move |i: Toks<'a>| {
         let mut out = SmallVec::new();
-        let mut i = match elem.parse(i) {
-            Ok((rest, o)) => {
-                out.push(o);
-                rest
-            }
-            Err(nom::Err::Error(e)) if allow_empty => {
-                let _ = e;
-                return Ok((i, out));
-            }
-            Err(e) => return Err(e),
-        };
-        loop {
-            let Ok((after_comma, _)) = punct(TokKind::Comma)(i) else {
-                return Ok((i, out));
-            };
-            let (after_nl, ()) = nls(after_comma)?;
-            match elem.parse(after_nl) {
-                Ok((rest, o)) => {
-                    out.push(o);
-                    i = rest;
-                }
-                Err(nom::Err::Error(e)) => return Err(nom::Err::Failure(e)),
-                Err(e) => return Err(e),
-            }
-        }
+        let (i, ()) = list_into(&mut elem, allow_empty, i, &mut out)?;
+        Ok((i, &*ar.alloc_slice_copy(&out)))
     }
 }
 
@@ -352,58 +500,77 @@ where
 fn bracketed<'a, O, F>(
     ar: &'a Bump,
     open: TokKind,
-    elem: F,
+    mut elem: F,
     close: TokKind,
 ) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [O]>
 where
     O: Copy,
     F: Parser<Toks<'a>, Output = O, Error = PErr>,
 {
-    let mut inner = delimited((punct(open), nls), comma_list(elem, true), (nls, cut(punct(close))));
     move |i| {
-        let (i, items) = inner.parse(i)?;
-        Ok((i, &*ar.alloc_slice_copy(&items)))
+        let (i, _) = tok_of(i, open)?;
+        let (i, ()) = nls(i)?;
+        let mut out = SmallVec::new();
+        let (i, ()) = list_into(&mut elem, true, i, &mut out)?;
+        let (i, ()) = nls(i)?;
+        let (i, _) = cut(|i| tok_of(i, close)).parse(i)?;
+        Ok((i, &*ar.alloc_slice_copy(&out)))
     }
 }
 
 // ---------------------------------------------------------------- types
 
-const SIMPLE_TYPES: [(&str, &str); 5] =
-    [("int", "`int`"), ("float", "`float`"), ("shape", "`shape`"), ("storage", "`storage`"), ("tensor", "`tensor`")];
+/// The type written `word`, when it is not a tensor type (`int`, `float`, `shape`,
+/// `storage`, `tensor`): the VM's value kinds ([`syntax::type_keywords`]).
+pub(crate) fn simple_type(word: &str) -> Option<TypeKind<'static>> {
+    let (_, kind) = syntax::type_keywords().find(|(w, _)| *w == word)?;
+    Some(match kind {
+        Kind::Int => TypeKind::Int,
+        Kind::Float => TypeKind::Float,
+        Kind::Shape => TypeKind::Shape,
+        Kind::Storage => TypeKind::Storage,
+        Kind::Tensor => TypeKind::AnyTensor,
+    })
+}
+
+/// Fails where a type was expected: the type keywords, or a tensor type.
+fn not_a_type<T>(i: Toks<'_>) -> PResult<'_, T> {
+    if !i.short(1) {
+        for (word, _) in syntax::type_keywords() {
+            i.track().record(i.pos(), Exp::Word(word));
+        }
+    }
+    i.fail("tensor type (e.g. `f32[4, ?]`)")
+}
+
+const DIM: [Exp; 2] = [Exp::Text("integer"), Exp::Text("`?`")];
 
 fn dim_expr(i: Toks<'_>) -> PResult<'_, DimExpr> {
-    alt((map(int_lit, DimExpr::Known), map(punct(TokKind::Question), |t| DimExpr::Any(t.span)))).parse(i)
+    match i.first() {
+        Some(t) if t.kind == TokKind::Int => Ok((i.advance(1), DimExpr::Known(int_of(t)))),
+        Some(t) if t.kind == TokKind::Question => Ok((i.advance(1), DimExpr::Any(t.span()))),
+        _ => i.fail_all(&DIM),
+    }
 }
 
 fn type_expr<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, TypeExpr<'a>> {
     move |i: Toks<'a>| {
         let Some(t) = i.first().filter(|t| t.kind == TokKind::Ident) else {
-            for (_, what) in SIMPLE_TYPES {
-                i.track.record(i.start, what);
-            }
-            return i.fail("tensor type (e.g. `f32[4, ?]`)");
+            return not_a_type(i);
         };
-        let simple = match t.text {
-            "int" => Some(TypeKind::Int),
-            "float" => Some(TypeKind::Float),
-            "shape" => Some(TypeKind::Shape),
-            "storage" => Some(TypeKind::Storage),
-            "tensor" => Some(TypeKind::AnyTensor),
-            _ => None,
-        };
-        if let Some(kind) = simple {
-            return Ok((i.advance(1), TypeExpr { kind, span: t.span }));
+        if let Some(kind) = simple_type(t.text) {
+            return Ok((i.advance(1), TypeExpr { kind, span: t.span() }));
+        }
+        if i.short(2) {
+            return Err(nom::Err::Incomplete(Needed::Unknown));
         }
         let next_is_bracket = i.peek(1).is_some_and(|n| n.kind == TokKind::LBracket);
         if !next_is_bracket && rxvm_vm::types::DType::from_name(t.text).is_none() {
-            for (_, what) in SIMPLE_TYPES {
-                i.track.record(i.start, what);
-            }
-            return i.fail("tensor type (e.g. `f32[4, ?]`)");
+            return not_a_type(i);
         }
         let dtype = name_of(*t, false);
         let (rest, dims) = cut(bracketed(ar, TokKind::LBracket, dim_expr, TokKind::RBracket)).parse(i.advance(1))?;
-        let span = Span::new(t.span.start, rest.prev_end());
+        let span = Span::new(t.span().start, rest.prev_end());
         Ok((rest, TypeExpr { kind: TypeKind::Tensor { dtype, dims }, span }))
     }
 }
@@ -424,35 +591,24 @@ fn results<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [TypeExp
 
 // ---------------------------------------------------------------- instructions
 
-/// Every mnemonic with its display form; `true` when it is written with destinations.
-const MNEMONICS: [(&str, &str, bool); 13] = [
-    ("mov", "`mov`", true),
-    ("int", "`int`", true),
-    ("float", "`float`", true),
-    ("const", "`const`", true),
-    ("shape", "`shape`", true),
-    ("alloc_storage", "`alloc_storage`", true),
-    ("alloc_tensor", "`alloc_tensor`", true),
-    ("call", "`call`", true),
-    ("kill", "`kill`", false),
-    ("ret", "`ret`", false),
-    ("br", "`br`", false),
-    ("br_if", "`br_if`", false),
-    ("nop", "`nop`", false),
-];
-
-/// A mnemonic. After `=` only the value-producing ones are listed as expected, but any is
-/// accepted (the assembler explains what is wrong with the destinations).
-fn mnemonic(with_dsts: bool) -> impl Fn(Toks<'_>) -> PResult<'_, Name<'_>> {
+/// A mnemonic ([`syntax::mnemonics`], from the opcode table). After `=` only the
+/// value-producing ones are listed as expected, but any is accepted (the assembler explains
+/// what is wrong with the destinations).
+fn mnemonic(with_dsts: bool) -> impl Fn(Toks<'_>) -> PResult<'_, (Name<'_>, Opcode)> {
     move |i| {
         if let Some(t) = i.first() {
-            if t.kind == TokKind::Ident && MNEMONICS.iter().any(|(m, _, _)| *m == t.text) {
-                return Ok((i.advance(1), name_of(*t, false)));
+            if t.kind == TokKind::Ident {
+                if let Some(m) = syntax::mnemonic(t.text) {
+                    return Ok((i.advance(1), (name_of(*t, false), m.op)));
+                }
             }
         }
-        for (_, what, dst) in MNEMONICS {
-            if dst || !with_dsts {
-                i.track.record(i.start, what);
+        if i.short(1) {
+            return Err(nom::Err::Incomplete(Needed::Unknown));
+        }
+        for m in syntax::mnemonics() {
+            if m.form.writes || !with_dsts {
+                i.track().record(i.pos(), Exp::Word(m.text));
             }
         }
         Err(nom::Err::Error(PErr))
@@ -471,26 +627,27 @@ fn scope_clause(i: Toks<'_>) -> PResult<'_, Option<StrLit<'_>>> {
     opt(preceded((comma, kw("scope", "`scope`")), cut(string))).parse(i)
 }
 
-/// The operands of the instruction `m`.
-fn operands<'a>(ar: &'a Bump, m: &'a str, i: Toks<'a>) -> PResult<'a, InstrKind<'a>> {
-    match m {
-        "nop" => Ok((i, InstrKind::Nop)),
-        "mov" => map(reg, |src| InstrKind::Mov { src }).parse(i),
-        "int" => map(int_lit, |value| InstrKind::Int { value }).parse(i),
-        "float" => map(number, |value| InstrKind::Float { value }).parse(i),
-        "const" => map(global("`@constant`"), |konst| InstrKind::Const { konst }).parse(i),
-        "shape" => {
+/// The operands of an instruction, by the opcode its mnemonic names (the first of those
+/// that share it: all calls are written `call`).
+fn operands<'a>(ar: &'a Bump, op: Opcode, i: Toks<'a>) -> PResult<'a, InstrKind<'a>> {
+    match op {
+        Opcode::Nop => Ok((i, InstrKind::Nop)),
+        Opcode::Mov => map(reg, |src| InstrKind::Mov { src }).parse(i),
+        Opcode::LoadInt => map(int_lit, |value| InstrKind::Int { value }).parse(i),
+        Opcode::LoadFloat => map(number, |value| InstrKind::Float { value }).parse(i),
+        Opcode::LoadConst => map(global("`@constant`"), |konst| InstrKind::Const { konst }).parse(i),
+        Opcode::MakeShape => {
             map(bracketed(ar, TokKind::LBracket, int_operand, TokKind::RBracket), |dims| InstrKind::Shape { dims })
                 .parse(i)
         }
-        "alloc_storage" => {
+        Opcode::AllocStorage => {
             let (i, size) = int_operand(i)?;
             let (i, align) = opt(preceded((comma, kw("align", "`align`")), cut(int_operand))).parse(i)?;
             let (i, device) = opt(preceded((comma, kw("device", "`device`")), cut(int_lit))).parse(i)?;
             let (i, scope) = scope_clause(i)?;
             Ok((i, InstrKind::AllocStorage { size, align, device, scope }))
         }
-        "alloc_tensor" => {
+        Opcode::AllocTensor => {
             let (i, storage) = reg(i)?;
             let (i, offset) = preceded(comma, int_operand).parse(i)?;
             let (i, dtype) = preceded(comma, ident("dtype (e.g. `f32`)")).parse(i)?;
@@ -498,8 +655,8 @@ fn operands<'a>(ar: &'a Bump, m: &'a str, i: Toks<'a>) -> PResult<'a, InstrKind<
             let (i, scope) = scope_clause(i)?;
             Ok((i, InstrKind::AllocTensor { storage, offset, dtype, dims, scope }))
         }
-        "kill" => map(reg, |reg| InstrKind::Kill { reg }).parse(i),
-        "call" => {
+        Opcode::Kill => map(reg, |reg| InstrKind::Kill { reg }).parse(i),
+        Opcode::Call | Opcode::CallBuiltin | Opcode::CallOp | Opcode::CallKernel => {
             let (i, callee) = global("`@function`")(i)?;
             if callee.text.starts_with("onnx.") {
                 return op_call(ar, callee, i);
@@ -510,29 +667,30 @@ fn operands<'a>(ar: &'a Bump, m: &'a str, i: Toks<'a>) -> PResult<'a, InstrKind<
             let (i, args) = bracketed(ar, TokKind::LParen, operand, TokKind::RParen)(i)?;
             Ok((i, InstrKind::Call { callee, args }))
         }
-        "ret" => {
-            let (i, values) = comma_list(operand, true)(i)?;
-            Ok((i, InstrKind::Ret { values: ar.alloc_slice_copy(&values) }))
+        Opcode::Ret => {
+            let (i, values) = comma_list(ar, operand, true)(i)?;
+            Ok((i, InstrKind::Ret { values }))
         }
-        "br" => map(label_ref, |target| InstrKind::Br { target }).parse(i),
-        "br_if" => {
+        Opcode::Br => map(label_ref, |target| InstrKind::Br { target }).parse(i),
+        Opcode::BrIf => {
             let (i, cond) = reg(i)?;
             let (i, then_) = preceded(comma, label_ref).parse(i)?;
             let (i, else_) = preceded(comma, label_ref).parse(i)?;
             Ok((i, InstrKind::BrIf { cond, then_, else_ }))
         }
-        _ => i.fail("instruction"),
     }
 }
 
 /// An operator input: register, constant or `none`.
+const OP_INPUT: [Exp; 3] = [Exp::Text("`%register`"), Exp::Text("`@constant`"), Exp::Word("none")];
+
 fn op_input(i: Toks<'_>) -> PResult<'_, Operand<'_>> {
-    alt((
-        map(reg, Operand::Reg),
-        map(global("`@constant`"), Operand::Const),
-        map(kw("none", "`none`"), |t| Operand::None(t.span)),
-    ))
-    .parse(i)
+    match i.first() {
+        Some(t) if t.kind == TokKind::Reg => Ok((i.advance(1), Operand::Reg(name_of(*t, true)))),
+        Some(t) if t.kind == TokKind::Global => Ok((i.advance(1), Operand::Const(name_of(*t, true)))),
+        Some(t) if t.kind == TokKind::Ident && t.text == "none" => Ok((i.advance(1), Operand::None(t.span()))),
+        _ => i.fail_all(&OP_INPUT),
+    }
 }
 
 /// An operator output. Only registers are valid (and listed as expected); `none` and
@@ -541,28 +699,27 @@ fn op_output(i: Toks<'_>) -> PResult<'_, Operand<'_>> {
     match i.first() {
         Some(t) if t.kind == TokKind::Reg => Ok((i.advance(1), Operand::Reg(name_of(*t, true)))),
         Some(t) if t.kind == TokKind::Global => Ok((i.advance(1), Operand::Const(name_of(*t, true)))),
-        Some(t) if t.kind == TokKind::Ident && t.text == "none" => Ok((i.advance(1), Operand::None(t.span))),
+        Some(t) if t.kind == TokKind::Ident && t.text == "none" => Ok((i.advance(1), Operand::None(t.span()))),
         _ => i.fail("`%register`"),
     }
 }
 
 fn attr_value<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, AttrExpr<'a>> {
     move |i: Toks<'a>| {
-        let start = i.first().map_or(0, |t| t.span.start);
-        alt((
-            map(int_lit, AttrExpr::Int),
-            map(float_lit, AttrExpr::Float),
-            map(string, AttrExpr::Str),
-            map(bracketed(ar, TokKind::LBracket, number, TokKind::RBracket), |elems| AttrExpr::List {
-                elems,
-                span: Span::default(),
-            }),
-        ))
-        .parse(i)
-        .map(|(rest, v)| match v {
-            AttrExpr::List { elems, .. } => (rest, AttrExpr::List { elems, span: Span::new(start, rest.prev_end()) }),
-            other => (rest, other),
-        })
+        const ATTR_VALUE: [Exp; 4] = [Exp::Text("integer"), Exp::Text("float"), Exp::Text("string"), Exp::Text("`[`")];
+        let Some(t) = i.first() else { return i.fail_all(&ATTR_VALUE) };
+        let v = match t.kind {
+            TokKind::Int => AttrExpr::Int(int_of(t)),
+            TokKind::Float => AttrExpr::Float(float_of(t)),
+            TokKind::Str => AttrExpr::Str(StrLit { raw: t.text, span: t.span() }),
+            TokKind::LBracket => {
+                let (rest, elems) = bracketed(ar, TokKind::LBracket, number, TokKind::RBracket)(i)?;
+                let span = Span::new(t.span().start, rest.prev_end());
+                return Ok((rest, AttrExpr::List { elems, span }));
+            }
+            _ => return i.fail_all(&ATTR_VALUE),
+        };
+        Ok((i.advance(1), v))
     }
 }
 
@@ -580,14 +737,14 @@ fn attr_node<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, AttrNode<'
 fn attr_block<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, AttrBlock<'a>> {
     move |i: Toks<'a>| {
         let (i, open) = punct(TokKind::LBrace)(i)?;
-        i.track.open_block.set(Some(open.span));
+        i.track().open_block.set(Some(open.span()));
         let (i, ()) = nls(i)?;
-        let (i, attrs) = cut(comma_list(attr_node(ar), true)).parse(i)?;
+        let (i, attrs) = cut(comma_list(ar, attr_node(ar), true)).parse(i)?;
         let (i, ()) = nls(i)?;
         let (i, _) = cut(punct(TokKind::RBrace)).parse(i)?;
-        i.track.open_block.set(None);
-        let span = Span::new(open.span.start, i.prev_end());
-        Ok((i, AttrBlock { attrs: ar.alloc_slice_copy(&attrs), span }))
+        i.track().open_block.set(None);
+        let span = Span::new(open.span().start, i.prev_end());
+        Ok((i, AttrBlock { attrs, span }))
     }
 }
 
@@ -598,7 +755,7 @@ fn op_call<'a>(ar: &'a Bump, op: Name<'a>, i: Toks<'a>) -> PResult<'a, InstrKind
         opt((punct(TokKind::Arrow), cut(bracketed(ar, TokKind::LParen, op_output, TokKind::RParen)))).parse(i)?;
     let (i, attrs) = opt(attr_block(ar)).parse(i)?;
     let (arrow, outputs) = match outs {
-        Some((a, o)) => (Some(a.span), o),
+        Some((a, o)) => (Some(a.span()), o),
         None => (None, &[][..]),
     };
     Ok((i, InstrKind::OpCall { op, inputs, outputs, arrow, attrs }))
@@ -611,32 +768,36 @@ fn kernel_call<'a>(ar: &'a Bump, kernel: Name<'a>, i: Toks<'a>) -> PResult<'a, I
     let (i, global) =
         opt((kw("global", "`global`"), cut(bracketed(ar, TokKind::LBracket, int_operand, TokKind::RBracket))))
             .parse(i)?;
-    let global = global.map(|(kw_tok, dims)| GlobalClause { dims, span: Span::new(kw_tok.span.start, i.prev_end()) });
+    let global = global.map(|(kw_tok, dims)| GlobalClause { dims, span: Span::new(kw_tok.span().start, i.prev_end()) });
     Ok((i, InstrKind::KernelCall { kernel, args, global }))
 }
 
-/// `[%d, ... =] mnemonic operands`
-fn instr<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, InstrNode<'a>> {
-    move |i: Toks<'a>| {
-        let start = i.first().map_or(0, |t| t.span.start);
-        let (i, dsts) = opt(terminated(comma_list(reg, false), punct(TokKind::Eq))).parse(i)?;
-        let (i, mnem) = match &dsts {
-            Some(_) => cut(mnemonic(true)).parse(i)?,
-            None => mnemonic(false)(i)?,
-        };
-        let (i, kind) = cut(|i| operands(ar, mnem.text, i)).parse(i)?;
-        let dsts: &'a [Name<'a>] = match dsts {
-            Some(d) => ar.alloc_slice_copy(&d),
-            None => &[],
-        };
-        let span = Span::new(start, i.prev_end());
-        Ok((i, InstrNode { dsts, mnemonic: mnem, kind, span }))
-    }
+/// `[%d, ... =] mnemonic operands`, allocated in the arena (an instruction node is a few
+/// hundred bytes: it is built in place rather than returned by value).
+fn instr<'a>(ar: &'a Bump, i: Toks<'a>) -> PResult<'a, &'a InstrNode<'a>> {
+    let start = i.first().map_or(0, |t| t.start as usize);
+    let (i, dsts) = opt(terminated(comma_list(ar, reg, false), punct(TokKind::Eq))).parse(i)?;
+    let (i, (mnem, op)) = match &dsts {
+        Some(_) => cut(mnemonic(true)).parse(i)?,
+        None => mnemonic(false)(i)?,
+    };
+    let (i, kind) = match operands(ar, op, i) {
+        Ok(r) => r,
+        // (`cut`: after the mnemonic, no alternative.)
+        Err(nom::Err::Error(e)) => return Err(nom::Err::Failure(e)),
+        Err(e) => return Err(e),
+    };
+    let dsts: &'a [Name<'a>] = dsts.unwrap_or(&[]);
+    let span = Span::new(start, i.prev_end());
+    Ok((i, &*ar.alloc(InstrNode { dsts, mnemonic: mnem, kind, span })))
 }
 
 /// `name:` (checks both tokens before committing, so that an unknown mnemonic is not
 /// reported as a missing `:`).
 fn label_def(i: Toks<'_>) -> PResult<'_, Name<'_>> {
+    if i.short(2) {
+        return Err(nom::Err::Incomplete(Needed::Unknown));
+    }
     match (i.peek(0), i.peek(1)) {
         (Some(t), Some(c)) if t.kind == TokKind::Ident && c.kind == TokKind::Colon => {
             Ok((i.advance(2), name_of(*t, false)))
@@ -647,7 +808,8 @@ fn label_def(i: Toks<'_>) -> PResult<'_, Name<'_>> {
 
 fn body<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [BodyItem<'a>]> {
     move |mut i: Toks<'a>| {
-        let mut items = Vec::new();
+        // (Most functions have a few dozen instructions.)
+        let mut items: SmallVec<[BodyItem<'a>; 32]> = SmallVec::new();
         loop {
             let (rest, ()) = nls(i)?;
             i = rest;
@@ -660,10 +822,10 @@ fn body<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [BodyItem<'
                 Err(nom::Err::Error(_)) => {}
                 Err(e) => return Err(e),
             }
-            match instr(ar)(i) {
+            match instr(ar, i) {
                 Ok((rest, ins)) => {
                     let (rest, ()) = cut(stmt_end).parse(rest)?;
-                    items.push(BodyItem::Instr(ar.alloc(ins)));
+                    items.push(BodyItem::Instr(ins));
                     i = rest;
                 }
                 Err(nom::Err::Error(_)) => return Ok((i, &*ar.alloc_slice_copy(&items))),
@@ -679,7 +841,7 @@ fn body<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [BodyItem<'
 fn placement(i: Toks<'_>) -> PResult<'_, PlacementExpr<'_>> {
     let (i, in_kw) = kw("in", "`in`")(i)?;
     let (i, (storage, _, offset)) = cut((reg, kw("at", "`at`"), int_lit)).parse(i)?;
-    Ok((i, PlacementExpr { storage, offset, span: in_kw.span.to(offset.span) }))
+    Ok((i, PlacementExpr { storage, offset, span: in_kw.span().to(offset.span) }))
 }
 
 fn param<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, Param<'a>> {
@@ -698,7 +860,7 @@ fn func_decl<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, FuncDecl<'
             let (i, name) = global("`@name`")(i)?;
             let (i, params) = bracketed(ar, TokKind::LParen, param(ar), TokKind::RParen)(i)?;
             let (i, results) = opt(results(ar)).parse(i)?;
-            let header_span = Span::new(kw_tok.span.start, i.prev_end());
+            let header_span = Span::new(kw_tok.span().start, i.prev_end());
             let (i, _) = punct(TokKind::LBrace)(i)?;
             let (i, body) = body(ar)(i)?;
             let (i, _) = punct(TokKind::RBrace)(i)?;
@@ -711,15 +873,15 @@ fn func_decl<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, FuncDecl<'
 fn elem(i: Toks<'_>) -> PResult<'_, Elem<'_>> {
     alt((
         map(number, Elem::Num),
-        map(kw("true", "`true`"), |t| Elem::Bool(true, t.span)),
-        map(kw("false", "`false`"), |t| Elem::Bool(false, t.span)),
+        map(kw("true", "`true`"), |t| Elem::Bool(true, t.span())),
+        map(kw("false", "`false`"), |t| Elem::Bool(false, t.span())),
     ))
     .parse(i)
 }
 
 fn const_init<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, ConstInit<'a>> {
     move |i: Toks<'a>| {
-        let start = i.first().map_or(0, |t| t.span.start);
+        let start = i.first().map_or(0, |t| t.start as usize);
         alt((
             map(bracketed(ar, TokKind::LBracket, elem, TokKind::RBracket), |elems| ConstInit::List {
                 elems,
@@ -790,60 +952,199 @@ fn module_name(i: Toks<'_>) -> PResult<'_, ModuleName<'_>> {
 fn misplaced_module(i: Toks<'_>) -> PResult<'_, ()> {
     match i.first() {
         Some(t) if t.kind == TokKind::Ident && t.text == "module" => {
-            i.track.custom.set(Some((Custom::ModuleNotFirst, t.span)));
+            i.track().custom.set(Some((Custom::ModuleNotFirst, t.span())));
             Err(nom::Err::Failure(PErr))
         }
         _ => Err(nom::Err::Error(PErr)),
     }
 }
 
-enum Item<'a> {
+/// A declaration at the top level of a module.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Item<'a> {
     Const(ConstDecl<'a>),
     Kernel(KernelDecl<'a>),
     Func(FuncDecl<'a>),
 }
 
-fn source_module<'a>(ar: &'a Bump, i: Toks<'a>) -> PResult<'a, SourceModule<'a>> {
+/// The optional `module NAME` line, after blank lines.
+fn module_header(i: Toks<'_>) -> PResult<'_, Option<ModuleName<'_>>> {
     let (i, ()) = nls(i)?;
-    let (mut i, name) = opt(preceded(kw("module", "`module`"), cut(terminated(module_name, stmt_end)))).parse(i)?;
-    let mut consts = Vec::new();
-    let mut kernels = Vec::new();
-    let mut funcs = Vec::new();
-    loop {
-        let (rest, ()) = nls(i)?;
-        i = rest;
-        let item = alt((
-            map(const_decl(ar), |c| Some(Item::Const(c))),
-            map(kernel_decl, |k| Some(Item::Kernel(k))),
-            map(func_decl(ar), |f| Some(Item::Func(f))),
-            map(misplaced_module, |()| None),
+    opt(preceded(kw("module", "`module`"), cut(terminated(module_name, stmt_end)))).parse(i)
+}
+
+/// Blank lines, then a declaration and the end of its line, or the end of the file
+/// (`None`).
+fn next_item<'a>(ar: &'a Bump, i: Toks<'a>) -> PResult<'a, Option<Item<'a>>> {
+    let (i, ()) = nls(i)?;
+    let item = match i.first().filter(|t| t.kind == TokKind::Ident).map(|t| t.text) {
+        // One alternative by keyword; any other token fails all of them (recording what
+        // each expected).
+        Some("const") => map(const_decl(ar), Item::Const).parse(i),
+        Some("kernel") => map(kernel_decl, Item::Kernel).parse(i),
+        Some("func") => map(func_decl(ar), Item::Func).parse(i),
+        _ => alt((
+            map(const_decl(ar), Item::Const),
+            map(kernel_decl, Item::Kernel),
+            map(func_decl(ar), Item::Func),
+            map(misplaced_module, |()| unreachable_item()),
         ))
-        .parse(i);
-        match item {
-            Ok((rest, item)) => {
-                let (rest, ()) = cut(stmt_end).parse(rest)?;
-                match item {
-                    Some(Item::Const(c)) => consts.push(c),
-                    Some(Item::Kernel(k)) => kernels.push(k),
-                    Some(Item::Func(f)) => funcs.push(f),
-                    None => {}
-                }
-                i = rest;
-            }
-            Err(nom::Err::Error(_)) => break,
-            Err(e) => return Err(e),
+        .parse(i),
+    };
+    match item {
+        Ok((rest, item)) => {
+            let (rest, ()) = cut(stmt_end).parse(rest)?;
+            Ok((rest, Some(item)))
         }
+        Err(nom::Err::Error(_)) => {
+            let (i, ()) = end_of_file(i)?;
+            Ok((i, None))
+        }
+        Err(e) => Err(e),
     }
-    let (i, ()) = end_of_file(i)?;
-    Ok((
-        i,
-        SourceModule {
-            name,
-            consts: ar.alloc_slice_copy(&consts),
-            kernels: ar.alloc_slice_copy(&kernels),
-            funcs: ar.alloc_slice_copy(&funcs),
-        },
-    ))
+}
+
+/// `misplaced_module` never succeeds; this gives its (absent) result a type.
+#[cold]
+fn unreachable_item<'a>() -> Item<'a> {
+    Item::Const(ConstDecl {
+        name: Name { text: "", span: Span::default() },
+        ty: TypeExpr { kind: TypeKind::Int, span: Span::default() },
+        init: ConstInit::List { elems: &[], span: Span::default() },
+    })
+}
+
+/// The result of parsing a part of a token stream.
+pub enum Step<T> {
+    /// Parsed, using this many tokens.
+    Done(usize, T),
+    /// The tokens end before the part does: give more (the source has more).
+    More,
+}
+
+/// Runs `rule` on `toks` (the whole source's tokens when `complete`, else a prefix of
+/// them); the error is the diagnostic of the furthest failure.
+fn run<'a, T>(
+    src: &str,
+    toks: &'a [Tok<'a>],
+    complete: bool,
+    ar: &'a Bump,
+    rule: impl FnOnce(Toks<'a>) -> PResult<'a, T>,
+) -> Result<Step<T>, Diagnostic> {
+    let cx: &'a Cx<'a> = ar.alloc(Cx { all: toks, complete, track: Tracker::default() });
+    match rule(Toks::new(cx)) {
+        Ok((rest, v)) => Ok(Step::Done(rest.pos(), v)),
+        Err(nom::Err::Incomplete(_)) => Ok(Step::More),
+        Err(_) => Err(error_from_tracker(src, toks, &cx.track)),
+    }
+}
+
+/// The start of a source: the optional `module NAME` line and the first declaration (as
+/// [`parse_item`]; one rule, so that an error at the first declaration also lists
+/// `module` as expected).
+#[allow(clippy::type_complexity)]
+pub fn parse_start<'a>(
+    src: &str,
+    toks: &'a [Tok<'a>],
+    complete: bool,
+    ar: &'a Bump,
+) -> Result<Step<(Option<ModuleName<'a>>, Option<Item<'a>>)>, Diagnostic> {
+    run(src, toks, complete, ar, |i| {
+        let (i, name) = module_header(i)?;
+        let (i, item) = next_item(ar, i)?;
+        Ok((i, (name, item)))
+    })
+}
+
+/// The next declaration in `toks`, `None` at the end of the source. `toks` are the tokens
+/// from where the previous declaration (or the header) ended; when they do not reach the
+/// end of the source (`complete` false) and the declaration may continue past them, the
+/// answer is [`Step::More`]. Nodes are allocated in `ar`.
+pub fn parse_item<'a>(
+    src: &str,
+    toks: &'a [Tok<'a>],
+    complete: bool,
+    ar: &'a Bump,
+) -> Result<Step<Option<Item<'a>>>, Diagnostic> {
+    run(src, toks, complete, ar, |i| next_item(ar, i))
+}
+
+/// The tokens of a source read a window at a time: [`parse_start`] and [`parse_item`]
+/// parse the window, [`TokenStream::consume`] drops what they used and
+/// [`TokenStream::more`] lexes further. (For a large program, a token array and a parse
+/// tree of the whole file take more memory than the module, and their page faults more
+/// time than parsing.)
+pub struct TokenStream<'s> {
+    lexer: crate::lexer::Lexer<'s>,
+    toks: Vec<Tok<'s>>,
+    at: usize,
+    /// Tokens lexed ahead ([`WINDOW`]; less in tests).
+    window: usize,
+}
+
+/// Tokens lexed ahead of the parser.
+pub(crate) const WINDOW: usize = 8192;
+
+impl<'s> TokenStream<'s> {
+    /// Lexes the first window of `src`; line starts are recorded (see
+    /// [`TokenStream::take_line_starts`]).
+    pub fn new(src: &'s str) -> Result<TokenStream<'s>, Diagnostic> {
+        TokenStream::with_window(src, WINDOW)
+    }
+
+    /// As [`TokenStream::new`], lexing `window` tokens ahead.
+    pub fn with_window(src: &'s str, window: usize) -> Result<TokenStream<'s>, Diagnostic> {
+        let window = window.max(1);
+        let mut t = TokenStream {
+            lexer: crate::lexer::Lexer::new(src)?.with_line_starts(),
+            toks: Vec::with_capacity(2 * window),
+            at: 0,
+            window,
+        };
+        t.fill(window)?;
+        Ok(t)
+    }
+
+    fn fill(&mut self, n: usize) -> Result<(), Diagnostic> {
+        if !self.lexer.is_done() {
+            self.lexer.fill(&mut self.toks, n)?;
+        }
+        Ok(())
+    }
+
+    /// The tokens not yet consumed, and whether they reach the end of the source.
+    pub fn window(&self) -> (&[Tok<'s>], bool) {
+        (self.toks.get(self.at..).unwrap_or(&[]), self.lexer.is_done())
+    }
+
+    /// Drops `n` tokens from the front of the window, and tops it up.
+    pub fn consume(&mut self, n: usize) -> Result<(), Diagnostic> {
+        self.at += n;
+        // Refilled when nearly empty, so that few tokens are moved to the front.
+        if self.toks.len() - self.at.min(self.toks.len()) < self.window.div_ceil(8) && !self.lexer.is_done() {
+            self.toks.drain(..self.at.min(self.toks.len()));
+            self.at = 0;
+            self.fill(self.window)?;
+        }
+        Ok(())
+    }
+
+    /// Doubles the window (after [`Step::More`]).
+    pub fn more(&mut self) -> Result<(), Diagnostic> {
+        let n = (self.toks.len() - self.at.min(self.toks.len())).max(self.window);
+        self.fill(n)
+    }
+
+    /// Moves the line starts lexed so far to `into`.
+    pub fn take_line_starts(&mut self, into: &mut Vec<usize>) {
+        into.append(&mut self.lexer.line_starts);
+    }
+
+    /// Lexes the rest of the source: the error of a parse stopped early must give way to
+    /// a lexical error further on, as when the whole file is lexed first.
+    pub fn check_rest(&mut self) -> Result<(), Diagnostic> {
+        self.lexer.check_rest()
+    }
 }
 
 /// Lexes and parses `src`. All nodes are allocated in `ar`.
@@ -862,13 +1163,37 @@ pub fn parse_with<'a>(src: &'a str, ar: &'a Bump, toks: &'a mut Vec<Tok<'a>>) ->
     parse_tokens(src, toks, ar)
 }
 
+/// The whole module: the header, then every declaration, with the same rules as
+/// [`parse_item`].
 fn parse_tokens<'a>(src: &'a str, all: &'a [Tok<'a>], ar: &'a Bump) -> Result<SourceModule<'a>, Diagnostic> {
-    let track: &'a Tracker = ar.alloc(Tracker::default());
-    let input = Toks::new(all, track);
-    match source_module(ar, input) {
-        Ok((_, m)) => Ok(m),
-        Err(_) => Err(error_from_tracker(src, all, track)),
+    let mut consts = Vec::new();
+    let mut kernels = Vec::new();
+    let mut funcs = Vec::new();
+    // (The tokens are complete: never `Step::More`.)
+    let (mut at, name, mut item) = match parse_start(src, all, true, ar)? {
+        Step::Done(n, (name, item)) => (n, name, item),
+        Step::More => (all.len(), None, None),
+    };
+    while let Some(it) = item {
+        match it {
+            Item::Const(c) => consts.push(c),
+            Item::Kernel(k) => kernels.push(k),
+            Item::Func(f) => funcs.push(f),
+        }
+        item = match parse_item(src, all.get(at..).unwrap_or(&[]), true, ar)? {
+            Step::Done(n, it) => {
+                at += n;
+                it
+            }
+            Step::More => None,
+        };
     }
+    Ok(SourceModule {
+        name,
+        consts: ar.alloc_slice_copy(&consts),
+        kernels: ar.alloc_slice_copy(&kernels),
+        funcs: ar.alloc_slice_copy(&funcs),
+    })
 }
 
 /// Whether the failure at token `pos` is inside a parameter's `in %STORAGE at OFFSET`:
@@ -890,8 +1215,8 @@ fn error_from_tracker(src: &str, all: &[Tok<'_>], track: &Tracker) -> Diagnostic
     let pos = track.furthest.get();
     let (span, found) = match all.get(pos) {
         // A newline is shown as a point at the end of its line.
-        Some(t) if t.kind == TokKind::Newline => (Span::new(t.span.start, t.span.start), t.describe()),
-        Some(t) => (t.span, t.describe()),
+        Some(t) if t.kind == TokKind::Newline => (Span::new(t.span().start, t.span().start), t.describe()),
+        Some(t) => (t.span(), t.describe()),
         None => (Span::new(src.len(), src.len()), "end of file".to_string()),
     };
     let mut d = Diagnostic::expected(span, track.expected(), found);
@@ -910,7 +1235,7 @@ fn error_from_tracker(src: &str, all: &[Tok<'_>], track: &Tracker) -> Diagnostic
     if let Some(t) = all.get(pos) {
         if t.kind == TokKind::Ident
             && d.expected.iter().any(|e| e == "`nop`" || e == "`mov`")
-            && !MNEMONICS.iter().any(|(m, _, _)| *m == t.text)
+            && syntax::mnemonic(t.text).is_none()
         {
             d = d.with_note(format!("`{}` is not an instruction", t.text));
         }
@@ -942,8 +1267,8 @@ mod tests {
         let ar = Bump::new();
         let toks = lex("a b c").expect("lexes");
         let all = ar.alloc_slice_copy(&toks);
-        let track = Tracker::default();
-        let t = Toks::new(all, &track);
+        let cx = ar.alloc(Cx { all, complete: true, track: Tracker::default() });
+        let t = Toks::new(cx);
         assert_eq!(t.input_len(), 3);
         let (rest, first) = t.take_split(1);
         assert_eq!(first.input_len(), 1);
