@@ -33,7 +33,7 @@ const LAYERS: &[Crate] = &[
     Crate {
         dir: "asm/src",
         layers: &[
-            ("syntax", &["lexer.rs", "ast.rs", "diag.rs", "parser.rs"]),
+            ("syntax", &["lexer.rs", "ast.rs", "diag.rs", "syntax.rs", "parser.rs"]),
             ("lowering", &["assemble/", "assemble.rs", "printer.rs"]),
             ("api", &["lib.rs"]),
         ],

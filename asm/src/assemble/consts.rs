@@ -1,7 +1,7 @@
 //! Constants and literal values: string escapes, integer and float literals (ranges, NaN
 //! payloads), and the encoding of `const` declarations (lists, `fill`) into their bytes.
 
-use super::*;
+use super::state::*;
 
 /// Decodes a string literal's escapes (`\\ \" \n \t \r \0`).
 pub fn decode_string(s: StrLit<'_>) -> Result<String, Diagnostic> {

@@ -1,7 +1,8 @@
 //! Files named in the text: `file("...")` constants and kernel sources, read relative to
 //! the `.rxa` file, and OpenCL kernel declarations.
 
-use super::*;
+use super::consts::*;
+use super::state::*;
 
 /// The largest kernel source `file("...")` reads.
 pub(super) const MAX_KERNEL_SOURCE: u64 = 16 << 20;

@@ -1,7 +1,10 @@
 //! Function bodies to bytecode: registers, labels, operand lists, each instruction
 //! form, parameter placements, and the diagnostics of calls.
 
-use super::*;
+use super::consts::*;
+use super::source_map::*;
+use super::state::*;
+use super::suggest::*;
 
 /// The spans of an instruction's operands, recorded only when the source map is wanted.
 pub(super) struct OperandSpans {

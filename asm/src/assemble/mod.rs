@@ -15,6 +15,7 @@ mod consts;
 mod files;
 mod func;
 mod source_map;
+mod state;
 mod suggest;
 
 pub use consts::decode_string;
@@ -23,101 +24,17 @@ pub use source_map::{FuncMap, InstrMap, SourceMap};
 use consts::*;
 use func::*;
 use source_map::*;
+use state::*;
 use suggest::*;
 
-use crate::ast::*;
 use crate::diag::Diagnostic;
 use crate::parser::{self, Item, Step};
 use rustc_hash::FxHashMap as FastMap;
-use rxvm_vm::builtins::{Builtin, BUILTINS};
-use rxvm_vm::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, OpId, Reg};
-use rxvm_vm::module::{
-    ConstData, Constant, FuncDebug, Function, Literal, Module, NameList, Placement, SourceLoc, UserKernel,
-};
-use rxvm_vm::ops::{AttrTable, AttrValue, Attrs, OPS};
-use rxvm_vm::types::{DType, Dim, Kind, Scope, Type};
-use rxvm_vm::VerifyError;
-use smallvec::SmallVec;
+use rxvm_vm::bytecode::{Arg, ConstId, FuncId, Instr};
+use rxvm_vm::module::{Constant, Function, Literal, Module, NameList, UserKernel};
+use rxvm_vm::ops::{AttrTable, AttrValue, Attrs};
+use rxvm_vm::types::{DType, Dim, Scope, Type};
 use std::path::Path;
-
-fn dtype_list() -> String {
-    DType::ALL.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
-}
-
-fn scope_list() -> String {
-    Scope::ALL.iter().map(|s| format!("\"{}\"", s.name())).collect::<Vec<_>>().join(", ")
-}
-
-/// Module-wide state while assembling.
-struct Asm<'s> {
-    lines: Lines<'s>,
-    base_dir: Option<&'s Path>,
-    errs: Vec<Diagnostic>,
-    literals: Vec<Literal>,
-    lit_index: FastMap<(bool, u64), u32>,
-    consts: FastMap<&'s str, (ConstId, Span)>,
-    funcs: FastMap<&'s str, (FuncId, Span)>,
-    /// Kernels by declared name (without `cl.`).
-    kernels: FastMap<&'s str, (u32, Span)>,
-    /// Each function's parameter types, until it is assembled (which takes them).
-    func_params: Vec<Vec<Type>>,
-    /// Which parameters of each function are floats (integer literals passed there become
-    /// float literals).
-    float_params: Vec<SmallVec<[bool; 8]>>,
-    /// Register names of the function being assembled: a buffer kept from function to
-    /// function, so that each function's list is allocated once, at its size.
-    reg_names: NameList,
-    /// The register table of `FuncAsm`, kept from function to function.
-    reg_table: FastMap<u64, u32>,
-    /// Operator attribute sets, in text order of first use.
-    attrs: Vec<Attrs>,
-    /// Numbers `attrs`: equal sets are stored once.
-    attr_table: AttrTable,
-    /// Attribute sets by the text of their block (`{` to `}`), which finds most repeats
-    /// without decoding them. Only sets that assembled without errors.
-    attrs_by_text: FastMap<&'s str, u32>,
-    /// Whether to record the [`SourceMap`]'s per-instruction spans.
-    want_map: bool,
-    names: CalleeNames,
-    /// Assembling item by item ([`assemble_stream`]): a call may name a function defined
-    /// further on, which is resolved at the end (see `fixups`).
-    stream: bool,
-    /// Calls of functions not yet defined: function index, pc, callee name.
-    fixups: Vec<(usize, usize, &'s str)>,
-    /// Set when the streaming assembler cannot finish (the reference path takes over).
-    give_up: bool,
-}
-
-/// Builtins and operators by name: the same answers as `Builtin::from_name` and
-/// `OpId::from_name`, by hash instead of a scan of the tables for every call.
-struct CalleeNames {
-    builtins: FastMap<&'static str, Builtin>,
-    ops: FastMap<&'static str, OpId>,
-}
-
-impl CalleeNames {
-    fn new() -> CalleeNames {
-        let mut builtins = FastMap::default();
-        for b in Builtin::ALL {
-            builtins.entry(b.sig().name).or_insert(*b);
-        }
-        let mut ops = FastMap::default();
-        for (i, o) in OPS.iter().enumerate() {
-            ops.entry(o.name).or_insert(OpId(i as u32));
-        }
-        CalleeNames { builtins, ops }
-    }
-
-    /// As [`Builtin::from_name`].
-    fn builtin(&self, name: &str) -> Option<Builtin> {
-        self.builtins.get(name.strip_prefix("vm.").unwrap_or(name)).copied()
-    }
-
-    /// As [`OpId::from_name`].
-    fn op(&self, name: &str) -> Option<OpId> {
-        self.ops.get(name.strip_prefix("onnx.").unwrap_or(name)).copied()
-    }
-}
 
 impl<'s> Asm<'s> {
     fn err(&mut self, d: Diagnostic) {

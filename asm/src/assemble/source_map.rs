@@ -2,7 +2,11 @@
 //! the operand, instruction or header they are about, and the line/column positions of the
 //! debug info.
 
-use super::*;
+use crate::ast::*;
+use crate::diag::Diagnostic;
+use rxvm_vm::module::SourceLoc;
+use rxvm_vm::VerifyError;
+use smallvec::SmallVec;
 
 /// Where each part of the module came from in the text.
 #[derive(Clone, Debug, Default)]

@@ -219,7 +219,19 @@ impl Vm {
         }
         let g = &v.geom;
         let site = self.site(fid, at);
-        match View::make(st.clone(), ViewSpec { offset: g.offset, dtype: g.dtype, shape: &g.shape, scope: g.scope, image: Some(p.layout), bytes: p.bytes }, site, None) {
+        match View::make(
+            st.clone(),
+            ViewSpec {
+                offset: g.offset,
+                dtype: g.dtype,
+                shape: &g.shape,
+                scope: g.scope,
+                image: Some(p.layout),
+                bytes: p.bytes,
+            },
+            site,
+            None,
+        ) {
             Ok(t) => {
                 self.set(base, x.dst, Value::Tensor(t));
                 true

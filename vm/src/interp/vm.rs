@@ -10,7 +10,7 @@ use crate::ir::host_tensor::store_f64;
 use crate::ir::module::{ConstData, Module};
 use crate::ir::types::Scope;
 use crate::runtime::device::DeviceCaps;
-use crate::runtime::memory::{ConstAlloc, DeviceSpec, Ledger, NO_BIN, Runtime, Site, Stats, Storage, View, ViewSpec};
+use crate::runtime::memory::{ConstAlloc, DeviceSpec, Ledger, Runtime, Site, Stats, Storage, View, ViewSpec, NO_BIN};
 use crate::runtime::shared::Shared;
 use crate::runtime::value::Value;
 use std::cell::{Cell, Ref, RefCell};
@@ -94,8 +94,7 @@ impl Vm {
             let fail = |e: String| VmError::api(format!("cannot load constant @{}: {e}", c.name));
             let st =
                 Storage::alloc(&rt, 0, bytes, 0, Scope::Global, Site::API, true).map_err(|e| fail(e.to_string()))?;
-            let view =
-                View::make(st, ViewSpec::buffer(0, c.dtype, &c.shape, bytes), Site::API, None).map_err(fail)?;
+            let view = View::make(st, ViewSpec::buffer(0, c.dtype, &c.shape, bytes), Site::API, None).map_err(fail)?;
             match &c.data {
                 ConstData::Bytes(b) => store_bytes(&view, b).map_err(|e| fail(*e))?,
                 ConstData::Fill(v) => {

@@ -884,7 +884,14 @@ impl<'a> ViewSpec<'a> {
 
 impl View {
     /// Registers a view whose geometry and device handle are ready (see [`View::make`]).
-    fn new(storage: Shared<Storage>, g: ViewSpec, site: Site, cl: Option<ClView>, type_id: u32, made: Made) -> Shared<View> {
+    fn new(
+        storage: Shared<Storage>,
+        g: ViewSpec,
+        site: Site,
+        cl: Option<ClView>,
+        type_id: u32,
+        made: Made,
+    ) -> Shared<View> {
         let ViewSpec { offset, dtype, shape, scope, image, bytes } = g;
         let class = ViewClass::new(type_id, storage.device, storage.constant, scope.is_texture());
         let o = &storage.rt.objects;
@@ -1031,7 +1038,12 @@ impl View {
     /// sub-buffer or an image, cached on the storage's block) on OpenCL devices.
     /// `type_id`: the runtime's id of (dtype, shape) if the caller has it, else `None` to
     /// look it up here (buffer views only: texture views get none).
-    pub fn make(storage: Shared<Storage>, g: ViewSpec, site: Site, type_id: Option<u32>) -> Result<Shared<View>, String> {
+    pub fn make(
+        storage: Shared<Storage>,
+        g: ViewSpec,
+        site: Site,
+        type_id: Option<u32>,
+    ) -> Result<Shared<View>, String> {
         let cl = match (storage.device_state().cl(), storage.cl_block()) {
             (Some(dev), Some(block)) => Some(dev.view(block, g.offset, g.dtype, g.image.as_ref())?),
             _ => None,
@@ -1063,7 +1075,14 @@ impl View {
         }
         // A texture's class has no (dtype, shape) id, as `View::make` gives it.
         let type_id = if g.scope.is_texture() { 0 } else { g.type_id };
-        let spec = ViewSpec { offset: g.offset, dtype: g.dtype, shape: &g.shape, scope: g.scope, image: g.image, bytes: g.bytes };
+        let spec = ViewSpec {
+            offset: g.offset,
+            dtype: g.dtype,
+            shape: &g.shape,
+            scope: g.scope,
+            image: g.image,
+            bytes: g.bytes,
+        };
         Ok(View::new(storage.clone(), spec, Site::API, None, type_id, Made::Slice))
     }
 }
