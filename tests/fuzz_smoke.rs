@@ -98,78 +98,64 @@ fn mutated_bytecode_is_refused_or_runs_within_limits() {
     assert!(loaded > 0, "some mutants should still be valid programs and run");
 }
 
-const VOCAB: &[&str] = &[
-    "module",
-    "func",
-    "const",
-    "@main",
-    "@vm.add",
-    "@vm.iadd",
-    "@f",
-    "%x",
-    "%s",
-    "%t",
-    "%n",
-    "=",
-    ",",
-    "(",
-    ")",
-    "{",
-    "}",
-    "[",
-    "]",
-    ":",
-    "->",
-    "?",
-    "alloc_storage",
-    "alloc_tensor",
-    "kill",
-    "call",
-    "ret",
-    "br",
-    "br_if",
-    "int",
-    "float",
-    "shape",
-    "mov",
-    "nop",
-    "align",
-    "device",
-    "scope",
-    "\"global\"",
-    "\"global.texture\"",
-    "f32",
-    "i64",
-    "0",
-    "1",
-    "-1",
-    "64",
-    "4096",
-    "1.5",
-    "fill(1.0)",
-    "L:",
-    "L",
-    "\n",
-    "\n",
-    "\n",
-    ";c\n",
-    "storage",
-    "tensor",
-    "99999999999999999999",
-    "0x",
-    "\"",
-    "$",
-];
+/// The soups' words: every word of the language ([`rxvm_asm::syntax::keywords`]:
+/// mnemonics, type keywords, dtypes, declaration keywords, from the VM's tables), then
+/// names, punctuation and numbers at the edges.
+fn vocab() -> Vec<&'static str> {
+    let mut v = rxvm_asm::syntax::keywords();
+    v.extend([
+        "@main",
+        "@vm.add",
+        "@vm.iadd",
+        "@f",
+        "%x",
+        "%s",
+        "%t",
+        "%n",
+        "=",
+        ",",
+        "(",
+        ")",
+        "{",
+        "}",
+        "[",
+        "]",
+        ":",
+        "->",
+        "?",
+        "\"global\"",
+        "\"global.texture\"",
+        "0",
+        "1",
+        "-1",
+        "64",
+        "4096",
+        "1.5",
+        "fill(1.0)",
+        "L:",
+        "L",
+        "\n",
+        "\n",
+        "\n",
+        ";c\n",
+        "99999999999999999999",
+        "0x",
+        "\"",
+        "$",
+    ]);
+    v
+}
 
 #[test]
 fn random_token_soups_and_text_never_panic_the_assembler() {
+    let vocab = vocab();
     let mut rng = Rng(7);
     let mut assembled = 0;
     for _ in 0..5_000 {
         let n = rng.below(60);
         let mut s = String::new();
         for _ in 0..n {
-            s.push_str(VOCAB[rng.below(VOCAB.len())]);
+            s.push_str(vocab[rng.below(vocab.len())]);
             s.push(' ');
         }
         if let Ok(m) = assemble(&s, "soup.rxa") {
@@ -196,6 +182,7 @@ fn mutated_example_text_never_panics() {
         }
         let text = std::fs::read_to_string(&path).expect("text");
         let tokens: Vec<&str> = text.split_inclusive(|c: char| c.is_whitespace() || ",()[]{}".contains(c)).collect();
+        let vocab = vocab();
         for _ in 0..400 {
             let mut t = tokens.clone();
             for _ in 0..1 + rng.below(3) {
@@ -208,7 +195,7 @@ fn mutated_example_text_never_panics() {
                         let j = rng.below(t.len());
                         t.swap(i, j);
                     }
-                    _ => t.insert(i, VOCAB[rng.below(VOCAB.len())]),
+                    _ => t.insert(i, vocab[rng.below(vocab.len())]),
                 }
             }
             if let Ok(m) = assemble(&t.concat(), "mutant.rxa") {

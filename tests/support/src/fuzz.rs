@@ -701,60 +701,34 @@ fn check_images(data: &[u8]) {
 /// `fuzz/corpus/rxa.dict`.
 pub fn dictionary() -> String {
     use rxvm_vm::types::Scope;
-    let mut words: Vec<String> = [
-        "module",
-        "func",
-        "const",
-        "kernel",
-        "opencl",
-        "fill",
-        "mov",
-        "int",
-        "float",
-        "shape",
-        "alloc_storage",
-        "alloc_tensor",
-        "call",
-        "kill",
-        "ret",
-        "br",
-        "br_if",
-        "nop",
-        "align",
-        "device",
-        "scope",
-        "in",
-        "at",
-        "storage",
-        "tensor",
-        "none",
-        "global",
-        "->",
-        "?",
-        "%r0",
-        "%x",
-        "@main",
-        "0",
-        "1",
-        "-1",
-        "64",
-        "4096",
-        "65536",
-        "4294967296",
-        "9223372036854775807",
-        "-9223372036854775808",
-        "1e308",
-        "-0.0",
-        "nan",
-        "inf",
-    ]
-    .iter()
-    .map(|w| w.to_string())
-    .collect();
-    words.extend(DType::ALL.iter().map(|d| d.name().to_string()));
+    // The language's words come from its tables (rxvm_asm::syntax::keywords); then names,
+    // punctuation and numbers at the edges.
+    let mut words: Vec<String> = rxvm_asm::syntax::keywords().iter().map(|w| w.to_string()).collect();
     words.extend(
-        [Scope::Global, Scope::Texture, Scope::TextureWeight, Scope::TextureNhwc].iter().map(|s| format!("\"{s}\"")),
+        [
+            "->",
+            "?",
+            "%r0",
+            "%x",
+            "@main",
+            "0",
+            "1",
+            "-1",
+            "64",
+            "4096",
+            "65536",
+            "4294967296",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "1e308",
+            "-0.0",
+            "nan",
+            "inf",
+        ]
+        .iter()
+        .map(|w| w.to_string()),
     );
+    words.extend(Scope::ALL.iter().map(|s| format!("\"{}\"", s.name())));
     words.extend(rxvm_vm::builtins::BUILTINS.iter().map(|b| format!("@vm.{}", b.name)));
     for op in rxvm_vm::ops::OPS.iter() {
         words.push(format!("@onnx.{}", op.name));
