@@ -16,8 +16,9 @@ use std::path::{Path, PathBuf};
 const INTERESTING_BYTES: &[u8] = &[0, 1, 0x7f, 0x80, 0xff, b'0', b'9', b' ', b'\n', b',', b'%', b'@', b'['];
 const INTERESTING_INTS: &[u64] =
     &[0, 1, 2, 0x7f, 0x80, 0xff, 0x100, 0xffff, 0x1_0000, 0x7fff_ffff, 0x8000_0000, 0xffff_ffff, u64::MAX];
-/// Tokens spliced into text: instruction words, types, numbers that stress conversions.
-const TOKENS: &[&str] = &[
+/// Names, punctuation and numbers at the edges; the language's words come from its tables
+/// ([`TOKENS`]).
+const OTHER_TOKENS: &[&str] = &[
     "0",
     "-1",
     "1",
@@ -44,35 +45,12 @@ const TOKENS: &[&str] = &[
     "@vm.copy",
     "@onnx.Conv",
     "@onnx.MaxPool",
-    "alloc_storage",
-    "alloc_tensor",
-    "kill",
-    "call",
-    "ret",
-    "br",
-    "br_if",
-    "mov",
-    "int",
-    "float",
-    "shape",
-    "storage",
-    "tensor",
-    "f32",
-    "f16",
-    "i64",
-    "u8",
-    "bool",
     "[0]",
     "[1, 0]",
     "[65536, 65536]",
     "\"global\"",
     "\"global.texture\"",
     "\"global.texture-weight\"",
-    "align",
-    "device",
-    "scope",
-    "in",
-    "at",
     "->",
     "(",
     ")",
@@ -86,6 +64,14 @@ const TOKENS: &[&str] = &[
     "\n",
     ";",
 ];
+
+/// Every token the mutator inserts: the language's words (mnemonics, keywords, dtypes:
+/// [`rxvm_asm::syntax::keywords`]) and [`OTHER_TOKENS`].
+static TOKENS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+    let mut t = rxvm_asm::syntax::keywords();
+    t.extend_from_slice(OTHER_TOKENS);
+    t
+});
 
 fn mutate(rng: &mut Rng, seed: &[u8], other: &[u8], text: bool) -> Vec<u8> {
     let mut b = seed.to_vec();
