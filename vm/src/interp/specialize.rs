@@ -29,6 +29,7 @@ macro_rules! define_op {
     ($(
         $(#[doc = $doc:literal])*
         $code:literal $Name:ident $mnemonic:literal { $($field:ident : $fty:ty = $slot:ident),* $(,)? }
+        => [ $($access:tt)* ]
     )*) => {
         /// An instruction as the interpreter runs it: every instruction of the table with
         /// its own tag, then the forms [`specialize`] turns some into when a module is

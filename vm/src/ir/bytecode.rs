@@ -344,6 +344,7 @@ macro_rules! define_instr {
     ($(
         $(#[doc = $doc:literal])*
         $code:literal $Name:ident $mnemonic:literal { $($field:ident : $fty:ty = $slot:ident),* $(,)? }
+        => [ $($access:tt)* ]
     )*) => {
         /// A decoded instruction. Generated from the opcode table ([`for_each_opcode!`]).
         #[derive(Clone, Copy, Debug, PartialEq)]
@@ -416,53 +417,56 @@ fn check_unused(w: &Word, used: u8, opcode: &'static str) -> Result<(), DecodeEr
     Ok(())
 }
 
-/// The opcode table: every instruction once, with its code, name, mnemonic and operand
-/// slots. `for_each_opcode!(m)` calls macro `m` with the whole table; [`Instr`] and
+/// The opcode table: every instruction once, with its code, name, mnemonic, operand
+/// slots and, after `=>`, how it touches registers in text operand order (`def`, `read`,
+/// `kill` a register field; `arg` an operand that may be a register; `defs`/`args` a run
+/// `[from; len]` of the function's argument list at field `list`): the verifier's
+/// register accesses are generated from it. `for_each_opcode!(m)` calls macro `m` with the whole table; [`Instr`] and
 /// [`Opcode`] are generated from it here, the interpreter's dispatch enum in
 /// `interp/specialize.rs` (as wasmi's `for_each_op!` does).
 macro_rules! for_each_opcode {
     ($m:ident) => {
         $m! {
         /// Does nothing.
-        0x00 Nop "nop" {}
+        0x00 Nop "nop" {} => []
         /// `%dst = mov %src`: copies a register's value (sharing storage and views).
-        0x01 Mov "mov" { dst: Reg = a, src: Reg = b }
+        0x01 Mov "mov" { dst: Reg = a, src: Reg = b } => [def dst, read src]
         /// `%dst = int IMM`: a 64-bit integer.
-        0x02 LoadInt "int" { dst: Reg = a, value: i64 = bc }
+        0x02 LoadInt "int" { dst: Reg = a, value: i64 = bc } => [def dst]
         /// `%dst = float IMM`: a 64-bit float.
-        0x03 LoadFloat "float" { dst: Reg = a, value: f64 = bc }
+        0x03 LoadFloat "float" { dst: Reg = a, value: f64 = bc } => [def dst]
         /// `%dst = const @c`: a named constant tensor.
-        0x04 LoadConst "const" { dst: Reg = a, konst: ConstId = b }
+        0x04 LoadConst "const" { dst: Reg = a, konst: ConstId = b } => [def dst]
         /// `%dst = shape [d0, d1, ...]`: each dim an int register or literal.
-        0x05 MakeShape "shape" { dst: Reg = a, dims: u32 = c, ndim: u8 = z }
+        0x05 MakeShape "shape" { dst: Reg = a, dims: u32 = c, ndim: u8 = z } => [def dst, args dims[0; ndim as usize]]
         /// `%dst = alloc_storage SIZE, align A, device D, scope "S"`. `align` is an int `Arg`;
         /// the immediate 0 means the device's base alignment.
-        0x06 AllocStorage "alloc_storage" { dst: Reg = a, size: Arg = b, align: Arg = c, device: u8 = x, scope: Scope = y }
+        0x06 AllocStorage "alloc_storage" { dst: Reg = a, size: Arg = b, align: Arg = c, device: u8 = x, scope: Scope = y } => [def dst, arg size, arg align]
         /// `%dst = alloc_tensor %storage, OFFSET, DTYPE[SHAPE], scope "S"`. The argument list
         /// at `args` holds the offset followed by `ndim` dims.
-        0x07 AllocTensor "alloc_tensor" { dst: Reg = a, storage: Reg = b, args: u32 = c, dtype: DType = x, scope: Scope = y, ndim: u8 = z }
+        0x07 AllocTensor "alloc_tensor" { dst: Reg = a, storage: Reg = b, args: u32 = c, dtype: DType = x, scope: Scope = y, ndim: u8 = z } => [def dst, read storage, args args[0; ndim as usize + 1]]
         /// `kill %reg`: drops the register's reference.
-        0x08 Kill "kill" { reg: Reg = a }
+        0x08 Kill "kill" { reg: Reg = a } => [kill reg]
         /// `%d0, ... = call @f(args)`: the list at `list` holds `ndst` destination registers
         /// followed by `nargs` arguments.
-        0x09 Call "call" { func: FuncId = a, list: u32 = b, ndst: u8 = x, nargs: u16 = yz }
+        0x09 Call "call" { func: FuncId = a, list: u32 = b, ndst: u8 = x, nargs: u16 = yz } => [defs list[0; ndst as usize], args list[ndst as usize; nargs as usize]]
         /// `%d0, ... = call @vm.name(args)`: a builtin, list layout as `call`.
-        0x0a CallBuiltin "call" { builtin: BuiltinId = a, list: u32 = b, ndst: u8 = x, nargs: u16 = yz }
+        0x0a CallBuiltin "call" { builtin: BuiltinId = a, list: u32 = b, ndst: u8 = x, nargs: u16 = yz } => [defs list[0; ndst as usize], args list[ndst as usize; nargs as usize]]
         /// `ret a, b, ...`: returns the list's values.
-        0x0b Ret "ret" { list: u32 = b, nvals: u16 = yz }
+        0x0b Ret "ret" { list: u32 = b, nvals: u16 = yz } => [args list[0; nvals as usize]]
         /// `br L`.
-        0x0c Br "br" { target: Label = a }
+        0x0c Br "br" { target: Label = a } => []
         /// `br_if %cond, L_then, L_else`: branches on a non-zero int.
-        0x0d BrIf "br_if" { cond: Reg = a, then_: Label = b, else_: Label = c }
+        0x0d BrIf "br_if" { cond: Reg = a, then_: Label = b, else_: Label = c } => [read cond]
         /// `call @onnx.Name(inputs) -> (outputs) { attributes }`: an operator from
         /// [`crate::ops::OPS`]. The list holds `nin` inputs (`none` for omitted optional ones)
         /// then `nout` output tensors; `attrs` is 0 for none, else 1 + an index into
         /// [`crate::ir::module::Module::attrs`].
-        0x0e CallOp "call" { op: OpId = a, list: u32 = b, attrs: u32 = c, nout: u8 = x, nin: u16 = yz }
+        0x0e CallOp "call" { op: OpId = a, list: u32 = b, attrs: u32 = c, nout: u8 = x, nin: u16 = yz } => [args list[0; nin as usize + nout as usize]]
         /// `call @cl.name(args) global [d0, ...]`: a user-declared OpenCL kernel
         /// ([`crate::ir::module::Module::kernels`]). The list holds `nargs` arguments (tensors,
         /// ints, floats) then `ndims` (1 to 3) global work sizes (ints).
-        0x0f CallKernel "call" { kernel: u32 = a, list: u32 = b, ndims: u8 = x, nargs: u16 = yz }
+        0x0f CallKernel "call" { kernel: u32 = a, list: u32 = b, ndims: u8 = x, nargs: u16 = yz } => [args list[0; nargs as usize + ndims as usize]]
         }
     };
 }

@@ -1577,67 +1577,165 @@ pub fn type_admits(t: &Type, dtype: DType, shape: &[i64]) -> bool {
     }
 }
 
-/// Visits the register accesses of an instruction in text operand order (uses before
-/// defs, as they happen at run time).
-#[inline(always)]
-pub(crate) fn accesses<E, V: FnMut(usize, Access) -> Result<(), E>>(
-    f: &Function,
-    pc: usize,
-    visit: &mut V,
-) -> Result<(), E> {
-    #[inline]
-    fn uses<E, V: FnMut(usize, Access) -> Result<(), E>>(
-        first_op: usize,
-        args: &[Arg],
-        visit: &mut V,
-    ) -> Result<(), E> {
-        for (i, a) in args.iter().enumerate() {
+/// One register access of an instruction: `$n` is its operand number in text order
+/// (destinations first); the `uses` pass visits reads and kills, the `defs` pass defs.
+macro_rules! access_item {
+    (uses $f:ident $v:ident $n:ident; def $r:ident) => {
+        $n += 1;
+    };
+    (defs $f:ident $v:ident $n:ident; def $r:ident) => {
+        $v($n, Access::Def($r))?;
+        $n += 1;
+    };
+    (uses $f:ident $v:ident $n:ident; read $r:ident) => {
+        $v($n, Access::Use($r))?;
+        $n += 1;
+    };
+    (defs $f:ident $v:ident $n:ident; read $r:ident) => {
+        $n += 1;
+    };
+    (uses $f:ident $v:ident $n:ident; kill $r:ident) => {
+        $v($n, Access::Kill($r))?;
+        $n += 1;
+    };
+    (defs $f:ident $v:ident $n:ident; kill $r:ident) => {
+        $n += 1;
+    };
+    (uses $f:ident $v:ident $n:ident; arg $a:ident) => {
+        if let ArgKind::Reg(r) = $a.kind() {
+            $v($n, Access::Use(r))?;
+        }
+        $n += 1;
+    };
+    (defs $f:ident $v:ident $n:ident; arg $a:ident) => {
+        $n += 1;
+    };
+    (uses $f:ident $v:ident $n:ident; args $list:ident [$from:expr; $len:expr]) => {
+        for a in &$f.args[$list as usize + $from..][..$len] {
             if let ArgKind::Reg(r) = a.kind() {
-                visit(first_op + i, Access::Use(r))?;
+                $v($n, Access::Use(r))?;
+            }
+            $n += 1;
+        }
+    };
+    (defs $f:ident $v:ident $n:ident; args $list:ident [$from:expr; $len:expr]) => {
+        $n += $len;
+    };
+    (uses $f:ident $v:ident $n:ident; defs $list:ident [$from:expr; $len:expr]) => {
+        $n += $len;
+    };
+    (defs $f:ident $v:ident $n:ident; defs $list:ident [$from:expr; $len:expr]) => {
+        for a in &$f.args[$list as usize + $from..][..$len] {
+            if let ArgKind::Reg(r) = a.kind() {
+                $v($n, Access::Def(r))?;
+            }
+            $n += 1;
+        }
+    };
+}
+
+/// Generates [`accesses`] from the access clauses of the opcode table
+/// (`for_each_opcode!` in `ir/bytecode.rs`).
+macro_rules! define_accesses {
+    ($(
+        $(#[doc = $doc:literal])*
+        $code:literal $Name:ident $mnemonic:literal { $($field:ident : $fty:ty = $slot:ident),* $(,)? }
+        => [ $($role:ident $item:ident $([$from:expr; $len:expr])?),* ]
+    )*) => {
+        /// Visits the register accesses of an instruction in text operand order (uses and
+        /// kills before defs, as they happen at run time). Generated from the opcode table.
+        #[inline(always)]
+        pub(crate) fn accesses<E, V: FnMut(usize, Access) -> Result<(), E>>(
+            f: &Function,
+            pc: usize,
+            visit: &mut V,
+        ) -> Result<(), E> {
+            match f.code[pc] {
+                $(
+                    #[allow(unused_variables, unused_mut, unused_assignments)]
+                    Instr::$Name { $($field),* } => {
+                        let mut n = 0usize;
+                        $( access_item!(uses f visit n; $role $item $([$from; $len])?); )*
+                        let mut n = 0usize;
+                        $( access_item!(defs f visit n; $role $item $([$from; $len])?); )*
+                        Ok(())
+                    }
+                )*
             }
         }
-        Ok(())
-    }
-    match f.code[pc] {
-        Instr::Nop {} | Instr::Br { .. } => Ok(()),
-        Instr::Mov { dst, src } => {
-            visit(1, Access::Use(src))?;
-            visit(0, Access::Def(dst))
-        }
-        Instr::LoadInt { dst, .. } | Instr::LoadFloat { dst, .. } | Instr::LoadConst { dst, .. } => {
-            visit(0, Access::Def(dst))
-        }
-        Instr::MakeShape { dst, dims, ndim } => {
-            uses(1, &f.args[dims as usize..][..ndim as usize], visit)?;
-            visit(0, Access::Def(dst))
-        }
-        Instr::AllocStorage { dst, size, align, .. } => {
-            uses(1, &[size, align], visit)?;
-            visit(0, Access::Def(dst))
-        }
-        Instr::AllocTensor { dst, storage, args, ndim, .. } => {
-            visit(1, Access::Use(storage))?;
-            uses(2, &f.args[args as usize..][..ndim as usize + 1], visit)?;
-            visit(0, Access::Def(dst))
-        }
-        Instr::Kill { reg } => visit(0, Access::Kill(reg)),
-        Instr::Call { list, ndst, nargs, .. } | Instr::CallBuiltin { list, ndst, nargs, .. } => {
-            let items = &f.args[list as usize..][..ndst as usize + nargs as usize];
-            uses(ndst as usize, &items[ndst as usize..], visit)?;
-            for (i, a) in items[..ndst as usize].iter().enumerate() {
-                if let ArgKind::Reg(r) = a.kind() {
-                    visit(i, Access::Def(r))?;
-                }
-            }
-            Ok(())
-        }
-        Instr::Ret { list, nvals } => uses(0, &f.args[list as usize..][..nvals as usize], visit),
-        Instr::CallKernel { list, ndims, nargs, .. } => {
-            uses(0, &f.args[list as usize..][..nargs as usize + ndims as usize], visit)
-        }
-        Instr::CallOp { list, nout, nin, .. } => {
-            uses(0, &f.args[list as usize..][..nin as usize + nout as usize], visit)
-        }
-        Instr::BrIf { cond, .. } => visit(0, Access::Use(cond)),
+    };
+}
+
+crate::ir::bytecode::for_each_opcode!(define_accesses);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::bytecode::{BuiltinId, FuncId, Label};
+
+    /// What the generated `accesses` visits for each instruction form: reads and kills
+    /// first, then defs, each with its operand number in text order.
+    #[test]
+    fn accesses_follow_the_opcode_table() {
+        let r = |n| Arg::reg(Reg(n));
+        let imm = |v| Arg::imm(v).unwrap();
+        let args = vec![r(1), imm(4), r(2), r(3), r(4), imm(8), r(5), r(6), r(7)];
+        let code = vec![
+            Instr::Mov { dst: Reg(0), src: Reg(9) },
+            Instr::MakeShape { dst: Reg(0), dims: 0, ndim: 2 },
+            Instr::AllocStorage { dst: Reg(0), size: r(8), align: imm(0), device: 0, scope: Scope::Global },
+            Instr::AllocTensor {
+                dst: Reg(0),
+                storage: Reg(9),
+                args: 1,
+                dtype: DType::F32,
+                scope: Scope::Global,
+                ndim: 1,
+            },
+            Instr::Kill { reg: Reg(9) },
+            Instr::Call { func: FuncId(0), list: 2, ndst: 2, nargs: 2 },
+            Instr::CallBuiltin { builtin: BuiltinId(0), list: 6, ndst: 1, nargs: 2 },
+            Instr::Ret { list: 0, nvals: 2 },
+            Instr::BrIf { cond: Reg(9), then_: Label(0), else_: Label(0) },
+            Instr::Br { target: Label(0) },
+        ];
+        let f = Function {
+            name: "f".into(),
+            params: vec![],
+            placements: vec![],
+            results: vec![],
+            num_regs: 10,
+            code,
+            args,
+            debug: Default::default(),
+        };
+        let seen: Vec<Vec<String>> = (0..f.code.len())
+            .map(|pc| {
+                let mut v = Vec::new();
+                accesses::<(), _>(&f, pc, &mut |op, a| {
+                    v.push(match a {
+                        Access::Def(r) => format!("{op}:def r{}", r.0),
+                        Access::Use(r) => format!("{op}:use r{}", r.0),
+                        Access::Kill(r) => format!("{op}:kill r{}", r.0),
+                    });
+                    Ok(())
+                })
+                .unwrap();
+                v
+            })
+            .collect();
+        let want: Vec<Vec<&str>> = vec![
+            vec!["1:use r9", "0:def r0"],
+            vec!["1:use r1", "0:def r0"],
+            vec!["1:use r8", "0:def r0"],
+            vec!["1:use r9", "3:use r2", "0:def r0"],
+            vec!["0:kill r9"],
+            vec!["2:use r4", "0:def r2", "1:def r3"],
+            vec!["1:use r6", "2:use r7", "0:def r5"],
+            vec!["0:use r1"],
+            vec!["0:use r9"],
+            vec![],
+        ];
+        assert_eq!(seen, want);
     }
 }
