@@ -1,4 +1,5 @@
-//! The `rxvm` command line: assemble, disassemble, check and run programs.
+//! The `rxvm` command line: assemble, disassemble, check, run, compile and plan programs
+//! and models, run ONNX conformance cases, list devices, and start the REPL.
 
 use crate::inputs::{parse_input_spec, InputSpec};
 use crate::npy::write_npy;
@@ -235,7 +236,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "host", value_name = "host|opencl|opencl:NAME")]
     pub device: String,
     /// Host device capabilities, e.g. `pitch=32,image-base=256,mem=1G`
-    /// (keys: base-align, mem-base-align, pitch, image-base, max-width, max-height, max-alloc, mem).
+    /// (keys: base-align, mem-base-align, pitch, image-base, max-width, max-height, max-alloc, mem,
+    /// and the switches images and image-from-buffer, 0 or 1).
     #[arg(long, value_name = "KEY=VALUE,...")]
     pub host_caps: Option<String>,
     /// Stop with an error after this many instructions.

@@ -1,4 +1,5 @@
-//! rxvm: the command line, and (in later stages) the compiler and REPL.
+//! rxvm: the compiler (ONNX models to programs, with their memory plans), the memory
+//! planner, the command line and the REPL.
 //! The VM itself is the `rxvm-vm` crate, the assembler the `rxvm-asm` crate.
 
 // Bad input must become an error, never a panic: `unwrap` and `expect` are refused outside

@@ -1,5 +1,5 @@
-//! What the command line (`cli.rs`) and the REPL (`repl/`) share, so that neither imports
-//! the other: reading a program from a path (`.rxa`, `.rxb`, or an ONNX model compiled for
+//! What the command line (`cli.rs`) and the REPL (`repl/`) share, so that the REPL does
+//! not import the command line (which starts it): reading a program from a path (`.rxa`, `.rxb`, or an ONNX model compiled for
 //! the host), building inputs from `--input` specs, selecting a device, and rendering
 //! run-time errors. It imports neither front end.
 

@@ -5,7 +5,7 @@
 //! higher one. The layers are the table in `LAYERS` below; docs/architecture.md draws it.
 //! Unit tests (`#[cfg(test)]` modules) sit above every layer and are left out.
 //!
-//! `cargo test --test layers -- --nocapture` prints the graph.
+//! `RXVM_PRINT_LAYERS=1 cargo test --test layers -- --nocapture` prints the graph.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -60,6 +60,12 @@ const KNOWN_DEBTS: &[(&str, &str, &str, &str)] = &[
         "ir/verify.rs",
         "ops/mod.rs",
         "the verifier finds an operator's schema in the registry `ops::OPS`, whose entries hold host kernels too; goes when schemas and kernel tables are split (issue 27, item 3)",
+    ),
+    (
+        "vm/src",
+        "ir/builder.rs",
+        "ops/mod.rs",
+        "ModuleBuilder::call_op looks operators up by name in `ops::OPS` (OpId::from_name); goes with the schema split (issue 27, item 3)",
     ),
     (
         "vm/src",
@@ -124,6 +130,10 @@ struct Module {
     globs: Vec<Vec<String>>,
 }
 
+/// Where the inherent methods and associated items of a type are defined: `impl T { fn f }`
+/// in another file than `T` makes `T::f` a use of that file.
+type ImplItems = BTreeMap<(String, String), String>;
+
 /// A path found in a file, as written, with the module it appears in.
 struct Reference {
     file: String,
@@ -134,6 +144,7 @@ struct Reference {
 
 struct Collector<'a> {
     file: &'a str,
+    impl_items: &'a mut ImplItems,
     /// The module path of the innermost module being visited.
     scope: Vec<String>,
     modules: &'a mut BTreeMap<Vec<String>, Module>,
@@ -251,6 +262,24 @@ impl<'ast> Visit<'ast> for Collector<'_> {
         syn::visit::visit_path(self, p);
     }
 
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        if i.trait_.is_none() {
+            if let syn::Type::Path(t) = &*i.self_ty {
+                if let Some(ty) = t.path.segments.last() {
+                    for item in &i.items {
+                        let name = match item {
+                            syn::ImplItem::Fn(f) => f.sig.ident.to_string(),
+                            syn::ImplItem::Const(c) => c.ident.to_string(),
+                            _ => continue,
+                        };
+                        self.impl_items.entry((ty.ident.to_string(), name)).or_insert_with(|| self.file.to_string());
+                    }
+                }
+            }
+        }
+        syn::visit::visit_item_impl(self, i);
+    }
+
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
         // Paths inside macro bodies (`vec![crate::x::y()]`, `matches!`, ...) are code too.
         self.visit_path(&m.path);
@@ -302,6 +331,7 @@ type Edges = BTreeMap<(String, String), usize>;
 struct Resolver {
     modules: BTreeMap<Vec<String>, Module>,
     macros: BTreeMap<String, String>,
+    impl_items: ImplItems,
 }
 
 impl Resolver {
@@ -330,7 +360,8 @@ impl Resolver {
             }
             _ => {
                 let child: Vec<String> = scope.iter().chain(std::iter::once(first)).cloned().collect();
-                if self.modules.contains_key(&child) {
+                let local = self.modules.get(scope).is_some_and(|m| m.items.contains(first));
+                if local || self.modules.contains_key(&child) {
                     return Some(scope.iter().chain(segs).cloned().collect());
                 }
                 if depth > 8 {
@@ -357,6 +388,10 @@ impl Resolver {
             let Some(m) = self.modules.get(&path[..split]) else { continue };
             let Some(name) = path.get(split) else { return Some(m.file.clone()) };
             if m.items.contains(name) {
+                // `T::f` where `impl T { fn f }` is in another file: a use of that file.
+                if let Some(f) = path.get(split + 1).and_then(|f| self.impl_items.get(&(name.clone(), f.clone()))) {
+                    return Some(f.clone());
+                }
                 return Some(m.file.clone());
             }
             if let Some(target) = m.uses.get(name) {
@@ -388,10 +423,12 @@ fn import_graph(sources: &Sources) -> Result<Edges, String> {
     let mut modules: BTreeMap<Vec<String>, Module> = BTreeMap::new();
     let mut macros = BTreeMap::new();
     let mut refs: Vec<Reference> = Vec::new();
+    let mut impl_items = ImplItems::new();
     for (file, text) in sources {
         let ast = syn::parse_file(text).map_err(|e| format!("{file}: {e}"))?;
         let mut c = Collector {
             file,
+            impl_items: &mut impl_items,
             scope: module_of(file),
             modules: &mut modules,
             refs: &mut refs,
@@ -400,7 +437,7 @@ fn import_graph(sources: &Sources) -> Result<Edges, String> {
         c.module();
         c.visit_file(&ast);
     }
-    let krate = Resolver { modules, macros };
+    let krate = Resolver { modules, macros, impl_items };
     let mut edges = Edges::new();
     for r in refs {
         let Some(abs) = krate.absolute(&r.scope, &r.path, 0) else { continue };
@@ -626,4 +663,16 @@ fn re_exports_resolve_to_the_defining_file() {
     let edges = import_graph(&s).unwrap();
     assert!(edges.contains_key(&("interp/mod.rs".to_string(), "ir/b.rs".to_string())), "{edges:?}");
     assert!(!edges.contains_key(&("interp/mod.rs".to_string(), "ir/mod.rs".to_string())), "{edges:?}");
+}
+
+/// A method or associated const of a type, defined in an `impl` block of another file, is
+/// a use of that file: `OpId::from_name` with `impl OpId { fn from_name }` in the registry.
+#[test]
+fn inherent_items_resolve_to_their_impl_block() {
+    let mut s = Sources::new();
+    s.insert("lib.rs".into(), "pub mod ir;\npub mod ops;\n".into());
+    s.insert("ir/mod.rs".into(), "pub struct OpId(pub u32);\nfn f() { let _ = OpId::from_name(\"Relu\"); }\n".into());
+    s.insert("ops/mod.rs".into(), "use crate::ir::OpId;\nimpl OpId { pub fn from_name(_: &str) {} }\n".into());
+    let edges = import_graph(&s).unwrap();
+    assert!(edges.contains_key(&("ir/mod.rs".to_string(), "ops/mod.rs".to_string())), "{edges:?}");
 }

@@ -2,14 +2,15 @@
 //! interning, label resolution, constant encoding and debug info. Also keeps, for every
 //! instruction, the spans of its operands so that verifier errors can point at them.
 //!
-//! This module holds the module-wide state (`Asm`: names, literals, attribute sets,
-//! types) and the drivers (a whole parse tree, or item by item); the rest is by concern:
+//! This module holds the drivers (a whole parse tree, or item by item); the rest is by
+//! concern, each file importing only the ones listed before it:
 //!
+//! * `suggest`: "did you mean" suggestions;
+//! * `source_map`: where each part came from (verifier errors, debug positions);
+//! * `state`: the module-wide state (`Asm`: names, literals, attribute sets, types);
 //! * `consts`: literal values and the encoding of constants;
 //! * `files`: `file("...")` contents and kernel declarations;
-//! * `func`: function bodies to bytecode;
-//! * `source_map`: where each part came from (verifier errors, debug positions);
-//! * `suggest`: "did you mean" suggestions.
+//! * `func`: function bodies to bytecode.
 
 mod consts;
 mod files;

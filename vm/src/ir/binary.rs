@@ -6,10 +6,10 @@
 //! against the bytes that remain before anything is allocated, and every failure is an
 //! error carrying the byte offset, never a panic.
 
+use crate::ir::attrs::{AttrValue, Attrs};
 use crate::ir::bytecode::{Arg, Instr, Word, WORD_SIZE};
 use crate::ir::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, Placement, SourceLoc, UserKernel};
 use crate::ir::types::{DType, Dim, Type};
-use crate::ops::{AttrValue, Attrs};
 use std::fmt;
 
 pub const MAGIC: [u8; 4] = *b"\0RXB";

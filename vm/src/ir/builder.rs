@@ -1,12 +1,12 @@
 //! `ModuleBuilder`: emit modules from Rust without going through text (for compilers and
 //! frontends). The result is verified like any loaded module.
 
+use crate::ir::attrs::{AttrTable, Attrs};
 use crate::ir::builtins::Builtin;
 use crate::ir::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, OpId, Reg};
 use crate::ir::module::{ConstData, Constant, FuncDebug, Function, Literal, Module};
 use crate::ir::types::{DType, Scope, Type};
 use crate::ir::verify::{verify_module, VerifyError};
-use crate::ops::{AttrTable, Attrs};
 
 /// An instruction operand before encoding.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -201,7 +201,7 @@ pub struct Module {
     pub consts: Vec<Constant>,
     pub funcs: Vec<Function>,
     /// Operator attribute sets, referenced by `call_op` instructions (1-based).
-    pub attrs: Vec<crate::ops::Attrs>,
+    pub attrs: Vec<crate::ir::attrs::Attrs>,
     /// User-declared OpenCL kernels, referenced by `call_kernel` instructions.
     pub kernels: Vec<UserKernel>,
     /// The source file the module was assembled from, for diagnostics.

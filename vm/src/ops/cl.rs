@@ -1,5 +1,6 @@
 //! OpenCL kernels for operators. Each family registers `(operator name, ClFn)` pairs in its
-//! own table (`elementwise_cl::CL`, ...); [`cl_fn`] finds an operator's kernel. A `ClFn`
+//! own table (`elementwise_cl::CL`, ...), resolved once into a table indexed by operator
+//! (`OpId::cl_kernel`; `ops::cl_fn` by name for tools and tests). A `ClFn`
 //! receives the operands as device buffers ([`ClTensor`]: a `cl_mem`, an element offset,
 //! dtype, shape), the inputs' [`TensorInfo`] (with host values for small integer inputs such
 //! as shapes, pads or indices, read back before the call), the attributes, and the output

@@ -305,8 +305,8 @@ pub struct Stats {
     pub live_views: u64,
     /// Bytes held by constants (outside the pool and the counters above).
     pub constant_bytes: u64,
-    /// Copies into, out of and between storages ([`crate::interp::io`]).
-    pub copies: crate::interp::io::Copies,
+    /// Copies into, out of and between storages (see `interp/io.rs`).
+    pub copies: crate::runtime::counters::Copies,
 }
 
 impl Stats {
