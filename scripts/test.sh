@@ -46,6 +46,13 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== rxvm-vm without OpenCL (the host-only build: no opencl3 in it, host tests pass)"
+if cargo tree -p rxvm-vm --no-default-features -e normal --locked | grep -q opencl3; then
+  echo "opencl3 is in the dependency tree of rxvm-vm --no-default-features" >&2
+  exit 1
+fi
+cargo clippy -p rxvm-vm --all-targets --no-default-features --locked -- -D warnings
+cargo test -p rxvm-vm --no-default-features --locked
 echo "== ONNX conformance per device (also asserted by tests/conformance.rs)"
 onnx_data=.cache/onnx/wheel/onnx/backend/test/data
 for device in host opencl:intel opencl:pocl; do

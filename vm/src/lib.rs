@@ -31,6 +31,7 @@
 // interpreter (`interp`).
 pub mod interp;
 pub mod ir;
+#[cfg(feature = "opencl")]
 pub mod opencl;
 pub mod ops;
 pub mod runtime;
@@ -38,6 +39,7 @@ pub mod runtime;
 // The modules' public paths from before the layers had folders of their own.
 pub use interp::{debug, error, exec, io};
 pub use ir::{binary, builder, builtins, bytecode, host_tensor, module, types, verify};
+#[cfg(feature = "opencl")]
 pub use opencl::builtins as cl_kernels;
 pub use runtime::{device, memory, shared, value};
 

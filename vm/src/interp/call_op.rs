@@ -26,11 +26,31 @@ pub(crate) fn refuse_constant_outputs(def: &crate::ir::schema::OpDef, outputs: &
     }
 }
 
+/// The device an operator call's operands live on when it is not the host.
+#[cfg(feature = "opencl")]
+pub(crate) type OpDevice = crate::opencl::device::ClDevice;
+/// Without the OpenCL backend every operand is in host memory.
+#[cfg(not(feature = "opencl"))]
+pub(crate) type OpDevice = std::convert::Infallible;
+
+/// The OpenCL device of `v`'s storage, `None` on the host.
+#[inline]
+fn op_device(v: &View) -> Option<&OpDevice> {
+    #[cfg(feature = "opencl")]
+    return v.storage.device_state().cl();
+    #[cfg(not(feature = "opencl"))]
+    return {
+        let _ = v;
+        None
+    };
+}
+
 /// One operator call's operands and attributes, as the paths that run it take them.
 #[derive(Clone, Copy)]
 pub(crate) struct OpCall<'a> {
     /// The OpenCL device the operands live on; `None` on the host.
-    pub(crate) dev: Option<&'a crate::opencl::device::ClDevice>,
+    pub(crate) dev: Option<&'a OpDevice>,
+    #[cfg_attr(not(feature = "opencl"), allow(dead_code))]
     pub(crate) op: OpId,
     pub(crate) def: &'a crate::ir::schema::OpDef,
     pub(crate) inputs: &'a [Option<Shared<View>>],
@@ -125,6 +145,25 @@ impl Vm {
             Some(t) => t.storage.device_state(),
             None => &self.rt.devices[0],
         };
+        #[cfg(not(feature = "opencl"))]
+        return fault(format!(
+            "@cl.{} is an OpenCL kernel, but its tensors are on `{}`; run on an OpenCL device (--device opencl)",
+            k.name, state.caps.name
+        ));
+        #[cfg(feature = "opencl")]
+        self.kernel_launch(k, state, &vals, &tensors, &global)
+    }
+
+    /// The launch of a user kernel on the OpenCL device its tensors live on.
+    #[cfg(feature = "opencl")]
+    fn kernel_launch(
+        &self,
+        k: &crate::ir::module::UserKernel,
+        state: &crate::runtime::memory::DeviceState,
+        vals: &[Value],
+        tensors: &[&Shared<View>],
+        global: &[usize],
+    ) -> Step<()> {
         let Some(dev) = state.cl() else {
             return fault(format!(
                 "@cl.{} is an OpenCL kernel, but its tensors are on `{}`; run on an OpenCL device (--device opencl)",
@@ -167,7 +206,7 @@ impl Vm {
             return Ok(());
         }
         let handle = dev.kernel_entry(&k.source, &k.entry).or_else(fault)?;
-        dev.launch_nd(handle, &args, &global).or_else(|e| fault(format!("@cl.{}: {e}", k.name)))?;
+        dev.launch_nd(handle, &args, global).or_else(|e| fault(format!("@cl.{}: {e}", k.name)))?;
         for t in tensors {
             t.record_write();
         }
@@ -175,6 +214,7 @@ impl Vm {
     }
 
     /// Runs an operator's OpenCL kernel on device buffers (outputs already checked).
+    #[cfg(feature = "opencl")]
     pub(crate) fn op_call_cl(&self, dev: &crate::opencl::device::ClDevice, call: &OpCall) -> Step<()> {
         let OpCall { op, def, inputs, outputs, infos, attrs, .. } = *call;
         let Some(run) = op.cl_kernel() else {
@@ -221,7 +261,6 @@ impl Vm {
     pub(crate) fn op_call_blocked(&self, call: &OpCall, noop: bool) -> Step<()> {
         let OpCall { dev, def, inputs, outputs, infos, host_in, attrs, .. } = *call;
         use crate::ops::blocked;
-        use crate::ops::texture_cl::{self, ClOperand, ClTexture};
         let name = def.name;
         let err = |e: String| fault(format!("@onnx.{name}: {e}"));
         let bx = |e: String| Box::new(Fault { message: format!("@onnx.{name}: {e}"), notes: vec![] });
@@ -237,6 +276,8 @@ impl Vm {
         let tin: SmallVec<[bool; 6]> = inputs.iter().map(textured).collect();
         let tout: SmallVec<[Option<bool>; 3]> =
             outputs.iter().map(|v| v.as_ref().map(|v| v.scope == Scope::Texture)).collect();
+        #[cfg(feature = "opencl")]
+        let op_call = call;
         let call = blocked::infer(def, infos, &tin, &tout, attrs).map_err(bx)?;
         let Some(y) = outputs.first().and_then(Option::as_ref) else { return err("output 1 is required".into()) };
         if y.dtype != call.out.0 || y.shape[..] != call.out.1[..] {
@@ -272,6 +313,27 @@ impl Vm {
             let b = blocked::block(&outs[0]).map_err(bx)?;
             return write_view(y, &b.data).map_err(|e| Box::new(Fault { message: *e, notes: vec![] }));
         };
+        #[cfg(feature = "opencl")]
+        return self.op_call_blocked_cl(dev, op_call, &call, y);
+        #[cfg(not(feature = "opencl"))]
+        match *dev {}
+    }
+
+    /// The OpenCL half of [`Vm::op_call_blocked`]: the texture kernel on the device.
+    #[cfg(feature = "opencl")]
+    fn op_call_blocked_cl(
+        &self,
+        dev: &crate::opencl::device::ClDevice,
+        call: &OpCall,
+        blocked_call: &crate::ops::blocked::BlockedCall,
+        y: &Shared<View>,
+    ) -> Step<()> {
+        use crate::ops::texture_cl::{self, ClOperand, ClTexture};
+        let OpCall { def, inputs, infos, attrs, .. } = *call;
+        let call = blocked_call;
+        let name = def.name;
+        let err = |e: String| fault(format!("@onnx.{name}: {e}"));
+        let bx = |e: String| Box::new(Fault { message: format!("@onnx.{name}: {e}"), notes: vec![] });
         let handle = |v: &Shared<View>| v.cl.ok_or_else(|| format!("internal: {} has no device handle", v.id));
         let y_mem = handle(y).map_err(bx)?.mem;
         let mut ins = Vec::with_capacity(inputs.len());
@@ -368,7 +430,7 @@ impl Vm {
                 return refuse_constant_outputs(def, outputs);
             }
         }
-        let dev = first.and_then(|v| v.storage.device_state().cl());
+        let dev = first.and_then(|v| op_device(v));
         let io_err = |e: Box<String>| Box::new(Fault { message: *e, notes: vec![] });
         // Shape inference needs the values of shape-like inputs; on a device only small
         // inputs (scalars, shapes, pads, indices) are read back for it.
@@ -496,7 +558,10 @@ impl Vm {
     pub(crate) fn run_op(&self, call: &OpCall, inferred: &[crate::ops::OutInfo]) -> Step<()> {
         let OpCall { dev, def, outputs, host_in, attrs, .. } = *call;
         if let Some(dev) = dev {
+            #[cfg(feature = "opencl")]
             return self.op_call_cl(dev, call);
+            #[cfg(not(feature = "opencl"))]
+            match *dev {}
         }
         let mut outs: Recycled<HostTensor> = Recycled::new(&self.scratch);
         for (dtype, shape) in inferred {

@@ -4,9 +4,13 @@
 use crate::ir::builtins::Builtin;
 use crate::ir::host_tensor::{format_nested, load_f64, load_i64, store_f64, store_i64, HostTensor};
 use crate::ir::types::{DType, Scope};
+#[cfg(feature = "opencl")]
 use crate::opencl::builtins::{self as cl_kernels, Access};
+#[cfg(feature = "opencl")]
 use crate::opencl::device::{ClDevice, KernelArg, ViewKind};
+#[cfg(feature = "opencl")]
 use crate::ops::texture_cl::BlockedSide;
+use crate::runtime::memory::DeviceState;
 use crate::runtime::memory::View;
 use crate::runtime::shared::Shared;
 use crate::runtime::value::Value;
@@ -43,6 +47,7 @@ pub fn read_view_into(v: &View, mut buf: Vec<u8>) -> Result<HostTensor, Fail> {
     }
     buf.resize(len, 0);
     let mut data = buf;
+    #[cfg(feature = "opencl")]
     if let (Some(dev), Some(h)) = (v.storage.device_state().cl(), v.cl) {
         dev.read(&h, data.len(), v.image.as_ref(), &mut data).map_err(|e| Box::new(e.to_string()))?;
         return Ok(HostTensor { dtype: v.dtype, shape: v.shape.to_vec(), data });
@@ -74,6 +79,7 @@ pub fn store_bytes(v: &View, data: &[u8]) -> Result<(), Fail> {
     if data.len() as u64 != v.numel() * es as u64 {
         return fail(format!("expected {} bytes for the view, found {}", v.numel() * es as u64, data.len()));
     }
+    #[cfg(feature = "opencl")]
     if let (Some(dev), Some(h)) = (v.storage.device_state().cl(), v.cl) {
         dev.write(&h, v.image.as_ref(), data).map_err(|e| Box::new(e.to_string()))?;
         v.record_write();
@@ -90,9 +96,8 @@ pub fn store_bytes(v: &View, data: &[u8]) -> Result<(), Fail> {
     Ok(())
 }
 
-/// The OpenCL device all `views` live on, `None` on the host; an error if they live on
-/// different devices.
-fn device_of<'a>(name: &str, views: &[&'a View]) -> Result<Option<&'a ClDevice>, Fail> {
+/// The device all `views` live on; an error if they live on different devices.
+fn same_device<'a>(name: &str, views: &[&'a View]) -> Result<&'a DeviceState, Fail> {
     let first = &views[0].storage;
     for v in &views[1..] {
         if v.storage.device != first.device {
@@ -103,10 +108,33 @@ fn device_of<'a>(name: &str, views: &[&'a View]) -> Result<Option<&'a ClDevice>,
             ));
         }
     }
-    Ok(first.device_state().cl())
+    Ok(first.device_state())
+}
+
+/// A scalar argument of a builtin's device kernel.
+#[derive(Clone, Copy)]
+#[cfg_attr(not(feature = "opencl"), allow(dead_code))]
+enum Scalar {
+    /// A value in the kernel's compute type (converted as the host converts).
+    Compute(f64),
+    U64(u64),
+}
+
+/// Runs builtin `b` as a device kernel when its tensors (output last) live on an OpenCL
+/// device, and says whether it did; checks that they share one device either way.
+fn ran_on_device(name: &str, b: Builtin, dtype: DType, views: &[&View], scalars: &[Scalar]) -> Result<bool, Fail> {
+    let state = same_device(name, views)?;
+    #[cfg(feature = "opencl")]
+    if let Some(dev) = state.cl() {
+        cl_run(dev, b, dtype, views, scalars)?;
+        return Ok(true);
+    }
+    let _ = (state, b, dtype, scalars);
+    Ok(false)
 }
 
 /// A scalar in the kernel's compute type, converted the way the host converts.
+#[cfg(feature = "opencl")]
 fn compute_scalar(dtype: DType, v: f64) -> KernelArg {
     let mut b = [0u8; 8];
     match dtype {
@@ -125,7 +153,8 @@ fn compute_scalar(dtype: DType, v: f64) -> KernelArg {
 }
 
 /// Runs builtin `b` as an OpenCL kernel: `views` are the operands, output last.
-fn cl_run(dev: &ClDevice, b: Builtin, dtype: DType, views: &[&View], scalars: Vec<KernelArg>) -> Result<(), Fail> {
+#[cfg(feature = "opencl")]
+fn cl_run(dev: &ClDevice, b: Builtin, dtype: DType, views: &[&View], scalars: &[Scalar]) -> Result<(), Fail> {
     let out = views[views.len() - 1];
     for v in &views[..views.len() - 1] {
         v.check_coherent_read().map_err(Box::new)?;
@@ -159,7 +188,10 @@ fn cl_run(dev: &ClDevice, b: Builtin, dtype: DType, views: &[&View], scalars: Ve
     }
     let n = out.numel();
     args.push(KernelArg::U64(n));
-    args.extend(scalars);
+    args.extend(scalars.iter().map(|s| match *s {
+        Scalar::Compute(v) => compute_scalar(dtype, v),
+        Scalar::U64(x) => KernelArg::U64(x),
+    }));
     let global = match ops[ops.len() - 1] {
         Access::Buffer => n,
         Access::Image { channels } => n / channels,
@@ -290,8 +322,8 @@ pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<O
         }
         Builtin::Fill => {
             let t = writable("fill", as_tensor(&args[0])?)?;
-            if let Some(dev) = device_of("fill", &[t])? {
-                return cl_run(dev, b, t.dtype, &[t], vec![compute_scalar(t.dtype, f(1))]).map(|_| None);
+            if ran_on_device("fill", b, t.dtype, &[t], &[Scalar::Compute(f(1))])? {
+                return Ok(None);
             }
             let mut b = [0u8; 8];
             store_f64(t.dtype, f(1), &mut b);
@@ -303,9 +335,8 @@ pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<O
         Builtin::Iota => {
             let t = writable("iota", as_tensor(&args[0])?)?;
             let (start, step) = (f(1), f(2));
-            if let Some(dev) = device_of("iota", &[t])? {
-                let scalars = vec![compute_scalar(t.dtype, start), compute_scalar(t.dtype, step)];
-                return cl_run(dev, b, t.dtype, &[t], scalars).map(|_| None);
+            if ran_on_device("iota", b, t.dtype, &[t], &[Scalar::Compute(start), Scalar::Compute(step)])? {
+                return Ok(None);
             }
             for k in 0..t.numel() {
                 let mut b = [0u8; 8];
@@ -324,8 +355,8 @@ pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<O
                     shape_str(dst)
                 ));
             }
-            if let Some(dev) = device_of("copy", &[src, dst])? {
-                return cl_run(dev, b, src.dtype, &[src, dst], vec![]).map(|_| None);
+            if ran_on_device("copy", b, src.dtype, &[src, dst], &[])? {
+                return Ok(None);
             }
             // Through a temporary, so overlapping views copy as if simultaneously.
             let tmp = read_view(src)?;
@@ -346,8 +377,8 @@ pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<O
                 ));
             }
             let bstep = (bb.numel() != 1) as u64;
-            if let Some(dev) = device_of(name, &[a, bb, o])? {
-                return cl_run(dev, b, dtype, &[a, bb, o], vec![KernelArg::U64(bstep)]).map(|_| None);
+            if ran_on_device(name, b, dtype, &[a, bb, o], &[Scalar::U64(bstep)])? {
+                return Ok(None);
             }
             for k in 0..n {
                 let (x, y) = (get(a, k), get(bb, k * bstep));
@@ -379,8 +410,8 @@ pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<O
             if x.numel() != o.numel() {
                 return fail(format!("@vm.relu: x is {} but out is {}", shape_str(x), shape_str(o)));
             }
-            if let Some(dev) = device_of("relu", &[x, o])? {
-                return cl_run(dev, b, dtype, &[x, o], vec![]).map(|_| None);
+            if ran_on_device("relu", b, dtype, &[x, o], &[])? {
+                return Ok(None);
             }
             for k in 0..x.numel() {
                 let mut r = [0u8; 8];
@@ -402,8 +433,8 @@ pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<O
                 ));
             }
             let (m, k, n) = (a.shape[0] as u64, a.shape[1] as u64, bb.shape[1] as u64);
-            if let Some(dev) = device_of("matmul", &[a, bb, o])? {
-                return cl_run(dev, b, dtype, &[a, bb, o], vec![KernelArg::U64(k), KernelArg::U64(n)]).map(|_| None);
+            if ran_on_device("matmul", b, dtype, &[a, bb, o], &[Scalar::U64(k), Scalar::U64(n)])? {
+                return Ok(None);
             }
             let av: Vec<f64> = (0..m * k).map(|e| load_f64(dtype, &get(a, e))).collect();
             let bv: Vec<f64> = (0..k * n).map(|e| load_f64(dtype, &get(bb, e))).collect();
@@ -479,7 +510,9 @@ fn convert_blocked(name: &str, src: &View, dst: &View, to: bool) -> Result<(), F
             blk.scope
         ));
     }
-    if let Some(dev) = device_of(name, &[src, dst])? {
+    let state = same_device(name, &[src, dst])?;
+    #[cfg(feature = "opencl")]
+    if let Some(dev) = state.cl() {
         src.check_coherent_read().map_err(Box::new)?;
         if dtype != DType::F32 {
             return fail(format!("@vm.{name}: the OpenCL kernel converts f32 tensors, found {dtype}"));
@@ -494,6 +527,7 @@ fn convert_blocked(name: &str, src: &View, dst: &View, to: bool) -> Result<(), F
         dst.record_write();
         return Ok(());
     }
+    let _ = state;
     let h = read_view(src)?;
     let out = if to { blocked::block(&h) } else { blocked::unblock(&h, plain.shape[1]) };
     let out = out.map_err(|e| Box::new(format!("@vm.{name}: {e}")))?;

@@ -268,6 +268,7 @@ impl Vm {
     /// `cl_buffers_created`, `cl_sub_buffers_created`, `cl_images_created`,
     /// `compat_images`, `compat_image_bytes`, `live_cl_mem`, `cl_kernels_built`.
     pub fn cl_stats(&self) -> [(&'static str, u64); 7] {
+        #[cfg_attr(not(feature = "opencl"), allow(unused_mut))]
         let mut v = [
             ("cl_buffers_created", 0),
             ("cl_sub_buffers_created", 0),
@@ -277,6 +278,7 @@ impl Vm {
             ("live_cl_mem", 0),
             ("cl_kernels_built", 0),
         ];
+        #[cfg(feature = "opencl")]
         for d in self.rt.devices.iter().filter_map(|d| d.cl()) {
             let c = &d.counters;
             let vals = [

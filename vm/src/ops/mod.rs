@@ -9,15 +9,20 @@
 //! ones before the kernel runs.
 
 pub mod blocked;
+#[cfg(feature = "opencl")]
 pub mod cl;
 pub mod elementwise;
+#[cfg(feature = "opencl")]
 pub mod elementwise_cl;
 pub mod host;
 pub mod nn;
+#[cfg(feature = "opencl")]
 pub mod nn_cl;
 pub mod shape;
 pub mod tensor;
+#[cfg(feature = "opencl")]
 pub mod tensor_cl;
+#[cfg(feature = "opencl")]
 pub mod texture_cl;
 
 pub use crate::ir::attrs::{AttrKind, AttrSpec, AttrTable, AttrValue, Attrs};
@@ -39,6 +44,7 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> =
 
 /// Each operator's OpenCL buffer kernel, by [`OpId`]: the families' tables resolved once,
 /// so that a call indexes a table instead of searching one by name.
+#[cfg(feature = "opencl")]
 static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
     let by_name = |name: &str| {
         elementwise_cl::CL.iter().chain(nn_cl::CL).chain(tensor_cl::CL).find(|(n, _)| *n == name).map(|(_, f)| *f)
@@ -48,6 +54,7 @@ static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
 
 /// The OpenCL buffer kernel of operator `name`, if it has one (for tools and tests; the
 /// interpreter uses [`OpId::cl_kernel`]).
+#[cfg(feature = "opencl")]
 pub fn cl_fn(name: &str) -> Option<cl::ClFn> {
     OpId::from_name(name)?.cl_kernel()
 }
@@ -58,6 +65,7 @@ impl OpId {
     }
 
     /// The operator's OpenCL buffer kernel, if it has one.
+    #[cfg(feature = "opencl")]
     #[inline]
     pub fn cl_kernel(self) -> Option<cl::ClFn> {
         CL_KERNELS.get(self.0 as usize).copied().flatten()
@@ -71,6 +79,17 @@ impl OpId {
     pub fn get(id: u32) -> Option<&'static OpDef> {
         OPS.get(id as usize).copied()
     }
+}
+
+/// Whether operator `name` has an OpenCL buffer kernel in this build.
+fn has_cl_kernel(name: &str) -> bool {
+    #[cfg(feature = "opencl")]
+    return cl_fn(name).is_some();
+    #[cfg(not(feature = "opencl"))]
+    return {
+        let _ = name;
+        false
+    };
 }
 
 /// The operator table of `docs/operators.md` (a test keeps the doc equal to this).
@@ -89,7 +108,7 @@ pub fn markdown_table() -> String {
             range(o.min_inputs, o.max_inputs),
             range(o.min_outputs, o.max_outputs),
             if attrs.is_empty() { "—".to_string() } else { attrs.join(", ") },
-            if cl_fn(o.name).is_some() { "yes" } else { "no" },
+            if has_cl_kernel(o.name) { "yes" } else { "no" },
             if blocked::supports(o.name) { "yes" } else { "no" },
             o.doc.replace('|', "\\|")
         ));

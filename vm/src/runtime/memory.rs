@@ -5,6 +5,7 @@
 //! reference dies the memory goes back to its device's pool and the ledger forgets it.
 
 use crate::ir::types::{DType, ImageLayout, Scope};
+#[cfg(feature = "opencl")]
 use crate::opencl::device::{ClBlock, ClDevice, ClDeviceInfo, ClView, ViewKind};
 use crate::runtime::counters::{bump, sub, take_next, Counters, ObjectCounters};
 use crate::runtime::device::{size_class, AllocSource, Binned, Bins, DeviceCaps, HostBlock};
@@ -32,13 +33,21 @@ impl Site {
 /// Where a device's memory lives.
 pub enum Backend {
     Host,
+    #[cfg(feature = "opencl")]
     OpenCl(Box<ClDevice>),
 }
+
+/// A view's device handle. Without the `opencl` feature no device holds views, and the
+/// type has no values.
+#[cfg(not(feature = "opencl"))]
+#[derive(Clone, Copy, Debug)]
+pub enum ClView {}
 
 /// What a VM runs on: the host (with capabilities to emulate) or an OpenCL device.
 #[derive(Clone, Debug)]
 pub enum DeviceSpec {
     Host(DeviceCaps),
+    #[cfg(feature = "opencl")]
     OpenCl(ClDeviceInfo),
 }
 
@@ -58,6 +67,7 @@ pub struct DeviceState {
 }
 
 impl DeviceState {
+    #[cfg(feature = "opencl")]
     pub fn cl(&self) -> Option<&ClDevice> {
         match &self.backend {
             Backend::OpenCl(d) => Some(d),
@@ -65,21 +75,35 @@ impl DeviceState {
         }
     }
 
+    /// True on OpenCL devices.
+    #[inline(always)]
+    pub fn is_opencl(&self) -> bool {
+        #[cfg(feature = "opencl")]
+        return matches!(self.backend, Backend::OpenCl(_));
+        #[cfg(not(feature = "opencl"))]
+        return false;
+    }
+
     /// True on OpenCL devices whose texture views are standalone images: bytes written
     /// through one kind of view are not visible through the other.
     pub fn has_compat_images(&self) -> bool {
-        self.cl().is_some() && self.caps.image_support && !self.caps.image_from_buffer
+        self.is_opencl() && self.caps.image_support && !self.caps.image_from_buffer
     }
 
     /// Bytes of dead storages kept for reuse, and of the OpenCL pool's free blocks.
     pub fn pool_free_bytes(&self) -> u64 {
-        self.parked.borrow().free_bytes() + self.cl().map_or(0, |d| d.pool_free_bytes.get())
+        #[cfg(feature = "opencl")]
+        let device_pool = self.cl().map_or(0, |d| d.pool_free_bytes.get());
+        #[cfg(not(feature = "opencl"))]
+        let device_pool = 0;
+        self.parked.borrow().free_bytes() + device_pool
     }
 
     /// Gives every dead storage's block, and the OpenCL pool's blocks, back to the system.
     pub fn clear_pool(&self) {
         let dead = self.parked.borrow_mut().take_all();
         drop(dead);
+        #[cfg(feature = "opencl")]
         if let Some(d) = self.cl() {
             d.clear_pool();
         }
@@ -188,6 +212,7 @@ impl Runtime {
         for spec in specs {
             let (caps, backend) = match spec {
                 DeviceSpec::Host(caps) => (caps, Backend::Host),
+                #[cfg(feature = "opencl")]
                 DeviceSpec::OpenCl(info) => {
                     let d = ClDevice::open(&info).map_err(|e| format!("cannot open `{}`: {e}", info.caps.name))?;
                     (d.caps.clone(), Backend::OpenCl(Box::new(d)))
@@ -434,6 +459,7 @@ const UNTRACKED: u32 = u32::MAX;
 /// Device memory owned by a storage.
 pub enum DeviceMem {
     Host(HostBlock),
+    #[cfg(feature = "opencl")]
     OpenCl(ClBlock),
 }
 
@@ -533,7 +559,7 @@ impl Runtime {
         let dev = self.devices.get(device as usize)?;
         let caps = &dev.caps;
         let align = if align == 0 { caps.base_align } else { align };
-        let cl_align_ok = !matches!(dev.backend, Backend::OpenCl(_)) || align <= caps.mem_base_addr_align;
+        let cl_align_ok = !dev.is_opencl() || align <= caps.mem_base_addr_align;
         if !align.is_power_of_two() || size > caps.max_alloc || !cl_align_ok {
             return None;
         }
@@ -573,7 +599,7 @@ impl Storage {
         if !constant && live.saturating_add(size) > limit {
             return Err(AllocError::LiveLimit { size, live, limit, device: caps.name.clone() });
         }
-        if matches!(dev.backend, Backend::OpenCl(_)) && align > caps.mem_base_addr_align {
+        if dev.is_opencl() && align > caps.mem_base_addr_align {
             return Err(AllocError::AlignTooLarge { align, device: caps.name.clone(), max: caps.mem_base_addr_align });
         }
         let class = size_class(size);
@@ -678,6 +704,7 @@ impl Storage {
                 (DeviceMem::Host(HostBlock::new(size, align).ok_or_else(oom)?), AllocSource::Fresh)
             }
             Backend::Host => (DeviceMem::Host(HostBlock::new(class, align).ok_or_else(oom)?), AllocSource::Fresh),
+            #[cfg(feature = "opencl")]
             Backend::OpenCl(d) => {
                 let (b, s) = d.alloc(size).map_err(|e| AllocError::Device(format!("on `{}`: {e}", caps.name)))?;
                 (DeviceMem::OpenCl(b), s)
@@ -746,6 +773,7 @@ impl Storage {
     pub fn capacity(&self) -> u64 {
         match &self.mem {
             Some(DeviceMem::Host(b)) => b.capacity(),
+            #[cfg(feature = "opencl")]
             Some(DeviceMem::OpenCl(b)) => b.capacity(),
             None => self.size,
         }
@@ -773,6 +801,7 @@ impl Storage {
         }
     }
 
+    #[cfg(feature = "opencl")]
     pub fn cl_block(&self) -> Option<&ClBlock> {
         match &self.mem {
             Some(DeviceMem::OpenCl(b)) => Some(b),
@@ -819,6 +848,7 @@ impl Drop for Storage {
             return;
         }
         self.leave_books(&self.rt);
+        #[cfg(feature = "opencl")]
         if let (Some(DeviceMem::OpenCl(b)), Backend::OpenCl(d)) = (self.mem.take(), &self.device_state().backend) {
             d.release(b);
         }
@@ -932,10 +962,13 @@ impl View {
 
     /// The writer tag of this view for compat-image coherence (see [`WriteRecord`]).
     pub fn writer_tag(&self) -> u64 {
-        match self.cl {
+        #[cfg(feature = "opencl")]
+        return match self.cl {
             Some(c) if c.kind == ViewKind::CompatImage => c.mem as u64,
             _ => 0,
-        }
+        };
+        #[cfg(not(feature = "opencl"))]
+        return 0;
     }
 
     /// Refuses to read bytes through this view that were last written through a view that
@@ -1044,10 +1077,13 @@ impl View {
         site: Site,
         type_id: Option<u32>,
     ) -> Result<Shared<View>, String> {
+        #[cfg(feature = "opencl")]
         let cl = match (storage.device_state().cl(), storage.cl_block()) {
             (Some(dev), Some(block)) => Some(dev.view(block, g.offset, g.dtype, g.image.as_ref())?),
             _ => None,
         };
+        #[cfg(not(feature = "opencl"))]
+        let cl = None;
         let type_id = match type_id {
             Some(t) => t,
             None if g.scope.is_texture() => 0,
