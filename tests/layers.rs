@@ -73,12 +73,6 @@ const KNOWN_DEBTS: &[(&str, &str, &str, &str)] = &[
         "ops/blocked.rs",
         "the verifier checks texture operands against the blocked kernels' support list; goes with the kernel tables (issue 27, item 3)",
     ),
-    (
-        "vm/src",
-        "runtime/memory.rs",
-        "opencl/device.rs",
-        "storages and views hold OpenCL blocks and views directly; goes with the `Device` trait (issue 27, item 2)",
-    ),
 ];
 
 /// A crate's sources: path relative to `src/` -> text.

@@ -41,7 +41,14 @@ pub use interp::{debug, error, exec, io};
 pub use ir::{binary, builder, builtins, bytecode, host_tensor, module, types, verify};
 #[cfg(feature = "opencl")]
 pub use opencl::builtins as cl_kernels;
-pub use runtime::{device, memory, shared, value};
+pub use runtime::{device, shared, value};
+
+/// Storages, views and the runtime (`runtime/memory.rs`), and [`DeviceSpec`], which says
+/// what a runtime opens (`interp/devices.rs`): the module as it was before the layers.
+pub mod memory {
+    pub use crate::interp::devices::DeviceSpec;
+    pub use crate::runtime::memory::*;
+}
 
 pub use binary::{read_module, write_module, LoadError};
 pub use device::DeviceCaps;

@@ -177,7 +177,7 @@ impl Vm {
                     if !std::ptr::eq(t.storage.device_state(), state) {
                         return fault(format!("@cl.{}: argument {} is on another device", k.name, i + 1));
                     }
-                    match t.cl {
+                    match t.handle {
                         Some(h) if h.kind == crate::opencl::device::ViewKind::Buffer && h.offset == 0 => {
                             t.check_coherent_read().or_else(fault)?;
                             crate::opencl::device::KernelArg::Mem(h.mem)
@@ -334,7 +334,7 @@ impl Vm {
         let name = def.name;
         let err = |e: String| fault(format!("@onnx.{name}: {e}"));
         let bx = |e: String| Box::new(Fault { message: format!("@onnx.{name}: {e}"), notes: vec![] });
-        let handle = |v: &Shared<View>| v.cl.ok_or_else(|| format!("internal: {} has no device handle", v.id));
+        let handle = |v: &Shared<View>| v.handle.ok_or_else(|| format!("internal: {} has no device handle", v.id));
         let y_mem = handle(y).map_err(bx)?.mem;
         let mut ins = Vec::with_capacity(inputs.len());
         for (v, l) in inputs.iter().zip(&call.logical_in) {

@@ -38,7 +38,7 @@ pub fn read_view_into(v: &View, mut buf: Vec<u8>) -> Result<HostTensor, Fail> {
     let len = n as usize * es;
     let (run, _) = v.runs();
     buf.clear();
-    if v.cl.is_none() && run as usize * es == len && len > 0 {
+    if v.handle.is_none() && run as usize * es == len && len > 0 {
         // One contiguous run on the host: copy without zero-filling first.
         // SAFETY: view creation checked that the run lies inside the storage.
         let src = unsafe { std::slice::from_raw_parts(v.storage.host_ptr().add(v.offset as usize), len) };
@@ -47,9 +47,8 @@ pub fn read_view_into(v: &View, mut buf: Vec<u8>) -> Result<HostTensor, Fail> {
     }
     buf.resize(len, 0);
     let mut data = buf;
-    #[cfg(feature = "opencl")]
-    if let (Some(dev), Some(h)) = (v.storage.device_state().cl(), v.cl) {
-        dev.read(&h, data.len(), v.image.as_ref(), &mut data).map_err(|e| Box::new(e.to_string()))?;
+    if let (Some(dev), Some(h)) = (v.storage.device_state().device(), v.handle) {
+        dev.read(&h, v.image.as_ref(), &mut data).map_err(Box::new)?;
         return Ok(HostTensor { dtype: v.dtype, shape: v.shape.to_vec(), data });
     }
     let (run, stride) = v.runs();
@@ -79,9 +78,8 @@ pub fn store_bytes(v: &View, data: &[u8]) -> Result<(), Fail> {
     if data.len() as u64 != v.numel() * es as u64 {
         return fail(format!("expected {} bytes for the view, found {}", v.numel() * es as u64, data.len()));
     }
-    #[cfg(feature = "opencl")]
-    if let (Some(dev), Some(h)) = (v.storage.device_state().cl(), v.cl) {
-        dev.write(&h, v.image.as_ref(), data).map_err(|e| Box::new(e.to_string()))?;
+    if let (Some(dev), Some(h)) = (v.storage.device_state().device(), v.handle) {
+        dev.write(&h, v.image.as_ref(), data).map_err(Box::new)?;
         v.record_write();
         return Ok(());
     }
@@ -161,7 +159,7 @@ fn cl_run(dev: &ClDevice, b: Builtin, dtype: DType, views: &[&View], scalars: &[
     }
     let ops: Vec<Access> = views
         .iter()
-        .map(|v| match (v.image, v.cl) {
+        .map(|v| match (v.image, v.handle) {
             (Some(l), Some(h)) if h.kind != ViewKind::Buffer => Access::Image { channels: l.channels },
             _ => Access::Buffer,
         })
@@ -172,7 +170,7 @@ fn cl_run(dev: &ClDevice, b: Builtin, dtype: DType, views: &[&View], scalars: &[
     let kernel = dev.kernel(&src).map_err(Box::new)?;
     let mut args = Vec::with_capacity(3 * views.len() + 3);
     for (v, a) in views.iter().zip(&ops) {
-        let Some(h) = v.cl else { return fail("internal: an OpenCL view without a device handle".into()) };
+        let Some(h) = v.handle else { return fail("internal: an OpenCL view without a device handle".into()) };
         match a {
             Access::Buffer => {
                 args.push(KernelArg::Mem(h.mem));
@@ -517,7 +515,7 @@ fn convert_blocked(name: &str, src: &View, dst: &View, to: bool) -> Result<(), F
         if dtype != DType::F32 {
             return fail(format!("@vm.{name}: the OpenCL kernel converts f32 tensors, found {dtype}"));
         }
-        let (Some(plain_t), Some(k)) = (crate::ops::cl::ClTensor::of_view(plain), blk.cl) else {
+        let (Some(plain_t), Some(k)) = (crate::ops::cl::ClTensor::of_view(plain), blk.handle) else {
             return fail("internal: an OpenCL view without a device handle".into());
         };
         let side = if blk.scope.is_texture() { BlockedSide::Image } else { BlockedSide::Buffer };

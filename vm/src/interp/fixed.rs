@@ -90,9 +90,10 @@ fn set(held: &mut [Held], r: u32, h: Held) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interp::devices::DeviceSpec;
     use crate::ir::builder::{ModuleBuilder, Operand};
     use crate::ir::types::{DType, Dim, Scope, Type};
-    use crate::runtime::memory::{DeviceSpec, Runtime};
+    use crate::runtime::memory::Runtime;
     use crate::DeviceCaps;
 
     fn f32s(dims: &[i64]) -> Type {

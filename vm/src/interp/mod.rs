@@ -5,6 +5,7 @@ mod alloc;
 mod call_op;
 pub mod chain;
 pub mod debug;
+pub mod devices;
 pub mod error;
 pub mod exec;
 pub(crate) mod fixed;

@@ -2,6 +2,7 @@
 
 use super::sites::*;
 use super::state::*;
+use crate::interp::devices::DeviceSpec;
 use crate::interp::error::VmError;
 use crate::interp::exec::store_bytes;
 use crate::interp::io::IoReport;
@@ -10,7 +11,7 @@ use crate::ir::host_tensor::store_f64;
 use crate::ir::module::{ConstData, Module};
 use crate::ir::types::Scope;
 use crate::runtime::device::DeviceCaps;
-use crate::runtime::memory::{ConstAlloc, DeviceSpec, Ledger, Runtime, Site, Stats, Storage, View, ViewSpec, NO_BIN};
+use crate::runtime::memory::{ConstAlloc, Ledger, Runtime, Site, Stats, Storage, View, ViewSpec, NO_BIN};
 use crate::runtime::shared::Shared;
 use crate::runtime::value::Value;
 use std::cell::{Cell, Ref, RefCell};

@@ -9,6 +9,7 @@
 //! no `cl_mem` objects at all.
 
 use crate::ir::types::{DType, ImageLayout};
+use crate::runtime::backend::{Device as RuntimeDevice, DeviceBlock};
 use crate::runtime::counters::{bump, sub};
 use crate::runtime::device::{size_class, AllocSource, DeviceCaps};
 use opencl3::command_queue::CommandQueue;
@@ -18,6 +19,7 @@ use opencl3::kernel::Kernel;
 use opencl3::program::Program;
 use opencl3::types::{cl_device_id, cl_image_desc, cl_image_format, cl_mem, CL_BLOCKING};
 use rustc_hash::FxHashMap;
+use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -92,25 +94,8 @@ impl Drop for ClMem {
     }
 }
 
-/// How a view appears to kernels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ViewKind {
-    /// The storage's buffer (or a sub-buffer) plus a byte offset into it.
-    Buffer,
-    /// An image over the buffer's bytes.
-    Image,
-    /// A standalone image that does not share the buffer's bytes.
-    CompatImage,
-}
-
-/// A view's device handle (borrowed from its block's cache; the block outlives the view).
-#[derive(Clone, Copy, Debug)]
-pub struct ClView {
-    pub mem: cl_mem,
-    /// Byte offset into `mem` (0 for images and sub-buffers).
-    pub offset: u64,
-    pub kind: ViewKind,
-}
+/// A view's device handle on OpenCL: `mem` is a `cl_mem`.
+pub use crate::runtime::backend::{ViewHandle as ClView, ViewKind};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct ViewKey {
@@ -609,4 +594,73 @@ pub fn image_format(dtype: DType, channels: u64) -> Result<(u32, u32), String> {
         d => return Err(format!("texture views hold f32 or f16 elements, not {d}")),
     };
     Ok((order, ty))
+}
+
+impl DeviceBlock for ClBlock {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// The OpenCL device as the runtime sees it: blocks from its `cl_mem` pool, sub-buffer and
+/// image views cached on them, blocking transfers.
+impl RuntimeDevice for ClDevice {
+    fn alloc(&self, size: u64) -> Result<(Box<dyn DeviceBlock>, AllocSource), String> {
+        let (b, s) = ClDevice::alloc(self, size).map_err(|e| e.to_string())?;
+        Ok((Box::new(b), s))
+    }
+
+    fn release(&self, block: Box<dyn DeviceBlock>) {
+        // Blocks of this device are `ClBlock`s (made by `alloc` above); another kind is
+        // dropped, which frees its memory all the same.
+        if let Ok(b) = block.into_any().downcast::<ClBlock>() {
+            ClDevice::release(self, *b);
+        }
+    }
+
+    fn view(
+        &self,
+        block: &dyn DeviceBlock,
+        offset: u64,
+        dtype: DType,
+        image: Option<&ImageLayout>,
+    ) -> Result<ClView, String> {
+        let Some(b) = block.as_any().downcast_ref::<ClBlock>() else {
+            return Err(format!("device `{}` was handed a block it did not make", self.caps.name));
+        };
+        ClDevice::view(self, b, offset, dtype, image)
+    }
+
+    fn read(&self, view: &ClView, image: Option<&ImageLayout>, out: &mut [u8]) -> Result<(), String> {
+        ClDevice::read(self, view, out.len(), image, out).map_err(|e| e.to_string())
+    }
+
+    fn write(&self, view: &ClView, image: Option<&ImageLayout>, data: &[u8]) -> Result<(), String> {
+        ClDevice::write(self, view, image, data).map_err(|e| e.to_string())
+    }
+
+    fn pool_free_bytes(&self) -> u64 {
+        self.pool_free_bytes.get()
+    }
+
+    fn clear_pool(&self) {
+        ClDevice::clear_pool(self)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl crate::runtime::memory::DeviceState {
+    /// The OpenCL device behind this state, if it is one (for the OpenCL kernels).
+    pub fn cl(&self) -> Option<&ClDevice> {
+        self.device()?.as_any().downcast_ref::<ClDevice>()
+    }
 }

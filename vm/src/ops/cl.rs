@@ -25,7 +25,7 @@ pub struct ClTensor {
 impl ClTensor {
     /// The operand of a buffer view on an OpenCL device; `None` for host views and images.
     pub fn of_view(v: &crate::runtime::memory::View) -> Option<ClTensor> {
-        match v.cl {
+        match v.handle {
             Some(h) if h.kind == crate::opencl::device::ViewKind::Buffer => Some(ClTensor {
                 mem: h.mem,
                 offset: h.offset / v.dtype.size() as u64,

@@ -5,8 +5,7 @@
 //! reference dies the memory goes back to its device's pool and the ledger forgets it.
 
 use crate::ir::types::{DType, ImageLayout, Scope};
-#[cfg(feature = "opencl")]
-use crate::opencl::device::{ClBlock, ClDevice, ClDeviceInfo, ClView, ViewKind};
+use crate::runtime::backend::{Device, DeviceBlock, ViewHandle, ViewKind};
 use crate::runtime::counters::{bump, sub, take_next, Counters, ObjectCounters};
 use crate::runtime::device::{size_class, AllocSource, Binned, Bins, DeviceCaps, HostBlock};
 use crate::runtime::shared::{Parked, Shared};
@@ -30,25 +29,10 @@ impl Site {
     pub const PROMPT: Site = Site { func: u32::MAX - 1, pc: 0 };
 }
 
-/// Where a device's memory lives.
+/// Where a device's memory lives: the host's own memory, or a [`Device`].
 pub enum Backend {
     Host,
-    #[cfg(feature = "opencl")]
-    OpenCl(Box<ClDevice>),
-}
-
-/// A view's device handle. Without the `opencl` feature no device holds views, and the
-/// type has no values.
-#[cfg(not(feature = "opencl"))]
-#[derive(Clone, Copy, Debug)]
-pub enum ClView {}
-
-/// What a VM runs on: the host (with capabilities to emulate) or an OpenCL device.
-#[derive(Clone, Debug)]
-pub enum DeviceSpec {
-    Host(DeviceCaps),
-    #[cfg(feature = "opencl")]
-    OpenCl(ClDeviceInfo),
+    Device(Box<dyn Device>),
 }
 
 /// One device's memory state.
@@ -67,44 +51,37 @@ pub struct DeviceState {
 }
 
 impl DeviceState {
-    #[cfg(feature = "opencl")]
-    pub fn cl(&self) -> Option<&ClDevice> {
+    /// The device behind this state, `None` for the host's memory.
+    #[inline]
+    pub fn device(&self) -> Option<&dyn Device> {
         match &self.backend {
-            Backend::OpenCl(d) => Some(d),
+            Backend::Device(d) => Some(&**d),
             Backend::Host => None,
         }
     }
 
-    /// True on OpenCL devices.
+    /// True when the memory is a device's, not the host's.
     #[inline(always)]
-    pub fn is_opencl(&self) -> bool {
-        #[cfg(feature = "opencl")]
-        return matches!(self.backend, Backend::OpenCl(_));
-        #[cfg(not(feature = "opencl"))]
-        return false;
+    pub fn is_device(&self) -> bool {
+        matches!(self.backend, Backend::Device(_))
     }
 
-    /// True on OpenCL devices whose texture views are standalone images: bytes written
-    /// through one kind of view are not visible through the other.
+    /// True on devices whose texture views are standalone images: bytes written through
+    /// one kind of view are not visible through the other.
     pub fn has_compat_images(&self) -> bool {
-        self.is_opencl() && self.caps.image_support && !self.caps.image_from_buffer
+        self.is_device() && self.caps.image_support && !self.caps.image_from_buffer
     }
 
-    /// Bytes of dead storages kept for reuse, and of the OpenCL pool's free blocks.
+    /// Bytes of dead storages kept for reuse, and of the device's own pool's free blocks.
     pub fn pool_free_bytes(&self) -> u64 {
-        #[cfg(feature = "opencl")]
-        let device_pool = self.cl().map_or(0, |d| d.pool_free_bytes.get());
-        #[cfg(not(feature = "opencl"))]
-        let device_pool = 0;
-        self.parked.borrow().free_bytes() + device_pool
+        self.parked.borrow().free_bytes() + self.device().map_or(0, |d| d.pool_free_bytes())
     }
 
-    /// Gives every dead storage's block, and the OpenCL pool's blocks, back to the system.
+    /// Gives every dead storage's block, and the device pool's blocks, back to the system.
     pub fn clear_pool(&self) {
         let dead = self.parked.borrow_mut().take_all();
         drop(dead);
-        #[cfg(feature = "opencl")]
-        if let Some(d) = self.cl() {
+        if let Some(d) = self.device() {
             d.clear_pool();
         }
     }
@@ -206,18 +183,12 @@ impl ViewClass {
 }
 
 impl Runtime {
-    /// Opens every device (OpenCL contexts and queues are created here).
-    pub fn new(specs: Vec<DeviceSpec>) -> Result<Rc<Runtime>, String> {
-        let mut devices = Vec::with_capacity(specs.len());
-        for spec in specs {
-            let (caps, backend) = match spec {
-                DeviceSpec::Host(caps) => (caps, Backend::Host),
-                #[cfg(feature = "opencl")]
-                DeviceSpec::OpenCl(info) => {
-                    let d = ClDevice::open(&info).map_err(|e| format!("cannot open `{}`: {e}", info.caps.name))?;
-                    (d.caps.clone(), Backend::OpenCl(Box::new(d)))
-                }
-            };
+    /// A runtime over devices already open: each with its capabilities and where its
+    /// memory lives (the host's, or a [`Device`]). `Runtime::new` opens devices from
+    /// their descriptions (`interp/devices.rs`).
+    pub fn with_backends(backends: Vec<(DeviceCaps, Backend)>) -> Rc<Runtime> {
+        let mut devices = Vec::with_capacity(backends.len());
+        for (caps, backend) in backends {
             devices.push(DeviceState {
                 parked: RefCell::default(),
                 backend,
@@ -227,7 +198,7 @@ impl Runtime {
                 caps,
             });
         }
-        Ok(Rc::new(Runtime {
+        Rc::new(Runtime {
             devices,
             ledger: RefCell::default(),
             counters: Counters::default(),
@@ -235,7 +206,7 @@ impl Runtime {
             types: RefCell::default(),
             slices: RefCell::default(),
             live_limit: Cell::new(u64::MAX),
-        }))
+        })
     }
 
     /// Gives every device the live-bytes limit `limit` (`u64::MAX`: none). Each VM gives
@@ -459,8 +430,7 @@ const UNTRACKED: u32 = u32::MAX;
 /// Device memory owned by a storage.
 pub enum DeviceMem {
     Host(HostBlock),
-    #[cfg(feature = "opencl")]
-    OpenCl(ClBlock),
+    Device(Box<dyn DeviceBlock>),
 }
 
 /// Who last wrote a byte range of a storage on a device with compat images: the buffer
@@ -559,7 +529,7 @@ impl Runtime {
         let dev = self.devices.get(device as usize)?;
         let caps = &dev.caps;
         let align = if align == 0 { caps.base_align } else { align };
-        let cl_align_ok = !dev.is_opencl() || align <= caps.mem_base_addr_align;
+        let cl_align_ok = !dev.is_device() || align <= caps.mem_base_addr_align;
         if !align.is_power_of_two() || size > caps.max_alloc || !cl_align_ok {
             return None;
         }
@@ -599,7 +569,7 @@ impl Storage {
         if !constant && live.saturating_add(size) > limit {
             return Err(AllocError::LiveLimit { size, live, limit, device: caps.name.clone() });
         }
-        if dev.is_opencl() && align > caps.mem_base_addr_align {
+        if dev.is_device() && align > caps.mem_base_addr_align {
             return Err(AllocError::AlignTooLarge { align, device: caps.name.clone(), max: caps.mem_base_addr_align });
         }
         let class = size_class(size);
@@ -704,10 +674,9 @@ impl Storage {
                 (DeviceMem::Host(HostBlock::new(size, align).ok_or_else(oom)?), AllocSource::Fresh)
             }
             Backend::Host => (DeviceMem::Host(HostBlock::new(class, align).ok_or_else(oom)?), AllocSource::Fresh),
-            #[cfg(feature = "opencl")]
-            Backend::OpenCl(d) => {
+            Backend::Device(d) => {
                 let (b, s) = d.alloc(size).map_err(|e| AllocError::Device(format!("on `{}`: {e}", caps.name)))?;
-                (DeviceMem::OpenCl(b), s)
+                (DeviceMem::Device(b), s)
             }
         };
         let o = &rt.objects;
@@ -773,8 +742,7 @@ impl Storage {
     pub fn capacity(&self) -> u64 {
         match &self.mem {
             Some(DeviceMem::Host(b)) => b.capacity(),
-            #[cfg(feature = "opencl")]
-            Some(DeviceMem::OpenCl(b)) => b.capacity(),
+            Some(DeviceMem::Device(b)) => b.capacity(),
             None => self.size,
         }
     }
@@ -801,10 +769,10 @@ impl Storage {
         }
     }
 
-    #[cfg(feature = "opencl")]
-    pub fn cl_block(&self) -> Option<&ClBlock> {
+    /// The device block behind the storage (`None` in host memory).
+    pub fn device_block(&self) -> Option<&dyn DeviceBlock> {
         match &self.mem {
-            Some(DeviceMem::OpenCl(b)) => Some(b),
+            Some(DeviceMem::Device(b)) => Some(&**b),
             _ => None,
         }
     }
@@ -848,8 +816,7 @@ impl Drop for Storage {
             return;
         }
         self.leave_books(&self.rt);
-        #[cfg(feature = "opencl")]
-        if let (Some(DeviceMem::OpenCl(b)), Backend::OpenCl(d)) = (self.mem.take(), &self.device_state().backend) {
+        if let (Some(DeviceMem::Device(b)), Backend::Device(d)) = (self.mem.take(), &self.device_state().backend) {
             d.release(b);
         }
         // SAFETY: not parked, so `rt` is live; this is its last use.
@@ -881,8 +848,8 @@ pub struct View {
     pub shape: SmallVec<[i64; 4]>,
     pub scope: Scope,
     pub image: Option<ImageLayout>,
-    /// The device handle on OpenCL devices.
-    pub cl: Option<ClView>,
+    /// The device handle on devices ([`Device::view`]); `None` in host memory.
+    pub handle: Option<ViewHandle>,
     /// Bytes the view covers in its storage (pitched for images).
     pub bytes: u64,
     pub site: Site,
@@ -918,7 +885,7 @@ impl View {
         storage: Shared<Storage>,
         g: ViewSpec,
         site: Site,
-        cl: Option<ClView>,
+        handle: Option<ViewHandle>,
         type_id: u32,
         made: Made,
     ) -> Shared<View> {
@@ -937,7 +904,7 @@ impl View {
         Shared::new_at(|at| {
             let slot = if track { storage.rt.ledger.borrow_mut().views.insert(at) } else { UNTRACKED };
             let shape = SmallVec::from_slice(shape);
-            View { id, storage, offset, dtype, shape, scope, image, cl, bytes, site, class, slot }
+            View { id, storage, offset, dtype, shape, scope, image, handle, bytes, site, class, slot }
         })
     }
 
@@ -962,13 +929,10 @@ impl View {
 
     /// The writer tag of this view for compat-image coherence (see [`WriteRecord`]).
     pub fn writer_tag(&self) -> u64 {
-        #[cfg(feature = "opencl")]
-        return match self.cl {
+        match self.handle {
             Some(c) if c.kind == ViewKind::CompatImage => c.mem as u64,
             _ => 0,
-        };
-        #[cfg(not(feature = "opencl"))]
-        return 0;
+        }
     }
 
     /// Refuses to read bytes through this view that were last written through a view that
@@ -1077,19 +1041,16 @@ impl View {
         site: Site,
         type_id: Option<u32>,
     ) -> Result<Shared<View>, String> {
-        #[cfg(feature = "opencl")]
-        let cl = match (storage.device_state().cl(), storage.cl_block()) {
+        let handle = match (storage.device_state().device(), storage.device_block()) {
             (Some(dev), Some(block)) => Some(dev.view(block, g.offset, g.dtype, g.image.as_ref())?),
             _ => None,
         };
-        #[cfg(not(feature = "opencl"))]
-        let cl = None;
         let type_id = match type_id {
             Some(t) => t,
             None if g.scope.is_texture() => 0,
             None => storage.rt.type_id(g.dtype, g.shape),
         };
-        Ok(View::new(storage, g, site, cl, type_id, Made::New))
+        Ok(View::new(storage, g, site, handle, type_id, Made::New))
     }
 
     /// The view object for slice `geom` of `storage` ([`crate::Value::Slice`]), made when
@@ -1136,6 +1097,7 @@ crate::recycled!(View);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interp::devices::DeviceSpec;
 
     #[test]
     fn a_view_class_names_dtype_shape_and_device_and_marks_constants_and_textures() {

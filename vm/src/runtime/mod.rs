@@ -2,6 +2,7 @@
 //! size-class pools, storages and their views, the allocation ledger and its counters, and
 //! register values.
 
+pub mod backend;
 pub mod counters;
 pub mod device;
 pub mod memory;
