@@ -17,7 +17,6 @@ use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::path::Path;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 
@@ -135,18 +134,6 @@ impl Device for Recording {
     }
 }
 
-const MODELS: [&str; 9] = [
-    "bvlc_alexnet",
-    "densenet121",
-    "inception_v1",
-    "inception_v2",
-    "resnet50",
-    "shufflenet",
-    "squeezenet",
-    "vgg19",
-    "zfnet512",
-];
-
 /// The record's change from `before` to `after`.
 fn since(before: &Record, after: &Record) -> Record {
     Record {
@@ -163,13 +150,12 @@ fn since(before: &Record, after: &Record) -> Record {
 
 #[test]
 fn a_device_of_the_trait_alone_is_asked_for_what_the_plans_say() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/onnx/wheel/onnx/backend/test/data/light");
-    if !dir.is_dir() {
-        assert!(std::env::var_os("RXVM_REQUIRE_ONNX_DATA").is_none(), "{} is missing", dir.display());
-        eprintln!("skipping: {} is missing (scripts/fetch-onnx-data.sh)", dir.display());
+    let Some(dir) = rxvm_test_support::models::light_dir() else {
+        assert!(std::env::var_os("RXVM_REQUIRE_ONNX_DATA").is_none(), "the ONNX test data is missing");
+        eprintln!("skipping: the ONNX test data is missing (scripts/fetch-onnx-data.sh)");
         return;
-    }
-    for name in MODELS {
+    };
+    for name in rxvm_test_support::models::NAMES {
         let graph = rxvm::onnx::read_model(&dir.join(format!("light_{name}.onnx"))).expect("the model reads");
         let shapes: Vec<Vec<i64>> =
             graph.inputs.iter().map(|i| i.dims.iter().map(|d| d.unwrap_or(1)).collect()).collect();

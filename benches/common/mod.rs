@@ -88,17 +88,7 @@ pub fn instructions(vm: &mut Vm, args: &[HostValue]) -> u64 {
 
 pub const EMPTY: &str = "module empty\n\nfunc @main() {\n  ret\n}\n";
 
-pub const MODELS: [&str; 9] = [
-    "bvlc_alexnet",
-    "densenet121",
-    "inception_v1",
-    "inception_v2",
-    "resnet50",
-    "shufflenet",
-    "squeezenet",
-    "vgg19",
-    "zfnet512",
-];
+pub const MODELS: [&str; 9] = rxvm_test_support::models::NAMES;
 
 /// The models' directory, or `None` (with a note) when the data is missing.
 pub fn light_dir(bench: &str) -> Option<PathBuf> {

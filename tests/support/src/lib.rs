@@ -6,7 +6,9 @@
 //!   (`tests/fuzz_short.rs`, `tests/fuzz_smoke.rs`, `fuzz/fuzz_targets/*.rs`).
 //! * [`onnx_build`]: small ONNX models built in code (the fuzz seeds, `tests/bad_onnx.rs`).
 //! * [`devices`]: the host and the installed OpenCL platforms, required ones enforced.
+//! * [`models`]: the nine model-zoo CNNs of the onnx wheel.
 
 pub mod devices;
 pub mod fuzz;
+pub mod models;
 pub mod onnx_build;
