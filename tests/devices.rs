@@ -223,3 +223,18 @@ fn a_device_of_the_trait_alone_is_asked_for_what_the_plans_say() {
         assert!(state.blocks.borrow().values().all(|b| b.strong_count() == 0), "{name}: no block outlives the runtime");
     }
 }
+
+/// The builtins' host loops address host memory: on a device that has no kernels for
+/// them, a builtin is refused with the device's name instead of touching its blocks.
+#[test]
+fn builtins_on_a_device_without_their_kernels_are_refused() {
+    let src = "func @main() {\n  %s = alloc_storage 64\n  %t = alloc_tensor %s, 0, f32[4]\n  call @vm.fill(%t, 1.5)\n  ret\n}\n";
+    let module = Arc::new(rxvm_asm::assemble(src, "fill.rxa").expect("assembles"));
+    let state = Rc::new(State::default());
+    let caps = DeviceCaps { name: "recording".into(), ..DeviceCaps::host() };
+    let rt = Runtime::with_backends(vec![(caps, Backend::Device(Box::new(Recording(state.clone()))))]);
+    let mut vm = Vm::with_runtime(module, rt).expect("a VM");
+    let e = vm.invoke("main", &[]).expect_err("refused").to_string();
+    assert!(e.contains("@vm.fill has no kernel on device `recording`"), "{e}");
+    assert_eq!(state.record.borrow().writes, 0, "nothing was written");
+}

@@ -119,7 +119,9 @@ enum Scalar {
 }
 
 /// Runs builtin `b` as a device kernel when its tensors (output last) live on an OpenCL
-/// device, and says whether it did; checks that they share one device either way.
+/// device, and says whether it did; checks that they share one device either way. The
+/// host loops that run otherwise address host memory, so tensors on any other device
+/// (one of the runtime's `Device`s without builtin kernels) are refused here.
 fn ran_on_device(name: &str, b: Builtin, dtype: DType, views: &[&View], scalars: &[Scalar]) -> Result<bool, Fail> {
     let state = same_device(name, views)?;
     #[cfg(feature = "opencl")]
@@ -127,7 +129,10 @@ fn ran_on_device(name: &str, b: Builtin, dtype: DType, views: &[&View], scalars:
         cl_run(dev, b, dtype, views, scalars)?;
         return Ok(true);
     }
-    let _ = (state, b, dtype, scalars);
+    if state.is_device() {
+        return fail(format!("@vm.{name} has no kernel on device `{}`", state.caps.name));
+    }
+    let _ = (b, dtype, scalars);
     Ok(false)
 }
 
