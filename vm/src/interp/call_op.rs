@@ -145,13 +145,14 @@ impl Vm {
             Some(t) => t.storage.device_state(),
             None => &self.rt.devices[0],
         };
-        #[cfg(not(feature = "opencl"))]
-        return fault(format!(
+        #[cfg(feature = "opencl")]
+        if let Some(dev) = state.cl() {
+            return self.kernel_launch(k, dev, state, &vals, &tensors, &global);
+        }
+        fault(format!(
             "@cl.{} is an OpenCL kernel, but its tensors are on `{}`; run on an OpenCL device (--device opencl)",
             k.name, state.caps.name
-        ));
-        #[cfg(feature = "opencl")]
-        self.kernel_launch(k, state, &vals, &tensors, &global)
+        ))
     }
 
     /// The launch of a user kernel on the OpenCL device its tensors live on.
@@ -159,17 +160,12 @@ impl Vm {
     fn kernel_launch(
         &self,
         k: &crate::ir::module::UserKernel,
+        dev: &crate::opencl::device::ClDevice,
         state: &crate::runtime::memory::DeviceState,
         vals: &[Value],
         tensors: &[&Shared<View>],
         global: &[usize],
     ) -> Step<()> {
-        let Some(dev) = state.cl() else {
-            return fault(format!(
-                "@cl.{} is an OpenCL kernel, but its tensors are on `{}`; run on an OpenCL device (--device opencl)",
-                k.name, state.caps.name
-            ));
-        };
         let mut args = Vec::with_capacity(vals.len());
         for (i, v) in vals.iter().enumerate() {
             args.push(match v {
@@ -276,15 +272,13 @@ impl Vm {
         let tin: SmallVec<[bool; 6]> = inputs.iter().map(textured).collect();
         let tout: SmallVec<[Option<bool>; 3]> =
             outputs.iter().map(|v| v.as_ref().map(|v| v.scope == Scope::Texture)).collect();
-        #[cfg(feature = "opencl")]
-        let op_call = call;
-        let call = blocked::infer(def, infos, &tin, &tout, attrs).map_err(bx)?;
+        let shapes = blocked::infer(def, infos, &tin, &tout, attrs).map_err(bx)?;
         let Some(y) = outputs.first().and_then(Option::as_ref) else { return err("output 1 is required".into()) };
-        if y.dtype != call.out.0 || y.shape[..] != call.out.1[..] {
+        if y.dtype != shapes.out.0 || y.shape[..] != shapes.out.1[..] {
             return err(format!(
                 "output 1 is {}{:?} (blocked) for these inputs and attributes, but its view is {}{:?}",
-                call.out.0,
-                call.out.1,
+                shapes.out.0,
+                shapes.out.1,
                 y.dtype,
                 &y.shape[..]
             ));
@@ -297,7 +291,7 @@ impl Vm {
         }
         let Some(dev) = dev else {
             let mut unblocked: SmallVec<[Option<HostTensor>; 6]> = SmallVec::new();
-            for (h, l) in host_in.iter().zip(&call.logical_in) {
+            for (h, l) in host_in.iter().zip(&shapes.logical_in) {
                 unblocked.push(match (h, l) {
                     (Some(h), Some(l)) => Some(blocked::unblock(h, l[1]).map_err(bx)?),
                     _ => None,
@@ -305,8 +299,8 @@ impl Vm {
             }
             let refs: SmallVec<[Option<&HostTensor>; 6]> =
                 unblocked.iter().zip(host_in).map(|(u, h)| u.as_ref().or(h.as_ref())).collect();
-            let mut outs = Vec::with_capacity(call.logical_out.len());
-            for (dtype, shape) in &call.logical_out {
+            let mut outs = Vec::with_capacity(shapes.logical_out.len());
+            for (dtype, shape) in &shapes.logical_out {
                 outs.push(HostTensor::zeros(*dtype, shape).map_err(bx)?);
             }
             (def.host)(&refs, attrs, &mut outs).map_err(bx)?;
@@ -314,7 +308,7 @@ impl Vm {
             return write_view(y, &b.data).map_err(|e| Box::new(Fault { message: *e, notes: vec![] }));
         };
         #[cfg(feature = "opencl")]
-        return self.op_call_blocked_cl(dev, op_call, &call, y);
+        return self.op_call_blocked_cl(dev, call, &shapes, y);
         #[cfg(not(feature = "opencl"))]
         match *dev {}
     }
@@ -325,19 +319,18 @@ impl Vm {
         &self,
         dev: &crate::opencl::device::ClDevice,
         call: &OpCall,
-        blocked_call: &crate::ops::blocked::BlockedCall,
+        shapes: &crate::ops::blocked::BlockedCall,
         y: &Shared<View>,
     ) -> Step<()> {
         use crate::ops::texture_cl::{self, ClOperand, ClTexture};
         let OpCall { def, inputs, infos, attrs, .. } = *call;
-        let call = blocked_call;
         let name = def.name;
         let err = |e: String| fault(format!("@onnx.{name}: {e}"));
         let bx = |e: String| Box::new(Fault { message: format!("@onnx.{name}: {e}"), notes: vec![] });
         let handle = |v: &Shared<View>| v.handle.ok_or_else(|| format!("internal: {} has no device handle", v.id));
         let y_mem = handle(y).map_err(bx)?.mem;
         let mut ins = Vec::with_capacity(inputs.len());
-        for (v, l) in inputs.iter().zip(&call.logical_in) {
+        for (v, l) in inputs.iter().zip(&shapes.logical_in) {
             let Some(v) = v else {
                 ins.push(None);
                 continue;
@@ -359,7 +352,7 @@ impl Vm {
                 ),
             }));
         }
-        let yt = ClTexture { mem: y_mem, shape: call.logical_out[0].1.clone() };
+        let yt = ClTexture { mem: y_mem, shape: shapes.logical_out[0].1.clone() };
         texture_cl::run(&crate::ops::cl::ClCtx { dev }, name, &ins, infos, attrs, &yt).map_err(bx)?;
         y.record_write();
         Ok(())
