@@ -255,7 +255,8 @@ pub fn analyze_with<'g>(g: &'g Graph, input_shapes: &[Vec<i64>], fold_budget: u6
             let ins: Vec<Option<&HostTensor>> = n.inputs.iter().map(|x| a.consts.get(x.as_str())).collect();
             let mut res: Vec<HostTensor> =
                 outs.iter().map(|(d, s)| HostTensor::zeros(*d, s)).collect::<Result<_, _>>()?;
-            (def.host)(&ins, &n.attrs, &mut res).map_err(|e| format!("folding node `{}`: {e}", n.name))?;
+            (def.op.id().host_kernel()?)(&ins, &n.attrs, &mut res)
+                .map_err(|e| format!("folding node `{}`: {e}", n.name))?;
             for (name, t) in n.outputs.iter().zip(res) {
                 a.consts.insert(name, t);
             }

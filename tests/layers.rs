@@ -54,26 +54,7 @@ const LAYERS: &[Crate] = &[
 /// Upward edges that are known and scheduled to go, each with what removes it: the check
 /// allows exactly these, and fails when one of them is gone (delete its line then), so the
 /// list only shrinks. `(crate dir, importer, imported, why)`.
-const KNOWN_DEBTS: &[(&str, &str, &str, &str)] = &[
-    (
-        "vm/src",
-        "ir/verify.rs",
-        "ops/mod.rs",
-        "the verifier finds an operator's schema in the registry `ops::OPS`, whose entries hold host kernels too; goes when schemas and kernel tables are split (issue 27, item 3)",
-    ),
-    (
-        "vm/src",
-        "ir/builder.rs",
-        "ops/mod.rs",
-        "ModuleBuilder::call_op looks operators up by name in `ops::OPS` (OpId::from_name); goes with the schema split (issue 27, item 3)",
-    ),
-    (
-        "vm/src",
-        "ir/verify.rs",
-        "ops/blocked.rs",
-        "the verifier checks texture operands against the blocked kernels' support list; goes with the kernel tables (issue 27, item 3)",
-    ),
-];
+const KNOWN_DEBTS: &[(&str, &str, &str, &str)] = &[];
 
 /// A crate's sources: path relative to `src/` -> text.
 type Sources = BTreeMap<String, String>;

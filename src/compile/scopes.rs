@@ -12,6 +12,7 @@
 
 use crate::graph::{Analysis, Graph};
 use rxvm_vm::ops::blocked::{self, activation_inputs, blocked_shape};
+use rxvm_vm::ops::Operator;
 use rxvm_vm::ops::{OpId, TensorInfo};
 use rxvm_vm::types::{DType, ImageLayout, Scope};
 use rxvm_vm::DeviceCaps;
@@ -140,6 +141,15 @@ fn texture(logical: &[i64], target: &DeviceCaps) -> Option<Placement> {
     fits.then_some(Placement { dtype: DType::F32, shape, scope: Scope::Texture, bytes, align })
 }
 
+/// Which of a node's `n` inputs are activations on textures (the first, for operators with
+/// no texture form).
+fn roles(op: &str, n: usize) -> Vec<bool> {
+    match Operator::from_name(op) {
+        Some(op) => activation_inputs(op, n),
+        None => (0..n).map(|i| i == 0).collect(),
+    }
+}
+
 /// True when node `n` can run on textures for `target` (whatever its neighbours do).
 fn texture_capable(g: &Graph, a: &Analysis, n: usize, target: &DeviceCaps) -> bool {
     let node = &g.nodes[n];
@@ -149,7 +159,7 @@ fn texture_capable(g: &Graph, a: &Analysis, n: usize, target: &DeviceCaps) -> bo
     let is_4d_f32 = |x: &str| a.types.get(x).is_some_and(|(d, s)| *d == DType::F32 && s.len() == 4);
     let Some(out) = node.outputs.first().filter(|o| is_4d_f32(o)) else { return false };
     let Some(out_tex) = texture(&a.types[out.as_str()].1, target) else { return false };
-    let roles = activation_inputs(&node.op, node.inputs.len());
+    let roles = roles(&node.op, node.inputs.len());
     let mut infos = Vec::with_capacity(node.inputs.len());
     let mut blocked_shapes = Vec::with_capacity(node.inputs.len());
     for (x, &act) in node.inputs.iter().zip(&roles) {
@@ -232,7 +242,7 @@ pub fn schedule(g: &Graph, a: &Analysis, target: &DeviceCaps, mode: Textures) ->
     let textured: Vec<bool> = (0..g.nodes.len())
         .map(|n| {
             let node = &g.nodes[n];
-            let roles = activation_inputs(&node.op, node.inputs.len());
+            let roles = roles(&node.op, node.inputs.len());
             let fed = node
                 .inputs
                 .iter()
@@ -248,7 +258,7 @@ pub fn schedule(g: &Graph, a: &Analysis, target: &DeviceCaps, mode: Textures) ->
         if a.folded[n] {
             continue;
         }
-        let roles = activation_inputs(&node.op, node.inputs.len());
+        let roles = roles(&node.op, node.inputs.len());
         let mut inputs = Vec::with_capacity(node.inputs.len());
         for (i, x) in node.inputs.iter().enumerate() {
             let want_texture = textured[n] && roles[i];

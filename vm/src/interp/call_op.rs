@@ -303,7 +303,7 @@ impl Vm {
             for (dtype, shape) in &shapes.logical_out {
                 outs.push(HostTensor::zeros(*dtype, shape).map_err(bx)?);
             }
-            (def.host)(&refs, attrs, &mut outs).map_err(bx)?;
+            (def.op.id().host_kernel().map_err(bx)?)(&refs, attrs, &mut outs).map_err(bx)?;
             let b = blocked::block(&outs[0]).map_err(bx)?;
             return write_view(y, &b.data).map_err(|e| Box::new(Fault { message: *e, notes: vec![] }));
         };
@@ -322,7 +322,7 @@ impl Vm {
         shapes: &crate::ops::blocked::BlockedCall,
         y: &Shared<View>,
     ) -> Step<()> {
-        use crate::ops::texture_cl::{self, ClOperand, ClTexture};
+        use crate::ops::texture_cl::{ClOperand, ClTexture};
         let OpCall { def, inputs, infos, attrs, .. } = *call;
         let name = def.name;
         let err = |e: String| fault(format!("@onnx.{name}: {e}"));
@@ -353,7 +353,8 @@ impl Vm {
             }));
         }
         let yt = ClTexture { mem: y_mem, shape: shapes.logical_out[0].1.clone() };
-        texture_cl::run(&crate::ops::cl::ClCtx { dev }, name, &ins, infos, attrs, &yt).map_err(bx)?;
+        let run = def.op.id().texture_kernel().ok_or_else(|| bx("has no OpenCL texture kernel".into()))?;
+        run(&crate::ops::cl::ClCtx { dev }, def.op, &ins, infos, attrs, &yt).map_err(bx)?;
         y.record_write();
         Ok(())
     }
@@ -567,7 +568,8 @@ impl Vm {
             outs.push(HostTensor { dtype: *dtype, shape: shape.clone(), data });
         }
         let refs: SmallVec<[Option<&HostTensor>; 6]> = host_in.iter().map(|t| t.as_ref()).collect();
-        (def.host)(&refs, attrs, &mut outs).or_else(|e| fault(format!("@onnx.{}: {e}", def.name)))?;
+        let host = def.op.id().host_kernel().or_else(|e| fault(format!("@onnx.{}: {e}", def.name)))?;
+        host(&refs, attrs, &mut outs).or_else(|e| fault(format!("@onnx.{}: {e}", def.name)))?;
         for (v, t) in outputs.iter().zip(outs.iter()) {
             if let Some(v) = v {
                 write_view(v, &t.data).map_err(|e| Box::new(Fault { message: *e, notes: vec![] }))?;

@@ -27,7 +27,7 @@ pub struct BuiltinId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Label(pub u32);
 
-/// An operator: its index in the operator table (`crate::ops::OPS`), as encoded.
+/// An operator: its index in the operator table (`crate::ir::operators::OPS`), as encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct OpId(pub u32);
 
@@ -459,7 +459,7 @@ macro_rules! for_each_opcode {
         /// `br_if %cond, L_then, L_else`: branches on a non-zero int.
         0x0d BrIf "br_if" { cond: Reg = a, then_: Label = b, else_: Label = c } => [read cond]
         /// `call @onnx.Name(inputs) -> (outputs) { attributes }`: an operator from
-        /// [`crate::ops::OPS`]. The list holds `nin` inputs (`none` for omitted optional ones)
+        /// [`crate::ir::operators::OPS`]. The list holds `nin` inputs (`none` for omitted optional ones)
         /// then `nout` output tensors; `attrs` is 0 for none, else 1 + an index into
         /// [`crate::ir::module::Module::attrs`].
         0x0e CallOp "call" { op: OpId = a, list: u32 = b, attrs: u32 = c, nout: u8 = x, nin: u16 = yz } => [args list[0; nin as usize + nout as usize]]

@@ -1,8 +1,6 @@
 //! The program as data: value types, the bytecode and its opcode table, modules and their
-//! `.rxb` encoding, operator schemas, the builder and the verifier. Imports nothing else of
-//! the crate but the operator registry (`ops::OPS`: the verifier finds schemas there, the
-//! builder operators by name) and the blocked-texture rules of `ops/blocked.rs`; both go
-//! when schemas and kernel tables are split (docs/architecture.md, tests/layers.rs).
+//! `.rxb` encoding, the operator schemas (`operators/`), the builder and the verifier.
+//! Imports nothing else of the crate (tests/layers.rs checks it).
 
 pub mod attrs;
 pub mod binary;
@@ -12,6 +10,7 @@ pub mod bytecode;
 pub mod host_tensor;
 pub mod module;
 pub(crate) mod names;
+pub mod operators;
 pub mod schema;
 pub mod types;
 pub mod verify;

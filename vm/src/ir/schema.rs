@@ -3,6 +3,7 @@
 
 use crate::ir::attrs::{AttrSpec, Attrs};
 use crate::ir::host_tensor::HostTensor;
+use crate::ir::operators::Operator;
 use crate::ir::types::DType;
 
 /// What shape inference knows about one input: dtype, shape and, when the input is a
@@ -20,12 +21,10 @@ pub type OutInfo = (DType, Vec<i64>);
 /// Infers output types from the inputs (`None` for an omitted optional input).
 pub type InferFn = fn(&[Option<TensorInfo>], &Attrs) -> Result<Vec<OutInfo>, String>;
 
-/// Computes the outputs (pre-shaped, zeroed) from the inputs on the host.
-pub type HostFn = fn(&[Option<&HostTensor>], &Attrs, &mut [HostTensor]) -> Result<(), String>;
-
 /// One operator.
 pub struct OpDef {
-    /// The ONNX operator type, as written after `@onnx.`.
+    pub op: Operator,
+    /// The ONNX operator type, as written after `@onnx.` (`op.name()`).
     pub name: &'static str,
     /// Inputs accepted: at least `min_inputs`, at most `max_inputs` (optional inputs may be
     /// given as `none`).
@@ -37,7 +36,6 @@ pub struct OpDef {
     /// Extra attribute checks beyond kinds (ranges, lengths). Run at load time.
     pub validate: fn(&Attrs) -> Result<(), String>,
     pub infer: InferFn,
-    pub host: HostFn,
     /// One line for the operator table in `docs/operators.md`.
     pub doc: &'static str,
 }
@@ -46,15 +44,16 @@ pub(crate) fn no_extra_checks(_: &Attrs) -> Result<(), String> {
     Ok(())
 }
 
-/// Declares an [`OpDef`]: `op!("Name", in 1..=2, out 1..=1, attrs &[...], [validate f,]
-/// infer f, host f, "doc")`.
+/// Declares an [`OpDef`]: `op!(Name, in 1..=2, out 1..=1, attrs &[...], [validate f,]
+/// infer f, "doc")`, `Name` being the [`Operator`].
 macro_rules! op {
-    ($name:literal, in $min:literal ..= $max:literal, out $omin:literal ..= $omax:literal, attrs $attrs:expr, infer $infer:path, host $host:path, $doc:literal) => {
-        $crate::ir::schema::op!($name, in $min..=$max, out $omin..=$omax, attrs $attrs, validate $crate::ir::schema::no_extra_checks, infer $infer, host $host, $doc)
+    ($name:ident, in $min:literal ..= $max:literal, out $omin:literal ..= $omax:literal, attrs $attrs:expr, infer $infer:path, $doc:literal) => {
+        $crate::ir::schema::op!($name, in $min..=$max, out $omin..=$omax, attrs $attrs, validate $crate::ir::schema::no_extra_checks, infer $infer, $doc)
     };
-    ($name:literal, in $min:literal ..= $max:literal, out $omin:literal ..= $omax:literal, attrs $attrs:expr, validate $validate:path, infer $infer:path, host $host:path, $doc:literal) => {
+    ($name:ident, in $min:literal ..= $max:literal, out $omin:literal ..= $omax:literal, attrs $attrs:expr, validate $validate:path, infer $infer:path, $doc:literal) => {
         $crate::ir::schema::OpDef {
-            name: $name,
+            op: $crate::ir::operators::Operator::$name,
+            name: stringify!($name),
             min_inputs: $min,
             max_inputs: $max,
             min_outputs: $omin,
@@ -62,7 +61,6 @@ macro_rules! op {
             attrs: $attrs,
             validate: $validate,
             infer: $infer,
-            host: $host,
             doc: $doc,
         }
     };

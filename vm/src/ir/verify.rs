@@ -13,9 +13,9 @@ use crate::ir::builtins::Builtin;
 use crate::ir::bytecode::{Arg, ArgKind, FuncId, Instr, OpId, Reg};
 use crate::ir::host_tensor::HostTensor;
 use crate::ir::module::{ConstData, Function, Literal, Module};
+use crate::ir::operators::OPS;
 use crate::ir::schema::{OutInfo, TensorInfo};
 use crate::ir::types::{DType, ImageLayout, Kind, Scope, Type};
-use crate::ops::OPS;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
 
@@ -1523,7 +1523,7 @@ impl FuncVerifier<'_> {
                 .zip(&scopes[nin..])
                 .map(|(a, s)| if matches!(a.kind(), ArgKind::None) { None } else { Some(is_tex(s)) })
                 .collect();
-            crate::ops::blocked::infer(def, infos, &tin, &tout, attrs)
+            crate::ir::operators::blocked::infer(def, infos, &tin, &tout, attrs)
         };
         Ok(if scopes.contains(&Some(true)) {
             if scopes.contains(&None) {

@@ -1,6 +1,8 @@
 //! Operators: elementwise family — activations, broadcasting arithmetic, the variadic
 //! Max/Min/Sum, Dropout and Identity, Softmax/LogSoftmax, ReduceMean/ReduceSum and the
-//! normalizations (BatchNormalization, InstanceNormalization, LRN). See `OPS` below.
+//! normalizations (BatchNormalization, InstanceNormalization, LRN). The schemas
+//! (attributes, shape inference) are in `crate::ir::operators::elementwise`; the host
+//! kernels and their `HOST` table are here.
 //!
 //! Shape inference checks dtypes, ranks and shapes. Every host kernel first re-runs the
 //! attribute validation and the shape inference on its actual inputs and checks that every
@@ -10,140 +12,54 @@
 //! Operators whose semantics changed between ONNX opsets take an optional `onnx_opset`
 //! attribute (the importer passes the model's opset); without it the newest semantics apply.
 
-use super::shape::{broadcast, broadcast_strides};
-use super::{attr, op, AttrValue, Attrs, InferFn, OpDef, OutInfo, TensorInfo};
+use super::host::HostFn;
+use super::{Attrs, InferFn, OutInfo, TensorInfo};
 use crate::ir::host_tensor::{numel, HostTensor};
+use crate::ir::operators::elementwise::*;
+use crate::ir::operators::shape::{broadcast, broadcast_strides};
+use crate::ir::operators::Operator;
 use crate::ir::types::DType;
 use std::borrow::Cow;
 use std::mem::size_of;
 
-/// This family's operators, in encoding order (append only).
-pub static OPS: &[OpDef] = &[
-    op!("Clip", in 1..=3, out 1..=1, attrs &[attr!("min", Float), attr!("max", Float)],
-        validate validate_clip, infer infer_clip, host clip,
-        "clamp to [min, max]: attributes (opset 6) or scalar inputs 2, 3 (opset 11+); default ±inf"),
-    op!("LeakyRelu", in 1..=1, out 1..=1, attrs &[attr!("alpha", Float)],
-        validate validate_leaky_relu, infer infer_f32, host leaky_relu, "x > 0 ? x : alpha * x (alpha 0.01)"),
-    op!("Sigmoid", in 1..=1, out 1..=1, attrs &[], infer infer_f32, host sigmoid, "1 / (1 + exp(-x))"),
-    op!("Tanh", in 1..=1, out 1..=1, attrs &[], infer infer_f32, host tanh, "tanh(x)"),
-    op!("Exp", in 1..=1, out 1..=1, attrs &[], infer infer_f32, host exp, "exp(x)"),
-    op!("Sqrt", in 1..=1, out 1..=1, attrs &[], infer infer_f32, host sqrt, "sqrt(x) (NaN for x < 0)"),
-    op!("Pow", in 2..=2, out 1..=1, attrs &[attr!("broadcast", Int), attr!("axis", Int)],
-        validate validate_pow, infer infer_pow, host pow,
-        "x ^ y for f32 x and y with numpy broadcasting (opset ≤ 6 `broadcast`/`axis` accepted)"),
-    op!("Neg", in 1..=1, out 1..=1, attrs &[], infer infer_signed, host neg, "-x (f32, i32, i64; integers wrap)"),
-    op!("Abs", in 1..=1, out 1..=1, attrs &[], infer infer_signed, host abs, "|x| (f32, i32, i64; integers wrap)"),
-    op!("Elu", in 1..=1, out 1..=1, attrs &[attr!("alpha", Float)],
-        validate validate_elu, infer infer_f32, host elu, "x > 0 ? x : alpha * (exp(x) - 1) (alpha 1.0)"),
-    op!("Selu", in 1..=1, out 1..=1, attrs &[attr!("alpha", Float), attr!("gamma", Float)],
-        validate validate_selu, infer infer_f32, host selu,
-        "gamma * (x > 0 ? x : alpha * (exp(x) - 1)) (alpha 1.6732632, gamma 1.0507010)"),
-    op!("Softplus", in 1..=1, out 1..=1, attrs &[], infer infer_f32, host softplus, "ln(1 + exp(x)), computed stably"),
-    op!("Softsign", in 1..=1, out 1..=1, attrs &[], infer infer_f32, host softsign, "x / (1 + |x|)"),
-    op!("PRelu", in 2..=2, out 1..=1, attrs &[attr!("onnx_opset", Int)],
-        validate validate_prelu, infer infer_prelu, host prelu,
-        "x > 0 ? x : slope * x; slope broadcasts to x, or is 1-D per channel (opset 6, preferred if `onnx_opset` < 7)"),
-    op!("Add", in 2..=2, out 1..=1, attrs &[attr!("broadcast", Int), attr!("axis", Int)],
-        validate validate_add, infer infer_arith, host add,
-        "a + b with numpy broadcasting (f32, f64, i32, i64; opset ≤ 6 `broadcast`/`axis` accepted)"),
-    op!("Sub", in 2..=2, out 1..=1, attrs &[attr!("broadcast", Int), attr!("axis", Int)],
-        validate validate_sub, infer infer_arith, host sub,
-        "a - b with numpy broadcasting (f32, i32, i64; opset ≤ 6 `broadcast`/`axis` accepted)"),
-    op!("Mul", in 2..=2, out 1..=1, attrs &[attr!("broadcast", Int), attr!("axis", Int)],
-        validate validate_mul, infer infer_arith, host mul,
-        "a * b with numpy broadcasting (f32, i32, i64; opset ≤ 6 `broadcast`/`axis` accepted)"),
-    op!("Div", in 2..=2, out 1..=1, attrs &[attr!("broadcast", Int), attr!("axis", Int)],
-        validate validate_div, infer infer_arith, host div,
-        "a / b with numpy broadcasting (f32, i32, i64; integer division truncates, by zero is an error)"),
-    op!("Max", in 1..=64, out 1..=1, attrs &[], infer infer_variadic, host max,
-        "elementwise maximum of 1 to 64 inputs with broadcasting (f32 propagates NaN, i32, i64)"),
-    op!("Min", in 1..=64, out 1..=1, attrs &[], infer infer_variadic, host min,
-        "elementwise minimum of 1 to 64 inputs with broadcasting (f32 propagates NaN, i32, i64)"),
-    op!("Sum", in 1..=64, out 1..=1, attrs &[], infer infer_variadic, host sum,
-        "elementwise sum of 1 to 64 inputs with broadcasting (f32, i32, i64)"),
-    op!("Dropout", in 1..=3, out 1..=2,
-        attrs &[attr!("ratio", Float), attr!("seed", Int), attr!("is_test", Int)],
-        validate validate_dropout, infer infer_dropout, host dropout,
-        "inference: output = x, mask = all true (bool); training_mode true is an error"),
-    op!("Identity", in 1..=1, out 1..=1, attrs &[], infer infer_any, host identity, "a copy of x (any dtype)"),
-    op!("Softmax", in 1..=1, out 1..=1, attrs &[attr!("axis", Int), attr!("onnx_opset", Int)],
-        validate validate_softmax, infer infer_softmax, host softmax,
-        "softmax along `axis` (default -1); `onnx_opset` < 13: over x coerced to 2-D at `axis` (default 1)"),
-    op!("LogSoftmax", in 1..=1, out 1..=1, attrs &[attr!("axis", Int), attr!("onnx_opset", Int)],
-        validate validate_log_softmax, infer infer_softmax, host log_softmax,
-        "log of softmax along `axis` (default -1); `onnx_opset` < 13: over x coerced to 2-D at `axis` (default 1)"),
-    op!("ReduceMean", in 1..=2, out 1..=1,
-        attrs &[attr!("axes", Ints), attr!("keepdims", Int), attr!("noop_with_empty_axes", Int)],
-        validate validate_reduce_mean, infer infer_reduce_mean, host reduce_mean,
-        "f32 mean over `axes` (attribute or constant input 2; default all); keepdims 1, noop_with_empty_axes 0"),
-    op!("ReduceSum", in 1..=2, out 1..=1,
-        attrs &[attr!("axes", Ints), attr!("keepdims", Int), attr!("noop_with_empty_axes", Int)],
-        validate validate_reduce_sum, infer infer_reduce_sum, host reduce_sum,
-        "f32/i32/i64 sum over `axes` (attribute or constant input 2; default all); keepdims 1, noop_with_empty_axes 0"),
-    op!("BatchNormalization", in 5..=5, out 1..=5,
-        attrs &[attr!("epsilon", Float), attr!("momentum", Float), attr!("spatial", Int), attr!("is_test", Int),
-            attr!("training_mode", Int)],
-        validate validate_batch_norm, infer infer_batch_norm, host batch_norm,
-        "inference: scale * (x - mean) / sqrt(var + epsilon) + B per channel (spatial 0: per C×D1×…); only Y"),
-    op!("InstanceNormalization", in 3..=3, out 1..=1, attrs &[attr!("epsilon", Float)],
-        validate validate_instance_norm, infer infer_instance_norm, host instance_norm,
-        "scale * (x - mean) / sqrt(var + epsilon) + B with statistics per (n, c) (epsilon 1e-5)"),
-    op!("LRN", in 1..=1, out 1..=1,
-        attrs &[attr!("alpha", Float), attr!("beta", Float), attr!("bias", Float), attr!("size", Int)],
-        validate validate_lrn, infer infer_lrn, host lrn,
-        "x / (bias + alpha / size * Σ x² over `size` channels) ^ beta (alpha 1e-4, beta 0.75, bias 1)"),
+/// This family's host kernels.
+pub(crate) static HOST: &[(Operator, HostFn)] = &[
+    (Operator::Clip, clip),
+    (Operator::LeakyRelu, leaky_relu),
+    (Operator::Sigmoid, sigmoid),
+    (Operator::Tanh, tanh),
+    (Operator::Exp, exp),
+    (Operator::Sqrt, sqrt),
+    (Operator::Pow, pow),
+    (Operator::Neg, neg),
+    (Operator::Abs, abs),
+    (Operator::Elu, elu),
+    (Operator::Selu, selu),
+    (Operator::Softplus, softplus),
+    (Operator::Softsign, softsign),
+    (Operator::PRelu, prelu),
+    (Operator::Add, add),
+    (Operator::Sub, sub),
+    (Operator::Mul, mul),
+    (Operator::Div, div),
+    (Operator::Max, max),
+    (Operator::Min, min),
+    (Operator::Sum, sum),
+    (Operator::Dropout, dropout),
+    (Operator::Identity, identity),
+    (Operator::Softmax, softmax),
+    (Operator::LogSoftmax, log_softmax),
+    (Operator::ReduceMean, reduce_mean),
+    (Operator::ReduceSum, reduce_sum),
+    (Operator::BatchNormalization, batch_norm),
+    (Operator::InstanceNormalization, instance_norm),
+    (Operator::LRN, lrn),
 ];
 
 // ---------------------------------------------------------------------------------------
 // Shared helpers.
 
 type Validate = fn(&Attrs) -> Result<(), String>;
-
-const F32: &[DType] = &[DType::F32];
-const FLOATS: &[DType] = &[DType::F32, DType::F16, DType::F64];
-const SIGNED: &[DType] = &[DType::F32, DType::I32, DType::I64];
-/// The dtypes Add, Sub, Mul and Div compute in.
-const ARITH: &[DType] = &[DType::F32, DType::F64, DType::I32, DType::I64];
-
-/// An element type the kernels compute in, read from and written to little-endian bytes.
-/// (Every implementor is a plain number: any bit pattern is a valid value.)
-trait Elem: Copy {
-    fn read(b: &[u8]) -> Self;
-    fn write(self, b: &mut [u8]);
-}
-
-macro_rules! elem {
-    ($t:ty, $n:literal) => {
-        impl Elem for $t {
-            #[inline(always)]
-            fn read(b: &[u8]) -> Self {
-                let mut a = [0u8; $n];
-                a.copy_from_slice(&b[..$n]);
-                <$t>::from_le_bytes(a)
-            }
-            #[inline(always)]
-            fn write(self, b: &mut [u8]) {
-                b[..$n].copy_from_slice(&self.to_le_bytes());
-            }
-        }
-    };
-}
-elem!(f32, 4);
-elem!(f64, 8);
-elem!(i32, 4);
-elem!(i64, 8);
-
-/// Little-endian bytes viewed in place as elements, when they are aligned for `T` (and
-/// a whole number of elements).
-fn view<T: Elem>(data: &[u8]) -> Option<&[T]> {
-    if cfg!(target_endian = "big") {
-        return None;
-    }
-    // SAFETY: every `Elem` is a plain number (any bit pattern is valid), and `align_to`
-    // only hands out the aligned middle part (checked to be everything).
-    let (head, mid, tail) = unsafe { data.align_to::<T>() };
-    (head.is_empty() && tail.is_empty()).then_some(mid)
-}
 
 fn view_mut<T: Elem>(data: &mut [u8]) -> Option<&mut [T]> {
     if cfg!(target_endian = "big") {
@@ -152,15 +68,6 @@ fn view_mut<T: Elem>(data: &mut [u8]) -> Option<&mut [T]> {
     // SAFETY: as in `view`; every value written is valid as bytes.
     let (head, mid, tail) = unsafe { data.align_to_mut::<T>() };
     (head.is_empty() && tail.is_empty()).then_some(mid)
-}
-
-/// The elements of `t` (its data length has been checked by [`prepare`]): borrowed in place
-/// when aligned.
-fn values<T: Elem>(t: &HostTensor) -> Cow<'_, [T]> {
-    match view::<T>(&t.data) {
-        Some(v) => Cow::Borrowed(v),
-        None => Cow::Owned(t.data.chunks_exact(size_of::<T>()).map(T::read).collect()),
-    }
 }
 
 /// Writes `v` into `out`.
@@ -196,67 +103,6 @@ fn map<T: Elem>(x: &HostTensor, out: &mut HostTensor, f: impl Fn(T) -> T) {
     for (o, i) in out.data.chunks_exact_mut(n).zip(x.data.chunks_exact(n)) {
         f(T::read(i)).write(o);
     }
-}
-
-/// The integer elements of an i32 or i64 tensor (empty for other dtypes).
-fn ints_of(t: &HostTensor) -> Vec<i64> {
-    match t.dtype {
-        DType::I64 => values::<i64>(t).into_owned(),
-        DType::I32 => values::<i32>(t).iter().map(|&v| i64::from(v)).collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// The product of `dims` (callers only use it on shapes of tensors that exist with at
-/// least one element, so it cannot overflow; it saturates anyway).
-fn prod(dims: &[i64]) -> usize {
-    dims.iter().fold(1usize, |a, &d| a.saturating_mul(d.max(0) as usize))
-}
-
-fn input<'a, 'b>(ins: &'a [Option<TensorInfo<'b>>], i: usize, name: &str) -> Result<&'a TensorInfo<'b>, String> {
-    ins.get(i).and_then(|x| x.as_ref()).ok_or_else(|| format!("input {} ({name}) is required", i + 1))
-}
-
-fn optional<'a, 'b>(ins: &'a [Option<TensorInfo<'b>>], i: usize) -> Option<&'a TensorInfo<'b>> {
-    ins.get(i).and_then(|x| x.as_ref())
-}
-
-/// `f32`, `f32 or i64`, `f32, i32 or i64`.
-fn dtype_list(allowed: &[DType]) -> String {
-    match allowed {
-        [] => "nothing".into(),
-        [one] => one.name().into(),
-        [rest @ .., last] => {
-            let rest: Vec<&str> = rest.iter().map(|d| d.name()).collect();
-            format!("{} or {}", rest.join(", "), last.name())
-        }
-    }
-}
-
-fn check_dtype(t: &TensorInfo, i: usize, name: &str, allowed: &[DType]) -> Result<(), String> {
-    if allowed.contains(&t.dtype) {
-        Ok(())
-    } else {
-        Err(format!("input {} ({name}) must be {}, found {}", i + 1, dtype_list(allowed), t.dtype))
-    }
-}
-
-/// Checks that an input holds exactly one element (ONNX scalars; `[1]` is accepted too).
-fn check_scalar(t: &TensorInfo, i: usize, name: &str) -> Result<(), String> {
-    if numel(t.shape) == Some(1) {
-        Ok(())
-    } else {
-        Err(format!("input {} ({name}) must be a scalar (one element), found shape {:?}", i + 1, t.shape))
-    }
-}
-
-/// Normalizes a possibly negative axis.
-fn norm_axis(axis: i64, rank: usize) -> Result<usize, String> {
-    let r = rank as i64;
-    if axis < -r || axis >= r {
-        return Err(format!("axis {axis} is out of range for rank {rank}"));
-    }
-    Ok((if axis < 0 { axis + r } else { axis }) as usize)
 }
 
 fn infos<'a>(ins: &[Option<&'a HostTensor>]) -> Vec<Option<TensorInfo<'a>>> {
@@ -310,36 +156,6 @@ fn first(outs: &mut [HostTensor]) -> Result<&mut HostTensor, String> {
 
 fn unsupported(d: DType) -> String {
     format!("unsupported dtype {d}")
-}
-
-// Attribute checks.
-
-fn finite_attr(a: &Attrs, name: &str, op: &str) -> Result<(), String> {
-    if a.get(name).is_some() {
-        let v = a.float(name, 0.0);
-        if !v.is_finite() {
-            return Err(format!("attribute `{name}` of @onnx.{op} must be finite, found {v}"));
-        }
-    }
-    Ok(())
-}
-
-fn flag_attr(a: &Attrs, name: &str, op: &str) -> Result<(), String> {
-    match a.get(name) {
-        Some(AttrValue::Int(v)) if *v != 0 && *v != 1 => {
-            Err(format!("attribute `{name}` of @onnx.{op} must be 0 or 1, found {v}"))
-        }
-        _ => Ok(()),
-    }
-}
-
-fn opset_attr(a: &Attrs, op: &str) -> Result<(), String> {
-    match a.get("onnx_opset") {
-        Some(AttrValue::Int(v)) if *v < 1 => {
-            Err(format!("attribute `onnx_opset` of @onnx.{op} must be a positive opset version, found {v}"))
-        }
-        _ => Ok(()),
-    }
 }
 
 fn no_checks(_: &Attrs) -> Result<(), String> {
@@ -455,65 +271,6 @@ fn broadcast_into<A: Copy, B: Copy, T>(
     }
 }
 
-/// B's shape for the opset ≤ 6 form: with `broadcast = 1` and `axis`, B's dimensions line up
-/// with A's starting at `axis` (trailing 1s are appended); otherwise B's own shape (numpy
-/// broadcasting, which covers the legacy suffix matching).
-fn legacy_b_shape(a: &[i64], b: &[i64], attrs: &Attrs) -> Result<Vec<i64>, String> {
-    let Some(AttrValue::Int(axis)) = attrs.get("axis") else { return Ok(b.to_vec()) };
-    if attrs.int("broadcast", 0) != 1 {
-        return Ok(b.to_vec());
-    }
-    let r = a.len() as i64;
-    let start = if *axis < 0 { axis + r } else { *axis };
-    if start < 0 || start + b.len() as i64 > r {
-        return Err(format!(
-            "axis {axis} is out of range: B (rank {}) placed at axis {axis} does not fit in A's rank {r}",
-            b.len()
-        ));
-    }
-    let mut s = b.to_vec();
-    s.resize((r - start) as usize, 1);
-    Ok(s)
-}
-
-/// Dtype, effective B shape and output shape of a binary arithmetic operator.
-fn arith_shapes(ins: &[Option<TensorInfo>], attrs: &Attrs, allowed: &[DType]) -> Result<(DType, Vec<i64>), String> {
-    let (a, b) = (input(ins, 0, "A")?, input(ins, 1, "B")?);
-    check_dtype(a, 0, "A", allowed)?;
-    if b.dtype != a.dtype {
-        return Err(format!("inputs 1 and 2 must have the same dtype, found {} and {}", a.dtype, b.dtype));
-    }
-    let bsh = legacy_b_shape(a.shape, b.shape, attrs)?;
-    Ok((a.dtype, broadcast(a.shape, &bsh)?))
-}
-
-fn legacy_bcast_attrs(a: &Attrs, op: &str) -> Result<(), String> {
-    flag_attr(a, "broadcast", op)
-}
-
-fn validate_pow(a: &Attrs) -> Result<(), String> {
-    legacy_bcast_attrs(a, "Pow")
-}
-fn validate_sub(a: &Attrs) -> Result<(), String> {
-    legacy_bcast_attrs(a, "Sub")
-}
-fn validate_mul(a: &Attrs) -> Result<(), String> {
-    legacy_bcast_attrs(a, "Mul")
-}
-fn validate_div(a: &Attrs) -> Result<(), String> {
-    legacy_bcast_attrs(a, "Div")
-}
-
-fn infer_arith(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
-    let (dtype, shape) = arith_shapes(ins, attrs, ARITH)?;
-    Ok(vec![(dtype, shape)])
-}
-
-fn infer_pow(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
-    let (dtype, shape) = arith_shapes(ins, attrs, F32)?;
-    Ok(vec![(dtype, shape)])
-}
-
 /// `out = f(a, b)` with broadcasting, for inputs checked by [`prepare`].
 fn bin<T: Elem + Default>(
     a: &HostTensor,
@@ -543,10 +300,6 @@ fn arith_inputs<'a>(
 fn pow(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     let (a, b) = arith_inputs(ins, attrs, outs, validate_pow, infer_pow)?;
     bin::<f32>(a, b, attrs, first(outs)?, f32::powf)
-}
-
-fn validate_add(a: &Attrs) -> Result<(), String> {
-    legacy_bcast_attrs(a, "Add")
 }
 
 fn add(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -601,26 +354,6 @@ fn div(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> R
     }
 }
 
-// ---------------------------------------------------------------------------------------
-// Unary operators.
-
-pub(crate) fn infer_f32(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
-    let x = input(ins, 0, "X")?;
-    check_dtype(x, 0, "X", F32)?;
-    Ok(vec![(x.dtype, x.shape.to_vec())])
-}
-
-fn infer_signed(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
-    let x = input(ins, 0, "X")?;
-    check_dtype(x, 0, "X", SIGNED)?;
-    Ok(vec![(x.dtype, x.shape.to_vec())])
-}
-
-fn infer_any(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
-    let x = input(ins, 0, "input")?;
-    Ok(vec![(x.dtype, x.shape.to_vec())])
-}
-
 /// A unary f32 operator: `out = f(x)`.
 fn unary_f32(
     ins: &[Option<&HostTensor>],
@@ -632,30 +365,6 @@ fn unary_f32(
     prepare(ins, attrs, outs, validate, infer_f32)?;
     map::<f32>(req(ins, 0)?, first(outs)?, f);
     Ok(())
-}
-
-fn validate_clip(a: &Attrs) -> Result<(), String> {
-    for name in ["min", "max"] {
-        if a.get(name).is_some() && a.float(name, 0.0).is_nan() {
-            return Err(format!("attribute `{name}` of @onnx.Clip must not be NaN"));
-        }
-    }
-    Ok(())
-}
-
-fn infer_clip(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
-    let x = input(ins, 0, "input")?;
-    check_dtype(x, 0, "input", F32)?;
-    for (i, name) in [(1, "min"), (2, "max")] {
-        if let Some(t) = optional(ins, i) {
-            if attrs.get(name).is_some() {
-                return Err(format!("`{name}` is given both as an attribute and as input {}", i + 1));
-            }
-            check_dtype(t, i, name, F32)?;
-            check_scalar(t, i, name)?;
-        }
-    }
-    Ok(vec![(x.dtype, x.shape.to_vec())])
 }
 
 fn clip(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -675,10 +384,6 @@ fn clip(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> 
         }
     });
     Ok(())
-}
-
-fn validate_leaky_relu(a: &Attrs) -> Result<(), String> {
-    finite_attr(a, "alpha", "LeakyRelu")
 }
 
 fn leaky_relu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -709,18 +414,9 @@ fn sqrt(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> 
     unary_f32(ins, attrs, outs, no_checks, f32::sqrt)
 }
 
-fn validate_elu(a: &Attrs) -> Result<(), String> {
-    finite_attr(a, "alpha", "Elu")
-}
-
 fn elu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     let alpha = attrs.float("alpha", 1.0) as f32;
     unary_f32(ins, attrs, outs, validate_elu, |v| if v > 0.0 { v } else { alpha * v.exp_m1() })
-}
-
-fn validate_selu(a: &Attrs) -> Result<(), String> {
-    finite_attr(a, "alpha", "Selu")?;
-    finite_attr(a, "gamma", "Selu")
 }
 
 fn selu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -764,51 +460,6 @@ fn abs(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> R
     Ok(())
 }
 
-// PRelu.
-
-fn validate_prelu(a: &Attrs) -> Result<(), String> {
-    opset_attr(a, "PRelu")
-}
-
-/// The shape slope broadcasts with: its own when it broadcasts to X unidirectionally, or
-/// `[C, 1, …]` (aligned to X's channel dimension 1) for an opset 6 per-channel 1-D slope.
-/// With `onnx_opset` < 7 the per-channel reading is tried first.
-pub(super) fn prelu_slope_shape(x: &[i64], s: &[i64], attrs: &Attrs) -> Result<Vec<i64>, String> {
-    let legacy = attrs.int("onnx_opset", 7) < 7;
-    let channel = || -> Option<Vec<i64>> {
-        if s.len() == 1 && x.len() >= 2 && s[0] == x[1] {
-            let mut v = vec![1; x.len() - 1];
-            v[0] = s[0];
-            Some(v)
-        } else {
-            None
-        }
-    };
-    if legacy {
-        if let Some(v) = channel() {
-            return Ok(v);
-        }
-    }
-    if broadcast(x, s).is_ok_and(|o| o == x) {
-        return Ok(s.to_vec());
-    }
-    if let Some(v) = channel() {
-        return Ok(v);
-    }
-    Err(format!(
-        "slope of shape {s:?} does not broadcast to X of shape {x:?} \
-         (it must broadcast unidirectionally, or be 1-D with X's channel count)"
-    ))
-}
-
-fn infer_prelu(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
-    let (x, s) = (input(ins, 0, "X")?, input(ins, 1, "slope")?);
-    check_dtype(x, 0, "X", F32)?;
-    check_dtype(s, 1, "slope", F32)?;
-    prelu_slope_shape(x.shape, s.shape, attrs)?;
-    Ok(vec![(x.dtype, x.shape.to_vec())])
-}
-
 fn prelu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     prepare(ins, attrs, outs, validate_prelu, infer_prelu)?;
     let (x, s) = (req(ins, 0)?, req(ins, 1)?);
@@ -831,28 +482,6 @@ fn prelu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) ->
         );
     store(out, &y);
     Ok(())
-}
-
-// ---------------------------------------------------------------------------------------
-// Variadic Max, Min, Sum.
-
-fn infer_variadic(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
-    let x = input(ins, 0, "data_0")?;
-    check_dtype(x, 0, "data_0", SIGNED)?;
-    let mut shape = x.shape.to_vec();
-    for i in 1..ins.len() {
-        let t = input(ins, i, &format!("data_{i}"))?;
-        if t.dtype != x.dtype {
-            return Err(format!(
-                "input {} is {}, but input 1 is {}: all inputs must have one dtype",
-                i + 1,
-                t.dtype,
-                x.dtype
-            ));
-        }
-        shape = broadcast(&shape, t.shape).map_err(|e| format!("input {}: {e}", i + 1))?;
-    }
-    Ok(vec![(x.dtype, shape)])
 }
 
 /// Folds the inputs with `f`, broadcasting as it goes.
@@ -914,37 +543,6 @@ fn sum(ins: &[Option<&HostTensor>], _: &Attrs, outs: &mut [HostTensor]) -> Resul
     variadic(ins, outs, |a, b| a + b, i32::wrapping_add, i64::wrapping_add)
 }
 
-// ---------------------------------------------------------------------------------------
-// Dropout and Identity.
-
-fn validate_dropout(a: &Attrs) -> Result<(), String> {
-    if a.get("ratio").is_some() {
-        let r = a.float("ratio", 0.5);
-        if !(0.0..1.0).contains(&r) {
-            return Err(format!("attribute `ratio` of @onnx.Dropout must be in [0, 1), found {r}"));
-        }
-    }
-    flag_attr(a, "is_test", "Dropout")
-}
-
-fn infer_dropout(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
-    validate_dropout(attrs)?;
-    let x = input(ins, 0, "data")?;
-    check_dtype(x, 0, "data", FLOATS)?;
-    if let Some(r) = optional(ins, 1) {
-        check_dtype(r, 1, "ratio", FLOATS)?;
-        check_scalar(r, 1, "ratio")?;
-    }
-    if let Some(t) = optional(ins, 2) {
-        check_dtype(t, 2, "training_mode", &[DType::Bool])?;
-        check_scalar(t, 2, "training_mode")?;
-        if t.value.is_some_and(|v| v.data.iter().any(|&b| b != 0)) {
-            return Err("training_mode is true, but only inference is supported (Dropout copies its input)".into());
-        }
-    }
-    Ok(vec![(x.dtype, x.shape.to_vec()), (DType::Bool, x.shape.to_vec())])
-}
-
 fn dropout(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     prepare(ins, attrs, outs, validate_dropout, infer_dropout)?;
     let x = req(ins, 0)?;
@@ -959,39 +557,6 @@ fn identity(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor])
     prepare(ins, attrs, outs, no_checks, infer_any)?;
     first(outs)?.data.copy_from_slice(&req(ins, 0)?.data);
     Ok(())
-}
-
-// ---------------------------------------------------------------------------------------
-// Softmax and LogSoftmax.
-
-fn validate_softmax(a: &Attrs) -> Result<(), String> {
-    opset_attr(a, "Softmax")
-}
-
-fn validate_log_softmax(a: &Attrs) -> Result<(), String> {
-    opset_attr(a, "LogSoftmax")
-}
-
-/// `(outer, n, inner)`: the input is `outer` blocks of `n` × `inner` elements and the
-/// softmax runs over the `n` elements of each block at stride `inner`. Opset < 13 coerces
-/// the input to 2-D at `axis` (default 1): `n` is the product of dimensions `axis..`.
-/// Opset 13 normalizes along `axis` alone (default -1).
-fn softmax_dims(shape: &[i64], attrs: &Attrs) -> Result<(usize, usize, usize), String> {
-    let legacy = attrs.int("onnx_opset", 13) < 13;
-    let axis = attrs.int("axis", if legacy { 1 } else { -1 });
-    let ax = norm_axis(axis, shape.len())?;
-    Ok(if legacy {
-        (prod(&shape[..ax]), prod(&shape[ax..]), 1)
-    } else {
-        (prod(&shape[..ax]), prod(&shape[ax..ax + 1]), prod(&shape[ax + 1..]))
-    })
-}
-
-fn infer_softmax(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
-    let x = input(ins, 0, "input")?;
-    check_dtype(x, 0, "input", F32)?;
-    softmax_dims(x.shape, attrs)?;
-    Ok(vec![(x.dtype, x.shape.to_vec())])
 }
 
 /// Softmax (or its log) of the `n` elements at stride `inner` in each block; sums in f64.
@@ -1082,92 +647,6 @@ fn softmax(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) 
 
 fn log_softmax(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     softmax_host(ins, attrs, outs, true)
-}
-
-// ---------------------------------------------------------------------------------------
-// ReduceMean and ReduceSum.
-
-fn validate_reduce(a: &Attrs, op: &str) -> Result<(), String> {
-    flag_attr(a, "keepdims", op)?;
-    flag_attr(a, "noop_with_empty_axes", op)?;
-    if let Some(axes) = a.ints("axes") {
-        for (i, x) in axes.iter().enumerate() {
-            if axes[..i].contains(x) {
-                return Err(format!("attribute `axes` of @onnx.{op} lists axis {x} twice"));
-            }
-        }
-    }
-    Ok(())
-}
-
-fn validate_reduce_mean(a: &Attrs) -> Result<(), String> {
-    validate_reduce(a, "ReduceMean")
-}
-
-fn validate_reduce_sum(a: &Attrs) -> Result<(), String> {
-    validate_reduce(a, "ReduceSum")
-}
-
-/// Which dimensions are reduced; `None` for a no-op (empty axes with
-/// `noop_with_empty_axes = 1`). The OpenCL kernels use it too.
-pub(crate) fn reduce_axes(ins: &[Option<TensorInfo>], attrs: &Attrs, rank: usize) -> Result<Option<Vec<bool>>, String> {
-    let listed: Vec<i64> = match (attrs.ints("axes"), optional(ins, 1)) {
-        (Some(_), Some(_)) => return Err("axes are given both as the `axes` attribute and as input 2".into()),
-        (Some(a), None) => a.to_vec(),
-        (None, Some(t)) => {
-            check_dtype(t, 1, "axes", &[DType::I64, DType::I32])?;
-            if t.shape.len() > 1 {
-                return Err(format!("input 2 (axes) must be 1-D, found shape {:?}", t.shape));
-            }
-            match t.value {
-                Some(v) => ints_of(v),
-                None => return Err("input 2 (axes) must be a constant: its value decides the output shape".into()),
-            }
-        }
-        (None, None) => Vec::new(),
-    };
-    if listed.is_empty() {
-        return Ok(if attrs.int("noop_with_empty_axes", 0) != 0 { None } else { Some(vec![true; rank]) });
-    }
-    let mut red = vec![false; rank];
-    for &a in &listed {
-        let k = norm_axis(a, rank)?;
-        if red[k] {
-            return Err(format!("axis {a} is listed twice (axes {listed:?} for rank {rank})"));
-        }
-        red[k] = true;
-    }
-    Ok(Some(red))
-}
-
-fn infer_reduce(ins: &[Option<TensorInfo>], attrs: &Attrs, allowed: &[DType]) -> Result<Vec<OutInfo>, String> {
-    let x = input(ins, 0, "data")?;
-    check_dtype(x, 0, "data", allowed)?;
-    let keep = attrs.int("keepdims", 1) != 0;
-    let shape = match reduce_axes(ins, attrs, x.shape.len())? {
-        None => x.shape.to_vec(),
-        Some(red) => x
-            .shape
-            .iter()
-            .zip(&red)
-            .filter_map(|(&d, &r)| match (r, keep) {
-                (false, _) => Some(d),
-                (true, true) => Some(1),
-                (true, false) => None,
-            })
-            .collect(),
-    };
-    Ok(vec![(x.dtype, shape)])
-}
-
-fn infer_reduce_mean(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
-    validate_reduce_mean(attrs)?;
-    infer_reduce(ins, attrs, F32)
-}
-
-fn infer_reduce_sum(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
-    validate_reduce_sum(attrs)?;
-    infer_reduce(ins, attrs, SIGNED)
 }
 
 /// Adds every element of `x` (shape `shape`, not empty) into `acc`, the row-major tensor of
@@ -1278,64 +757,6 @@ fn reduce_sum(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor
     reduce_host(ins, attrs, outs, false)
 }
 
-// ---------------------------------------------------------------------------------------
-// Normalizations.
-
-fn epsilon_attr(a: &Attrs, op: &str) -> Result<(), String> {
-    if a.get("epsilon").is_some() {
-        let e = a.float("epsilon", 0.0);
-        if !e.is_finite() || e < 0.0 {
-            return Err(format!("attribute `epsilon` of @onnx.{op} must be finite and ≥ 0, found {e}"));
-        }
-    }
-    Ok(())
-}
-
-fn validate_batch_norm(a: &Attrs) -> Result<(), String> {
-    const OP: &str = "BatchNormalization";
-    epsilon_attr(a, OP)?;
-    finite_attr(a, "momentum", OP)?;
-    flag_attr(a, "spatial", OP)?;
-    flag_attr(a, "is_test", OP)?;
-    flag_attr(a, "training_mode", OP)?;
-    if a.int("training_mode", 0) == 1 {
-        return Err("@onnx.BatchNormalization supports inference only: `training_mode` must be 0".into());
-    }
-    Ok(())
-}
-
-/// The number of elements each parameter of BatchNormalization has, and what it is.
-fn batch_norm_params(x: &[i64], attrs: &Attrs) -> (Option<u64>, &'static str) {
-    if attrs.int("spatial", 1) == 0 {
-        (numel(x.get(1..).unwrap_or(&[])), "the product of X's dimensions after the first, as spatial = 0")
-    } else if x.len() >= 2 {
-        (u64::try_from(x[1]).ok(), "the channel count")
-    } else {
-        (Some(1), "one channel for 1-D X")
-    }
-}
-
-fn infer_batch_norm(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
-    validate_batch_norm(attrs)?;
-    let x = input(ins, 0, "X")?;
-    check_dtype(x, 0, "X", F32)?;
-    if x.shape.is_empty() {
-        return Err("input 1 (X) must have rank ≥ 1 (N, C, D1, …), found a scalar".into());
-    }
-    let (want, what) = batch_norm_params(x.shape, attrs);
-    let Some(want) = want else { return Err(format!("input 1 (X) has an invalid shape {:?}", x.shape)) };
-    for (i, name) in [(1, "scale"), (2, "B"), (3, "mean"), (4, "var")] {
-        let t = input(ins, i, name)?;
-        check_dtype(t, i, name, F32)?;
-        match numel(t.shape) {
-            Some(n) if n == want => {}
-            Some(n) => return Err(format!("input {} ({name}) has {n} elements, expected {want} ({what})", i + 1)),
-            None => return Err(format!("input {} ({name}) has an invalid shape {:?}", i + 1, t.shape)),
-        }
-    }
-    Ok(vec![(x.dtype, x.shape.to_vec())])
-}
-
 fn batch_norm(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     prepare(ins, attrs, outs, validate_batch_norm, infer_batch_norm)?;
     let x = req(ins, 0)?;
@@ -1358,31 +779,6 @@ fn batch_norm(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor
         }
     });
     Ok(())
-}
-
-fn validate_instance_norm(a: &Attrs) -> Result<(), String> {
-    epsilon_attr(a, "InstanceNormalization")
-}
-
-fn infer_instance_norm(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
-    let x = input(ins, 0, "input")?;
-    check_dtype(x, 0, "input", F32)?;
-    if x.shape.len() < 3 {
-        return Err(format!("input 1 (input) must have rank ≥ 3 (N, C, D1, …), found rank {}", x.shape.len()));
-    }
-    for (i, name) in [(1, "scale"), (2, "B")] {
-        let t = input(ins, i, name)?;
-        check_dtype(t, i, name, F32)?;
-        if t.shape.len() != 1 || t.shape[0] != x.shape[1] {
-            return Err(format!(
-                "input {} ({name}) has shape {:?}, expected [{}] (the channel count)",
-                i + 1,
-                t.shape,
-                x.shape[1]
-            ));
-        }
-    }
-    Ok(vec![(x.dtype, x.shape.to_vec())])
 }
 
 fn instance_norm(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -1409,28 +805,6 @@ fn instance_norm(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTen
     }
     store(first(outs)?, &y);
     Ok(())
-}
-
-fn validate_lrn(a: &Attrs) -> Result<(), String> {
-    for name in ["alpha", "beta", "bias"] {
-        finite_attr(a, name, "LRN")?;
-    }
-    match a.get("size") {
-        None => Err("@onnx.LRN requires the attribute `size` (the number of channels to sum over)".into()),
-        Some(AttrValue::Int(s)) if *s < 1 => {
-            Err(format!("attribute `size` of @onnx.LRN must be at least 1, found {s}"))
-        }
-        _ => Ok(()),
-    }
-}
-
-fn infer_lrn(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
-    let x = input(ins, 0, "X")?;
-    check_dtype(x, 0, "X", F32)?;
-    if x.shape.len() < 2 {
-        return Err(format!("input 1 (X) must have rank ≥ 2 (N, C, D1, …), found rank {}", x.shape.len()));
-    }
-    Ok(vec![(x.dtype, x.shape.to_vec())])
 }
 
 fn lrn(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -1472,6 +846,7 @@ fn lrn(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> R
 #[allow(clippy::approx_constant, clippy::excessive_precision)]
 mod tests {
     use super::*;
+    use crate::ops::{AttrValue, OpDef};
 
     fn def(name: &str) -> &'static OpDef {
         OPS.iter().find(|o| o.name == name).unwrap_or_else(|| panic!("no operator {name}"))
@@ -1513,7 +888,7 @@ mod tests {
         assert!((d.min_inputs..=d.max_inputs).contains(&ins.len()), "{name}: {} inputs", ins.len());
         let inferred = (d.infer)(&infos(ins), a)?;
         let mut outs: Vec<HostTensor> = inferred.iter().map(|(dt, s)| HostTensor::zeros(*dt, s).unwrap()).collect();
-        (d.host)(ins, a, &mut outs)?;
+        (d.op.id().host_kernel().unwrap())(ins, a, &mut outs)?;
         Ok(outs)
     }
 
@@ -1655,7 +1030,7 @@ mod tests {
         let e = err("Div", &[Some(&tbool(&[1], &[true])), Some(&tbool(&[1], &[true]))], &none);
         assert_eq!(e, "input 1 (A) must be f32, f64, i32 or i64, found bool");
         let mut outs = vec![HostTensor::zeros(DType::F32, &[2, 3]).unwrap()];
-        let e = (def("Sub").host)(&[Some(&a)], &none, &mut outs).unwrap_err();
+        let e = (def("Sub").op.id().host_kernel().unwrap())(&[Some(&a)], &none, &mut outs).unwrap_err();
         assert_eq!(e, "input 2 (B) is required");
         let e = def("Mul").check_attrs(&attrs(&[("broadcast", int(2))])).unwrap_err();
         assert_eq!(e, "attribute `broadcast` of @onnx.Mul must be 0 or 1, found 2");
@@ -1808,7 +1183,7 @@ mod tests {
         assert_eq!(e, "input 1 (data) must be f32, f16 or f64, found i32");
         // Only the first output may be asked for.
         let mut one = vec![HostTensor::zeros(DType::F32, &[2, 2]).unwrap()];
-        (def("Dropout").host)(&[Some(&x)], &Attrs::default(), &mut one).unwrap();
+        (def("Dropout").op.id().host_kernel().unwrap())(&[Some(&x)], &Attrs::default(), &mut one).unwrap();
         assert_eq!(one[0], x);
     }
 
@@ -2115,16 +1490,16 @@ mod tests {
         for op in OPS {
             let mut outs = vec![HostTensor::zeros(DType::F32, &[4]).unwrap()];
             let ins = vec![Some(&bad); op.min_inputs.max(1)];
-            let e = (op.host)(&ins, &attrs(&[("size", int(1))]), &mut outs).unwrap_err();
+            let e = (op.op.id().host_kernel().unwrap())(&ins, &attrs(&[("size", int(1))]), &mut outs).unwrap_err();
             assert!(e.contains("holds 3 bytes, expected 16") || e.contains("attribute"), "{}: {e}", op.name);
         }
         // A wrong output shape or a missing output is an error.
         let mut outs = vec![HostTensor::zeros(DType::F32, &[5]).unwrap()];
-        let e = (def("Exp").host)(&[Some(&good)], &Attrs::default(), &mut outs).unwrap_err();
+        let e = (def("Exp").op.id().host_kernel().unwrap())(&[Some(&good)], &Attrs::default(), &mut outs).unwrap_err();
         assert_eq!(e, "output 1 is f32[5], expected f32[4]");
-        let e = (def("Exp").host)(&[Some(&good)], &Attrs::default(), &mut []).unwrap_err();
+        let e = (def("Exp").op.id().host_kernel().unwrap())(&[Some(&good)], &Attrs::default(), &mut []).unwrap_err();
         assert_eq!(e, "expected 1 to 1 output tensors, found 0");
-        let e = (def("Exp").host)(&[], &Attrs::default(), &mut outs).unwrap_err();
+        let e = (def("Exp").op.id().host_kernel().unwrap())(&[], &Attrs::default(), &mut outs).unwrap_err();
         assert_eq!(e, "input 1 (X) is required");
     }
 
@@ -2175,7 +1550,7 @@ mod tests {
                         if inferred.iter().all(|(_, s)| numel(s).is_some_and(|n| n < limit)) {
                             let mut outs: Vec<HostTensor> =
                                 inferred.iter().map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();
-                            let _ = (op.host)(&ins, a, &mut outs);
+                            let _ = (op.op.id().host_kernel().unwrap())(&ins, a, &mut outs);
                         }
                     }
                     // Next combination.

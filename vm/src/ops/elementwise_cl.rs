@@ -8,46 +8,46 @@
 //! device has fp64 (else `float`).
 
 use super::cl::{cl_type, float_arg as f32_arg, ClCtx, ClFn, ClTensor};
-use super::shape::{broadcast, broadcast_strides};
-use super::{AttrValue, Attrs, TensorInfo};
+use super::{AttrValue, Attrs, Operator, TensorInfo};
 use crate::ir::host_tensor::HostTensor;
+use crate::ir::operators::shape::{broadcast, broadcast_strides};
 use crate::ir::types::DType;
 use crate::opencl::device::KernelArg;
 use std::fmt::Write;
 
 /// `(operator name, kernel launcher)` for this family.
-pub static CL: &[(&str, ClFn)] = &[
-    ("Relu", relu),
-    ("Add", add),
-    ("Sub", sub),
-    ("Mul", mul),
-    ("Div", div),
-    ("Pow", pow),
-    ("Max", max),
-    ("Min", min),
-    ("Sum", sum),
-    ("Clip", clip),
-    ("LeakyRelu", leaky_relu),
-    ("Sigmoid", sigmoid),
-    ("Tanh", tanh),
-    ("Exp", exp),
-    ("Sqrt", sqrt),
-    ("Neg", neg),
-    ("Abs", abs),
-    ("Elu", elu),
-    ("Selu", selu),
-    ("Softplus", softplus),
-    ("Softsign", softsign),
-    ("PRelu", prelu),
-    ("Dropout", dropout),
-    ("Identity", identity),
-    ("Softmax", softmax),
-    ("LogSoftmax", log_softmax),
-    ("ReduceMean", reduce_mean),
-    ("ReduceSum", reduce_sum),
-    ("BatchNormalization", batch_norm),
-    ("InstanceNormalization", instance_norm),
-    ("LRN", lrn),
+pub static CL: &[(Operator, ClFn)] = &[
+    (Operator::Relu, relu),
+    (Operator::Add, add),
+    (Operator::Sub, sub),
+    (Operator::Mul, mul),
+    (Operator::Div, div),
+    (Operator::Pow, pow),
+    (Operator::Max, max),
+    (Operator::Min, min),
+    (Operator::Sum, sum),
+    (Operator::Clip, clip),
+    (Operator::LeakyRelu, leaky_relu),
+    (Operator::Sigmoid, sigmoid),
+    (Operator::Tanh, tanh),
+    (Operator::Exp, exp),
+    (Operator::Sqrt, sqrt),
+    (Operator::Neg, neg),
+    (Operator::Abs, abs),
+    (Operator::Elu, elu),
+    (Operator::Selu, selu),
+    (Operator::Softplus, softplus),
+    (Operator::Softsign, softsign),
+    (Operator::PRelu, prelu),
+    (Operator::Dropout, dropout),
+    (Operator::Identity, identity),
+    (Operator::Softmax, softmax),
+    (Operator::LogSoftmax, log_softmax),
+    (Operator::ReduceMean, reduce_mean),
+    (Operator::ReduceSum, reduce_sum),
+    (Operator::BatchNormalization, batch_norm),
+    (Operator::InstanceNormalization, instance_norm),
+    (Operator::LRN, lrn),
 ];
 
 type Res = Result<(), String>;
@@ -460,8 +460,8 @@ fn variadic(ins: &[Option<ClTensor>], outs: &[ClTensor], ctx: &ClCtx, op: &str) 
     let y = output(outs, 0)?;
     check_out(y, x.dtype, &shape)?;
     let expr = match (op, x.dtype) {
-        ("max", DType::F32) => f32_fold("Max").unwrap_or_default(),
-        ("min", DType::F32) => f32_fold("Min").unwrap_or_default(),
+        ("max", DType::F32) => f32_fold(Operator::Max).unwrap_or_default(),
+        ("min", DType::F32) => f32_fold(Operator::Min).unwrap_or_default(),
         ("max", _) => "max(v, w)".to_string(),
         ("min", _) => "min(v, w)".to_string(),
         (_, d) => arith_expr('+', d),
@@ -512,35 +512,35 @@ fn unary_f32(
 /// by the buffer kernels here and the texture kernels (`super::texture_cl`); `None` for
 /// operators that are not f32 maps. Scalar inputs (Clip's bounds, Dropout's mode) are read
 /// from `infos`.
-pub(super) fn f32_map(op: &str, infos: Infos, attrs: &Attrs) -> Result<Option<(&'static str, Params)>, String> {
+pub(super) fn f32_map(op: Operator, infos: Infos, attrs: &Attrs) -> Result<Option<(&'static str, Params)>, String> {
     let alpha = |default: f64| ("float alpha", f32_arg(attrs.float("alpha", default) as f32));
     Ok(Some(match op {
-        "Relu" => ("fmax(v, 0.0f)", vec![]),
-        "Sigmoid" => ("v >= 0.0f ? 1.0f / (1.0f + exp(-v)) : exp(v) / (1.0f + exp(v))", vec![]),
-        "Tanh" => ("tanh(v)", vec![]),
-        "Exp" => ("exp(v)", vec![]),
-        "Sqrt" => ("sqrt(v)", vec![]),
-        "Softplus" => ("fmax(v, 0.0f) + log1p(exp(-fabs(v)))", vec![]),
-        "Softsign" => ("v / (1.0f + fabs(v))", vec![]),
-        "Neg" => ("-v", vec![]),
-        "Abs" => ("fabs(v)", vec![]),
-        "Identity" => ("v", vec![]),
-        "Dropout" => {
+        Operator::Relu => ("fmax(v, 0.0f)", vec![]),
+        Operator::Sigmoid => ("v >= 0.0f ? 1.0f / (1.0f + exp(-v)) : exp(v) / (1.0f + exp(v))", vec![]),
+        Operator::Tanh => ("tanh(v)", vec![]),
+        Operator::Exp => ("exp(v)", vec![]),
+        Operator::Sqrt => ("sqrt(v)", vec![]),
+        Operator::Softplus => ("fmax(v, 0.0f) + log1p(exp(-fabs(v)))", vec![]),
+        Operator::Softsign => ("v / (1.0f + fabs(v))", vec![]),
+        Operator::Neg => ("-v", vec![]),
+        Operator::Abs => ("fabs(v)", vec![]),
+        Operator::Identity => ("v", vec![]),
+        Operator::Dropout => {
             if host_value(infos, 2).is_some_and(|t| t.data.iter().any(|&b| b != 0)) {
                 return Err("training_mode is true, but only inference is supported (Dropout copies its input)".into());
             }
             ("v", vec![])
         }
-        "LeakyRelu" => ("v > 0.0f ? v : v * alpha", vec![alpha(0.01)]),
-        "Elu" => ("v > 0.0f ? v : alpha * expm1(v)", vec![alpha(1.0)]),
-        "Selu" => {
+        Operator::LeakyRelu => ("v > 0.0f ? v : v * alpha", vec![alpha(0.01)]),
+        Operator::Elu => ("v > 0.0f ? v : alpha * expm1(v)", vec![alpha(1.0)]),
+        Operator::Selu => {
             let gamma = attrs.float("gamma", 1.050_701_f32 as f64) as f32;
             (
                 "v > 0.0f ? gamma * v : gamma * (alpha * exp(v) - alpha)",
                 vec![alpha(1.673_263_2_f32 as f64), ("float gamma", f32_arg(gamma))],
             )
         }
-        "Clip" => {
+        Operator::Clip => {
             let [lo, hi] = clip_bounds(infos, attrs)?;
             (
                 "(v < lo ? lo : v) > hi ? hi : (v < lo ? lo : v)",
@@ -553,16 +553,16 @@ pub(super) fn f32_map(op: &str, infos: Infos, attrs: &Attrs) -> Result<Option<(&
 
 /// The f32 fold `v = fold(v, w)` of an n-ary elementwise operator (shared with the texture
 /// kernels); `None` for other operators.
-pub(super) fn f32_fold(op: &str) -> Option<String> {
+pub(super) fn f32_fold(op: Operator) -> Option<String> {
     Some(match op {
-        "Add" => arith_expr('+', DType::F32),
-        "Sub" => arith_expr('-', DType::F32),
-        "Mul" => arith_expr('*', DType::F32),
-        "Div" => arith_expr('/', DType::F32),
-        "Pow" => arith_expr('^', DType::F32),
-        "Sum" => arith_expr('+', DType::F32),
-        "Max" => "(v > w || isnan(v)) ? v : w".into(),
-        "Min" => "(v < w || isnan(v)) ? v : w".into(),
+        Operator::Add => arith_expr('+', DType::F32),
+        Operator::Sub => arith_expr('-', DType::F32),
+        Operator::Mul => arith_expr('*', DType::F32),
+        Operator::Div => arith_expr('/', DType::F32),
+        Operator::Pow => arith_expr('^', DType::F32),
+        Operator::Sum => arith_expr('+', DType::F32),
+        Operator::Max => "(v > w || isnan(v)) ? v : w".into(),
+        Operator::Min => "(v < w || isnan(v)) ? v : w".into(),
         _ => return None,
     })
 }
@@ -598,21 +598,21 @@ fn clip_bounds(infos: Infos, attrs: &Attrs) -> Result<[f32; 2], String> {
 }
 
 /// A buffer kernel for an f32 map of [`f32_map`].
-fn mapped(op: &str, ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
-    let (expr, params) = f32_map(op, infos, attrs)?.ok_or_else(|| format!("{op} is not an f32 map"))?;
+fn mapped(op: Operator, ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    let (expr, params) = f32_map(op, infos, attrs)?.ok_or_else(|| format!("{} is not an f32 map", op.name()))?;
     unary_f32(ctx, &ins[..1.min(ins.len())], outs, expr, params)
 }
 
 macro_rules! mapped {
-    ($($name:ident $op:literal),*) => {$(
+    ($($name:ident $op:ident),*) => {$(
         fn $name(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
-            mapped($op, ctx, ins, infos, attrs, outs)
+            mapped(Operator::$op, ctx, ins, infos, attrs, outs)
         }
     )*};
 }
 
-mapped!(sigmoid "Sigmoid", tanh "Tanh", exp "Exp", sqrt "Sqrt", softplus "Softplus", softsign "Softsign",
-    leaky_relu "LeakyRelu", elu "Elu", selu "Selu", clip "Clip");
+mapped!(sigmoid Sigmoid, tanh Tanh, exp Exp, sqrt Sqrt, softplus Softplus, softsign Softsign,
+    leaky_relu LeakyRelu, elu Elu, selu Selu, clip Clip);
 
 fn signed_unary(ctx: &ClCtx, ins: &[Option<ClTensor>], outs: &[ClTensor], neg: bool) -> Res {
     let x = input(ins, 0, "X")?;
@@ -646,7 +646,7 @@ fn prelu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &
     let (x, s) = (input(ins, 0, "X")?, input(ins, 1, "slope")?);
     check_dtype(x, 0, "X", &[DType::F32])?;
     check_dtype(s, 1, "slope", &[DType::F32])?;
-    let ssh = super::elementwise::prelu_slope_shape(&x.shape, &s.shape, attrs)?;
+    let ssh = crate::ir::operators::elementwise::prelu_slope_shape(&x.shape, &s.shape, attrs)?;
     let y = output(outs, 0)?;
     check_out(y, x.dtype, &x.shape)?;
     nary(ctx, &[(x, &x.shape), (s, &ssh)], y, "float", false, "v > 0.0f ? v : v * w")
@@ -748,7 +748,7 @@ fn reduce_cl(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs,
     check_dtype(x, 0, "data", if mean { &[DType::F32] } else { SIGNED })?;
     let y = output(outs, 0)?;
     let keep = attrs.int("keepdims", 1) != 0;
-    let Some(red) = super::elementwise::reduce_axes(infos, attrs, x.shape.len())? else {
+    let Some(red) = crate::ir::operators::elementwise::reduce_axes(infos, attrs, x.shape.len())? else {
         check_out(y, x.dtype, &x.shape)?;
         return copy(ctx, x, y);
     };
@@ -1091,7 +1091,7 @@ mod tests {
         let inferred = (def.infer)(&infos, a).unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut want: Vec<HostTensor> = inferred.iter().map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();
         let refs: Vec<Option<&HostTensor>> = ins.iter().map(Option::as_ref).collect();
-        (def.host)(&refs, a, &mut want).unwrap_or_else(|e| panic!("{name} (host): {e}"));
+        (def.op.id().host_kernel().unwrap())(&refs, a, &mut want).unwrap_or_else(|e| panic!("{name} (host): {e}"));
         let outs = super::super::cl::testing::run_kernel(dev, name, ins, &infos, a, &want);
         for (i, (w, got)) in want.iter().zip(outs).enumerate() {
             let ok = match w.dtype {
@@ -1237,7 +1237,7 @@ mod tests {
         let ctx = ClCtx { dev: &dev };
         for (name, f) in CL {
             let e = f(&ctx, &[], &[], &Attrs::default(), &[]).unwrap_err();
-            assert!(e.contains("required") || e.contains("attribute"), "{name}: {e}");
+            assert!(e.contains("required") || e.contains("attribute"), "{}: {e}", name.name());
         }
     }
 }

@@ -1,10 +1,13 @@
 //! Host kernels: the reference implementations. They read inputs and write outputs as
 //! dense row-major host tensors.
 
-use super::shape::broadcast_strides;
 use super::Attrs;
 use crate::ir::host_tensor::HostTensor;
+use crate::ir::operators::shape::broadcast_strides;
 use crate::ir::types::DType;
+
+/// A host kernel: computes the outputs (pre-shaped, zeroed) from the inputs on the host.
+pub type HostFn = fn(&[Option<&HostTensor>], &Attrs, &mut [HostTensor]) -> Result<(), String>;
 
 /// The f32 elements of a tensor (an error for other dtypes).
 pub fn f32s(t: &HostTensor, op: &str) -> Result<Vec<f32>, String> {

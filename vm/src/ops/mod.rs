@@ -1,14 +1,12 @@
-//! The operator library: ONNX operators called as `call @onnx.Name(inputs) -> (outputs)
-//! { attributes }`. Each operator is defined once in [`OPS`] with its arity, attribute
-//! schema, attribute validation (run by the verifier at load time), shape inference (run by
-//! the verifier when shapes are static, by the interpreter always, and by the compiler) and
-//! its host kernel.
+//! The kernel library: each operator's host kernel (the reference), OpenCL buffer kernel
+//! and OpenCL texture kernel, registered in tables keyed by [`Operator`] and resolved once
+//! into tables indexed by [`OpId`]. The operators themselves (arity, attributes, shape
+//! inference) are defined in `crate::ir::operators`.
 //!
 //! Operators are destination-passing: outputs are tensors the program allocated (views in
 //! its storages), and the interpreter checks their dtype and shape against the inferred
 //! ones before the kernel runs.
 
-pub mod blocked;
 #[cfg(feature = "opencl")]
 pub mod cl;
 pub mod elementwise;
@@ -18,7 +16,6 @@ pub mod host;
 pub mod nn;
 #[cfg(feature = "opencl")]
 pub mod nn_cl;
-pub mod shape;
 pub mod tensor;
 #[cfg(feature = "opencl")]
 pub mod tensor_cl;
@@ -26,31 +23,26 @@ pub mod tensor_cl;
 pub mod texture_cl;
 
 pub use crate::ir::attrs::{AttrKind, AttrSpec, AttrTable, AttrValue, Attrs};
-
 pub use crate::ir::bytecode::OpId;
-pub(crate) use crate::ir::schema::{attr, op};
-pub use crate::ir::schema::{HostFn, InferFn, OpDef, OutInfo, TensorInfo};
+pub use crate::ir::operators::{blocked, shape, Operator, OPS};
+pub use crate::ir::schema::{InferFn, OpDef, OutInfo, TensorInfo};
+pub use host::HostFn;
 
+use crate::ir::operators::by_id;
 use std::sync::LazyLock;
 
-/// Operators defined here; the families live in their own modules.
-static CORE: &[OpDef] =
-    &[op!("Relu", in 1..=1, out 1..=1, attrs &[], infer elementwise::infer_f32, host host::relu, "max(x, 0)")];
+/// Host kernels of the operators defined in `ir::operators` itself.
+static CORE_HOST: &[(Operator, HostFn)] = &[(Operator::Relu, host::relu)];
 
-/// Every operator, by [`OpId`]: the core table, then each family's table in a fixed
-/// order. An operator's index is its bytecode encoding.
-pub static OPS: LazyLock<Vec<&'static OpDef>> =
-    LazyLock::new(|| CORE.iter().chain(elementwise::OPS).chain(nn::OPS).chain(tensor::OPS).collect());
+static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> =
+    LazyLock::new(|| by_id(&[CORE_HOST, elementwise::HOST, nn::HOST, tensor::HOST]));
 
-/// Each operator's OpenCL buffer kernel, by [`OpId`]: the families' tables resolved once,
-/// so that a call indexes a table instead of searching one by name.
 #[cfg(feature = "opencl")]
-static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
-    let by_name = |name: &str| {
-        elementwise_cl::CL.iter().chain(nn_cl::CL).chain(tensor_cl::CL).find(|(n, _)| *n == name).map(|(_, f)| *f)
-    };
-    OPS.iter().map(|d| by_name(d.name)).collect()
-});
+static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> =
+    LazyLock::new(|| by_id(&[elementwise_cl::CL, nn_cl::CL, tensor_cl::CL]));
+
+#[cfg(feature = "opencl")]
+static TEXTURE_KERNELS: LazyLock<Vec<Option<texture_cl::TextureFn>>> = LazyLock::new(|| by_id(&[texture_cl::TEXTURE]));
 
 /// The OpenCL buffer kernel of operator `name`, if it has one (for tools and tests; the
 /// interpreter uses [`OpId::cl_kernel`]).
@@ -60,8 +52,14 @@ pub fn cl_fn(name: &str) -> Option<cl::ClFn> {
 }
 
 impl OpId {
-    pub fn def(self) -> &'static OpDef {
-        OPS[self.0 as usize]
+    /// The operator's host kernel (every operator has one: a test checks it).
+    #[inline]
+    pub fn host_kernel(self) -> Result<HostFn, String> {
+        HOST_KERNELS
+            .get(self.0 as usize)
+            .copied()
+            .flatten()
+            .ok_or_else(|| format!("operator {} has no host kernel", self.0))
     }
 
     /// The operator's OpenCL buffer kernel, if it has one.
@@ -71,25 +69,20 @@ impl OpId {
         CL_KERNELS.get(self.0 as usize).copied().flatten()
     }
 
-    pub fn from_name(name: &str) -> Option<OpId> {
-        let name = name.strip_prefix("onnx.").unwrap_or(name);
-        OPS.iter().position(|o| o.name == name).map(|i| OpId(i as u32))
-    }
-
-    pub fn get(id: u32) -> Option<&'static OpDef> {
-        OPS.get(id as usize).copied()
-    }
-}
-
-/// Whether operator `name` has an OpenCL buffer kernel in this build.
-fn has_cl_kernel(name: &str) -> bool {
+    /// The operator's OpenCL texture kernel, if it has one.
     #[cfg(feature = "opencl")]
-    return cl_fn(name).is_some();
-    #[cfg(not(feature = "opencl"))]
-    return {
-        let _ = name;
-        false
-    };
+    #[inline]
+    pub fn texture_kernel(self) -> Option<texture_cl::TextureFn> {
+        TEXTURE_KERNELS.get(self.0 as usize).copied().flatten()
+    }
+
+    /// Whether the operator has an OpenCL buffer kernel in this build.
+    pub fn has_cl_kernel(self) -> bool {
+        #[cfg(feature = "opencl")]
+        return self.cl_kernel().is_some();
+        #[cfg(not(feature = "opencl"))]
+        return false;
+    }
 }
 
 /// The operator table of `docs/operators.md` (a test keeps the doc equal to this).
@@ -100,16 +93,18 @@ pub fn markdown_table() -> String {
     let mut ops: Vec<&OpDef> = OPS.to_vec();
     ops.sort_by_key(|o| o.name);
     let range = |a: usize, b: usize| if a == b { a.to_string() } else { format!("{a}–{b}") };
+    let yes = |b: bool| if b { "yes" } else { "no" };
     for o in ops {
         let attrs: Vec<String> = o.attrs.iter().map(|a| format!("`{}`", a.name)).collect();
         s.push_str(&format!(
-            "| {} | {} | {} | {} | yes | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
             o.name,
             range(o.min_inputs, o.max_inputs),
             range(o.min_outputs, o.max_outputs),
             if attrs.is_empty() { "—".to_string() } else { attrs.join(", ") },
-            if has_cl_kernel(o.name) { "yes" } else { "no" },
-            if blocked::supports(o.name) { "yes" } else { "no" },
+            yes(o.op.id().host_kernel().is_ok()),
+            yes(o.op.id().has_cl_kernel()),
+            yes(blocked::form(o.op).is_some()),
             o.doc.replace('|', "\\|")
         ));
     }
@@ -121,10 +116,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_are_unique_and_resolve() {
-        for (i, op) in OPS.iter().enumerate() {
-            assert_eq!(OpId::from_name(op.name), Some(OpId(i as u32)), "{}", op.name);
-            assert!(op.min_inputs <= op.max_inputs && op.min_outputs <= op.max_outputs, "{}", op.name);
+    fn every_operator_has_a_host_kernel() {
+        for op in Operator::ALL {
+            assert!(op.id().host_kernel().is_ok(), "{} has no host kernel", op.name());
+        }
+    }
+
+    /// An operator with a blocked-texture form runs on textures on every backend that has
+    /// textures, and only those have texture kernels.
+    #[cfg(feature = "opencl")]
+    #[test]
+    fn texture_kernels_match_the_blocked_forms() {
+        for op in Operator::ALL {
+            assert_eq!(
+                op.id().texture_kernel().is_some(),
+                blocked::form(*op).is_some(),
+                "{}: texture kernel and blocked form disagree",
+                op.name()
+            );
         }
     }
 }

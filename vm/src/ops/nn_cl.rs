@@ -7,21 +7,21 @@
 //! take 1 to 3 spatial dims, padded in front to 3 with size-1 axes.
 
 use super::cl::{float_arg as f, long_arg as l, ClCtx, ClFn, ClTensor};
-use super::shape::broadcast_strides;
-use super::{Attrs, TensorInfo};
+use super::{Attrs, Operator, TensorInfo};
+use crate::ir::operators::shape::broadcast_strides;
 use crate::ir::types::DType;
 use crate::opencl::device::KernelArg;
 
 /// `(operator name, kernel launcher)` for this family.
-pub static CL: &[(&str, ClFn)] = &[
-    ("Conv", conv),
-    ("ConvTranspose", conv_transpose),
-    ("MaxPool", max_pool),
-    ("AveragePool", average_pool),
-    ("GlobalAveragePool", global_average_pool),
-    ("GlobalMaxPool", global_max_pool),
-    ("Gemm", gemm),
-    ("MatMul", matmul),
+pub static CL: &[(Operator, ClFn)] = &[
+    (Operator::Conv, conv),
+    (Operator::ConvTranspose, conv_transpose),
+    (Operator::MaxPool, max_pool),
+    (Operator::AveragePool, average_pool),
+    (Operator::GlobalAveragePool, global_average_pool),
+    (Operator::GlobalMaxPool, global_max_pool),
+    (Operator::Gemm, gemm),
+    (Operator::MatMul, matmul),
 ];
 
 // ---------------------------------------------------------------------------------------
@@ -161,9 +161,9 @@ impl Geo {
         };
         let (i, kk) = (sizes(in_sp, "the input's spatial dims")?, sizes(k, "the kernel")?);
         let h = if transpose {
-            super::nn::transpose_geo(&i, &kk, attrs)?
+            crate::ir::operators::nn::transpose_geo(&i, &kk, attrs)?
         } else {
-            super::nn::window_geo(&i, &kk, attrs, super::nn::flag(attrs, "ceil_mode")?)?
+            crate::ir::operators::nn::window_geo(&i, &kk, attrs, crate::ir::operators::nn::flag(attrs, "ceil_mode")?)?
         };
         if h.out_sp.iter().zip(out_sp).any(|(&a, &b)| a as i64 != b) {
             return Err(format!(

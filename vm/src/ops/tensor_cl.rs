@@ -14,27 +14,27 @@
 //! again, so a bad plan is an error, never an out-of-bounds access.
 
 use super::cl::{cl_type, pragmas, ClCtx, ClFn, ClTensor};
-use super::{AttrValue, Attrs, TensorInfo};
+use super::{AttrValue, Attrs, Operator, TensorInfo};
 use crate::ir::host_tensor::{load_i64, store_f64, store_i64, HostTensor};
 use crate::ir::types::DType;
 use crate::opencl::device::{ClView, KernelArg, ViewKind};
 
 /// `(operator name, kernel launcher)` for this family.
-pub static CL: &[(&str, ClFn)] = &[
-    ("Concat", concat),
-    ("Transpose", transpose),
-    ("Reshape", same_bytes),
-    ("Flatten", same_bytes),
-    ("Squeeze", same_bytes),
-    ("Unsqueeze", same_bytes),
-    ("Split", split),
-    ("Slice", slice),
-    ("Gather", gather),
-    ("Tile", tile),
-    ("Pad", pad),
-    ("Shape", shape),
-    ("ConstantOfShape", constant_of_shape),
-    ("Cast", cast),
+pub static CL: &[(Operator, ClFn)] = &[
+    (Operator::Concat, concat),
+    (Operator::Transpose, transpose),
+    (Operator::Reshape, same_bytes),
+    (Operator::Flatten, same_bytes),
+    (Operator::Squeeze, same_bytes),
+    (Operator::Unsqueeze, same_bytes),
+    (Operator::Split, split),
+    (Operator::Slice, slice),
+    (Operator::Gather, gather),
+    (Operator::Tile, tile),
+    (Operator::Pad, pad),
+    (Operator::Shape, shape),
+    (Operator::ConstantOfShape, constant_of_shape),
+    (Operator::Cast, cast),
 ];
 
 /// Defines the registered launcher `$name` as `$inner` run on [`unaliased`] inputs.
@@ -418,7 +418,7 @@ fn slice_k(
 ) -> Res {
     let (x, y) = (input(ins, 0)?, output(outs, 0)?);
     // The host's plan: the same one shape inference already accepted for this call.
-    let plan = super::tensor::plan_slice(infos, attrs)?.0;
+    let plan = crate::ir::operators::tensor::plan_slice(infos, attrs)?.0;
     let counts: Vec<i64> = plan.iter().map(|p| p.2).collect();
     if counts != y.shape {
         return Err(format!("the slice has shape {counts:?}, the output {:?}", y.shape));
@@ -806,7 +806,7 @@ mod tests {
         let inferred = (def.infer)(&all, &a).unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut want: Vec<HostTensor> = inferred.iter().map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();
         let refs: Vec<Option<&HostTensor>> = ins.iter().map(Option::as_ref).collect();
-        (def.host)(&refs, &a, &mut want).unwrap_or_else(|e| panic!("{name} (host): {e}"));
+        (def.op.id().host_kernel().unwrap())(&refs, &a, &mut want).unwrap_or_else(|e| panic!("{name} (host): {e}"));
         let mut infos = all.clone();
         if !host_values {
             if let Some(Some(t)) = infos.get_mut(1) {

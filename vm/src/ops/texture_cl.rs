@@ -1,4 +1,4 @@
-//! OpenCL kernels on blocked textures (see `super::blocked` for the layout): Conv, pooling,
+//! OpenCL kernels on blocked textures (see `crate::ir::operators::blocked` for the layout): Conv, pooling,
 //! BatchNormalization, the elementwise operators and Concat along channel blocks, plus the
 //! layout conversions between an NCHW buffer and the blocked layout behind
 //! `@vm.to_blocked` / `@vm.from_blocked`.
@@ -12,7 +12,7 @@
 use super::cl::{float_arg as f, long_arg as l, ClCtx, ClTensor};
 use super::elementwise_cl::{f32_fold, f32_map};
 use super::nn_cl::{Geo, GEO_PARAMS, SPLIT_OUT, TAPS_BEGIN, TAPS_END, TAP_COUNTS, WINDOW_START};
-use super::{Attrs, TensorInfo};
+use super::{Attrs, Operator, TensorInfo};
 use crate::ir::types::DType;
 use crate::opencl::device::KernelArg;
 use opencl3::types::cl_mem;
@@ -93,35 +93,70 @@ fn buffer(ins: &[Option<ClOperand>], i: usize) -> Result<Option<&ClTensor>, Stri
     }
 }
 
-/// Runs operator `op` on blocked textures. The call was checked by `blocked::infer`, which
-/// gave the logical shapes of the textures.
-pub fn run(
+/// A texture kernel: runs its operator on blocked textures. The call was checked by
+/// `blocked::infer`, which gave the logical shapes of the textures; `ins` holds textures
+/// for the activations and buffers for the parameters.
+pub type TextureFn = fn(&ClCtx, Operator, &[Option<ClOperand>], &[Option<TensorInfo>], &Attrs, &ClTexture) -> Res;
+
+/// The texture kernels, one per operator with a blocked form (`blocked::form`).
+pub static TEXTURE: &[(Operator, TextureFn)] = &[
+    (Operator::Conv, |ctx, _, ins, _, attrs, y| conv(ctx, ins, attrs, y)),
+    (Operator::MaxPool, |ctx, _, ins, _, attrs, y| pool(ctx, texture(ins, 0)?, y, attrs, true)),
+    (Operator::AveragePool, |ctx, _, ins, _, attrs, y| pool(ctx, texture(ins, 0)?, y, attrs, false)),
+    (Operator::GlobalAveragePool, |ctx, _, ins, _, _, y| global_pool(ctx, texture(ins, 0)?, y, false)),
+    (Operator::GlobalMaxPool, |ctx, _, ins, _, _, y| global_pool(ctx, texture(ins, 0)?, y, true)),
+    (Operator::BatchNormalization, |ctx, _, ins, _, attrs, y| batch_norm(ctx, ins, attrs, y)),
+    (Operator::Concat, |ctx, _, ins, _, _, y| concat(ctx, ins, y)),
+    (Operator::Add, fold),
+    (Operator::Sub, fold),
+    (Operator::Mul, fold),
+    (Operator::Div, fold),
+    (Operator::Pow, fold),
+    (Operator::Max, fold),
+    (Operator::Min, fold),
+    (Operator::Sum, fold),
+    (Operator::Relu, map),
+    (Operator::Clip, map),
+    (Operator::LeakyRelu, map),
+    (Operator::Sigmoid, map),
+    (Operator::Tanh, map),
+    (Operator::Exp, map),
+    (Operator::Sqrt, map),
+    (Operator::Neg, map),
+    (Operator::Abs, map),
+    (Operator::Elu, map),
+    (Operator::Selu, map),
+    (Operator::Softplus, map),
+    (Operator::Softsign, map),
+    (Operator::Identity, map),
+    (Operator::Dropout, map),
+];
+
+/// An n-ary elementwise operator: its f32 fold over same-shaped textures.
+fn fold(
     ctx: &ClCtx,
-    op: &str,
+    op: Operator,
+    ins: &[Option<ClOperand>],
+    _: &[Option<TensorInfo>],
+    _: &Attrs,
+    y: &ClTexture,
+) -> Res {
+    let fold = f32_fold(op).ok_or_else(|| format!("{} has no f32 fold", op.name()))?;
+    let xs = (0..ins.len()).map(|i| texture(ins, i)).collect::<Result<Vec<_>, _>>()?;
+    elementwise(ctx, &xs, &fold, "v", Vec::new(), y)
+}
+
+/// A unary elementwise operator: its f32 map of one texture.
+fn map(
+    ctx: &ClCtx,
+    op: Operator,
     ins: &[Option<ClOperand>],
     infos: &[Option<TensorInfo>],
     attrs: &Attrs,
     y: &ClTexture,
 ) -> Res {
-    match op {
-        "Conv" => conv(ctx, ins, attrs, y),
-        "MaxPool" => pool(ctx, texture(ins, 0)?, y, attrs, true),
-        "AveragePool" => pool(ctx, texture(ins, 0)?, y, attrs, false),
-        "GlobalAveragePool" => global_pool(ctx, texture(ins, 0)?, y, false),
-        "GlobalMaxPool" => global_pool(ctx, texture(ins, 0)?, y, true),
-        "BatchNormalization" => batch_norm(ctx, ins, attrs, y),
-        "Concat" => concat(ctx, ins, y),
-        _ => {
-            if let Some(fold) = f32_fold(op) {
-                let xs = (0..ins.len()).map(|i| texture(ins, i)).collect::<Result<Vec<_>, _>>()?;
-                elementwise(ctx, &xs, &fold, "v", Vec::new(), y)
-            } else if let Some((map, params)) = f32_map(op, infos, attrs)? {
-                elementwise(ctx, &[texture(ins, 0)?], "v", map, params, y)
-            } else {
-                Err(format!("{op} has no texture kernel"))
-            }
-        }
-    }
+    let (map, params) = f32_map(op, infos, attrs)?.ok_or_else(|| format!("{} is not an f32 map", op.name()))?;
+    elementwise(ctx, &[texture(ins, 0)?], "v", map, params, y)
 }
 
 /// Conv: one work-item per output texel (4 output channels). With one group each input

@@ -15,50 +15,55 @@
 //! [`infer`] checks a call's operands and infers its blocked output here, once, for the
 //! verifier, the interpreter, the host path and the OpenCL texture kernels alike.
 
-use super::{OpDef, OutInfo, TensorInfo};
+use super::Operator;
+use crate::ir::attrs::Attrs;
 use crate::ir::host_tensor::HostTensor;
+use crate::ir::schema::{OpDef, OutInfo, TensorInfo};
 use crate::ir::types::DType;
-use crate::ops::Attrs;
 
 /// Channels per texel.
 pub const BLOCK: i64 = 4;
 
-/// Elementwise operators of one activation input (the others, if any, are scalar parameters).
-const UNARY: &[&str] = &[
-    "Relu",
-    "Clip",
-    "LeakyRelu",
-    "Sigmoid",
-    "Tanh",
-    "Exp",
-    "Sqrt",
-    "Neg",
-    "Abs",
-    "Elu",
-    "Selu",
-    "Softplus",
-    "Softsign",
-    "Identity",
-    "Dropout",
-];
-/// Elementwise operators whose inputs are all activations of one shape.
-const NARY: &[&str] = &["Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum"];
-/// Channel-wise operators of one activation input and buffer parameters.
-const CHANNEL: &[&str] =
-    &["Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization"];
+/// How an operator computes on blocked textures: which of its operands are activations
+/// (textures) and which are parameters (buffer views).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// Elementwise on one activation input; the other inputs, if any, are scalar parameters.
+    Unary,
+    /// Elementwise on inputs that are all activations of one shape.
+    Nary,
+    /// Channel-wise on one activation input, with buffer parameters.
+    Channel,
+    /// Joins activations along channel blocks.
+    Concat,
+}
 
-/// True when `op` has a blocked-texture form (on the host and in OpenCL texture kernels).
-pub fn supports(op: &str) -> bool {
-    UNARY.contains(&op) || NARY.contains(&op) || CHANNEL.contains(&op) || op == "Concat"
+/// The operator's blocked-texture form, if it has one (on the host and in OpenCL texture
+/// kernels, which `crate::ops` registers for exactly these operators).
+pub const fn form(op: Operator) -> Option<Form> {
+    use Operator::*;
+    match op {
+        Relu | Clip | LeakyRelu | Sigmoid | Tanh | Exp | Sqrt | Neg | Abs | Elu | Selu | Softplus | Softsign
+        | Identity | Dropout => Some(Form::Unary),
+        Add | Sub | Mul | Div | Pow | Max | Min | Sum => Some(Form::Nary),
+        Conv | MaxPool | AveragePool | GlobalAveragePool | GlobalMaxPool | BatchNormalization => Some(Form::Channel),
+        Concat => Some(Form::Concat),
+        _ => None,
+    }
+}
+
+/// True when operator `name` has a blocked-texture form (for the compiler, which works
+/// with names).
+pub fn supports(name: &str) -> bool {
+    Operator::from_name(name).and_then(form).is_some()
 }
 
 /// Which of `nin` inputs of `op` are activations (textures in a blocked call); the others
 /// are parameters and stay buffer views.
-pub fn activation_inputs(op: &str, nin: usize) -> Vec<bool> {
-    if NARY.contains(&op) || op == "Concat" {
-        vec![true; nin]
-    } else {
-        (0..nin).map(|i| i == 0).collect()
+pub fn activation_inputs(op: Operator, nin: usize) -> Vec<bool> {
+    match form(op) {
+        Some(Form::Nary | Form::Concat) => vec![true; nin],
+        _ => (0..nin).map(|i| i == 0).collect(),
     }
 }
 
@@ -118,19 +123,19 @@ pub fn infer(
     textured_out: &[Option<bool>],
     attrs: &Attrs,
 ) -> Result<BlockedCall, String> {
-    if !supports(def.name) {
+    let Some(form) = form(def.op) else {
         return Err(format!(
             "has no texture form; convert its inputs with @vm.from_blocked and call it on buffer views (texture \
              operators: {})",
             texture_ops().join(", ")
         ));
-    }
+    };
     match textured_out {
         [Some(true)] | [Some(true), None] | [Some(true), None, None] => {}
         [Some(false), ..] => return Err("output 1 must be a `global.texture` view like its inputs".into()),
         _ => return Err("on textures only the first output (Y) can be named; omit the others".into()),
     }
-    let roles = activation_inputs(def.name, infos.len());
+    let roles = activation_inputs(def.op, infos.len());
     for (i, (info, &act)) in infos.iter().zip(&roles).enumerate() {
         let Some(info) = info else { continue };
         match (act, textured_in[i]) {
@@ -152,14 +157,14 @@ pub fn infer(
     let x = infos.first().and_then(|i| i.as_ref()).ok_or("input 1 is required")?;
     let (_, cb, _) = split(x.shape)?;
     // The logical channel count of the first input.
-    let c = match def.name {
-        "Conv" => {
+    let c = match def.op {
+        Operator::Conv => {
             let w = infos.get(1).and_then(|i| i.as_ref()).ok_or("input 2 (W) is required")?;
             let per_group =
                 *w.shape.get(1).ok_or_else(|| format!("the weight {:?} has no input-channel dim", w.shape))?;
             per_group.checked_mul(attrs.int("group", 1)).ok_or("the input channel count overflows")?
         }
-        "BatchNormalization" => {
+        Operator::BatchNormalization => {
             if attrs.int("spatial", 1) == 0 {
                 return Err("on textures BatchNormalization needs spatial = 1 (per-channel parameters)".into());
             }
@@ -178,7 +183,7 @@ pub fn infer(
             _ => None,
         });
     }
-    if NARY.contains(&def.name) {
+    if form == Form::Nary {
         if let Some(i) = infos.iter().position(|t| t.as_ref().is_some_and(|t| t.shape != x.shape)) {
             return Err(format!(
                 "texture operands of {} have one shape (no broadcasting); input 1 is {:?}, input {} is {:?}",
@@ -189,7 +194,7 @@ pub fn infer(
             ));
         }
     }
-    if def.name == "Concat" {
+    if form == Form::Concat {
         let rank = logical_in[0].as_ref().map_or(0, Vec::len) as i64;
         let axis = attrs.int("axis", 1); // a missing axis is reported by inference below
         if axis != 1 && axis != 1 - rank {
@@ -215,7 +220,7 @@ pub fn infer(
 
 /// The operators with a texture form, sorted.
 pub fn texture_ops() -> Vec<&'static str> {
-    let mut v: Vec<&str> = UNARY.iter().chain(NARY).chain(CHANNEL).copied().chain(["Concat"]).collect();
+    let mut v: Vec<&str> = Operator::ALL.iter().filter(|op| form(**op).is_some()).map(|op| op.name()).collect();
     v.sort_unstable();
     v
 }

@@ -1,6 +1,7 @@
 //! Shape inference shared by many operators.
 
-use super::{Attrs, OutInfo, TensorInfo};
+use crate::ir::attrs::*;
+use crate::ir::schema::*;
 
 /// The input at `i`, or an error naming it.
 pub fn input<'a>(ins: &'a [Option<TensorInfo<'a>>], i: usize, op: &str) -> Result<&'a TensorInfo<'a>, String> {
