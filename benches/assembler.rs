@@ -41,7 +41,7 @@ const TEST_BYTES: usize = 1 << 20;
 fn without_locs(m: &Module) -> Module {
     let mut m = m.clone();
     m.source_file = None;
-    for f in &mut m.funcs {
+    for f in m.funcs.values_mut() {
         f.debug.locs.clear();
     }
     m
@@ -72,7 +72,7 @@ fn benches(c: &mut Criterion) {
     let text = program(if bench_mode { BENCH_BYTES } else { TEST_BYTES });
     let (module, dis, rxb) = checked(&text);
     let nfuncs = module.funcs.len();
-    let ninstrs: usize = module.funcs.iter().map(|f| f.code.len()).sum();
+    let ninstrs: usize = module.funcs.values().map(|f| f.code.len()).sum();
     eprintln!(
         "assembler bench: {} bytes of .rxa ({nfuncs} functions, {ninstrs} instructions, {} constants), \
          {} bytes of disassembly, {} bytes of .rxb",

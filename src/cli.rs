@@ -414,7 +414,7 @@ fn cmd_plan(a: &PlanArgs) -> Result<(), Failure> {
 fn cmd_check(file: &Path) -> Result<(), Failure> {
     let p = load_program(file)?;
     let m = &p.module;
-    let ninstr: usize = m.funcs.iter().map(|f| f.code.len()).sum();
+    let ninstr: usize = m.funcs.values().map(|f| f.code.len()).sum();
     println!(
         "ok: module `{}`: {} function(s), {} constant(s), {} instruction(s)",
         m.name,
@@ -516,10 +516,10 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
     };
     let module = Arc::new(p.module);
     let fid = module.func_by_name(&a.func).ok_or_else(|| {
-        let names: Vec<String> = module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
+        let names: Vec<String> = module.funcs.values().map(|f| format!("@{}", f.name)).collect();
         format!("no function @{} in {}; it has: {}", a.func.trim_start_matches('@'), a.file.display(), names.join(", "))
     })?;
-    let f = &module.funcs[fid.0 as usize];
+    let f = &module.funcs[fid];
     // Storage parameters (pools the caller provides) are allocated by the VM with the size
     // the code needs; every other parameter takes an --input.
     let value_params: Vec<usize> = (0..f.params.len()).filter(|&i| !matches!(f.params[i], Type::Storage)).collect();

@@ -44,7 +44,7 @@ fn refuse_module(m: &Module) -> String {
 }
 
 fn main_fn(m: &mut Module) -> &mut rxvm::vm::module::Function {
-    &mut m.funcs[1]
+    &mut m.funcs[FuncId(1)]
 }
 
 #[test]
@@ -167,9 +167,9 @@ fn unsafe_code_is_refused_by_the_verifier() {
                 f.code[i] = Instr::Call { func, list, ndst, nargs: 0 };
             }
         }),
-        ("constant data size", |m| m.consts[0].data = ConstData::Bytes(vec![0; 7])),
+        ("constant data size", |m| m.consts[ConstId(0)].data = ConstData::Bytes(vec![0; 7])),
         ("int where a float is needed", |m| m.literals[0] = Literal::Int(3)),
-        ("duplicate function names", |m| m.funcs[0].name = "main".into()),
+        ("duplicate function names", |m| m.funcs[FuncId(0)].name = "main".into()),
         ("view past a constant storage", |m| {
             main_fn(m).args[0] = Arg::imm(1024).unwrap();
         }),
@@ -243,8 +243,8 @@ fn placements_round_trip_and_are_omitted_when_absent() {
     let bytes = write_module(&m);
     let back = load_module(&bytes).unwrap();
     assert_eq!(back, m);
-    assert_eq!(back.funcs[0].placements, m.funcs[0].placements);
-    assert_eq!(back.funcs[0].placement(0).map(|p| (p.storage, p.offset)), Some((1, 64)));
+    assert_eq!(back.funcs[FuncId(0)].placements, m.funcs[FuncId(0)].placements);
+    assert_eq!(back.funcs[FuncId(0)].placement(0).map(|p| (p.storage, p.offset)), Some((1, 64)));
     let ids: Vec<u8> = sections(&bytes).iter().map(|s| s.0).collect();
     assert_eq!(ids.last(), Some(&PLACEMENTS), "{ids:?}");
     // Without placements the section is not written: existing files stay byte-identical.
@@ -302,24 +302,25 @@ fn corrupt_placements() {
 fn invalid_placements_are_refused_by_the_verifier() {
     type Mutation = (&'static str, fn(&mut Module));
     let cases: &[Mutation] = &[
-        ("placed parameter out of range", |m| m.funcs[0].placements[0].param = 5),
-        ("storage parameter out of range", |m| m.funcs[0].placements[0].storage = 9),
+        ("placed parameter out of range", |m| m.funcs[FuncId(0)].placements[0].param = 5),
+        ("storage parameter out of range", |m| m.funcs[FuncId(0)].placements[0].storage = 9),
         ("storage parameter is not a storage", |m| {
-            m.funcs[0].params[1] = Type::Int;
+            m.funcs[FuncId(0)].params[1] = Type::Int;
         }),
-        ("placed in itself", |m| m.funcs[0].placements[0].storage = 0),
+        ("placed in itself", |m| m.funcs[FuncId(0)].placements[0].storage = 0),
         ("a parameter placed twice", |m| {
-            let p = m.funcs[0].placements[0];
-            m.funcs[0].placements.push(rxvm::vm::module::Placement { offset: 128, ..p });
+            let p = m.funcs[FuncId(0)].placements[0];
+            m.funcs[FuncId(0)].placements.push(rxvm::vm::module::Placement { offset: 128, ..p });
         }),
-        ("placed parameter is not a tensor", |m| m.funcs[0].params[0] = Type::Int),
+        ("placed parameter is not a tensor", |m| m.funcs[FuncId(0)].params[0] = Type::Int),
         ("placed parameter has an unknown dimension", |m| {
-            m.funcs[0].params[0] = Type::Tensor { dtype: DType::F32, dims: vec![Dim::Any, Dim::Known(4)] };
+            m.funcs[FuncId(0)].params[0] = Type::Tensor { dtype: DType::F32, dims: vec![Dim::Any, Dim::Known(4)] };
         }),
-        ("placed parameter of any shape", |m| m.funcs[0].params[0] = Type::AnyTensor),
-        ("offset plus size overflows", |m| m.funcs[0].placements[0].offset = u64::MAX - 8),
+        ("placed parameter of any shape", |m| m.funcs[FuncId(0)].params[0] = Type::AnyTensor),
+        ("offset plus size overflows", |m| m.funcs[FuncId(0)].placements[0].offset = u64::MAX - 8),
         ("size overflows", |m| {
-            m.funcs[0].params[0] = Type::Tensor { dtype: DType::F32, dims: vec![Dim::Known(1 << 62), Dim::Known(4)] };
+            m.funcs[FuncId(0)].params[0] =
+                Type::Tensor { dtype: DType::F32, dims: vec![Dim::Known(1 << 62), Dim::Known(4)] };
         }),
     ];
     let mut out = String::new();

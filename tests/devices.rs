@@ -164,9 +164,9 @@ fn a_device_of_the_trait_alone_is_asked_for_what_the_plans_say() {
         let plan = compiled.report.clone();
         let module = Arc::new(compiled.module);
         let main = module.func_by_name("main").expect("@main");
-        let code = &module.funcs[main.0 as usize].code;
+        let code = &module.funcs[main].code;
         let alloc_tensors = code.iter().filter(|i| matches!(i, Instr::AllocTensor { .. })).count() as u64;
-        let outputs = module.funcs[main.0 as usize].results.len() as u64;
+        let outputs = module.funcs[main].results.len() as u64;
 
         let state = Rc::new(State::default());
         let caps = DeviceCaps { name: "recording".into(), ..DeviceCaps::host() };

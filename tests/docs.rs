@@ -58,12 +58,8 @@ fn documented_programs_assemble_and_run() {
             let m = Arc::new(m);
             let Some(fid) = m.func_by_name("main") else { panic!("{name}: a complete example has @main") };
             // Storage parameters are left to the VM, which allocates what the code needs.
-            let args: Vec<HostValue> = m.funcs[fid.0 as usize]
-                .params
-                .iter()
-                .filter(|t| !matches!(t, Type::Storage))
-                .map(default_input)
-                .collect();
+            let args: Vec<HostValue> =
+                m.funcs[fid].params.iter().filter(|t| !matches!(t, Type::Storage)).map(default_input).collect();
             let mut vm = Vm::host(m).expect("vm");
             vm.capture_output();
             vm.invoke("main", &args).unwrap_or_else(|e| panic!("{name}: {e}"));

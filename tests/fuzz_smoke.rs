@@ -36,7 +36,7 @@ fn run_bounded(m: rxvm::vm::Module) {
     let Some(fid) = m.func_by_name("main") else {
         return;
     };
-    let f = &m.funcs[fid.0 as usize];
+    let f = &m.funcs[fid];
     let mut args = Vec::new();
     for t in &f.params {
         args.push(match t {

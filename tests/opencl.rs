@@ -26,7 +26,7 @@ fn vm_on(m: &Arc<Module>, info: Option<&ClDeviceInfo>) -> Vm {
 }
 
 fn inputs(m: &Module) -> Vec<HostValue> {
-    let f = &m.funcs[m.func_by_name("main").expect("@main").0 as usize];
+    let f = &m.funcs[m.func_by_name("main").expect("@main")];
     f.params
         .iter()
         .enumerate()

@@ -26,7 +26,7 @@ fn programs() -> Vec<PathBuf> {
 fn without_locs(m: &Module) -> Module {
     let mut m = m.clone();
     m.source_file = None;
-    for f in &mut m.funcs {
+    for f in m.funcs.values_mut() {
         f.debug.locs.clear();
     }
     m
@@ -77,7 +77,7 @@ fn stripped_modules_round_trip_with_generated_names() {
 fn placements_round_trip_through_bytecode() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/placement.rxa");
     let m1 = assemble_file(&path).unwrap_or_else(|d| panic!("{}", d.render()));
-    let model = &m1.funcs[m1.func_by_name("model").expect("@model").0 as usize];
+    let model = &m1.funcs[m1.func_by_name("model").expect("@model")];
     let p = model.placement(0).copied().expect("%x is placed");
     assert_eq!((p.param, p.storage, p.offset), (0, 1, 4096));
     let bytes = write_module(&m1);

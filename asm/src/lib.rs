@@ -5,7 +5,8 @@
 //! let m = rxvm_asm::assemble(src, "answer.rxa").expect("assembles");
 //! let text = rxvm_asm::disassemble(&m);
 //! let again = rxvm_asm::assemble(&text, "answer.rxa").expect("re-assembles");
-//! assert_eq!(m.funcs[0].code, again.funcs[0].code);
+//! let main = m.func_by_name("main").expect("main");
+//! assert_eq!(m.funcs[main].code, again.funcs[main].code);
 //! ```
 //!
 //! The language is described in `docs/assembly.md`.

@@ -15,6 +15,7 @@
 
 use rustc_hash::FxHashSet as FastSet;
 use rxvm_vm::builtins::BUILTINS;
+use rxvm_vm::bytecode::EntityRef;
 use rxvm_vm::bytecode::{Arg, ArgKind, Instr, Reg};
 use rxvm_vm::module::{ConstData, Constant, Function, Literal, Module, UserKernel};
 use rxvm_vm::ops::{AttrValue, Attrs, OpId};
@@ -24,10 +25,10 @@ use std::fmt::Write;
 
 /// Prints `m` as assembly text.
 pub fn print_module(m: &Module) -> String {
-    let code_words: usize = m.funcs.iter().map(|f| f.code.len()).sum();
+    let code_words: usize = m.funcs.values().map(|f| f.code.len()).sum();
     let const_bytes: usize = m
         .consts
-        .iter()
+        .values()
         .map(|c| match &c.data {
             ConstData::Bytes(b) => b.len() * 3,
             ConstData::Fill(_) => 16,
@@ -45,7 +46,7 @@ pub fn print_module(m: &Module) -> String {
     out.push('\n');
     if !m.consts.is_empty() {
         out.push('\n');
-        for c in &m.consts {
+        for c in m.consts.values() {
             print_const(&mut out, c);
         }
     }
@@ -55,7 +56,7 @@ pub fn print_module(m: &Module) -> String {
             print_kernel(&mut out, k);
         }
     }
-    for f in &m.funcs {
+    for f in m.funcs.values() {
         out.push('\n');
         print_func(&mut out, m, f);
     }
@@ -281,7 +282,7 @@ impl<'f> Names<'f> {
         // Registers that need a name: every one referenced (not `num_regs`, which a corrupt
         // module could set to billions).
         let mut max_ref = 0usize;
-        let mut see = |r: Reg| max_ref = max_ref.max(r.0 as usize + 1);
+        let mut see = |r: Reg| max_ref = max_ref.max(r.index() + 1);
         for ins in &f.code {
             match *ins {
                 Instr::Mov { dst, src } => {
@@ -406,7 +407,7 @@ struct FnPrinter<'a> {
 impl FnPrinter<'_> {
     fn reg(&mut self, r: Reg) {
         self.out.push('%');
-        push_reg_name(self.out, self.names.regs.get(r.0 as usize), r.0);
+        push_reg_name(self.out, self.names.regs.get(r.index()), r.0);
     }
 
     fn label(&mut self, pc: u32) {
@@ -430,7 +431,7 @@ impl FnPrinter<'_> {
                     let _ = write!(self.out, "<bad literal {i}>");
                 }
             },
-            ArgKind::Const(c) => match self.m.consts.get(c.0 as usize) {
+            ArgKind::Const(c) => match self.m.consts.get(c) {
                 Some(k) => {
                     self.out.push('@');
                     self.out.push_str(&k.name);
@@ -547,7 +548,7 @@ impl FnPrinter<'_> {
             Instr::Call { func, list, ndst, nargs } => {
                 self.call_dsts(list, ndst);
                 self.out.push_str("call @");
-                match self.m.funcs.get(func.0 as usize) {
+                match self.m.funcs.get(func) {
                     Some(g) => self.out.push_str(&g.name),
                     None => {
                         let _ = write!(self.out, "<bad function {}>", func.0);
@@ -558,7 +559,7 @@ impl FnPrinter<'_> {
             Instr::CallBuiltin { builtin, list, ndst, nargs } => {
                 self.call_dsts(list, ndst);
                 self.out.push_str("call @vm.");
-                match BUILTINS.get(builtin.0 as usize) {
+                match BUILTINS.get(builtin.index()) {
                     Some(b) => self.out.push_str(b.name),
                     None => {
                         let _ = write!(self.out, "<bad builtin {}>", builtin.0);
@@ -787,12 +788,16 @@ mod tests {
         );
         // The largest offset prints in full and reads back.
         let mut big = m.clone();
-        big.funcs[0].params[2] = Type::Tensor { dtype: DType::U8, dims: vec![rxvm_vm::types::Dim::Known(0)] };
-        big.funcs[0].placements[1].offset = u64::MAX;
+        big.funcs[rxvm_vm::bytecode::FuncId(0)].params[2] =
+            Type::Tensor { dtype: DType::U8, dims: vec![rxvm_vm::types::Dim::Known(0)] };
+        big.funcs[rxvm_vm::bytecode::FuncId(0)].placements[1].offset = u64::MAX;
         let text = print_module(&big);
         assert!(text.contains(&format!("%y: u8[0] in %arena at {}", u64::MAX)), "{text}");
         let back = crate::assemble(&text, "p.rxa").unwrap_or_else(|d| panic!("{}", d.render()));
-        assert_eq!(back.funcs[0].placements, big.funcs[0].placements);
+        assert_eq!(
+            back.funcs[rxvm_vm::bytecode::FuncId(0)].placements,
+            big.funcs[rxvm_vm::bytecode::FuncId(0)].placements
+        );
     }
 
     #[test]

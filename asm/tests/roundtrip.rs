@@ -2,7 +2,7 @@
 //! debug info is stripped, the same register and label names, and a printer fixed point.
 
 use rxvm_asm::{assemble, assemble_file, assemble_unverified, assemble_with_map, disassemble};
-use rxvm_vm::bytecode::{Arg, ArgKind, Instr, OpId, Reg};
+use rxvm_vm::bytecode::{Arg, ArgKind, ConstId, FuncId, Instr, OpId, Reg};
 use rxvm_vm::module::{ConstData, Literal, Module};
 use rxvm_vm::ops::{AttrValue, Attrs};
 use rxvm_vm::types::{DType, Dim, Type};
@@ -19,7 +19,7 @@ type FuncNames = (Vec<String>, Vec<(u32, String)>);
 
 /// Names must survive: everything but the source positions.
 fn names(m: &Module) -> Vec<FuncNames> {
-    m.funcs.iter().map(|f| (f.debug.reg_names.iter().map(String::from).collect(), f.debug.labels.clone())).collect()
+    m.funcs.values().map(|f| (f.debug.reg_names.iter().map(String::from).collect(), f.debug.labels.clone())).collect()
 }
 
 /// Asserts the round trip and returns the disassembly.
@@ -72,7 +72,7 @@ fn op_calls_round_trip() {
 fn op_call_encoding() {
     let (path, text) = program("op_calls.rxa");
     let (m, map) = assemble_with_map(&text, &path, None).unwrap_or_else(|d| panic!("{}", d.render()));
-    let f = &m.funcs[0];
+    let f = &m.funcs[FuncId(0)];
     let calls: Vec<(OpId, u32, u32, u8, u16)> = f
         .code
         .iter()
@@ -150,21 +150,22 @@ fn op_call_encoding() {
     // Operand spans: inputs, outputs, then the attribute block; and each attribute.
     let pcs: Vec<usize> =
         f.code.iter().enumerate().filter(|(_, i)| matches!(i, Instr::CallOp { .. })).map(|(pc, _)| pc).collect();
-    let spans =
-        |pc: usize| -> Vec<&str> { map.funcs[0].instrs[pc].operands.iter().map(|s| &text[s.range()]).collect() };
+    let spans = |pc: usize| -> Vec<&str> {
+        map.funcs[FuncId(0)].instrs[pc].operands.iter().map(|s| &text[s.range()]).collect()
+    };
     let third = spans(pcs[2]);
     assert_eq!(third[..4], ["%x", "none", "%y", "%z"]);
     assert!(third[4].starts_with("{ int = 3,") && third[4].ends_with('}'), "{}", third[4]);
     let fourth = spans(pcs[3]);
     assert!(fourth[2].starts_with("{\n    strides") && fourth[2].ends_with("alpha = 1\n  }"), "{}", fourth[2]);
     let attrs: Vec<(&str, &str)> =
-        map.funcs[0].instrs[pcs[3]].attrs.iter().map(|(n, s)| (n.as_str(), &text[s.range()])).collect();
+        map.funcs[FuncId(0)].instrs[pcs[3]].attrs.iter().map(|(n, s)| (n.as_str(), &text[s.range()])).collect();
     assert_eq!(
         attrs,
         [("strides", "strides = [2, 2]"), ("pads", "pads = [1, 1,\n            1, 1]"), ("alpha", "alpha = 1")]
     );
     // Without a block, the instruction's span stands for it.
-    let first = &map.funcs[0].instrs[pcs[0]];
+    let first = &map.funcs[FuncId(0)].instrs[pcs[0]];
     assert_eq!(&text[first.operands[2].range()], "call @onnx.Relu(%x) -> (%y)");
 }
 
@@ -197,7 +198,7 @@ fn equal_attribute_blocks_share_one_set() {
                \x20 call @onnx.Softmax(%y) -> (%h) { axis = 1 }\n\
                \x20 call @onnx.Softmax(%h) -> (%y) {axis = 1}\n  kill %h\n  kill %s\n  ret %y\n}\n";
     let m = assemble(src, "shared.rxa").unwrap_or_else(|d| panic!("{}", d.render()));
-    let ids: Vec<u32> = m.funcs[0]
+    let ids: Vec<u32> = m.funcs[FuncId(0)]
         .code
         .iter()
         .filter_map(|i| match i {
@@ -306,7 +307,7 @@ fn encoding_details() {
     }
 
     // Parameters are registers 0..n; the rest in order of first appearance.
-    let main = &m.funcs[m.func_by_name("main").expect("main").0 as usize];
+    let main = &m.funcs[m.func_by_name("main").expect("main")];
     assert_eq!(main.debug.reg_names.iter().take(6).collect::<Vec<_>>(), ["x", "sh", "st", "any", "i", "j"]);
     assert_eq!(main.num_regs as usize, main.debug.reg_names.len());
     assert_eq!(main.debug.locs.len(), main.code.len());
@@ -334,7 +335,7 @@ fn encoding_details() {
     assert!(k.is_none(), "every alloc_storage in all_forms has an align");
 
     // Constants.
-    let c = |n: &str| &m.consts[m.const_by_name(n).expect("const").0 as usize];
+    let c = |n: &str| &m.consts[m.const_by_name(n).expect("const")];
     assert_eq!(c("filled").data, ConstData::Fill(-0.0));
     assert_eq!(c("filled_int").data, ConstData::Fill(-7.0));
     assert_eq!(c("scalar").shape, Vec::<i64>::new());
@@ -347,7 +348,7 @@ fn encoding_details() {
     assert_eq!(b, &[1.0f32.to_le_bytes(), (-2.0f32).to_le_bytes(), 16.0f32.to_le_bytes()].concat());
 
     // Types.
-    let types = &m.funcs[m.func_by_name("types").expect("types").0 as usize];
+    let types = &m.funcs[m.func_by_name("types").expect("types")];
     assert_eq!(types.params[5], Type::Tensor { dtype: DType::F32, dims: vec![Dim::Any, Dim::Known(4)] });
     assert_eq!(types.params[6], Type::Tensor { dtype: DType::Bool, dims: vec![] });
     assert_eq!(types.params[4], Type::AnyTensor);
@@ -364,7 +365,7 @@ fn file_constants() {
     let path = dir.join("prog.rxa");
     std::fs::write(&path, src).expect("write source");
     let m = assemble_file(&path).unwrap_or_else(|d| panic!("{}", d.render()));
-    assert_eq!(m.consts[0].data, ConstData::Bytes(data));
+    assert_eq!(m.consts[ConstId(0)].data, ConstData::Bytes(data));
     // Printed as a list, it re-assembles to the same bytes.
     round_trip("file.rxa", &m);
     let _ = std::fs::remove_dir_all(&dir);
@@ -415,11 +416,11 @@ fn float_bit_patterns_survive() {
     }
     src.push_str("  ret\n}\n");
     let mut m = assemble_unverified(&src, "floats.rxa").unwrap_or_else(|d| panic!("{}", d.render()));
-    m.consts[0].data = ConstData::Bytes(f16_bytes);
-    m.consts[1].data = ConstData::Bytes(f32_bytes);
-    m.consts[2].data = ConstData::Bytes(f64_bytes);
+    m.consts[ConstId(0)].data = ConstData::Bytes(f16_bytes);
+    m.consts[ConstId(1)].data = ConstData::Bytes(f32_bytes);
+    m.consts[ConstId(2)].data = ConstData::Bytes(f64_bytes);
     // Put the exact bit patterns (NaN payloads included) into the code and the pool.
-    let main = &mut m.funcs[0];
+    let main = &mut m.funcs[FuncId(0)];
     let mut k = 0;
     for ins in &mut main.code {
         if let Instr::LoadFloat { value, .. } = ins {
@@ -449,7 +450,7 @@ fn disassembly_of_a_stripped_module_uses_generated_names() {
 fn odd_debug_names_still_round_trip() {
     let (path, text) = program("loops.rxa");
     let mut m = assemble(&text, &path).unwrap_or_else(|d| panic!("{}", d.render()));
-    let f = &mut m.funcs[0];
+    let f = &mut m.funcs[FuncId(0)];
     // Register 0 named like register 1's generated name; 1 unnamed; 2 and 3 clash; 4 unprintable.
     f.debug.reg_names = ["r1", "", "dup", "dup", "a b"].into_iter().collect();
     // Labels: one unprintable, one past the end, one duplicated name.
@@ -477,7 +478,7 @@ fn kernels_round_trip() {
     );
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/saxpy.cl");
     assert_eq!(m.kernels[1].source, std::fs::read_to_string(file).expect("saxpy.cl"));
-    let f = &m.funcs[0];
+    let f = &m.funcs[FuncId(0)];
     let calls: Vec<(u32, u32, u8, u16)> = f
         .code
         .iter()
@@ -496,7 +497,7 @@ fn kernels_round_trip() {
     assert_eq!(args[4].kind(), ArgKind::Reg(Reg(2)));
     assert!(matches!(args[5].kind(), ArgKind::Imm(1)));
     // Operand spans: arguments, then dims.
-    let spans: Vec<&str> = map.funcs[0].instrs[1].operands.iter().map(|s| &text[s.range()]).collect();
+    let spans: Vec<&str> = map.funcs[FuncId(0)].instrs[1].operands.iter().map(|s| &text[s.range()]).collect();
     assert_eq!(spans, ["%x", "%y", "0.5", "%n", "%n", "1"]);
     let out = round_trip(&path, &m);
     assert!(out.contains("  call @cl.saxpy(%x, %y, 0.5, %n) global [%n, 1]\n"), "{out}");

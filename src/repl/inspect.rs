@@ -4,7 +4,7 @@
 //! ledger of live storages and views, the device counters) and returns text whose lines end
 //! in `\n`. The text holds no addresses and no timings, so REPL transcripts snapshot stably.
 
-use rxvm_vm::bytecode::Reg;
+use rxvm_vm::bytecode::{EntityRef, FuncId, Reg};
 use rxvm_vm::memory::{Site, StorageInfo, ViewInfo};
 use rxvm_vm::module::{Function, Module};
 use rxvm_vm::types::ImageLayout;
@@ -255,7 +255,7 @@ fn site(module: &Module, site: Site) -> String {
         Site::PROMPT => return "prompt".to_string(),
         _ => {}
     }
-    let Some(f) = module.funcs.get(site.func as usize) else {
+    let Some(f) = module.funcs.get(FuncId::new(site.func as usize)) else {
         return format!("function #{}:{}", site.func, site.pc);
     };
     match f.loc(site.pc as usize).line {
@@ -283,7 +283,7 @@ fn constant_names(module: &Module, storages: &[StorageInfo], views: &[ViewInfo])
         return BTreeMap::new();
     }
     let mut names = BTreeMap::new();
-    for (s, c) in constants.iter().zip(&module.consts) {
+    for (s, c) in constants.iter().zip(module.consts.values()) {
         match views.iter().find(|v| v.storage == s.id) {
             Some(v) if v.dtype == c.dtype && v.shape[..] == c.shape[..] => {
                 names.insert(s.id, c.name.clone());

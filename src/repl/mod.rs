@@ -49,7 +49,7 @@ impl Break {
 
     fn hit(&self, m: &Module, p: &PausePoint) -> bool {
         match self {
-            Break::Line(l) => m.funcs.get(p.func.0 as usize).is_some_and(|f| f.loc(p.pc).line == *l),
+            Break::Line(l) => m.funcs.get(p.func).is_some_and(|f| f.loc(p.pc).line == *l),
             Break::At(f, pc, _) => p.func == *f && p.pc == *pc,
             Break::OnAlloc => matches!(p.instr, Instr::AllocStorage { .. } | Instr::AllocTensor { .. }),
             Break::OnKill => matches!(p.instr, Instr::Kill { .. }),
@@ -149,14 +149,14 @@ impl Repl {
             .collect();
         v.extend(["storages", "views", "quit"].iter().map(|c| format!(":{c}")));
         if let Some(l) = &self.loaded {
-            for f in &l.module.funcs {
+            for f in l.module.funcs.values() {
                 v.push(format!("@{}", f.name));
                 v.extend(f.debug.labels.iter().map(|(_, n)| n.clone()));
             }
         }
         if let (Some(vm), Some(l)) = (&self.vm, &self.loaded) {
             if let Some(top) = vm.debug_frames().last() {
-                let f = &l.module.funcs[top.func.0 as usize];
+                let f = &l.module.funcs[top.func];
                 for r in 0..f.num_regs {
                     if matches!(vm.debug_reg(vm.debug_frames().len() - 1, Reg(r)), Some(v) if v.kind().is_some()) {
                         v.push(format!("%{}", f.reg_name(Reg(r))));
@@ -186,7 +186,7 @@ impl Repl {
             };
         // `@vm.print` output goes into the transcript, after the command that caused it.
         vm.capture_output();
-        let funcs: Vec<String> = module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
+        let funcs: Vec<String> = module.funcs.values().map(|f| format!("@{}", f.name)).collect();
         let out = format!("loaded {}: module `{}`, functions {}\n", path.display(), module.name, funcs.join(", "));
         self.loaded = Some(Loaded { module, source: p.source });
         self.vm = Some(vm);
@@ -298,10 +298,10 @@ impl Repl {
             _ => ("@main".to_string(), args),
         };
         let Some(id) = l.module.func_by_name(&func) else {
-            let names: Vec<String> = l.module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
+            let names: Vec<String> = l.module.funcs.values().map(|f| format!("@{}", f.name)).collect();
             return format!("error: no function {func}; the functions are: {}\n", names.join(", "));
         };
-        let f = &l.module.funcs[id.0 as usize];
+        let f = &l.module.funcs[id];
         let mut host = Vec::new();
         let mut given: BTreeMap<String, crate::inputs::InputSpec> = BTreeMap::new();
         for s in specs {
@@ -405,7 +405,7 @@ impl Repl {
     fn location(&self, why: &str) -> String {
         let (Some(l), Some(vm)) = (&self.loaded, &self.vm) else { return String::new() };
         let Some(top) = vm.debug_frames().last().copied() else { return String::new() };
-        let f = &l.module.funcs[top.func.0 as usize];
+        let f = &l.module.funcs[top.func];
         let line = f.loc(top.pc).line;
         let at = if line > 0 { format!(" (line {line})") } else { String::new() };
         format!("stopped at @{}+{}{at}{why}\n", f.name, top.pc)
@@ -415,7 +415,7 @@ impl Repl {
     fn context(&self, n: u32) -> String {
         let (Some(l), Some(vm)) = (&self.loaded, &self.vm) else { return String::new() };
         let Some(top) = vm.debug_frames().last().copied() else { return String::new() };
-        let f = &l.module.funcs[top.func.0 as usize];
+        let f = &l.module.funcs[top.func];
         let line = f.loc(top.pc).line;
         if let (Some((_, text)), true) = (&l.source, line > 0) {
             let lines: Vec<&str> = text.lines().collect();
@@ -444,7 +444,7 @@ impl Repl {
         }
         let mut s = String::new();
         for (k, fr) in frames.iter().rev().enumerate() {
-            let f = &l.module.funcs[fr.func.0 as usize];
+            let f = &l.module.funcs[fr.func];
             let line = f.loc(fr.pc).line;
             let ins = rxvm_asm::printer::print_instr(&l.module, f, fr.pc).unwrap_or_default();
             let at = if line > 0 { format!(" line {line}") } else { String::new() };
@@ -490,11 +490,11 @@ impl Repl {
         }
         let Some(l) = &self.loaded else { return Err("nothing loaded; :load a program first".into()) };
         if let Some(id) = what.strip_prefix('@').and_then(|n| l.module.func_by_name(n)) {
-            return Ok(Break::At(id, 0, format!("@{}", l.module.funcs[id.0 as usize].name)));
+            return Ok(Break::At(id, 0, format!("@{}", l.module.funcs[id].name)));
         }
-        for (i, f) in l.module.funcs.iter().enumerate() {
+        for (id, f) in l.module.funcs.iter() {
             if let Some((pc, name)) = f.debug.labels.iter().find(|(_, n)| n == what) {
-                return Ok(Break::At(FuncId(i as u32), *pc as usize, format!("label {name} in @{}", f.name)));
+                return Ok(Break::At(id, *pc as usize, format!("label {name} in @{}", f.name)));
             }
         }
         Err(format!("`{what}` is not a line number, a function (@name) or a label of the program"))
@@ -547,7 +547,7 @@ impl Repl {
         if let (Some(l), Some(vm)) = (&self.loaded, &self.vm) {
             let frames = vm.debug_frames();
             if let Some(top) = frames.last() {
-                let f = &l.module.funcs[top.func.0 as usize];
+                let f = &l.module.funcs[top.func];
                 for r in 0..f.num_regs {
                     if f.reg_name(Reg(r)) == name {
                         return vm.debug_reg(frames.len() - 1, Reg(r)).cloned();
@@ -644,7 +644,7 @@ impl Repl {
         if let Err(e) = vm.debug_start_exact(id, args) {
             return format!("error: {e}\n");
         }
-        let f = &module.funcs[0];
+        let f = &module.funcs[FuncId(0)];
         let ret_pc = f.code.len().saturating_sub(1);
         let source = Some(("<input>".to_string(), src.clone()));
         match vm.debug_resume(&mut |p| p.pc == ret_pc) {

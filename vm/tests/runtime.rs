@@ -2,6 +2,7 @@
 //! (`ModuleBuilder`), independent of the assembler.
 
 use rxvm_vm::builder::{ModuleBuilder, Operand};
+use rxvm_vm::bytecode::FuncId;
 use rxvm_vm::module::ConstData;
 use rxvm_vm::types::{DType, Dim, Scope, Type};
 use rxvm_vm::{read_module, write_module, DeviceCaps, HostTensor, HostValue, Vm};
@@ -170,7 +171,7 @@ fn constants_are_read_only_and_typed_parameters_are_checked() {
 #[test]
 fn unverified_modules_never_reach_the_interpreter() {
     let mut m = alloc_loop(64);
-    m.funcs[0].code.pop();
+    m.funcs[FuncId(0)].code.pop();
     let e = Vm::host(Arc::new(m)).err().expect("refused");
     assert!(e.message.starts_with("invalid module:"), "{e}");
 }

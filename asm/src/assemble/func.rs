@@ -5,6 +5,7 @@ use super::consts::*;
 use super::source_map::*;
 use super::state::*;
 use super::suggest::*;
+use rxvm_vm::bytecode::EntityRef;
 
 /// The spans of an instruction's operands, recorded only when the source map is wanted.
 pub(super) struct OperandSpans {
@@ -403,7 +404,7 @@ pub(super) fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) ->
                 } else {
                     match a.funcs.get(callee.text) {
                         Some(&(id, _)) => {
-                            float_params = a.float_params.get(id.0 as usize).cloned().unwrap_or_default();
+                            float_params = a.float_params.get(id.index()).cloned().unwrap_or_default();
                             Err(id)
                         }
                         // Streaming: maybe defined further on. Only integer literal
@@ -851,7 +852,7 @@ mod tests {
     fn header_errors(params: &str) -> Vec<(String, String)> {
         let src = format!("func @f({params}) {{\n  ret\n}}\n");
         match crate::assemble_unverified(&src, "t.rxa") {
-            Ok(m) => panic!("assembled: {:?}", m.funcs[0].placements),
+            Ok(m) => panic!("assembled: {:?}", m.funcs[FuncId(0)].placements),
             Err(d) => d.items().iter().map(|i| (i.message.clone(), src[i.span.clone()].to_string())).collect(),
         }
     }
@@ -861,7 +862,7 @@ mod tests {
         let src = "func @f(%x: f32[1, 4] in %a at 64, %a: storage, %y: i8[3] in %a at 0x80) {\n  ret\n}\n";
         let m = crate::assemble(src, "t.rxa").unwrap_or_else(|d| panic!("{}", d.render()));
         assert_eq!(
-            m.funcs[0].placements,
+            m.funcs[FuncId(0)].placements,
             vec![Placement { param: 0, storage: 1, offset: 64 }, Placement { param: 2, storage: 1, offset: 128 }]
         );
 

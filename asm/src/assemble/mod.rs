@@ -404,8 +404,8 @@ pub(crate) fn assemble_ast_with(
     let module = Module {
         name,
         literals: a.literals,
-        consts,
-        funcs,
+        consts: consts.into(),
+        funcs: funcs.into(),
         attrs: a.attrs,
         kernels,
         source_file: Some(file_name.to_string()),
@@ -525,8 +525,8 @@ fn stream_items<'s>(
     Ok(Some(Module {
         name,
         literals: a.literals,
-        consts,
-        funcs,
+        consts: consts.into(),
+        funcs: funcs.into(),
         attrs: a.attrs,
         kernels,
         source_file: Some(file_name.to_string()),

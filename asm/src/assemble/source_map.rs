@@ -4,6 +4,7 @@
 
 use crate::ast::*;
 use crate::diag::Diagnostic;
+use rxvm_vm::bytecode::{FuncId, PrimaryMap};
 use rxvm_vm::module::SourceLoc;
 use rxvm_vm::VerifyError;
 use smallvec::SmallVec;
@@ -13,7 +14,7 @@ use smallvec::SmallVec;
 pub struct SourceMap {
     /// The `module` declaration, if any.
     pub module_span: Option<Span>,
-    pub funcs: Vec<FuncMap>,
+    pub funcs: PrimaryMap<FuncId, FuncMap>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -61,7 +62,7 @@ impl SourceMap {
     /// The diagnostic for a verifier error: at the operand, else the instruction, else the
     /// function header.
     pub fn verify_diagnostic(&self, e: &VerifyError) -> Diagnostic {
-        let fmap = e.func.and_then(|f| self.funcs.get(f.0 as usize));
+        let fmap = e.func.and_then(|f| self.funcs.get(f));
         let span = match (fmap, e.pc) {
             (Some(f), Some(pc)) => match f.instrs.get(pc) {
                 Some(ins) => match e.operand {

@@ -180,7 +180,7 @@ fn rxb_load_outcome(data: &[u8]) -> String {
 fn without_locs(m: &Module) -> Module {
     let mut m = m.clone();
     m.source_file = None;
-    for f in &mut m.funcs {
+    for f in m.funcs.values_mut() {
         f.debug.locs.clear();
     }
     m
@@ -285,12 +285,12 @@ fn shape_difference(a: &Module, b: &Module) -> Option<String> {
     if a.funcs.len() != b.funcs.len() || a.consts.len() != b.consts.len() || a.kernels != b.kernels {
         return Some("different numbers of functions or constants, or different kernels".to_string());
     }
-    for (f, g) in a.funcs.iter().zip(&b.funcs) {
+    for (f, g) in a.funcs.values().zip(b.funcs.values()) {
         if f.name != g.name || f.params != g.params || f.results != g.results || f.code.len() != g.code.len() {
             return Some(format!("function @{} differs in name, signature or length", f.name));
         }
     }
-    for (c, d) in a.consts.iter().zip(&b.consts) {
+    for (c, d) in a.consts.values().zip(b.consts.values()) {
         if c.name != d.name || c.dtype != d.dtype || c.shape != d.shape {
             return Some(format!("constant @{} differs", c.name));
         }
@@ -345,7 +345,9 @@ fn outcome_of(errors: Vec<String>) -> String {
 /// Whether any function calls `@vm.print`.
 fn prints(m: &Module) -> bool {
     let print = Builtin::Print as u32;
-    m.funcs.iter().any(|f| f.code.iter().any(|i| matches!(i, Instr::CallBuiltin { builtin, .. } if builtin.0 == print)))
+    m.funcs
+        .values()
+        .any(|f| f.code.iter().any(|i| matches!(i, Instr::CallBuiltin { builtin, .. } if builtin.0 == print)))
 }
 
 /// A host value for a parameter, or `None` when the type cannot be built within the
@@ -382,7 +384,7 @@ fn run_bounded(module: Module, source: Option<&(String, String)>, caps: DeviceCa
     vm.capture_output();
     vm.limits = limits;
     let mut errors = Vec::new();
-    for (k, f) in m.funcs.iter().enumerate().take(MAX_FUNCS_RUN) {
+    for (k, f) in m.funcs.values().enumerate().take(MAX_FUNCS_RUN) {
         let args: Option<Vec<Option<HostValue>>> = f.params.iter().map(|t| input_for(t, k as u64 + 1)).collect();
         let Some(args) = args else { continue };
         let id = rxvm_vm::bytecode::FuncId(k as u32);

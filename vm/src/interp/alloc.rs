@@ -5,6 +5,7 @@ use super::sites::*;
 use super::state::*;
 use super::vm::Vm;
 use crate::interp::specialize::NO_SLICE;
+use crate::ir::bytecode::EntityRef;
 use crate::ir::bytecode::{Arg, Instr, Reg};
 use crate::ir::module::{Function, Module};
 use crate::ir::types::Scope;
@@ -52,7 +53,7 @@ impl Vm {
         ndim: u8,
         site: Site,
     ) -> Step<Value> {
-        let st = match &self.regs[base + storage.0 as usize] {
+        let st = match &self.regs[base + storage.index()] {
             Value::Storage(s) => s.clone(),
             _ => {
                 let v = self.read_reg(f, base, storage)?;
@@ -252,7 +253,7 @@ impl Vm {
         at: usize,
     ) -> bool {
         let (Some(Value::Storage(st)), Some(g)) =
-            (self.regs.get(base + x.storage.0 as usize), self.buffer_geoms.get(x.geom as usize))
+            (self.regs.get(base + x.storage.index()), self.buffer_geoms.get(x.geom as usize))
         else {
             return false;
         };

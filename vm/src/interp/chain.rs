@@ -73,7 +73,7 @@ impl Chain {
     pub fn bind_storage(&mut self, stage: usize, param: &str, storage: Value) -> Result<(), VmError> {
         let s = self.stages.get_mut(stage).ok_or_else(|| VmError::api(format!("no stage {stage}")))?;
         let module = s.vm.module().clone();
-        let f = &module.funcs[s.func.0 as usize];
+        let f = &module.funcs[s.func];
         let i = (0..f.params.len())
             .find(|&i| matches!(f.params[i], Type::Storage) && f.reg_name(Reg(i as u32)) == param)
             .ok_or_else(|| VmError::api(format!("stage {stage}: @{} has no storage parameter %{param}", f.name)))?;
@@ -102,7 +102,7 @@ impl Chain {
                 (args, s.vm.runtime().counters.copies.get().since(&before))
             } else {
                 let module = s.vm.module().clone();
-                let f = &module.funcs[s.func.0 as usize];
+                let f = &module.funcs[s.func];
                 let mut prev = std::mem::take(&mut values).into_iter().filter(|v| matches!(v, Value::Tensor(_)));
                 let mut args = Vec::with_capacity(f.params.len());
                 for (i, t) in f.params.iter().enumerate() {

@@ -10,6 +10,7 @@ use crate::interp::error::VmError;
 use crate::interp::state::{DebugRun, Exit, Substitute};
 pub use crate::interp::state::{FrameInfo, PausePoint};
 use crate::interp::vm::Vm;
+use crate::ir::bytecode::EntityRef;
 use crate::ir::bytecode::{FuncId, Reg};
 use crate::runtime::value::Value;
 
@@ -112,11 +113,11 @@ impl Vm {
     pub fn debug_reg(&self, frame: usize, r: Reg) -> Option<&Value> {
         let run = self.debug.as_ref()?;
         let f = self.frames.get(run.depth0 + frame)?;
-        let n = self.module().funcs.get(f.func as usize)?.num_regs as usize;
-        if r.0 as usize >= n {
+        let n = self.module().funcs.get(FuncId::new(f.func as usize))?.num_regs as usize;
+        if r.index() >= n {
             return None;
         }
-        self.regs.get(f.base + r.0 as usize)
+        self.regs.get(f.base + r.index())
     }
 }
 
@@ -170,7 +171,7 @@ mod tests {
         while vm.debug_resume(&mut |p| p.executed > 0 && matches!(p.instr, Instr::Kill { .. })).unwrap().is_none() {
             kills += 1;
             let top = vm.debug_frames()[0];
-            assert!(matches!(vm.module().funcs[top.func.0 as usize].code[top.pc], Instr::Kill { .. }));
+            assert!(matches!(vm.module().funcs[top.func].code[top.pc], Instr::Kill { .. }));
         }
         assert_eq!(kills, 2);
         assert!(!vm.debug_active());

@@ -12,6 +12,7 @@
 //! sites keep their per-run checks).
 
 use crate::interp::specialize::Op;
+use crate::ir::bytecode::EntityRef;
 use crate::ir::bytecode::{ArgKind, Instr};
 use crate::ir::module::Module;
 use crate::ir::verify::{accesses, Access};
@@ -33,7 +34,7 @@ enum Held {
 /// is a fixed view. `allocs` are the VM's constant storage requests.
 pub(crate) fn fixed_sites(m: &Module, ops: &[Box<[Op]>], allocs: &[ConstAlloc], nsites: usize) -> Vec<bool> {
     let mut fixed = vec![false; nsites];
-    for (f, code) in m.funcs.iter().zip(ops) {
+    for (f, code) in m.funcs.values().zip(ops) {
         let n = f.code.len();
         let straight = n > 0 && !f.code[..n - 1].iter().any(Instr::is_terminator);
         if !straight || code.len() != n {
@@ -47,7 +48,7 @@ pub(crate) fn fixed_sites(m: &Module, ops: &[Box<[Op]>], allocs: &[ConstAlloc], 
                     set(&mut held, x.dst.0, device.map_or(Held::Unknown, |device| Held::Storage { device }));
                 }
                 Op::AllocBufferConst(x) => {
-                    let view = match held.get(x.storage.0 as usize) {
+                    let view = match held.get(x.storage.index()) {
                         Some(Held::Storage { device }) => Held::View { geom: x.geom, device: *device },
                         _ => Held::Unknown,
                     };
@@ -60,7 +61,7 @@ pub(crate) fn fixed_sites(m: &Module, ops: &[Box<[Op]>], allocs: &[ConstAlloc], 
                         let items = f.args.get(list as usize..).and_then(|a| a.get(..nin as usize + nout as usize));
                         *slot = items.is_some_and(|items| {
                             items.iter().all(|a| match a.kind() {
-                                ArgKind::Reg(r) => matches!(held.get(r.0 as usize), Some(Held::View { .. })),
+                                ArgKind::Reg(r) => matches!(held.get(r.index()), Some(Held::View { .. })),
                                 _ => true,
                             })
                         });

@@ -7,6 +7,7 @@ use crate::interp::error::VmError;
 use crate::interp::exec::{read_view, write_view};
 use crate::interp::io::to_host;
 use crate::interp::io::{copy_view, storage_requirements, Direction, Fallback};
+use crate::ir::bytecode::EntityRef;
 use crate::ir::bytecode::{FuncId, Reg};
 use crate::ir::host_tensor::{HostTensor, HostValue};
 use crate::ir::module::{Function, Module};
@@ -25,7 +26,7 @@ impl Vm {
     #[inline]
     pub fn invoke(&mut self, func: &str, args: &[HostValue]) -> Result<Vec<HostValue>, VmError> {
         let id = self.func_id(func)?;
-        if !(args.is_empty() && self.module.funcs[id.0 as usize].params.is_empty()) {
+        if !(args.is_empty() && self.module.funcs[id].params.is_empty()) {
             return self.invoke_host(id, args);
         }
         // Nothing to convert: the path of `invoke_values`. The rest out of line, so that
@@ -58,7 +59,7 @@ impl Vm {
         self.begin_invocation();
         // SAFETY: see `module_ptr`; `m` does not outlive this call.
         let m = unsafe { &*self.module_ptr() };
-        let vals = self.host_values(id, &m.funcs[id.0 as usize], args)?;
+        let vals = self.host_values(id, &m.funcs[id], args)?;
         let out = self.bind_and_run(m, id, vals);
         self.results_after_invoke(out)
     }
@@ -135,7 +136,7 @@ impl Vm {
 
     #[cold]
     pub(crate) fn no_such_function(&self, func: &str) -> VmError {
-        let names: Vec<String> = self.module.funcs.iter().map(|f| format!("@{}", f.name)).collect();
+        let names: Vec<String> = self.module.funcs.values().map(|f| format!("@{}", f.name)).collect();
         VmError::api(format!(
             "no function @{} in module `{}`; it has: {}",
             func.trim_start_matches('@'),
@@ -225,14 +226,14 @@ impl Vm {
     /// Bytes each storage parameter of `id` needs, by parameter index
     /// ([`crate::interp::io::storage_requirements`] on device 0's capabilities).
     pub fn storage_needs(&mut self, id: FuncId) -> Rc<[Option<u64>]> {
-        let i = id.0 as usize;
+        let i = id.index();
         if self.storage_needs.len() < self.module.funcs.len() {
             self.storage_needs.resize(self.module.funcs.len(), None);
         }
         if let Some(Some(n)) = self.storage_needs.get(i) {
             return n.clone();
         }
-        let n: Rc<[Option<u64>]> = match self.module.funcs.get(i) {
+        let n: Rc<[Option<u64>]> = match self.module.funcs.get(id) {
             Some(f) => storage_requirements(&self.module, f, &self.rt.devices[0].caps).into(),
             None => Rc::from(Vec::new()),
         };
@@ -313,7 +314,7 @@ impl Vm {
     /// Nothing to check or bind: a function without parameters called without arguments.
     #[inline(always)]
     pub(crate) fn is_plain(m: &Module, id: FuncId, args: &[Value]) -> bool {
-        args.is_empty() && m.funcs.get(id.0 as usize).is_some_and(|f| f.params.is_empty())
+        args.is_empty() && m.funcs.get(id).is_some_and(|f| f.params.is_empty())
     }
 
     #[inline(never)]
@@ -356,7 +357,7 @@ impl Vm {
         mut out: Vec<Value>,
     ) -> Result<Vec<Value>, VmError> {
         if !subs.is_empty() {
-            let f = &m.funcs[id.0 as usize];
+            let f = &m.funcs[id];
             self.copy_back(f, subs, &mut out).map_err(|e| VmError::api(format!("@{}: {e}", f.name)))?;
         }
         Ok(out)
@@ -370,7 +371,7 @@ impl Vm {
             return Err(VmError::api(format!("@{} takes {} arguments, found {}", f.name, f.params.len(), args.len())));
         }
         for (i, (v, t)) in args.iter().zip(&f.params).enumerate() {
-            if let Err(m) = self.signatures.check(&self.rt, id.0 as usize, i, v, t) {
+            if let Err(m) = self.signatures.check(&self.rt, id.index(), i, v, t) {
                 return Err(VmError::api(format!("argument {} of @{}: {m}", i + 1, f.name)));
             }
         }
@@ -386,8 +387,8 @@ impl Vm {
         mut args: Vec<Value>,
     ) -> Result<(Vec<Value>, Vec<Substitute>), VmError> {
         self.check_args(id, &args)?;
-        let f = &m.funcs[id.0 as usize];
-        if args.is_empty() || self.signatures.binds_nothing(&self.rt, id.0 as usize, &args) {
+        let f = &m.funcs[id];
+        if args.is_empty() || self.signatures.binds_nothing(&self.rt, id.index(), &args) {
             return Ok((args, Vec::new()));
         }
         let subs = self

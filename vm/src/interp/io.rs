@@ -17,6 +17,7 @@
 //! storage, device→host when a result is read back, device→device for the copies above.
 
 use crate::interp::exec::{read_view, store_bytes};
+use crate::ir::bytecode::EntityRef;
 use crate::ir::bytecode::{ArgKind, Instr, Reg};
 use crate::ir::host_tensor::{HostTensor, HostValue};
 use crate::ir::module::{Function, Module};
@@ -89,16 +90,16 @@ pub fn storage_requirements(m: &Module, f: &Function, caps: &DeviceCaps) -> Vec<
                     let bytes = view_bytes(scope, dtype, &dims, caps)?;
                     off.checked_add(bytes)
                 });
-                grow(&mut need, storage.0 as usize, end);
+                grow(&mut need, storage.index(), end);
             }
             Instr::Mov { dst, .. } | Instr::AllocStorage { dst, .. } if is_param(f, dst) => {
-                grow(&mut need, dst.0 as usize, None)
+                grow(&mut need, dst.index(), None)
             }
             Instr::Call { list, ndst, .. } | Instr::CallBuiltin { list, ndst, .. } => {
                 for a in f.args.get(list as usize..list as usize + ndst as usize).unwrap_or(&[]) {
                     if let ArgKind::Reg(r) = a.kind() {
                         if is_param(f, r) {
-                            grow(&mut need, r.0 as usize, None);
+                            grow(&mut need, r.index(), None);
                         }
                     }
                 }
@@ -110,7 +111,7 @@ pub fn storage_requirements(m: &Module, f: &Function, caps: &DeviceCaps) -> Vec<
 }
 
 fn is_param(f: &Function, r: Reg) -> bool {
-    (r.0 as usize) < f.params.len()
+    (r.index()) < f.params.len()
 }
 
 /// Bytes a view covers: dense for buffers, pitched for images.

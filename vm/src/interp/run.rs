@@ -10,6 +10,7 @@ use crate::interp::exec::call_builtin;
 use crate::interp::signature::check_type;
 use crate::interp::specialize::Op;
 use crate::ir::builtins::Builtin;
+use crate::ir::bytecode::EntityRef;
 use crate::ir::bytecode::{Arg, ArgKind, FuncId, Instr, Reg};
 use crate::ir::module::{Function, Literal, Module};
 use crate::runtime::memory::{Storage, View};
@@ -68,7 +69,7 @@ pub(crate) fn slice_value(g: u32, st: &Shared<Storage>) -> Step<Value> {
 pub(crate) unsafe fn func_code<'a>(m: &'a Module, ops: &'a [Box<[Op]>], fid: usize) -> (&'a Function, &'a [Op]) {
     debug_assert!(fid < m.funcs.len() && ops.len() == m.funcs.len());
     // SAFETY: the caller's promise.
-    unsafe { (m.funcs.get_unchecked(fid), ops.get_unchecked(fid)) }
+    unsafe { (m.funcs.as_values_slice().get_unchecked(fid), ops.get_unchecked(fid)) }
 }
 
 impl Vm {
@@ -76,7 +77,7 @@ impl Vm {
     pub(crate) fn error_at(&self, m: &Module, fid: usize, pc: usize, f: Fault) -> VmError {
         let mut stack = Vec::new();
         let at = |func: usize, pc: usize| {
-            let func_ref = &m.funcs[func];
+            let func_ref = &m.funcs[FuncId::new(func)];
             FrameLoc { func: func_ref.name.clone(), pc, loc: func_ref.loc(pc) }
         };
         stack.push(at(fid, pc));
@@ -134,7 +135,7 @@ impl Vm {
     /// Pushes the frame of `entry` with its registers null; returns its base.
     #[inline(always)]
     pub(crate) fn push_frame(&mut self, m: &Module, entry: FuncId) -> usize {
-        let f = &m.funcs[entry.0 as usize];
+        let f = &m.funcs[entry];
         let base = self.regs.len();
         // The guard skips a `resize` that does nothing: an empty invocation is a few dozen
         // instructions, and each no-op call was a tenth more.
@@ -244,7 +245,7 @@ impl Vm {
                     Ok(())
                 }
                 Op::LoadConst { dst, konst } => {
-                    let v = Value::Tensor(self.consts[konst.0 as usize].clone());
+                    let v = Value::Tensor(self.consts[konst].clone());
                     self.set(base, dst, v);
                     Ok(())
                 }
@@ -294,7 +295,7 @@ impl Vm {
                 }
                 Op::Call { func, list, ndst, nargs } => {
                     // SAFETY: the verifier checks a call's target against the function count.
-                    let (callee, callee_code) = unsafe { func_code(m, ops, func.0 as usize) };
+                    let (callee, callee_code) = unsafe { func_code(m, ops, func.index()) };
                     match self.enter(m, f, base, callee, list, ndst, nargs) {
                         Ok(new_base) => {
                             if let Some(top) = self.frames.last_mut() {
@@ -307,7 +308,7 @@ impl Vm {
                                 ret_list: list,
                                 ret_ndst: ndst,
                             });
-                            fid = func.0 as usize;
+                            fid = func.index();
                             f = callee;
                             code = callee_code;
                             base = new_base;
@@ -377,12 +378,12 @@ impl Vm {
                     self.kernel_call(m, f, base, kernel, list, ndims, nargs)
                 }
                 Op::Br { target } => {
-                    pc = target.0 as usize;
+                    pc = target.index();
                     Ok(())
                 }
                 Op::BrIf { cond, then_, else_ } => match self.reg(base, cond) {
                     Value::Int(c) => {
-                        pc = if *c != 0 { then_.0 as usize } else { else_.0 as usize };
+                        pc = if *c != 0 { then_.index() } else { else_.index() };
                         Ok(())
                     }
                     _ => self.read_reg(f, base, cond).map(|_| ()),
@@ -447,20 +448,20 @@ impl Vm {
     /// `exec`'s hot instructions (a register access was a third of an `iadd`).
     #[inline(always)]
     pub(crate) fn reg(&self, base: usize, r: Reg) -> &Value {
-        debug_assert!(base + (r.0 as usize) < self.regs.len(), "register r{} outside the frame", r.0);
+        debug_assert!(base + (r.index()) < self.regs.len(), "register r{} outside the frame", r.0);
         // SAFETY: every register a verified function names is below its `num_regs`
         // (`verify::check_reg`), and while a frame runs `regs` holds all of its registers:
         // `push_frame` and `enter` grow `regs` to `base + num_regs`, and only the return of
         // a frame above it (whose base is at least this frame's end) shrinks it.
-        unsafe { self.regs.get_unchecked(base + r.0 as usize) }
+        unsafe { self.regs.get_unchecked(base + r.index()) }
     }
 
     /// [`Vm::reg`], mutably.
     #[inline(always)]
     pub(crate) fn reg_mut(&mut self, base: usize, r: Reg) -> &mut Value {
-        debug_assert!(base + (r.0 as usize) < self.regs.len(), "register r{} outside the frame", r.0);
+        debug_assert!(base + (r.index()) < self.regs.len(), "register r{} outside the frame", r.0);
         // SAFETY: as for `reg`.
-        unsafe { self.regs.get_unchecked_mut(base + r.0 as usize) }
+        unsafe { self.regs.get_unchecked_mut(base + r.index()) }
     }
 
     // Always inlined: an out-of-line call passes the value through memory, and the callee's
@@ -468,7 +469,7 @@ impl Vm {
     // `iadd`'s time).
     #[inline(always)]
     pub(crate) fn set(&mut self, base: usize, r: Reg, v: Value) {
-        self.regs[base + r.0 as usize] = v;
+        self.regs[base + r.index()] = v;
     }
 
     /// [`Vm::set`] that drops an old value owning nothing (most often a killed register)
@@ -507,7 +508,7 @@ impl Vm {
 
     #[inline]
     pub(crate) fn read_reg(&self, f: &Function, base: usize, r: Reg) -> Step<Value> {
-        match &self.regs[base + r.0 as usize] {
+        match &self.regs[base + r.index()] {
             Value::Null => fault(format!("%{} is used before it is defined", f.reg_name(r))),
             Value::Killed(at) => {
                 let l = f.loc(*at as usize);
@@ -534,7 +535,7 @@ impl Vm {
                 Literal::Int(v) => Value::Int(v),
                 Literal::Float(v) => Value::Float(v),
             }),
-            ArgKind::Const(c) => Ok(Value::Tensor(self.consts[c.0 as usize].clone())),
+            ArgKind::Const(c) => Ok(Value::Tensor(self.consts[c].clone())),
             ArgKind::None => fault("`none` used as a value".into()),
         }
     }
@@ -627,7 +628,7 @@ impl Vm {
         let Some(&builtin) = Builtin::ALL.get(id as usize) else { return false };
         // `idiv`, `irem`: division by zero and overflow are reported by the general path.
         let r = crate::interp::specialize::int_builtin(builtin, x, y);
-        let (Some(r), Some(slot)) = (r, self.regs.get_mut(base + d.0 as usize)) else { return false };
+        let (Some(r), Some(slot)) = (r, self.regs.get_mut(base + d.index())) else { return false };
         // Overwrite an int in place: no drop of the old value, no temporary on the stack.
         match slot {
             Value::Int(v) => *v = r,
@@ -641,7 +642,7 @@ impl Vm {
     pub(crate) fn int_operand(&self, m: &Module, base: usize, a: Arg) -> Option<i64> {
         // Registers and immediates first, one compare each; `kind` decodes every tag.
         if let Some(r) = a.as_reg() {
-            return match self.regs.get(base + r.0 as usize) {
+            return match self.regs.get(base + r.index()) {
                 Some(Value::Int(v)) => Some(*v),
                 _ => None,
             };

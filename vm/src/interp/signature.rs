@@ -13,7 +13,7 @@
 //! without looking at its dims. Ids are per runtime: a view of another runtime has no key
 //! and is checked in full, as are values without one (a texture, a scalar).
 
-use crate::ir::module::{Function, Module};
+use crate::ir::module::Module;
 use crate::ir::types::Type;
 use crate::runtime::memory::Runtime;
 use crate::runtime::value::Value;
@@ -44,8 +44,8 @@ impl Signatures {
         let cells = |n: usize| (0..n).map(|_| Cell::new(NONE)).collect();
         let funcs = module
             .funcs
-            .iter()
-            .map(|f: &Function| FuncSignature {
+            .values()
+            .map(|f| FuncSignature {
                 admitted: cells(f.params.len() + f.results.len()),
                 params: f.params.len(),
                 binds_nothing: f.placements.is_empty() && !f.params.iter().any(|t| matches!(t, Type::Storage)),

@@ -2,6 +2,7 @@
 //! last checked ([`OpMemo`], [`QuickCheck`]), constant image views per device
 //! ([`ImageView`]), and scratch buffers for host kernels' operand copies.
 
+use crate::ir::bytecode::EntityRef;
 use crate::ir::bytecode::{Arg, ArgKind, Reg};
 use crate::ir::host_tensor::HostTensor;
 use crate::ir::types::{DType, ImageLayout, Scope};
@@ -80,7 +81,7 @@ impl QuickKey {
             if v.scope.is_texture() {
                 return None;
             }
-            if let Some(Value::Slice(geom, st)) = regs.get(r.0 as usize) {
+            if let Some(Value::Slice(geom, st)) = regs.get(r.index()) {
                 return Some(QuickKey::Slice { geom: *geom, device: st.device });
             }
             v.class.is_plain_typed().then_some(QuickKey::Class(v.class.0))

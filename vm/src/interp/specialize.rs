@@ -222,7 +222,7 @@ pub(crate) fn specialize(m: &Module) -> Specialized {
     let mut op_sites: Vec<u32> = Vec::new();
     let ops = m
         .funcs
-        .iter()
+        .values()
         .map(|f| {
             f.code
                 .iter()

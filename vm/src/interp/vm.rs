@@ -7,6 +7,7 @@ use crate::interp::error::VmError;
 use crate::interp::exec::store_bytes;
 use crate::interp::io::IoReport;
 use crate::interp::specialize::{Op, NO_SLICE};
+use crate::ir::bytecode::{ConstId, PrimaryMap};
 use crate::ir::host_tensor::store_f64;
 use crate::ir::module::{ConstData, Module};
 use crate::ir::types::Scope;
@@ -22,7 +23,7 @@ use std::sync::Arc;
 pub struct Vm {
     pub(crate) module: Arc<Module>,
     pub(crate) rt: Rc<Runtime>,
-    pub(crate) consts: Vec<Shared<View>>,
+    pub(crate) consts: PrimaryMap<ConstId, Shared<View>>,
     pub(crate) regs: Vec<Value>,
     pub(crate) frames: Vec<Frame>,
     pub limits: Limits,
@@ -89,7 +90,7 @@ impl Vm {
             return Err(VmError::api("a VM needs at least one device"));
         }
         let mut consts = Vec::with_capacity(module.consts.len());
-        for c in &module.consts {
+        for c in module.consts.values() {
             let numel = c.numel().unwrap_or(0);
             let bytes = numel * c.dtype.size() as u64;
             let fail = |e: String| VmError::api(format!("cannot load constant @{}: {e}", c.name));
@@ -172,7 +173,7 @@ impl Vm {
             .collect();
         Ok(Vm {
             rt,
-            consts,
+            consts: consts.into(),
             regs: Vec::new(),
             frames: Vec::new(),
             limits: Limits::default(),

@@ -7,7 +7,7 @@
 //! error carrying the byte offset, never a panic.
 
 use crate::ir::attrs::{AttrValue, Attrs};
-use crate::ir::bytecode::{Arg, Instr, Word, WORD_SIZE};
+use crate::ir::bytecode::{Arg, EntityRef, FuncId, Instr, Word, WORD_SIZE};
 use crate::ir::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, Placement, SourceLoc, UserKernel};
 use crate::ir::types::{DType, Dim, Type};
 use std::fmt;
@@ -151,7 +151,7 @@ pub fn write_module(m: &Module) -> Vec<u8> {
 
     let mut consts = Vec::new();
     put_len(&mut consts, m.consts.len());
-    for c in &m.consts {
+    for c in m.consts.values() {
         put_u32(&mut consts, strings.id(&c.name));
         put_u8(&mut consts, c.dtype as u8);
         put_u8(&mut consts, c.shape.len() as u8);
@@ -174,7 +174,7 @@ pub fn write_module(m: &Module) -> Vec<u8> {
     let mut funcs = Vec::new();
     let mut code = Vec::new();
     put_len(&mut funcs, m.funcs.len());
-    for f in &m.funcs {
+    for f in m.funcs.values() {
         put_u32(&mut funcs, strings.id(&f.name));
         put_len(&mut funcs, f.params.len());
         for t in &f.params {
@@ -195,11 +195,11 @@ pub fn write_module(m: &Module) -> Vec<u8> {
         }
     }
 
-    let has_debug = m.source_file.is_some() || m.funcs.iter().any(|f| f.debug != FuncDebug::default());
+    let has_debug = m.source_file.is_some() || m.funcs.values().any(|f| f.debug != FuncDebug::default());
     let mut names = Vec::new();
     let mut spans = Vec::new();
     if has_debug {
-        for f in &m.funcs {
+        for f in m.funcs.values() {
             put_len(&mut names, f.debug.reg_names.len());
             for n in f.debug.reg_names.iter() {
                 put_u32(&mut names, strings.id(n));
@@ -217,7 +217,7 @@ pub fn write_module(m: &Module) -> Vec<u8> {
             }
             None => put_u8(&mut spans, 0),
         }
-        for f in &m.funcs {
+        for f in m.funcs.values() {
             put_len(&mut spans, f.debug.locs.len());
             for l in &f.debug.locs {
                 put_u32(&mut spans, l.line);
@@ -270,7 +270,7 @@ pub fn write_module(m: &Module) -> Vec<u8> {
     // Placements: only functions that have some, by increasing function index.
     let mut placements = Vec::new();
     let placed: Vec<(usize, &Function)> =
-        m.funcs.iter().enumerate().filter(|(_, f)| !f.placements.is_empty()).collect();
+        m.funcs.iter().filter(|(_, f)| !f.placements.is_empty()).map(|(id, f)| (id.index(), f)).collect();
     put_len(&mut placements, placed.len());
     for (i, f) in &placed {
         put_len(&mut placements, *i);
@@ -627,7 +627,7 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
             }
             SectionId::Code => {
                 seen_code = true;
-                for (f, h) in m.funcs.iter_mut().zip(&headers) {
+                for (f, h) in m.funcs.values_mut().zip(&headers) {
                     let need = h.ninstr.checked_mul(WORD_SIZE).and_then(|c| c.checked_add(h.nargs.checked_mul(4)?));
                     match need {
                         Some(need) if need <= r.remaining() => {}
@@ -664,7 +664,7 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                 }
             }
             SectionId::Names => {
-                for f in &mut m.funcs {
+                for f in m.funcs.values_mut() {
                     let n = r.count("register name count", 4)?;
                     // Names are short: a guess at their length saves most regrowth.
                     f.debug.reg_names.reserve(n, 8 * n);
@@ -746,7 +746,7 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                     }
                     prev = Some(fi);
                     let nfuncs = m.funcs.len();
-                    let Some(f) = m.funcs.get_mut(fi as usize) else {
+                    let Some(f) = m.funcs.get_mut(FuncId::new(fi as usize)) else {
                         r.pos = at;
                         return r
                             .err(format!("placements refer to function {fi}, but the module has {nfuncs} functions"));
@@ -770,7 +770,7 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                 if r.u8("source file flag")? == 1 {
                     m.source_file = Some(r.string(&strings, "source file")?.to_string());
                 }
-                for f in &mut m.funcs {
+                for f in m.funcs.values_mut() {
                     let n = r.count("span count", 8)?;
                     // `count` checked that the n spans are there: decode them from one slice.
                     let bytes = r.take(n * 8, "span")?;

@@ -3,6 +3,7 @@
 
 use crate::ir::attrs::{AttrTable, Attrs};
 use crate::ir::builtins::Builtin;
+use crate::ir::bytecode::EntityRef;
 use crate::ir::bytecode::{Arg, BuiltinId, ConstId, FuncId, Instr, Label, OpId, Reg};
 use crate::ir::module::{ConstData, Constant, FuncDebug, Function, Literal, Module};
 use crate::ir::types::{DType, Scope, Type};
@@ -121,7 +122,7 @@ impl ModuleBuilder {
             .into_iter()
             .map(|set| self.attr_table.intern(&mut self.module.attrs, set).unwrap_or(u32::MAX))
             .collect();
-        let at = |l: Label| Label(fb.labels.get(l.0 as usize).copied().flatten().unwrap_or(u32::MAX));
+        let at = |l: Label| Label(fb.labels.get(l.index()).copied().flatten().unwrap_or(u32::MAX));
         let code = fb
             .code
             .iter()
@@ -135,7 +136,7 @@ impl ModuleBuilder {
                 other => other,
             })
             .collect();
-        let f = &mut self.module.funcs[fb.id.0 as usize];
+        let f = &mut self.module.funcs[fb.id];
         f.num_regs = fb.num_regs;
         f.placements = fb.placements;
         f.code = code;
@@ -145,7 +146,7 @@ impl ModuleBuilder {
             let names = fb.reg_names.iter().map(String::as_str);
             f.debug.reg_names = names.chain(std::iter::repeat_n("", unnamed)).collect();
         }
-        self.defined[fb.id.0 as usize] = true;
+        self.defined[fb.id.index()] = true;
     }
 
     /// Verifies and returns the module.
@@ -192,7 +193,7 @@ impl FunctionBuilder {
 
     /// Names a register for diagnostics and disassembly.
     pub fn name(&mut self, r: Reg, name: &str) {
-        if let Some(n) = self.reg_names.get_mut(r.0 as usize) {
+        if let Some(n) = self.reg_names.get_mut(r.index()) {
             *n = name.to_string();
         }
     }
@@ -336,7 +337,7 @@ impl FunctionBuilder {
 
     /// Binds `l` to the next instruction.
     pub fn place(&mut self, l: Label) {
-        if let Some(slot) = self.labels.get_mut(l.0 as usize) {
+        if let Some(slot) = self.labels.get_mut(l.index()) {
             *slot = Some(self.code.len() as u32);
         }
     }

@@ -6,6 +6,8 @@
 //! zero (the decoder refuses anything else, so every valid word has exactly one meaning).
 
 use crate::ir::types::{DType, Scope};
+use cranelift_entity::entity_impl;
+pub use cranelift_entity::{EntityRef, PrimaryMap};
 
 /// A register index within a function frame. Parameters occupy `0..nparams`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -30,6 +32,14 @@ pub struct Label(pub u32);
 /// An operator: its index in the operator table (`crate::ir::operators::OPS`), as encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct OpId(pub u32);
+
+// Typed ids: `id.index()` indexes the `PrimaryMap` (or frame, or table) the id names.
+entity_impl!(Reg);
+entity_impl!(FuncId);
+entity_impl!(ConstId);
+entity_impl!(BuiltinId);
+entity_impl!(Label);
+entity_impl!(OpId);
 
 /// An operand that is a register, a small integer immediate, a literal-pool entry or a
 /// named constant, packed in one `u32`: the top two bits are the tag.

@@ -1,7 +1,7 @@
 //! The in-memory module: literals, constants, functions with their code and debug info.
 //! `binary.rs` reads and writes it as `.rxb`.
 
-use crate::ir::bytecode::{Arg, ArgKind, ConstId, FuncId, Instr, Reg};
+use crate::ir::bytecode::{Arg, ArgKind, ConstId, EntityRef, FuncId, Instr, PrimaryMap, Reg};
 use crate::ir::types::{DType, Type};
 
 /// A scalar in the literal pool: integers too large for an immediate, and every float.
@@ -167,7 +167,7 @@ pub struct Function {
 impl Function {
     /// The register's source name, or `r<N>` when the module carries no names.
     pub fn reg_name(&self, r: Reg) -> String {
-        match self.debug.reg_names.get(r.0 as usize) {
+        match self.debug.reg_names.get(r.index()) {
             Some(n) if !n.is_empty() => n.to_string(),
             _ => format!("r{}", r.0),
         }
@@ -198,8 +198,8 @@ impl Function {
 pub struct Module {
     pub name: String,
     pub literals: Vec<Literal>,
-    pub consts: Vec<Constant>,
-    pub funcs: Vec<Function>,
+    pub consts: PrimaryMap<ConstId, Constant>,
+    pub funcs: PrimaryMap<FuncId, Function>,
     /// Operator attribute sets, referenced by `call_op` instructions (1-based).
     pub attrs: Vec<crate::ir::attrs::Attrs>,
     /// User-declared OpenCL kernels, referenced by `call_kernel` instructions.
@@ -214,21 +214,21 @@ impl Module {
         // Bytewise in line: names are short, and a call to `bcmp` per candidate cost half
         // a nanosecond of a 20 ns empty invocation by name.
         let same = |f: &Function| f.name.len() == name.len() && f.name.bytes().zip(name.bytes()).all(|(a, b)| a == b);
-        self.funcs.iter().position(same).map(|i| FuncId(i as u32))
+        self.funcs.iter().find(|(_, f)| same(f)).map(|(id, _)| id)
     }
 
     pub fn func(&self, id: FuncId) -> Option<&Function> {
-        self.funcs.get(id.0 as usize)
+        self.funcs.get(id)
     }
 
     pub fn const_by_name(&self, name: &str) -> Option<ConstId> {
-        self.consts.iter().position(|c| c.name == name).map(|i| ConstId(i as u32))
+        self.consts.iter().find(|(_, c)| c.name == name).map(|(id, _)| id)
     }
 
     /// Removes names and source positions (what `asm --strip` emits).
     pub fn strip_debug(&mut self) {
         self.source_file = None;
-        for f in &mut self.funcs {
+        for f in self.funcs.values_mut() {
             f.debug = FuncDebug::default();
         }
     }

@@ -7,7 +7,7 @@
 //! a name is then two compares, with no byte loop and no call to `bcmp`. Modules with
 //! more than [`LINEAR`] functions use a hash map.
 
-use crate::ir::bytecode::FuncId;
+use crate::ir::bytecode::{EntityRef, FuncId};
 use crate::ir::module::Module;
 use rustc_hash::FxHashMap;
 
@@ -23,11 +23,9 @@ pub(crate) enum FuncNames {
 impl FuncNames {
     pub(crate) fn new(module: &Module) -> FuncNames {
         if module.funcs.len() > LINEAR {
-            FuncNames::Hashed(
-                module.funcs.iter().enumerate().map(|(i, f)| (f.name.as_str().into(), FuncId(i as u32))).collect(),
-            )
+            FuncNames::Hashed(module.funcs.iter().map(|(id, f)| (f.name.as_str().into(), id)).collect())
         } else {
-            FuncNames::Scan(module.funcs.iter().map(|f| (f.name.len(), key(f.name.as_bytes()))).collect())
+            FuncNames::Scan(module.funcs.values().map(|f| (f.name.len(), key(f.name.as_bytes()))).collect())
         }
     }
 
@@ -41,9 +39,9 @@ impl FuncNames {
                 let (n, k) = (name.len(), key(name.as_bytes()));
                 // Up to 8 bytes the key and length are the name; beyond, compare the rest.
                 let same = |i: usize, &(len, key): &(usize, u64)| {
-                    len == n && key == k && (n <= 8 || module.funcs.get(i).is_some_and(|f| f.name == name))
+                    len == n && key == k && (n <= 8 || module.funcs.get(FuncId::new(i)).is_some_and(|f| f.name == name))
                 };
-                keys.iter().enumerate().position(|(i, e)| same(i, e)).map(|i| FuncId(i as u32))
+                keys.iter().enumerate().position(|(i, e)| same(i, e)).map(FuncId::new)
             }
             FuncNames::Hashed(index) => index.get(name).copied(),
         }

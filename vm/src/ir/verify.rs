@@ -10,6 +10,7 @@
 
 use crate::ir::attrs::Attrs;
 use crate::ir::builtins::Builtin;
+use crate::ir::bytecode::EntityRef;
 use crate::ir::bytecode::{Arg, ArgKind, FuncId, Instr, OpId, Reg};
 use crate::ir::host_tensor::HostTensor;
 use crate::ir::module::{ConstData, Function, Literal, Module};
@@ -62,7 +63,7 @@ fn module_checks(m: &Module) -> Result<(), VerifyError> {
     let module_err =
         |message: String| VerifyError { func: None, pc: None, operand: None, message, notes: vec![], context: None };
     let mut names = FxHashSet::default();
-    for c in &m.consts {
+    for c in m.consts.values() {
         if !names.insert(c.name.as_str()) {
             return Err(module_err(format!("constant @{} is defined twice", c.name)));
         }
@@ -120,8 +121,8 @@ fn module_checks(m: &Module) -> Result<(), VerifyError> {
     }
     let mut names = FxHashSet::default();
     names.reserve(m.funcs.len());
-    for (i, f) in m.funcs.iter().enumerate() {
-        let func_err = |message: String| VerifyError { func: Some(FuncId(i as u32)), ..module_err(message) };
+    for (id, f) in m.funcs.iter() {
+        let func_err = |message: String| VerifyError { func: Some(id), ..module_err(message) };
         if !names.insert(f.name.as_str()) {
             return Err(func_err(format!("function @{} is defined twice", f.name)));
         }
@@ -292,7 +293,7 @@ type VResult<T> = Result<T, VerifyError>;
 
 impl<'m> FuncVerifier<'m> {
     fn new(m: &'m Module, id: FuncId, shared: &'m RefCell<Shared<'m>>) -> Self {
-        let f = &m.funcs[id.0 as usize];
+        let f = &m.funcs[id];
         let (kinds, kind_site) = {
             let mut sh = shared.borrow_mut();
             (std::mem::take(&mut sh.kinds), std::mem::take(&mut sh.kind_site))
@@ -501,7 +502,7 @@ impl<'m> FuncVerifier<'m> {
             ArgKind::Reg(r) => r.0 < self.f.num_regs,
             ArgKind::Imm(_) => true,
             ArgKind::Lit(i) => (i as usize) < self.m.literals.len(),
-            ArgKind::Const(c) => (c.0 as usize) < self.m.consts.len(),
+            ArgKind::Const(c) => (c.index()) < self.m.consts.len(),
             ArgKind::None => false,
         };
         if ok {
@@ -522,7 +523,7 @@ impl<'m> FuncVerifier<'m> {
                 Some(op),
                 format!("literal {i} is out of range: the module has {} literals", self.m.literals.len()),
             ),
-            ArgKind::Const(c) if (c.0 as usize) < self.m.consts.len() => Ok(()),
+            ArgKind::Const(c) if (c.index()) < self.m.consts.len() => Ok(()),
             ArgKind::Const(c) => self.at(
                 pc,
                 Some(op),
@@ -636,7 +637,7 @@ impl<'m> FuncVerifier<'m> {
             Instr::LoadInt { dst, .. } | Instr::LoadFloat { dst, .. } => self.check_reg(pc, 0, dst)?,
             Instr::LoadConst { dst, konst } => {
                 self.check_reg(pc, 0, dst)?;
-                if konst.0 as usize >= self.m.consts.len() {
+                if konst.index() >= self.m.consts.len() {
                     return self.at(
                         pc,
                         Some(1),
@@ -805,15 +806,15 @@ impl<'m> FuncVerifier<'m> {
     // ------------------------------------------------------------ pass 2: kinds
 
     fn set_kind(&mut self, pc: usize, r: Reg, k: Kind) -> VResult<bool> {
-        match self.kinds[r.0 as usize] {
+        match self.kinds[r.index()] {
             None => {
-                self.kinds[r.0 as usize] = Some(k);
-                self.kind_site[r.0 as usize] = pc;
+                self.kinds[r.index()] = Some(k);
+                self.kind_site[r.index()] = pc;
                 Ok(true)
             }
             Some(old) if old == k => Ok(false),
             Some(old) => {
-                let site = self.kind_site[r.0 as usize];
+                let site = self.kind_site[r.index()];
                 let mut e = self.err(
                     Some(pc),
                     Some(0),
@@ -861,12 +862,12 @@ impl<'m> FuncVerifier<'m> {
                 // destinations, the others at most one register.
                 let (dsts, kinds): (&[Arg], &[Kind]) = match f.code[pc] {
                     Instr::Call { func, list, ndst, .. } => {
-                        let results = &m.funcs[func.0 as usize].results;
+                        let results = &m.funcs[func].results;
                         let dsts = &f.args[list as usize..][..ndst as usize];
                         for (a, t) in dsts.iter().zip(results) {
                             let ArgKind::Reg(r) = a.kind() else { unreachable!("checked in pass 1") };
                             if first {
-                                ndefs[r.0 as usize] += 1;
+                                ndefs[r.index()] += 1;
                             }
                             match self.set_kind(pc, r, t.kind()) {
                                 Ok(c) => changed |= c,
@@ -876,16 +877,16 @@ impl<'m> FuncVerifier<'m> {
                         continue;
                     }
                     Instr::CallBuiltin { builtin, list, ndst, .. } => {
-                        (&f.args[list as usize..][..ndst as usize], Builtin::ALL[builtin.0 as usize].sig().results)
+                        (&f.args[list as usize..][..ndst as usize], Builtin::ALL[builtin.index()].sig().results)
                     }
                     ins => {
                         let Some((r, k)) = single_def(ins) else { continue };
                         if first {
-                            ndefs[r.0 as usize] += 1;
+                            ndefs[r.index()] += 1;
                         }
                         let k = match (k, ins) {
                             (Some(k), _) => Some(k),
-                            (None, Instr::Mov { src, .. }) => self.kinds[src.0 as usize],
+                            (None, Instr::Mov { src, .. }) => self.kinds[src.index()],
                             _ => None,
                         };
                         match k {
@@ -901,7 +902,7 @@ impl<'m> FuncVerifier<'m> {
                 for (a, k) in dsts.iter().zip(kinds) {
                     let ArgKind::Reg(r) = a.kind() else { unreachable!("checked in pass 1") };
                     if first {
-                        ndefs[r.0 as usize] += 1;
+                        ndefs[r.index()] += 1;
                     }
                     match self.set_kind(pc, r, *k) {
                         Ok(c) => changed |= c,
@@ -920,7 +921,7 @@ impl<'m> FuncVerifier<'m> {
 
     fn arg_kind(&self, a: Arg) -> Option<Kind> {
         match a.kind() {
-            ArgKind::Reg(r) => self.kinds[r.0 as usize],
+            ArgKind::Reg(r) => self.kinds[r.index()],
             ArgKind::Imm(_) => Some(Kind::Int),
             ArgKind::Lit(i) => Some(match self.m.literals[i as usize] {
                 Literal::Int(_) => Kind::Int,
@@ -979,7 +980,7 @@ impl<'m> FuncVerifier<'m> {
                 }
             }
             Instr::CallOp { op, list, nout, nin, .. } => {
-                let name = OPS[op.0 as usize].name;
+                let name = OPS[op.index()].name;
                 for (i, a) in f.args[list as usize..][..nin as usize + nout as usize].iter().enumerate() {
                     if i < nin as usize {
                         self.expect_kind(pc, i, *a, Kind::Tensor, format_args!("input {} of @onnx.{name}", i + 1))?;
@@ -990,7 +991,7 @@ impl<'m> FuncVerifier<'m> {
                 }
             }
             Instr::Mov { src, .. } => {
-                if self.kinds[src.0 as usize].is_none() {
+                if self.kinds[src.index()].is_none() {
                     return self.at(pc, Some(1), format!("{} is used but never defined", self.rn(src)));
                 }
             }
@@ -1011,12 +1012,12 @@ impl<'m> FuncVerifier<'m> {
                 }
             }
             Instr::Kill { reg: r } => {
-                if self.kinds[r.0 as usize].is_none() {
+                if self.kinds[r.index()].is_none() {
                     return self.at(pc, Some(0), format!("{} is killed but never defined", self.rn(r)));
                 }
             }
             Instr::Call { func, list, ndst, nargs } => {
-                let callee = &self.m.funcs[func.0 as usize];
+                let callee = &self.m.funcs[func];
                 let args = &f.args[list as usize + ndst as usize..][..nargs as usize];
                 for (i, (a, t)) in args.iter().zip(&callee.params).enumerate() {
                     let (op, k) = (ndst as usize + i, t.kind());
@@ -1024,7 +1025,7 @@ impl<'m> FuncVerifier<'m> {
                 }
             }
             Instr::CallBuiltin { builtin, list, ndst, nargs } => {
-                let sig = Builtin::ALL[builtin.0 as usize].sig();
+                let sig = Builtin::ALL[builtin.index()].sig();
                 let args = &f.args[list as usize + ndst as usize..][..nargs as usize];
                 for (i, a) in args.iter().enumerate() {
                     let op = ndst as usize + i;
@@ -1063,8 +1064,8 @@ impl<'m> FuncVerifier<'m> {
     fn successors(&self, pc: usize) -> ([usize; 2], usize) {
         match self.f.code[pc] {
             Instr::Ret { .. } => ([0, 0], 0),
-            Instr::Br { target } => ([target.0 as usize, 0], 1),
-            Instr::BrIf { then_, else_, .. } => ([then_.0 as usize, else_.0 as usize], 2),
+            Instr::Br { target } => ([target.index(), 0], 1),
+            Instr::BrIf { then_, else_, .. } => ([then_.index(), else_.index()], 2),
             _ => ([pc + 1, 0], 1),
         }
     }
@@ -1250,8 +1251,8 @@ impl<'m> FuncVerifier<'m> {
                             return self.at(pc, Some(2), format!("alignment must be a power of two, found {a}"));
                         }
                     }
-                    if let (Some(s), Some(a), 1) = (size_v, align_v, ndefs[dst.0 as usize]) {
-                        storage[dst.0 as usize] = Some((s as u64, a as u64, pc));
+                    if let (Some(s), Some(a), 1) = (size_v, align_v, ndefs[dst.index()]) {
+                        storage[dst.index()] = Some((s as u64, a as u64, pc));
                     }
                 }
                 Instr::MakeShape { dims, ndim, .. } => {
@@ -1303,8 +1304,8 @@ impl<'m> FuncVerifier<'m> {
                     if dims.len() != ndim as usize {
                         continue;
                     }
-                    if ndefs[dst.0 as usize] == 1 {
-                        shapes[dst.0 as usize] = Some((dtype, shape_dims.len() as u32, ndim as u32, Some(scope)));
+                    if ndefs[dst.index()] == 1 {
+                        shapes[dst.index()] = Some((dtype, shape_dims.len() as u32, ndim as u32, Some(scope)));
                         shape_dims.extend_from_slice(&dims);
                     }
                     let Some(bytes) = min_view_bytes(dtype, scope, &dims)
@@ -1312,7 +1313,7 @@ impl<'m> FuncVerifier<'m> {
                     else {
                         return self.at(pc, None, "the view's size overflows 64 bits".into());
                     };
-                    if let (Some(o), Some((ssize, _align, spc))) = (offset, storage[s.0 as usize]) {
+                    if let (Some(o), Some((ssize, _align, spc))) = (offset, storage[s.index()]) {
                         let end = (o as u64).checked_add(bytes);
                         if end.is_none_or(|e| e > ssize) {
                             let mut e = self.err(Some(pc), Some(2), format!(
@@ -1394,9 +1395,11 @@ impl FuncVerifier<'_> {
         let mut guard = self.shared.borrow_mut();
         // Only integer constants can be shape-like; float weights are not copied.
         let have = guard.const_values.len();
-        guard.const_values.extend(self.m.consts[have.min(self.m.consts.len())..].iter().map(|c| match &c.data {
-            ConstData::Bytes(b) if !c.dtype.is_float() => HostTensor::new(c.dtype, c.shape.clone(), b.clone()).ok(),
-            _ => None,
+        guard.const_values.extend(self.m.consts.as_values_slice()[have.min(self.m.consts.len())..].iter().map(|c| {
+            match &c.data {
+                ConstData::Bytes(b) if !c.dtype.is_float() => HostTensor::new(c.dtype, c.shape.clone(), b.clone()).ok(),
+                _ => None,
+            }
         }));
         // The static shapes are those `check_constant_views` found.
         let Shared { memo, shapes, dims, const_values, .. } = &mut *guard;
@@ -1420,7 +1423,7 @@ impl FuncVerifier<'_> {
                 match a.kind() {
                     ArgKind::None => key.push(0),
                     ArgKind::Const(c) => key.extend_from_slice(&[1, c.0 as u64]),
-                    ArgKind::Reg(r) => match &shapes[r.0 as usize] {
+                    ArgKind::Reg(r) => match &shapes[r.index()] {
                         Some(t) if t.0.is_float() => {
                             let shape = shape_of(t);
                             key.extend_from_slice(&[2 | scope_code(t.3) << 2, t.0 as u64, shape.len() as u64]);
@@ -1434,11 +1437,11 @@ impl FuncVerifier<'_> {
             for a in &items[nin..] {
                 key.push(match a.kind() {
                     ArgKind::None => 3,
-                    ArgKind::Reg(r) => scope_code(shapes[r.0 as usize].as_ref().and_then(|t| t.3)),
+                    ArgKind::Reg(r) => scope_code(shapes[r.index()].as_ref().and_then(|t| t.3)),
                     _ => 0,
                 });
             }
-            let def = OPS[op.0 as usize];
+            let def = OPS[op.index()];
             let inferred: &[OutInfo] = match memo.static_ops.get(&key[..]) {
                 Some(StaticOutcome::Skip) => continue,
                 Some(StaticOutcome::Outputs(o)) => o,
@@ -1448,12 +1451,12 @@ impl FuncVerifier<'_> {
                     for a in &items[..nin] {
                         let (info, scope) = match a.kind() {
                             ArgKind::Const(c) => {
-                                let k = &self.m.consts[c.0 as usize];
-                                let value = const_values[c.0 as usize].as_ref();
+                                let k = &self.m.consts[c];
+                                let value = const_values[c.index()].as_ref();
                                 (Some(TensorInfo { dtype: k.dtype, shape: &k.shape, value }), Some(false))
                             }
                             // Every register input has a static float shape (the key has it).
-                            ArgKind::Reg(r) => match &shapes[r.0 as usize] {
+                            ArgKind::Reg(r) => match &shapes[r.index()] {
                                 Some(t) => (
                                     Some(TensorInfo { dtype: t.0, shape: shape_of(t), value: None }),
                                     t.3.map(Scope::is_texture),
@@ -1467,7 +1470,7 @@ impl FuncVerifier<'_> {
                     }
                     for a in &items[nin..] {
                         scopes.push(match a.kind() {
-                            ArgKind::Reg(r) => shapes[r.0 as usize].as_ref().and_then(|t| t.3).map(Scope::is_texture),
+                            ArgKind::Reg(r) => shapes[r.index()].as_ref().and_then(|t| t.3).map(Scope::is_texture),
                             _ => Some(false),
                         });
                     }
@@ -1482,7 +1485,7 @@ impl FuncVerifier<'_> {
             };
             for (i, a) in items[nin..].iter().enumerate() {
                 let (ArgKind::Reg(r), Some((dtype, shape))) = (a.kind(), inferred.get(i)) else { continue };
-                if let Some(t) = &shapes[r.0 as usize] {
+                if let Some(t) = &shapes[r.index()] {
                     let (vd, vs) = (t.0, shape_of(t));
                     if vd != *dtype || vs != &shape[..] {
                         return self.at(

@@ -28,6 +28,7 @@ pub use crate::ir::operators::{blocked, shape, Operator, OPS};
 pub use crate::ir::schema::{InferFn, OpDef, OutInfo, TensorInfo};
 pub use host::HostFn;
 
+use crate::ir::bytecode::EntityRef;
 use crate::ir::operators::by_id;
 use std::sync::LazyLock;
 
@@ -56,7 +57,7 @@ impl OpId {
     #[inline]
     pub fn host_kernel(self) -> Result<HostFn, String> {
         HOST_KERNELS
-            .get(self.0 as usize)
+            .get(self.index())
             .copied()
             .flatten()
             .ok_or_else(|| format!("operator {} has no host kernel", self.0))
@@ -66,14 +67,14 @@ impl OpId {
     #[cfg(feature = "opencl")]
     #[inline]
     pub fn cl_kernel(self) -> Option<cl::ClFn> {
-        CL_KERNELS.get(self.0 as usize).copied().flatten()
+        CL_KERNELS.get(self.index()).copied().flatten()
     }
 
     /// The operator's OpenCL texture kernel, if it has one.
     #[cfg(feature = "opencl")]
     #[inline]
     pub fn texture_kernel(self) -> Option<texture_cl::TextureFn> {
-        TEXTURE_KERNELS.get(self.0 as usize).copied().flatten()
+        TEXTURE_KERNELS.get(self.index()).copied().flatten()
     }
 
     /// Whether the operator has an OpenCL buffer kernel in this build.

@@ -15,6 +15,7 @@ pub mod tensor;
 
 pub use operator::Operator;
 
+use crate::ir::bytecode::EntityRef;
 use crate::ir::bytecode::OpId;
 use crate::ir::schema::{op, OpDef};
 use std::sync::LazyLock;
@@ -42,12 +43,12 @@ pub fn by_id<F: Copy>(entries: &[&[(Operator, F)]]) -> Vec<Option<F>> {
 
 impl OpId {
     pub fn def(self) -> &'static OpDef {
-        OPS[self.0 as usize]
+        OPS[self.index()]
     }
 
     /// The operator of this id, if it is one.
     pub fn operator(self) -> Option<Operator> {
-        Operator::ALL.get(self.0 as usize).copied()
+        Operator::ALL.get(self.index()).copied()
     }
 
     pub fn from_name(name: &str) -> Option<OpId> {
