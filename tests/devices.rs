@@ -235,6 +235,31 @@ fn builtins_on_a_device_without_their_kernels_are_refused() {
     let rt = Runtime::with_backends(vec![(caps, Backend::Device(Box::new(Recording(state.clone()))))]);
     let mut vm = Vm::with_runtime(module, rt).expect("a VM");
     let e = vm.invoke("main", &[]).expect_err("refused").to_string();
-    assert!(e.contains("@vm.fill has no kernel on device `recording`"), "{e}");
+    assert!(e.contains("@vm.fill on device `recording`: the device has no builtin kernels"), "{e}");
     assert_eq!(state.record.borrow().writes, 0, "nothing was written");
+}
+
+/// The same for operators and user kernels: the interpreter hands a device its operands
+/// through the trait, and a device without kernels refuses them with its name.
+#[test]
+fn operators_and_user_kernels_on_a_device_without_kernels_are_refused() {
+    let run = |src: &str| {
+        let module = Arc::new(rxvm_asm::assemble(src, "op.rxa").unwrap_or_else(|d| panic!("{}", d.render())));
+        let state = Rc::new(State::default());
+        let caps = DeviceCaps { name: "recording".into(), ..DeviceCaps::host() };
+        let rt = Runtime::with_backends(vec![(caps, Backend::Device(Box::new(Recording(state.clone()))))]);
+        let mut vm = Vm::with_runtime(module, rt).expect("a VM");
+        let e = vm.invoke("main", &[]).expect_err("refused").to_string();
+        assert_eq!(state.record.borrow().writes, 0, "nothing was written: {e}");
+        e
+    };
+    let relu = "func @main() {\n  %s = alloc_storage 64\n  %x = alloc_tensor %s, 0, f32[4]\n  \
+                %y = alloc_tensor %s, 16, f32[4]\n  call @onnx.Relu(%x) -> (%y)\n  ret\n}\n";
+    let e = run(relu);
+    assert!(e.contains("@onnx.Relu has no kernel yet on `recording`"), "{e}");
+    let user = "kernel @k = opencl(\"k\", \"__kernel void k(__global float* x) { x[0] = 1.0f; }\")\n\
+                func @main() {\n  %s = alloc_storage 64\n  %x = alloc_tensor %s, 0, f32[4]\n  \
+                call @cl.k(%x) global [1]\n  ret\n}\n";
+    let e = run(user);
+    assert!(e.contains("@cl.k: cannot run the OpenCL C kernel `k`"), "{e}");
 }

@@ -11,6 +11,7 @@ use crate::ir::host_tensor::HostTensor;
 use crate::ir::module::{Function, Module};
 use crate::ir::types::Scope;
 use crate::ops::{Attrs, TensorInfo};
+use crate::runtime::backend::{Device, KernelValue, Operand, ViewKind};
 use crate::runtime::memory::View;
 use crate::runtime::shared::Shared;
 use crate::runtime::value::Value;
@@ -26,31 +27,27 @@ pub(crate) fn refuse_constant_outputs(def: &crate::ir::schema::OpDef, outputs: &
     }
 }
 
-/// The device an operator call's operands live on when it is not the host.
-#[cfg(feature = "opencl")]
-pub(crate) type OpDevice = crate::opencl::device::ClDevice;
-/// Without the OpenCL backend every operand is in host memory.
-#[cfg(not(feature = "opencl"))]
-pub(crate) type OpDevice = std::convert::Infallible;
+/// A buffer view's operand for an operator's device kernel.
+fn buffer_operand<'v>(op: &str, v: &'v Shared<View>) -> Step<Operand<'v>> {
+    match v.operand() {
+        Some(o) if o.handle.kind == ViewKind::Buffer => Ok(o),
+        _ => fault(format!(
+            "@onnx.{op} takes buffer views on a device; {} is a texture view",
+            Value::Tensor(v.clone()).describe()
+        )),
+    }
+}
 
-/// The OpenCL device of `v`'s storage, `None` on the host.
-#[inline]
-fn op_device(v: &View) -> Option<&OpDevice> {
-    #[cfg(feature = "opencl")]
-    return v.storage.device_state().cl();
-    #[cfg(not(feature = "opencl"))]
-    return {
-        let _ = v;
-        None
-    };
+/// A device view's operand (of any kind).
+fn device_operand(v: &Shared<View>) -> Result<Operand<'_>, String> {
+    v.operand().ok_or_else(|| format!("internal: {} has no device handle", v.id))
 }
 
 /// One operator call's operands and attributes, as the paths that run it take them.
 #[derive(Clone, Copy)]
 pub(crate) struct OpCall<'a> {
-    /// The OpenCL device the operands live on; `None` on the host.
-    pub(crate) dev: Option<&'a OpDevice>,
-    #[cfg_attr(not(feature = "opencl"), allow(dead_code))]
+    /// The device the operands live on; `None` on the host.
+    pub(crate) dev: Option<&'a dyn Device>,
     pub(crate) op: OpId,
     pub(crate) def: &'a crate::ir::schema::OpDef,
     pub(crate) inputs: &'a [Option<Shared<View>>],
@@ -145,28 +142,13 @@ impl Vm {
             Some(t) => t.storage.device_state(),
             None => &self.rt.devices[0],
         };
-        #[cfg(feature = "opencl")]
-        if let Some(dev) = state.cl() {
-            return self.kernel_launch(k, dev, state, &vals, &tensors, &global);
-        }
-        fault(format!(
-            "@cl.{} is an OpenCL kernel, but its tensors are on `{}`; run on an OpenCL device (--device opencl)",
-            k.name, state.caps.name
-        ))
-    }
-
-    /// The launch of a user kernel on the OpenCL device its tensors live on.
-    #[cfg(feature = "opencl")]
-    fn kernel_launch(
-        &self,
-        k: &crate::ir::module::UserKernel,
-        dev: &crate::opencl::device::ClDevice,
-        state: &crate::runtime::memory::DeviceState,
-        vals: &[Value],
-        tensors: &[&Shared<View>],
-        global: &[usize],
-    ) -> Step<()> {
-        let mut args = Vec::with_capacity(vals.len());
+        let Some(dev) = state.device() else {
+            return fault(format!(
+                "@cl.{} is an OpenCL kernel, but its tensors are on `{}`; run on an OpenCL device (--device opencl)",
+                k.name, state.caps.name
+            ));
+        };
+        let mut args: SmallVec<[KernelValue; 6]> = SmallVec::with_capacity(vals.len());
         for (i, v) in vals.iter().enumerate() {
             args.push(match v {
                 Value::Tensor(t) => {
@@ -174,9 +156,9 @@ impl Vm {
                         return fault(format!("@cl.{}: argument {} is on another device", k.name, i + 1));
                     }
                     match t.handle {
-                        Some(h) if h.kind == crate::opencl::device::ViewKind::Buffer && h.offset == 0 => {
+                        Some(h) if h.kind == ViewKind::Buffer && h.offset == 0 => {
                             t.check_coherent_read().or_else(fault)?;
-                            crate::opencl::device::KernelArg::Mem(h.mem)
+                            KernelValue::Buffer(h)
                         }
                         _ => {
                             return fault(format!(
@@ -189,62 +171,50 @@ impl Vm {
                         }
                     }
                 }
-                Value::Int(x) => crate::opencl::device::KernelArg::Bytes(x.to_le_bytes(), 8),
-                Value::Float(x) => {
-                    let mut b = [0u8; 8];
-                    b[..4].copy_from_slice(&(*x as f32).to_le_bytes());
-                    crate::opencl::device::KernelArg::Bytes(b, 4)
-                }
+                Value::Int(x) => KernelValue::Int(*x),
+                Value::Float(x) => KernelValue::Float(*x),
                 other => return fault(format!("@cl.{}: argument {} cannot be {}", k.name, i + 1, other.describe())),
             });
         }
         if self.kernels == Kernels::Noop {
             return Ok(());
         }
-        let handle = dev.kernel_entry(&k.source, &k.entry).or_else(fault)?;
-        dev.launch_nd(handle, &args, global).or_else(|e| fault(format!("@cl.{}: {e}", k.name)))?;
+        dev.launch_user_kernel(&k.source, &k.entry, &args, &global)
+            .or_else(|e| fault(format!("@cl.{}: {e}", k.name)))?;
         for t in tensors {
             t.record_write();
         }
         Ok(())
     }
 
-    /// Runs an operator's OpenCL kernel on device buffers (outputs already checked).
-    #[cfg(feature = "opencl")]
-    pub(crate) fn op_call_cl(&self, dev: &crate::opencl::device::ClDevice, call: &OpCall) -> Step<()> {
+    /// Runs an operator's kernel on the buffer views of a device (outputs already checked).
+    pub(crate) fn op_call_device(&self, dev: &dyn Device, call: &OpCall) -> Step<()> {
         let OpCall { op, def, inputs, outputs, infos, attrs, .. } = *call;
-        let Some(run) = op.cl_kernel() else {
+        if !dev.has_op_kernel(op) {
+            let name =
+                &inputs.iter().chain(outputs).flatten().next().map(|v| v.storage.device_state().caps.name.clone());
             return fault(format!(
-                "@onnx.{} has no OpenCL kernel yet (tensors on `{}`); run it on the host device",
-                def.name, dev.caps.name
+                "@onnx.{} has no kernel yet on `{}`; run it on the host device",
+                def.name,
+                name.as_deref().unwrap_or("?")
             ));
-        };
-        let as_cl = |v: &Shared<View>| -> Step<crate::ops::cl::ClTensor> {
-            match crate::ops::cl::ClTensor::of_view(v) {
-                Some(t) => Ok(t),
-                None => fault(format!(
-                    "@onnx.{} takes buffer views on OpenCL; {} is a texture view",
-                    def.name,
-                    Value::Tensor(v.clone()).describe()
-                )),
-            }
-        };
-        let mut ins = Vec::with_capacity(inputs.len());
+        }
+        let operand = |v| buffer_operand(def.name, v);
+        let mut ins: SmallVec<[Option<Operand>; 6]> = SmallVec::with_capacity(inputs.len());
         for v in inputs {
             ins.push(match v {
                 Some(v) => {
                     v.check_coherent_read().or_else(fault)?;
-                    Some(as_cl(v)?)
+                    Some(operand(v)?)
                 }
                 None => None,
             });
         }
-        let mut outs = Vec::with_capacity(outputs.len());
+        let mut outs: SmallVec<[Operand; 2]> = SmallVec::with_capacity(outputs.len());
         for v in outputs.iter().flatten() {
-            outs.push(as_cl(v)?);
+            outs.push(operand(v)?);
         }
-        let ctx = crate::ops::cl::ClCtx { dev };
-        run(&ctx, &ins, infos, attrs, &outs).or_else(|e| fault(format!("@onnx.{}: {e}", def.name)))?;
+        dev.call_op(op, &ins, infos, attrs, &outs).or_else(|e| fault(format!("@onnx.{}: {e}", def.name)))?;
         for v in outputs.iter().flatten() {
             v.record_write();
         }
@@ -307,54 +277,50 @@ impl Vm {
             let b = blocked::block(&outs[0]).map_err(bx)?;
             return write_view(y, &b.data).map_err(|e| Box::new(Fault { message: *e, notes: vec![] }));
         };
-        #[cfg(feature = "opencl")]
-        return self.op_call_blocked_cl(dev, call, &shapes, y);
-        #[cfg(not(feature = "opencl"))]
-        match *dev {}
+        self.op_call_blocked_device(dev, call, &shapes, y)
     }
 
-    /// The OpenCL half of [`Vm::op_call_blocked`]: the texture kernel on the device.
-    #[cfg(feature = "opencl")]
-    fn op_call_blocked_cl(
+    /// The device half of [`Vm::op_call_blocked`]: the texture kernel on the device.
+    fn op_call_blocked_device(
         &self,
-        dev: &crate::opencl::device::ClDevice,
+        dev: &dyn Device,
         call: &OpCall,
-        shapes: &crate::ops::blocked::BlockedCall,
+        shapes: &crate::ir::operators::blocked::BlockedCall,
         y: &Shared<View>,
     ) -> Step<()> {
-        use crate::ops::texture_cl::{ClOperand, ClTexture};
-        let OpCall { def, inputs, infos, attrs, .. } = *call;
+        let OpCall { op, def, inputs, infos, attrs, .. } = *call;
         let name = def.name;
         let err = |e: String| fault(format!("@onnx.{name}: {e}"));
         let bx = |e: String| Box::new(Fault { message: format!("@onnx.{name}: {e}"), notes: vec![] });
-        let handle = |v: &Shared<View>| v.handle.ok_or_else(|| format!("internal: {} has no device handle", v.id));
-        let y_mem = handle(y).map_err(bx)?.mem;
-        let mut ins = Vec::with_capacity(inputs.len());
+        let operand = |v| device_operand(v).map_err(bx);
+        let y_op = operand(y)?;
+        let mut ins: SmallVec<[Option<(Operand, bool)>; 6]> = SmallVec::with_capacity(inputs.len());
         for (v, l) in inputs.iter().zip(&shapes.logical_in) {
             let Some(v) = v else {
                 ins.push(None);
                 continue;
             };
             v.check_coherent_read().or_else(fault)?;
-            let h = handle(v).map_err(bx)?;
+            let o = operand(v)?;
             ins.push(Some(match l {
                 Some(shape) => {
-                    if h.mem == y_mem {
+                    if o.handle.mem == y_op.handle.mem {
                         return err(
                             "an input and the output are the same image; texture kernels cannot work in place".into()
                         );
                     }
-                    ClOperand::Texture(ClTexture { mem: h.mem, shape: shape.clone() })
+                    (Operand { shape, ..o }, true)
                 }
-                None => ClOperand::Buffer(
-                    crate::ops::cl::ClTensor::of_view(v)
-                        .ok_or_else(|| bx(format!("input {} is not a buffer view on the device", v.id)))?,
-                ),
+                None => {
+                    if o.handle.kind != ViewKind::Buffer {
+                        return err(format!("input {} is not a buffer view on the device", v.id));
+                    }
+                    (o, false)
+                }
             }));
         }
-        let yt = ClTexture { mem: y_mem, shape: shapes.logical_out[0].1.clone() };
-        let run = def.op.id().texture_kernel().ok_or_else(|| bx("has no OpenCL texture kernel".into()))?;
-        run(&crate::ops::cl::ClCtx { dev }, def.op, &ins, infos, attrs, &yt).map_err(bx)?;
+        let out = Operand { shape: &shapes.logical_out[0].1, ..y_op };
+        dev.call_op_blocked(op, &ins, infos, attrs, out).map_err(bx)?;
         y.record_write();
         Ok(())
     }
@@ -424,7 +390,7 @@ impl Vm {
                 return refuse_constant_outputs(def, outputs);
             }
         }
-        let dev = first.and_then(|v| op_device(v));
+        let dev = first.and_then(|v| v.storage.device_state().device());
         let io_err = |e: Box<String>| Box::new(Fault { message: *e, notes: vec![] });
         // Shape inference needs the values of shape-like inputs; on a device only small
         // inputs (scalars, shapes, pads, indices) are read back for it.
@@ -552,10 +518,7 @@ impl Vm {
     pub(crate) fn run_op(&self, call: &OpCall, inferred: &[crate::ops::OutInfo]) -> Step<()> {
         let OpCall { dev, def, outputs, host_in, attrs, .. } = *call;
         if let Some(dev) = dev {
-            #[cfg(feature = "opencl")]
-            return self.op_call_cl(dev, call);
-            #[cfg(not(feature = "opencl"))]
-            match *dev {}
+            return self.op_call_device(dev, call);
         }
         let mut outs: Recycled<HostTensor> = Recycled::new(&self.scratch);
         for (dtype, shape) in inferred {

@@ -4,16 +4,12 @@
 use crate::ir::builtins::Builtin;
 use crate::ir::host_tensor::{format_nested, load_f64, load_i64, store_f64, store_i64, HostTensor};
 use crate::ir::types::{DType, Scope};
-#[cfg(feature = "opencl")]
-use crate::opencl::builtins::{self as cl_kernels, Access};
-#[cfg(feature = "opencl")]
-use crate::opencl::device::{ClDevice, KernelArg, ViewKind};
-#[cfg(feature = "opencl")]
-use crate::ops::texture_cl::BlockedSide;
+use crate::runtime::backend::Scalar;
 use crate::runtime::memory::DeviceState;
 use crate::runtime::memory::View;
 use crate::runtime::shared::Shared;
 use crate::runtime::value::Value;
+use smallvec::SmallVec;
 use std::io::Write;
 
 /// A builtin's failure: the message (the interpreter adds where).
@@ -109,99 +105,25 @@ fn same_device<'a>(name: &str, views: &[&'a View]) -> Result<&'a DeviceState, Fa
     Ok(first.device_state())
 }
 
-/// A scalar argument of a builtin's device kernel.
-#[derive(Clone, Copy)]
-#[cfg_attr(not(feature = "opencl"), allow(dead_code))]
-enum Scalar {
-    /// A value in the kernel's compute type (converted as the host converts).
-    Compute(f64),
-    U64(u64),
-}
-
-/// Runs builtin `b` as a device kernel when its tensors (output last) live on an OpenCL
-/// device, and says whether it did; checks that they share one device either way. The
-/// host loops that run otherwise address host memory, so tensors on any other device
-/// (one of the runtime's `Device`s without builtin kernels) are refused here.
+/// Runs builtin `b` as a device kernel when its tensors (output last) live on a device,
+/// and says whether it did; checks that they share one device either way. The host loops
+/// that run otherwise address host memory, so a device without the builtin's kernel
+/// refuses it here.
 fn ran_on_device(name: &str, b: Builtin, dtype: DType, views: &[&View], scalars: &[Scalar]) -> Result<bool, Fail> {
     let state = same_device(name, views)?;
-    #[cfg(feature = "opencl")]
-    if let Some(dev) = state.cl() {
-        cl_run(dev, b, dtype, views, scalars)?;
-        return Ok(true);
-    }
-    if state.is_device() {
-        return fail(format!("@vm.{name} has no kernel on device `{}`", state.caps.name));
-    }
-    let _ = (b, dtype, scalars);
-    Ok(false)
-}
-
-/// A scalar in the kernel's compute type, converted the way the host converts.
-#[cfg(feature = "opencl")]
-fn compute_scalar(dtype: DType, v: f64) -> KernelArg {
-    let mut b = [0u8; 8];
-    match dtype {
-        DType::F32 | DType::F16 => {
-            let mut e = [0u8; 8];
-            store_f64(dtype, v, &mut e);
-            b[..4].copy_from_slice(&(load_f64(dtype, &e) as f32).to_le_bytes());
-            KernelArg::Bytes(b, 4)
-        }
-        DType::F64 => KernelArg::Bytes(v.to_le_bytes(), 8),
-        _ => {
-            store_f64(dtype, v, &mut b);
-            KernelArg::Bytes(b, dtype.size())
-        }
-    }
-}
-
-/// Runs builtin `b` as an OpenCL kernel: `views` are the operands, output last.
-#[cfg(feature = "opencl")]
-fn cl_run(dev: &ClDevice, b: Builtin, dtype: DType, views: &[&View], scalars: &[Scalar]) -> Result<(), Fail> {
-    let out = views[views.len() - 1];
-    for v in &views[..views.len() - 1] {
+    let Some(dev) = state.device() else { return Ok(false) };
+    let (out, ins) = views.split_last().ok_or_else(|| Box::new(format!("@vm.{name}: no operands")))?;
+    for v in ins {
         v.check_coherent_read().map_err(Box::new)?;
     }
-    let ops: Vec<Access> = views
-        .iter()
-        .map(|v| match (v.image, v.handle) {
-            (Some(l), Some(h)) if h.kind != ViewKind::Buffer => Access::Image { channels: l.channels },
-            _ => Access::Buffer,
-        })
-        .collect();
-    let Some(src) = cl_kernels::source(b, dtype, &ops) else {
-        return fail(format!("@vm.{} has no OpenCL kernel for {dtype}", b.sig().name));
-    };
-    let kernel = dev.kernel(&src).map_err(Box::new)?;
-    let mut args = Vec::with_capacity(3 * views.len() + 3);
-    for (v, a) in views.iter().zip(&ops) {
-        let Some(h) = v.handle else { return fail("internal: an OpenCL view without a device handle".into()) };
-        match a {
-            Access::Buffer => {
-                args.push(KernelArg::Mem(h.mem));
-                args.push(KernelArg::U64(h.offset / dtype.size() as u64));
-            }
-            Access::Image { channels } => {
-                let width = v.image.map_or(0, |l| l.width);
-                args.push(KernelArg::Mem(h.mem));
-                args.push(KernelArg::I32(width as i32));
-                args.push(KernelArg::I32(*channels as i32));
-            }
-        }
+    let mut operands: SmallVec<[_; 4]> = SmallVec::new();
+    for v in views {
+        operands.push(v.operand().ok_or_else(|| Box::new("internal: a device view without a handle".to_string()))?);
     }
-    let n = out.numel();
-    args.push(KernelArg::U64(n));
-    args.extend(scalars.iter().map(|s| match *s {
-        Scalar::Compute(v) => compute_scalar(dtype, v),
-        Scalar::U64(x) => KernelArg::U64(x),
-    }));
-    let global = match ops[ops.len() - 1] {
-        Access::Buffer => n,
-        Access::Image { channels } => n / channels,
-    };
-    dev.launch(kernel, &args, global as usize).map_err(|e| Box::new(format!("@vm.{}: {e}", b.sig().name)))?;
+    dev.call_builtin(b, dtype, &operands, scalars)
+        .map_err(|e| Box::new(format!("@vm.{name} on device `{}`: {e}", state.caps.name)))?;
     out.record_write();
-    Ok(())
+    Ok(true)
 }
 
 #[inline]
@@ -514,23 +436,15 @@ fn convert_blocked(name: &str, src: &View, dst: &View, to: bool) -> Result<(), F
         ));
     }
     let state = same_device(name, &[src, dst])?;
-    #[cfg(feature = "opencl")]
-    if let Some(dev) = state.cl() {
+    if let Some(dev) = state.device() {
         src.check_coherent_read().map_err(Box::new)?;
-        if dtype != DType::F32 {
-            return fail(format!("@vm.{name}: the OpenCL kernel converts f32 tensors, found {dtype}"));
-        }
-        let (Some(plain_t), Some(k)) = (crate::ops::cl::ClTensor::of_view(plain), blk.handle) else {
-            return fail("internal: an OpenCL view without a device handle".into());
+        let (Some(p), Some(k)) = (plain.operand(), blk.operand()) else {
+            return fail("internal: a device view without a handle".into());
         };
-        let side = if blk.scope.is_texture() { BlockedSide::Image } else { BlockedSide::Buffer };
-        let offset = if side == BlockedSide::Buffer { k.offset / 4 } else { 0 };
-        crate::ops::texture_cl::convert(&crate::ops::cl::ClCtx { dev }, &plain_t, (k.mem, offset, side), to)
-            .map_err(|e| Box::new(format!("@vm.{name}: {e}")))?;
+        dev.convert_blocked(p, k, to).map_err(|e| Box::new(format!("@vm.{name}: {e}")))?;
         dst.record_write();
         return Ok(());
     }
-    let _ = state;
     let h = read_view(src)?;
     let out = if to { blocked::block(&h) } else { blocked::unblock(&h, plain.shape[1]) };
     let out = out.map_err(|e| Box::new(format!("@vm.{name}: {e}")))?;

@@ -270,7 +270,6 @@ impl Vm {
     /// `cl_buffers_created`, `cl_sub_buffers_created`, `cl_images_created`,
     /// `compat_images`, `compat_image_bytes`, `live_cl_mem`, `cl_kernels_built`.
     pub fn cl_stats(&self) -> [(&'static str, u64); 7] {
-        #[cfg_attr(not(feature = "opencl"), allow(unused_mut))]
         let mut v = [
             ("cl_buffers_created", 0),
             ("cl_sub_buffers_created", 0),
@@ -280,19 +279,8 @@ impl Vm {
             ("live_cl_mem", 0),
             ("cl_kernels_built", 0),
         ];
-        #[cfg(feature = "opencl")]
-        for d in self.rt.devices.iter().filter_map(|d| d.cl()) {
-            let c = &d.counters;
-            let vals = [
-                c.buffers_created.get(),
-                c.sub_buffers_created.get(),
-                c.images_created.get(),
-                c.compat_images.get(),
-                c.compat_image_bytes.get(),
-                c.live_cl_mem.get(),
-                c.kernels_built.get(),
-            ];
-            for (slot, x) in v.iter_mut().zip(vals) {
+        for (name, x) in self.rt.devices.iter().filter_map(|d| d.device()).flat_map(|d| d.counters()) {
+            if let Some(slot) = v.iter_mut().find(|(n, _)| *n == name) {
                 slot.1 += x;
             }
         }

@@ -9,7 +9,7 @@
 //! no `cl_mem` objects at all.
 
 use crate::ir::types::{DType, ImageLayout};
-use crate::runtime::backend::{Device as RuntimeDevice, DeviceBlock};
+use crate::runtime::backend::DeviceBlock;
 use crate::runtime::counters::{bump, sub};
 use crate::runtime::device::{size_class, AllocSource, DeviceCaps};
 use opencl3::command_queue::CommandQueue;
@@ -610,54 +610,6 @@ impl DeviceBlock for ClBlock {
 
 /// The OpenCL device as the runtime sees it: blocks from its `cl_mem` pool, sub-buffer and
 /// image views cached on them, blocking transfers.
-impl RuntimeDevice for ClDevice {
-    fn alloc(&self, size: u64) -> Result<(Box<dyn DeviceBlock>, AllocSource), String> {
-        let (b, s) = ClDevice::alloc(self, size).map_err(|e| e.to_string())?;
-        Ok((Box::new(b), s))
-    }
-
-    fn release(&self, block: Box<dyn DeviceBlock>) {
-        // Blocks of this device are `ClBlock`s (made by `alloc` above); another kind is
-        // dropped, which frees its memory all the same.
-        if let Ok(b) = block.into_any().downcast::<ClBlock>() {
-            ClDevice::release(self, *b);
-        }
-    }
-
-    fn view(
-        &self,
-        block: &dyn DeviceBlock,
-        offset: u64,
-        dtype: DType,
-        image: Option<&ImageLayout>,
-    ) -> Result<ClView, String> {
-        let Some(b) = block.as_any().downcast_ref::<ClBlock>() else {
-            return Err(format!("device `{}` was handed a block it did not make", self.caps.name));
-        };
-        ClDevice::view(self, b, offset, dtype, image)
-    }
-
-    fn read(&self, view: &ClView, image: Option<&ImageLayout>, out: &mut [u8]) -> Result<(), String> {
-        ClDevice::read(self, view, out.len(), image, out).map_err(|e| e.to_string())
-    }
-
-    fn write(&self, view: &ClView, image: Option<&ImageLayout>, data: &[u8]) -> Result<(), String> {
-        ClDevice::write(self, view, image, data).map_err(|e| e.to_string())
-    }
-
-    fn pool_free_bytes(&self) -> u64 {
-        self.pool_free_bytes.get()
-    }
-
-    fn clear_pool(&self) {
-        ClDevice::clear_pool(self)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
 impl crate::runtime::memory::DeviceState {
     /// The OpenCL device behind this state, if it is one (for the OpenCL kernels).
     pub fn cl(&self) -> Option<&ClDevice> {

@@ -1,4 +1,4 @@
-//! OpenCL kernels for operators. Each family registers `(operator name, ClFn)` pairs in its
+//! OpenCL kernels for operators. Each family registers `(Operator, ClFn)` pairs in its
 //! own table (`elementwise_cl::CL`, ...), resolved once into a table indexed by operator
 //! (`OpId::cl_kernel`; `ops::cl_fn` by name for tools and tests). A `ClFn`
 //! receives the operands as device buffers ([`ClTensor`]: a `cl_mem`, an element offset,
@@ -23,19 +23,6 @@ pub struct ClTensor {
 }
 
 impl ClTensor {
-    /// The operand of a buffer view on an OpenCL device; `None` for host views and images.
-    pub fn of_view(v: &crate::runtime::memory::View) -> Option<ClTensor> {
-        match v.handle {
-            Some(h) if h.kind == crate::opencl::device::ViewKind::Buffer => Some(ClTensor {
-                mem: h.mem,
-                offset: h.offset / v.dtype.size() as u64,
-                dtype: v.dtype,
-                shape: v.shape.to_vec(),
-            }),
-            _ => None,
-        }
-    }
-
     pub fn numel(&self) -> u64 {
         self.shape.iter().map(|&d| d.max(0) as u64).product()
     }

@@ -5,7 +5,7 @@
 //! reference dies the memory goes back to its device's pool and the ledger forgets it.
 
 use crate::ir::types::{DType, ImageLayout, Scope};
-use crate::runtime::backend::{Device, DeviceBlock, ViewHandle, ViewKind};
+use crate::runtime::backend::{Device, DeviceBlock, Operand, ViewHandle, ViewKind};
 use crate::runtime::counters::{bump, sub, take_next, Counters, ObjectCounters};
 use crate::runtime::device::{size_class, AllocSource, Binned, Bins, DeviceCaps, HostBlock};
 use crate::runtime::shared::{Parked, Shared};
@@ -880,6 +880,12 @@ impl<'a> ViewSpec<'a> {
 }
 
 impl View {
+    /// The view as a device kernel's operand; `None` in host memory.
+    #[inline]
+    pub fn operand(&self) -> Option<Operand<'_>> {
+        Some(Operand { handle: self.handle?, dtype: self.dtype, shape: &self.shape, image: self.image.as_ref() })
+    }
+
     /// Registers a view whose geometry and device handle are ready (see [`View::make`]).
     fn new(
         storage: Shared<Storage>,
