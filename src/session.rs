@@ -139,7 +139,7 @@ pub fn render_vm_error(e: &VmError, source: Option<&(String, String)>) -> String
             return rxvm_asm::render_runtime_error(text, name, top.loc.line, top.loc.col, &e.message, &notes);
         }
     }
-    format!("{e}\n")
+    format!("error: {e}\n")
 }
 
 /// Builds the host value for one parameter from its `--input` spec.
