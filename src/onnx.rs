@@ -398,3 +398,43 @@ pub fn model_from_bytes(bytes: &[u8], show: &str) -> Result<Graph, String> {
     }
     Ok(graph)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `TensorProto` file cut inside its packed `float_data`, at a float boundary: the
+    /// decoder alone reads the floats that are there; the reader says the file is cut.
+    #[test]
+    fn a_cut_tensor_file_is_refused() {
+        let mut t = TensorProto::new();
+        t.name = "x".into();
+        t.dims = vec![4];
+        t.data_type = 1;
+        t.float_data = vec![1.0, 2.0, 3.0, 4.0];
+        let whole = t.write_to_bytes().unwrap();
+        let dir = std::env::temp_dir().join(format!("rxvm-onnx-tensor-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("cut.pb");
+        std::fs::write(&path, &whole).unwrap();
+        assert_eq!(read_tensor_file(&path).unwrap().1.to_f64(), [1.0, 2.0, 3.0, 4.0]);
+        // Without the name (3 bytes, the last field) and the last float.
+        std::fs::write(&path, &whole[..whole.len() - 7]).unwrap();
+        let e = read_tensor_file(&path).unwrap_err();
+        assert!(
+            e.contains(
+                "the file is truncated: its field 4 (`float_data`), at byte 4, holds 16 bytes, but only 12 follow"
+            ),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn onnx_data_types_are_named() {
+        assert_eq!(onnx_type_name(8), "STRING (8)");
+        assert_eq!(onnx_type_name(28), "FLOAT6E3M2 (28)");
+        assert_eq!(onnx_type_name(-1), "-1 (not an ONNX data type)");
+        assert_eq!(onnx_type_name(29), "29 (not an ONNX data type)");
+    }
+}
