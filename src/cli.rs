@@ -231,6 +231,11 @@ pub struct RunArgs {
     /// Do not print the results.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Print every element of the results. By default a tensor of more than 100 elements
+    /// is summarised as numpy does: the first and last 3 entries of each long axis, with
+    /// `...` between them.
+    #[arg(long, conflicts_with = "quiet")]
+    pub print_all: bool,
     /// Where to run: `host` (default), `opencl` (the first OpenCL device) or
     /// `opencl:NAME` (the first whose platform or device name contains NAME).
     #[arg(long, default_value = "host", value_name = "host|opencl|opencl:NAME")]
@@ -331,11 +336,15 @@ fn cmd_compile(model: &Path, output: Option<PathBuf>, args: &CompileArgs, device
     let c = compile_model(model, args, &caps)?;
     let text = format!("{}{}", c.plan_comment, rxvm_asm::disassemble(&c.module));
     let out = output.unwrap_or_else(|| model.with_extension("rxa"));
-    match out.extension().and_then(|e| e.to_str()) {
-        Some("rxb") => write_out(&out, &rxvm_vm::write_module(&c.module)),
-        Some("rxa") => write_out(&out, text.as_bytes()),
-        _ => Err(Failure::Message(format!("-o {}: the output must end in .rxa or .rxb", out.display()))),
-    }
+    let bytes = match out.extension().and_then(|e| e.to_str()) {
+        Some("rxb") => rxvm_vm::write_module(&c.module),
+        Some("rxa") => text.into_bytes(),
+        _ => return Err(Failure::Message(format!("-o {}: the output must end in .rxa or .rxb", out.display()))),
+    };
+    write_out(&out, &bytes)?;
+    // Say where the program went: without `-o` the path is derived from the model's.
+    println!("wrote {} ({} bytes)", out.display(), bytes.len());
+    Ok(())
 }
 
 /// The problems of a trace file, named: every model of a Glow trace, or the one MiniMalloc
@@ -509,10 +518,15 @@ fn cmd_devices() -> Result<(), Failure> {
 
 fn cmd_run(a: RunArgs) -> Result<(), Failure> {
     let spec = device_spec(&a.device, a.host_caps.as_deref())?;
-    let p = if is_onnx(&a.file) {
-        compiled_program(&a.file, compile_model(&a.file, &a.compile, &device_caps(&spec))?)
+    // For a model, the ONNX names of @main's first parameters (its graph inputs): `--input`
+    // takes them as well as the register names, in which characters other than letters,
+    // digits and `_` became `_`.
+    let (p, onnx_inputs) = if is_onnx(&a.file) {
+        let (g, shapes) = read_model(&a.file)?;
+        let c = compile_graph(&a.file, &g, &shapes, &a.compile.options(&device_caps(&spec))?)?;
+        (compiled_program(&a.file, c), g.inputs.into_iter().map(|i| i.name).collect())
     } else {
-        load_program(&a.file)?
+        (load_program(&a.file)?, Vec::new())
     };
     let module = Arc::new(p.module);
     let fid = module.func_by_name(&a.func).ok_or_else(|| {
@@ -524,24 +538,46 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
     // the code needs; every other parameter takes an --input.
     let value_params: Vec<usize> = (0..f.params.len()).filter(|&i| !matches!(f.params[i], Type::Storage)).collect();
     let param_names: Vec<String> = value_params.iter().map(|&i| f.reg_name(rxvm_vm::bytecode::Reg(i as u32))).collect();
+    // The ONNX name of each value parameter, where it has one (the graph inputs are
+    // @main's first parameters, in order).
+    let onnx_names: Vec<Option<&str>> = value_params
+        .iter()
+        .map(|&i| if f.name == "main" { onnx_inputs.get(i).map(String::as_str) } else { None })
+        .collect();
+    // `%reg` or `%reg (ONNX input `name`)` when the names differ.
+    let describe = |k: usize| match onnx_names[k] {
+        Some(o) if o != param_names[k] => format!("%{} (ONNX input `{o}`)", param_names[k]),
+        _ => format!("%{}", param_names[k]),
+    };
 
     let mut specs: Vec<Option<InputSpec>> = vec![None; value_params.len()];
     for raw in &a.inputs {
         let (name, spec) = parse_input_spec(raw)?;
-        let idx = param_names.iter().position(|n| *n == name).ok_or_else(|| {
-            format!(
-                "--input {raw}: @{} has no parameter %{name}; its parameters are: {}",
-                f.name,
-                param_names.iter().map(|n| format!("%{n}")).collect::<Vec<_>>().join(", ")
-            )
-        })?;
+        let idx = param_names
+            .iter()
+            .position(|n| *n == name)
+            .or_else(|| onnx_names.iter().position(|o| *o == Some(name.as_str())))
+            .ok_or_else(|| {
+                let have = if param_names.is_empty() {
+                    "it takes no inputs".to_string()
+                } else {
+                    format!(
+                        "its parameters are: {}",
+                        (0..param_names.len()).map(describe).collect::<Vec<_>>().join(", ")
+                    )
+                };
+                format!("--input {raw}: @{} has no parameter %{name}; {have}", f.name)
+            })?;
+        if specs[idx].is_some() {
+            return Err(Failure::Message(format!("--input {raw}: {} is given twice", describe(idx))));
+        }
         specs[idx] = Some(spec);
     }
     let missing: Vec<String> = specs
         .iter()
         .enumerate()
         .filter(|(_, s)| s.is_none())
-        .map(|(i, _)| format!("%{}: {}", param_names[i], f.params[value_params[i]]))
+        .map(|(i, _)| format!("{}: {}", describe(i), f.params[value_params[i]]))
         .collect();
     if !missing.is_empty() {
         return Err(Failure::Message(format!(
@@ -556,7 +592,8 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
         inputs.push(make_input(&param_names[i], &f.params[value_params[i]], s)?);
     }
 
-    let mut vm = Vm::with_devices(module.clone(), vec![spec]).map_err(|e| e.to_string())?;
+    let mut vm = Vm::with_devices(module.clone(), vec![spec])
+        .map_err(|e| Failure::Rendered(render_vm_error(&e, p.source.as_ref())))?;
     vm.limits.max_instructions = a.max_instructions;
     vm.limits.max_call_depth = a.max_call_depth;
     vm.limits.max_live_bytes = a.max_live_bytes;
@@ -584,7 +621,8 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
                 HostValue::Int(v) => v.to_string(),
                 HostValue::Float(v) => format!("{v:?}"),
                 HostValue::Shape(s) => format!("shape {s:?}"),
-                HostValue::Tensor(t) => t.to_string(),
+                HostValue::Tensor(t) if a.print_all => t.to_string(),
+                HostValue::Tensor(t) => t.summary(),
                 HostValue::Storage { id, size } => format!("storage #{id} ({size} bytes)"),
             };
             let _ = writeln!(out, "result {i}: {text}");

@@ -66,6 +66,16 @@ fn numbered(dir: &Path, prefix: &str) -> Vec<PathBuf> {
     v.into_iter().map(|(_, p)| p).collect()
 }
 
+/// Whether `got` matches `want`: finite values within the tolerance, non-finite ones
+/// exactly (NaN matches NaN, +inf only +inf, -inf only -inf; `inf - inf` is NaN, so the
+/// tolerance alone would fail equal infinities and pass nothing else).
+pub fn close(got: f64, want: f64) -> bool {
+    if !got.is_finite() || !want.is_finite() {
+        return (got.is_nan() && want.is_nan()) || got == want;
+    }
+    (got - want).abs() <= ATOL + RTOL * want.abs()
+}
+
 /// Compares `got` with `want` within the tolerance; the first mismatch, if any.
 pub fn compare(got: &HostTensor, want: &HostTensor) -> Result<(), String> {
     if got.shape != want.shape {
@@ -79,8 +89,7 @@ pub fn compare(got: &HostTensor, want: &HostTensor) -> Result<(), String> {
     }
     let (g, w) = (got.to_f64(), want.to_f64());
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        let ok = (a - b).abs() <= ATOL + RTOL * b.abs() || (a.is_nan() && b.is_nan());
-        if !ok {
+        if !close(*a, *b) {
             return Err(format!("element {i} is {a}, expected {b} (tolerance {ATOL} + {RTOL} * |expected|)"));
         }
     }
@@ -148,6 +157,14 @@ pub fn run_case(dir: &Path, device: &DeviceSpec) -> Outcome {
             Ok(o) => o,
             Err(e) => return Outcome::Fail(e.into_data().message),
         };
+        if outs.len() != wants.len() {
+            return Outcome::Fail(format!(
+                "{} output(s), but {} holds {} expected output(s)",
+                outs.len(),
+                set.display(),
+                wants.len()
+            ));
+        }
         for (i, (got, want)) in outs.iter().zip(&wants).enumerate() {
             let HostValue::Tensor(got) = got else { return Outcome::Fail(format!("output {i} is not a tensor")) };
             if let Err(e) = compare(got, want) {
@@ -191,4 +208,49 @@ pub fn report(results: &[CaseResult]) -> String {
     }
     s.push_str(&format!("{p} passed, {f} failed, {k} skipped\n"));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rxvm_vm::types::DType;
+
+    fn f32s(values: &[f32]) -> HostTensor {
+        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        HostTensor::new(DType::F32, vec![values.len() as i64], bytes).unwrap()
+    }
+
+    #[test]
+    fn equal_non_finite_values_match() {
+        let v = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1.0];
+        assert_eq!(compare(&f32s(&v), &f32s(&v)), Ok(()));
+    }
+
+    #[test]
+    fn non_finite_values_match_only_themselves() {
+        let inf = f32::INFINITY;
+        for (got, want) in [
+            (inf, -inf),
+            (-inf, inf),
+            (inf, f32::MAX),
+            (f32::MAX, inf),
+            (inf, f32::NAN),
+            (f32::NAN, inf),
+            (f32::NAN, 0.0),
+            (0.0, f32::NAN),
+        ] {
+            assert!(compare(&f32s(&[got]), &f32s(&[want])).is_err(), "{got} matched {want}");
+        }
+        assert_eq!(
+            compare(&f32s(&[1.0, -inf]), &f32s(&[1.0, inf])),
+            Err("element 1 is -inf, expected inf (tolerance 0.00001 + 0.001 * |expected|)".into())
+        );
+    }
+
+    #[test]
+    fn finite_values_match_within_the_tolerance() {
+        assert!(close(1000.0, 1000.9));
+        assert!(!close(1000.0, 1001.5));
+        assert!(close(0.0, 1e-6));
+    }
 }

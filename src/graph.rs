@@ -33,6 +33,9 @@ pub struct Graph {
     pub outputs: Vec<String>,
     pub consts: Vec<(String, HostTensor)>,
     pub nodes: Vec<Node>,
+    /// What the reader of the model warns about but accepts (e.g. an opset newer than it
+    /// knows), each naming the file; the command line prints them.
+    pub warnings: Vec<String>,
     const_index: HashMap<String, usize>,
 }
 
@@ -81,9 +84,12 @@ impl Graph {
 
     /// Checks the graph's structure and lists every problem, each naming the offending
     /// node: unknown operators, inputs not defined before their node, tensors defined
-    /// twice, duplicate node names, outputs never produced.
+    /// twice, duplicate node names, outputs never produced, no outputs at all.
     pub fn validate(&self) -> Result<(), String> {
         let mut problems = Vec::new();
+        if self.outputs.is_empty() {
+            problems.push("the graph has no outputs, so there is nothing to compute".to_string());
+        }
         for (op, nodes) in self.unsupported_ops() {
             problems.push(format!("unsupported operator {op} (nodes `{}`)", nodes.join("`, `")));
         }

@@ -14,11 +14,172 @@ pub fn dtype_of(code: i32) -> Option<DType> {
     DType::from_onnx(code as i64)
 }
 
+/// The names of ONNX's `TensorProto.DataType` codes (onnx.proto of ONNX 1.23), by code.
+const ONNX_DATA_TYPES: [&str; 29] = [
+    "UNDEFINED",
+    "FLOAT",
+    "UINT8",
+    "INT8",
+    "UINT16",
+    "INT16",
+    "INT32",
+    "INT64",
+    "STRING",
+    "BOOL",
+    "FLOAT16",
+    "DOUBLE",
+    "UINT32",
+    "UINT64",
+    "COMPLEX64",
+    "COMPLEX128",
+    "BFLOAT16",
+    "FLOAT8E4M3FN",
+    "FLOAT8E4M3FNUZ",
+    "FLOAT8E5M2",
+    "FLOAT8E5M2FNUZ",
+    "UINT4",
+    "INT4",
+    "FLOAT4E2M1",
+    "FLOAT8E8M0",
+    "UINT2",
+    "INT2",
+    "FLOAT6E2M3",
+    "FLOAT6E3M2",
+];
+
+/// An ONNX data type code as errors name it: `STRING (8)`, or `8` for a code ONNX does not
+/// define.
+pub fn onnx_type_name(code: i32) -> String {
+    match usize::try_from(code).ok().and_then(|i| ONNX_DATA_TYPES.get(i)) {
+        Some(name) => format!("{name} ({code})"),
+        None => format!("{code} (not an ONNX data type)"),
+    }
+}
+
+/// The largest version of the default (`ai.onnx`) opset this importer knows: that of ONNX
+/// 1.23. A model declaring a later one is read with a warning (its operators are read with
+/// the semantics of their latest version known here).
+pub const MAX_KNOWN_OPSET: i64 = 28;
+
+/// The fields of `ModelProto` and `TensorProto`, by number, for messages about a file's
+/// top-level fields.
+fn field_name(message: &str, field: u64) -> Option<&'static str> {
+    let names: &[(u64, &str)] = if message == "model" {
+        &[
+            (1, "ir_version"),
+            (2, "producer_name"),
+            (3, "producer_version"),
+            (4, "domain"),
+            (5, "model_version"),
+            (6, "doc_string"),
+            (7, "graph"),
+            (8, "opset_import"),
+            (14, "metadata_props"),
+            (20, "training_info"),
+            (25, "functions"),
+            (26, "configuration"),
+        ]
+    } else {
+        &[
+            (1, "dims"),
+            (2, "data_type"),
+            (3, "segment"),
+            (4, "float_data"),
+            (5, "int32_data"),
+            (6, "string_data"),
+            (7, "int64_data"),
+            (8, "name"),
+            (9, "raw_data"),
+            (10, "double_data"),
+            (11, "uint64_data"),
+            (12, "doc_string"),
+            (13, "external_data"),
+            (14, "data_location"),
+            (16, "metadata_props"),
+        ]
+    };
+    names.iter().find(|(n, _)| *n == field).map(|(_, name)| *name)
+}
+
+/// Checks that `bytes` is a whole sequence of protobuf fields: that no field runs past the
+/// end of the file. The protobuf decoder does not check this for nested messages: it
+/// stops a nested message at the end of the input as if it had ended there, so a file cut
+/// between two of the graph's nodes or value infos decodes as a smaller graph. Every
+/// nested message lies inside a top-level field, so checking the top level catches every
+/// cut. `message` is `model` or `TensorProto`, `show` names the file; errors say where the
+/// file ends.
+pub fn check_whole(bytes: &[u8], message: &str, show: &str) -> Result<(), String> {
+    fn varint(bytes: &[u8], pos: &mut usize) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = *bytes.get(*pos)?;
+            *pos += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    let len = bytes.len();
+    let mut pos = 0;
+    while pos < len {
+        let start = pos;
+        let Some(tag) = varint(bytes, &mut pos) else {
+            return Err(format!("{show}: the file is truncated: it ends inside the tag of a field at byte {start}"));
+        };
+        let field = tag >> 3;
+        let name = match field_name(message, field) {
+            Some(n) => format!("field {field} (`{n}`)"),
+            None => format!("field {field}"),
+        };
+        let cut = |need: u64, at: usize| {
+            format!(
+                "{show}: the file is truncated: its {name}, at byte {start}, holds {need} bytes, but only {} follow (the file has {len} bytes)",
+                len - at
+            )
+        };
+        match tag & 7 {
+            0 => {
+                if varint(bytes, &mut pos).is_none() {
+                    return Err(format!(
+                        "{show}: the file is truncated: it ends inside the value of its {name} at byte {start}"
+                    ));
+                }
+            }
+            1 | 5 => {
+                let need: u64 = if tag & 7 == 1 { 8 } else { 4 };
+                if need > (len - pos) as u64 {
+                    return Err(cut(need, pos));
+                }
+                pos += need as usize;
+            }
+            2 => {
+                let Some(need) = varint(bytes, &mut pos) else {
+                    return Err(format!(
+                        "{show}: the file is truncated: it ends inside the length of its {name} at byte {start}"
+                    ));
+                };
+                if need > (len - pos) as u64 {
+                    return Err(cut(need, pos));
+                }
+                pos += need as usize;
+            }
+            w => {
+                return Err(format!(
+                    "{show} is not an ONNX {message}: the field tag at byte {start} has protobuf wire type {w}, which ONNX files do not use"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A `TensorProto` as a host tensor (raw_data or the typed fields).
 pub fn tensor_from_proto(t: &TensorProto) -> Result<HostTensor, String> {
     let what = if t.name.is_empty() { "tensor".to_string() } else { format!("tensor `{}`", t.name) };
-    let dtype =
-        dtype_of(t.data_type).ok_or_else(|| format!("{what}: ONNX data type {} is not supported", t.data_type))?;
+    let dtype = dtype_of(t.data_type)
+        .ok_or_else(|| format!("{what}: ONNX data type {} is not supported", onnx_type_name(t.data_type)))?;
     if t.dims.iter().any(|&d| d < 0) {
         return Err(format!("{what}: negative dimension in {:?}", t.dims));
     }
@@ -57,6 +218,7 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<HostTensor, String> {
 pub fn read_tensor_file(path: &Path) -> Result<(String, HostTensor), String> {
     let show = path.display();
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {show}: {e}"))?;
+    check_whole(&bytes, "TensorProto", &show.to_string())?;
     let t = TensorProto::parse_from_bytes(&bytes).map_err(|e| format!("{show} is not an ONNX TensorProto: {e}"))?;
     Ok((t.name.clone(), tensor_from_proto(&t).map_err(|e| format!("{show}: {e}"))?))
 }
@@ -67,6 +229,9 @@ fn node_attrs(n: &NodeProto) -> Result<(Attrs, Option<HostTensor>), String> {
     let mut value = None;
     for a in &n.attribute {
         let kind = a.type_.enum_value().map_err(|t| format!("attribute `{}` has unknown type {t}", a.name))?;
+        if kind == AttributeType::UNDEFINED {
+            return Err(format!("attribute `{}` has no type (its type is UNDEFINED, 0)", a.name));
+        }
         let v = match kind {
             AttributeType::INT => AttrValue::Int(a.i),
             AttributeType::FLOAT => AttrValue::Float(a.f as f64),
@@ -99,9 +264,31 @@ fn node_attrs(n: &NodeProto) -> Result<(Attrs, Option<HostTensor>), String> {
     Ok((attrs, value))
 }
 
-/// The version of the default ONNX opset the model imports.
-pub fn opset(m: &ModelProto) -> i64 {
-    m.opset_import.iter().find(|o| o.domain.is_empty() || o.domain == "ai.onnx").map_or(1, |o| o.version)
+/// The version of the default ONNX opset the model imports, if it imports one.
+pub fn opset(m: &ModelProto) -> Option<i64> {
+    m.opset_import.iter().find(|o| o.domain.is_empty() || o.domain == "ai.onnx").map(|o| o.version)
+}
+
+/// The default opset a model is read with: the one it declares, or 1 for a model of IR
+/// version 1 or 2 (from before `opset_import`). A model of a later IR version that declares
+/// none, or declares a version below 1, is refused; a version above [`MAX_KNOWN_OPSET`] is
+/// read, with a warning in `warnings`.
+fn model_opset(m: &ModelProto, warnings: &mut Vec<String>) -> Result<i64, String> {
+    match opset(m) {
+        None if (1..3).contains(&m.ir_version) => Ok(1),
+        None => Err(format!(
+            "the model declares no opset for the default domain `ai.onnx` (no `opset_import` entry with domain \"\" or \"ai.onnx\"), so the meaning of its operators is unknown{}",
+            if m.opset_import.is_empty() { "; is the file truncated?" } else { "" }
+        )),
+        Some(v) if v < 1 => Err(format!("the model declares opset version {v} for the default domain; versions start at 1")),
+        Some(v) if v > MAX_KNOWN_OPSET => {
+            warnings.push(format!(
+                "the model declares opset {v} for the default domain, newer than the latest this importer knows ({MAX_KNOWN_OPSET}); its operators are read as in opset {MAX_KNOWN_OPSET}"
+            ));
+            Ok(v)
+        }
+        Some(v) => Ok(v),
+    }
 }
 
 /// Operators whose meaning changed across opsets in a way their attributes cannot tell:
@@ -118,10 +305,13 @@ pub fn read_model(path: &Path) -> Result<Graph, String> {
 /// Reads a serialized ONNX model from memory into a graph; `show` names it in errors (as
 /// [`read_model`] does with the path). Untrusted bytes give an error, never a panic.
 pub fn model_from_bytes(bytes: &[u8], show: &str) -> Result<Graph, String> {
+    check_whole(bytes, "model", show)?;
     let m = ModelProto::parse_from_bytes(bytes).map_err(|e| format!("{show} is not an ONNX model: {e}"))?;
-    let opset = opset(&m);
-    let g = m.graph.as_ref().ok_or_else(|| format!("{show}: the model has no graph"))?;
+    let g = m.graph.as_ref().ok_or_else(|| format!("{show}: the model has no graph (is the file truncated?)"))?;
+    let mut warnings = Vec::new();
+    let opset = model_opset(&m, &mut warnings).map_err(|e| format!("{show}: {e}"))?;
     let mut graph = Graph::new(g.name.clone());
+    graph.warnings = warnings.into_iter().map(|w| format!("{show}: {w}")).collect();
     let mut problems = Vec::new();
     for t in &g.initializer {
         match tensor_from_proto(t) {
@@ -142,7 +332,11 @@ pub fn model_from_bytes(bytes: &[u8], show: &str) -> Result<Graph, String> {
             continue;
         };
         let Some(dtype) = dtype_of(tt.elem_type) else {
-            problems.push(format!("input `{}` has unsupported ONNX data type {}", vi.name, tt.elem_type));
+            problems.push(format!(
+                "input `{}` has unsupported ONNX data type {}",
+                vi.name,
+                onnx_type_name(tt.elem_type)
+            ));
             continue;
         };
         let dims: Vec<Option<i64>> = match tt.shape.as_ref() {
@@ -196,8 +390,51 @@ pub fn model_from_bytes(bytes: &[u8], show: &str) -> Result<Graph, String> {
         }
     }
     graph.outputs = g.output.iter().map(|o| o.name.clone()).collect();
+    if graph.outputs.is_empty() {
+        problems.push("the graph declares no outputs, so there is nothing to compute (is the file truncated?)".into());
+    }
     if !problems.is_empty() {
         return Err(format!("{show}: {}", problems.join("; ")));
     }
     Ok(graph)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `TensorProto` file cut inside its packed `float_data`, at a float boundary: the
+    /// decoder alone reads the floats that are there; the reader says the file is cut.
+    #[test]
+    fn a_cut_tensor_file_is_refused() {
+        let mut t = TensorProto::new();
+        t.name = "x".into();
+        t.dims = vec![4];
+        t.data_type = 1;
+        t.float_data = vec![1.0, 2.0, 3.0, 4.0];
+        let whole = t.write_to_bytes().unwrap();
+        let dir = std::env::temp_dir().join(format!("rxvm-onnx-tensor-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("cut.pb");
+        std::fs::write(&path, &whole).unwrap();
+        assert_eq!(read_tensor_file(&path).unwrap().1.to_f64(), [1.0, 2.0, 3.0, 4.0]);
+        // Without the name (3 bytes, the last field) and the last float.
+        std::fs::write(&path, &whole[..whole.len() - 7]).unwrap();
+        let e = read_tensor_file(&path).unwrap_err();
+        assert!(
+            e.contains(
+                "the file is truncated: its field 4 (`float_data`), at byte 4, holds 16 bytes, but only 12 follow"
+            ),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn onnx_data_types_are_named() {
+        assert_eq!(onnx_type_name(8), "STRING (8)");
+        assert_eq!(onnx_type_name(28), "FLOAT6E3M2 (28)");
+        assert_eq!(onnx_type_name(-1), "-1 (not an ONNX data type)");
+        assert_eq!(onnx_type_name(29), "29 (not an ONNX data type)");
+    }
 }

@@ -45,6 +45,9 @@ pub fn is_onnx(path: &Path) -> bool {
 /// memory plan needs them).
 pub fn read_model(path: &Path) -> Result<(Graph, Vec<Vec<i64>>), Failure> {
     let g = crate::onnx::read_model(path)?;
+    for w in &g.warnings {
+        eprintln!("warning: {w}");
+    }
     let mut shapes = Vec::with_capacity(g.inputs.len());
     let mut dynamic = Vec::new();
     for i in &g.inputs {
@@ -136,7 +139,7 @@ pub fn render_vm_error(e: &VmError, source: Option<&(String, String)>) -> String
             return rxvm_asm::render_runtime_error(text, name, top.loc.line, top.loc.col, &e.message, &notes);
         }
     }
-    format!("{e}\n")
+    format!("error: {e}\n")
 }
 
 /// Builds the host value for one parameter from its `--input` spec.

@@ -1,6 +1,6 @@
 //! Every file in `tests/bad/` is refused — by the lexer, the parser, the assembler, the
-//! verifier or, when it assembles, at run time on the host device — with the exact
-//! diagnostic in its snapshot. None may panic, and none may run successfully.
+//! verifier or, when it assembles, when the VM loads it or at run time on the host device —
+//! with the exact diagnostic in its snapshot. None may panic, and none may run successfully.
 
 use std::path::Path;
 
@@ -12,7 +12,12 @@ fn diagnose(rel: &str) -> String {
         Err(rxvm::session::Failure::Message(m)) => return format!("error: {m}\n"),
     };
     let source = program.source.clone();
-    let mut vm = rxvm::vm::Vm::host(std::sync::Arc::new(program.module)).expect("a VM");
+    // Refused when the VM loads it (e.g. a constant it cannot allocate), as `rxvm run`
+    // prints it.
+    let mut vm = match rxvm::vm::Vm::host(std::sync::Arc::new(program.module)) {
+        Ok(vm) => vm,
+        Err(e) => return format!("[load]\n{}", rxvm::session::render_vm_error(&e, source.as_ref())),
+    };
     match vm.invoke("main", &[]) {
         Ok(v) => panic!("{rel} ran successfully and returned {v:?}; a bad input must be refused"),
         Err(e) => format!("[run time]\n{}", rxvm::session::render_vm_error(&e, source.as_ref())),

@@ -8,7 +8,7 @@ use onnx_protobuf::attribute_proto::AttributeType;
 use onnx_protobuf::tensor_proto::DataLocation;
 use onnx_protobuf::tensor_shape_proto::dimension;
 use onnx_protobuf::type_proto::Value;
-use onnx_protobuf::{AttributeProto, GraphProto, ModelProto, NodeProto, StringStringEntryProto, TensorProto};
+use onnx_protobuf::{AttributeProto, GraphProto, Message, ModelProto, NodeProto, StringStringEntryProto, TensorProto};
 use rxvm_test_support::onnx_build::{bytes, ints_attr, value_info, Encoding, F32};
 use std::path::Path;
 use std::process::Command;
@@ -53,12 +53,34 @@ fn changed(change: impl FnOnce(&mut GraphProto)) -> Vec<u8> {
     bytes(&m)
 }
 
+/// `base()` with `change` applied to the model.
+fn changed_model(change: impl FnOnce(&mut ModelProto)) -> Vec<u8> {
+    let mut m = base();
+    change(&mut m);
+    bytes(&m)
+}
+
 fn cases() -> Vec<(&'static str, Vec<u8>)> {
     let whole = bytes(&base());
+    // The graph is the model's last field and its outputs the graph's last: without the
+    // bytes of its one output (a value info, its tag and length byte), the file is cut
+    // exactly between two of the graph's fields, which the protobuf decoder accepts.
+    let output_bytes = base().graph.as_ref().map_or(0, |g| g.output[0].compute_size() as usize + 2);
     vec![
         ("empty_file", Vec::new()),
         ("not_protobuf", b"\xff\xff\xff\xff this is not an ONNX model".to_vec()),
         ("truncated", whole[..whole.len() / 2].to_vec()),
+        ("truncated_before_the_graph_outputs", whole[..whole.len() - output_bytes].to_vec()),
+        ("truncated_inside_a_tag", {
+            // The first byte of a two-byte tag (field 20, `training_info`), then the end.
+            let mut b = whole.clone();
+            b.push(0xa2);
+            b
+        }),
+        ("no_outputs", changed(|g| g.output.clear())),
+        ("no_opset", changed_model(|m| m.opset_import.clear())),
+        ("opset_zero", changed_model(|m| m.opset_import[0].version = 0)),
+        ("attribute_without_type", changed(|g| g.node[0].attribute[0].type_ = AttributeType::UNDEFINED.into())),
         ("no_graph", {
             let mut m = base();
             m.graph = None.into();
@@ -72,6 +94,7 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
         ("output_never_produced", changed(|g| g.output.push(value_info("ghost", F32, &[1])))),
         ("initializer_wrong_byte_count", changed(|g| g.initializer[0].raw_data.truncate(5))),
         ("initializer_string_dtype", changed(|g| g.initializer[0].data_type = 8)),
+        ("initializer_unknown_dtype", changed(|g| g.initializer[0].data_type = 99)),
         ("initializer_negative_dim", changed(|g| g.initializer[0].dims = vec![4, -3, 3, 3])),
         ("initializer_overflowing_dims", changed(|g| g.initializer[0].dims = vec![1 << 40, 1 << 40, 1 << 40])),
         ("initializer_external_data", {
@@ -197,4 +220,96 @@ fn bad_onnx_models_give_their_errors() {
     let mut want: Vec<String> = cases.iter().map(|(n, _)| format!("{n}.onnx")).collect();
     want.sort();
     assert_eq!(files, want, "tests/bad_onnx holds exactly the cases");
+}
+
+/// Every prefix of `whole` but `whole` itself is refused, when read or else when compiled
+/// for `shapes`, with an error that says why; the distinct errors (numbers dropped), for
+/// the caller to check.
+fn refused_prefixes(whole: &[u8], shapes: &[Vec<i64>], step: usize) -> std::collections::BTreeSet<String> {
+    let mut kinds = std::collections::BTreeSet::new();
+    for n in (0..whole.len()).step_by(step) {
+        let error = match rxvm::onnx::model_from_bytes(&whole[..n], "cut.onnx") {
+            Err(e) => e,
+            Ok(g) => match rxvm::compile::compile(&g, shapes, &rxvm::compile::Options::default()) {
+                Err(e) => e,
+                Ok(c) => panic!(
+                    "the first {n} of {} bytes compile, to a @main with {} result(s)",
+                    whole.len(),
+                    c.module.funcs[0].results.len()
+                ),
+            },
+        };
+        kinds.insert(error.chars().filter(|c| !c.is_ascii_digit()).collect());
+    }
+    kinds
+}
+
+/// The reasons a cut model may give: each says the file is truncated, or names what is
+/// missing.
+const CUT_REASONS: [&str; 5] = [
+    "the file is truncated",
+    "the model has no graph (is the file truncated?)",
+    "the model declares no opset",
+    "the graph declares no outputs",
+    "is not a graph input, a constant or an earlier node's output",
+];
+
+fn assert_reasons(kinds: &std::collections::BTreeSet<String>) {
+    for k in kinds {
+        assert!(CUT_REASONS.iter().any(|r| k.contains(r)), "a cut model gives an unclear error: {k}");
+    }
+}
+
+/// Every prefix of the base model is refused (the protobuf decoder accepts a file cut
+/// between two fields of a nested message, as a smaller message: the reader checks that
+/// no field runs past the end of the file).
+#[test]
+fn every_prefix_of_a_model_is_refused() {
+    let whole = bytes(&base());
+    let kinds = refused_prefixes(&whole, &[vec![1, 3, 8, 8]], 1);
+    assert_reasons(&kinds);
+    // The file ends in the graph, so most cuts are inside it.
+    assert!(kinds.iter().any(|k| k.contains("its field  (`graph`)")), "{kinds:#?}");
+    // And the whole model compiles.
+    let g = rxvm::onnx::model_from_bytes(&whole, "base.onnx").expect("the whole model reads");
+    rxvm::compile::compile(&g, &[vec![1, 3, 8, 8]], &rxvm::compile::Options::default()).expect("and compiles");
+}
+
+/// Every prefix of squeezenet (15,618 bytes; before the check, 41 of every 7th prefix compiled to
+/// a `@main` without results) is refused.
+#[test]
+fn every_prefix_of_squeezenet_is_refused() {
+    let Some(dir) = rxvm_test_support::models::light_dir() else {
+        eprintln!("skipped: the ONNX light models are missing (scripts/fetch-onnx-data.sh)");
+        return;
+    };
+    let whole = std::fs::read(dir.join("light_squeezenet.onnx")).expect("light_squeezenet.onnx");
+    let kinds = refused_prefixes(&whole, &[vec![1, 3, 224, 224]], 1);
+    assert_reasons(&kinds);
+    let g = rxvm::onnx::model_from_bytes(&whole, "squeezenet.onnx").expect("the whole model reads");
+    assert_eq!(g.outputs, ["softmaxout_1"]);
+}
+
+/// A model declaring an opset newer than the importer knows is read, with a warning.
+#[test]
+fn a_future_opset_warns_and_compiles() {
+    let dir = std::env::temp_dir().join(format!("rxvm-future-opset-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let model = dir.join("future.onnx");
+    let version = rxvm::onnx::MAX_KNOWN_OPSET + 1;
+    std::fs::write(&model, changed_model(|m| m.opset_import[0].version = version)).expect("write the model");
+    let out = Command::new(env!("CARGO_BIN_EXE_rxvm"))
+        .arg("compile")
+        .arg(&model)
+        .arg("-o")
+        .arg(dir.join("future.rxa"))
+        .output()
+        .expect("rxvm runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("warning: {}: the model declares opset {version} for the default domain, newer than the latest this importer knows ({})", model.display(), version - 1)),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -331,3 +331,101 @@ fn noop_kernels_run_the_same_instructions_without_kernel_work() {
         rxvm(&["run", "examples/mlp.rxa", "--input", "x=ramp", "-q", "--noop-kernels", "-o", out.to_str().unwrap()]);
     assert!(out.exists(), "results are still written");
 }
+
+/// A model `y = Relu(x)` whose input has an ONNX name that is not an assembly identifier
+/// (`in/x`, register `%in_x`), of `n` elements; written to a temp file.
+fn relu_model(file: &str, n: i64) -> PathBuf {
+    use onnx_protobuf::GraphProto;
+    use rxvm_test_support::onnx_build::{bytes, model, node, value_info, F32};
+    let mut g = GraphProto::new();
+    g.name = "relu".into();
+    g.input.push(value_info("in/x", F32, &[1, n]));
+    g.node.push(node("Relu", &["in/x"], &["y"]));
+    g.output.push(value_info("y", F32, &[1, n]));
+    let path = tmp(file);
+    std::fs::write(&path, bytes(&model(g))).expect("write the model");
+    path
+}
+
+#[test]
+fn run_takes_onnx_input_names_and_register_names() {
+    let m = relu_model("names.onnx", 4);
+    let m = m.to_str().unwrap();
+    let (code, by_onnx_name, err) = rxvm(&["run", m, "--input", "in/x=ramp"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(by_onnx_name, "result 0: f32[1, 4] [[0.0, 0.25, 0.5, 0.75]]\n");
+    let (code, by_register, err) = rxvm(&["run", m, "--input", "%in_x=ramp"]);
+    assert_eq!((code, by_register), (0, by_onnx_name), "{err}");
+    // Errors show both names.
+    let (code, _, err) = rxvm(&["run", m, "--input", "x=ramp"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        "error: --input x=ramp: @main has no parameter %x; its parameters are: %in_x (ONNX input `in/x`)\n"
+    );
+    let (code, _, err) = rxvm(&["run", m]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        "error: missing input(s) for @main: %in_x (ONNX input `in/x`): f32[1, 4]; pass --input NAME=PATH.npy|zeros|random:SEED|VALUE\n"
+    );
+    let (code, _, err) = rxvm(&["run", m, "--input", "in/x=ramp", "--input", "in_x=zeros"]);
+    assert_eq!(code, 1);
+    assert_eq!(err, "error: --input in_x=zeros: %in_x (ONNX input `in/x`) is given twice\n");
+}
+
+#[test]
+fn an_input_to_a_function_without_parameters_says_so() {
+    let p = tmp("no_params.rxa");
+    std::fs::write(&p, "func @main() -> int {\n  %a = int 1\n  ret %a\n}\n").expect("write");
+    let (code, _, err) = rxvm(&["run", p.to_str().unwrap(), "--input", "x=1"]);
+    assert_eq!(code, 1);
+    assert_eq!(err, "error: --input x=1: @main has no parameter %x; it takes no inputs\n");
+}
+
+#[test]
+fn compile_prints_where_it_wrote_the_program() {
+    let m = relu_model("wrote.onnx", 4);
+    let rxa = m.with_extension("rxa");
+    let _ = std::fs::remove_file(&rxa);
+    let (code, out, err) = rxvm(&["compile", m.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let len = std::fs::metadata(&rxa).expect("MODEL.rxa written beside the model").len();
+    assert_eq!(out, format!("wrote {} ({len} bytes)\n", rxa.display()));
+    let rxb = tmp("wrote.rxb");
+    let (code, out, err) = rxvm(&["compile", m.to_str().unwrap(), "-o", rxb.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let len = std::fs::metadata(&rxb).expect("the -o file").len();
+    assert_eq!(out, format!("wrote {} ({len} bytes)\n", rxb.display()));
+}
+
+#[test]
+fn long_results_are_summarised_unless_print_all() {
+    let m = relu_model("long.onnx", 1000);
+    let m = m.to_str().unwrap();
+    let (code, out, err) = rxvm(&["run", m, "--input", "in/x=ramp"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "result 0: f32[1, 1000] [[0.0, 0.001, 0.002, ..., 0.997, 0.998, 0.999]]\n");
+    let (code, out, err) = rxvm(&["run", m, "--input", "in/x=ramp", "--print-all"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("result 0: f32[1, 1000] [[0.0, 0.001, 0.002, 0.003, "), "{out}");
+    assert!(!out.contains("..."), "{out}");
+    assert_eq!(out.matches(", ").count(), 1 + 999, "every element: {out}");
+    let (code, _, err) = rxvm(&["run", m, "--input", "in/x=ramp", "--print-all", "--quiet"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+/// Every bad input of `tests/bad/` run by `rxvm run` gives an error with one `error: `
+/// prefix (a VM that could not load a constant once printed `error: error: ...`).
+#[test]
+fn errors_have_one_prefix() {
+    let mut count = 0;
+    for e in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bad")).expect("tests/bad") {
+        let path = e.expect("an entry").path();
+        let (code, _, err) = rxvm(&["run", path.to_str().unwrap()]);
+        assert_eq!(code, 1, "{}: {err}", path.display());
+        assert!(err.starts_with("error: ") && !err.contains("error: error"), "{}: {err}", path.display());
+        count += 1;
+    }
+    assert!(count >= 30, "{count}");
+}

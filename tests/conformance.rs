@@ -67,3 +67,48 @@ const MIN_PASSED: usize = 117;
 /// The number of cases that pass on an OpenCL device today (operators without an OpenCL
 /// kernel are skipped).
 const MIN_PASSED_OPENCL: usize = 117;
+
+/// A case whose expected outputs hold infinities and NaN: `rxvm conformance` passes it when
+/// the outputs are the same non-finite values (it once failed `inf` against `inf`, as
+/// `inf - inf` is NaN), and fails it when an infinity has the other sign.
+#[test]
+fn non_finite_outputs_compare_exactly() {
+    use onnx_protobuf::{GraphProto, Message};
+    use rxvm_test_support::onnx_build::{bytes, f32_tensor, model, node, value_info, Encoding, F32};
+    let root = std::env::temp_dir().join(format!("rxvm-conformance-inf-{}", std::process::id()));
+    // x / z = [inf, -inf, NaN, 2].
+    let (x, z) = ([1.0, -1.0, 0.0, 2.0], [0.0, 0.0, 0.0, 1.0]);
+    let mut g = GraphProto::new();
+    g.name = "div".into();
+    g.input.push(value_info("x", F32, &[4]));
+    g.initializer.push(f32_tensor("z", &[4], &z, Encoding::Raw));
+    g.node.push(node("Div", &["x", "z"], &["y"]));
+    g.output.push(value_info("y", F32, &[4]));
+    let case = |name: &str, want: [f32; 4]| {
+        let dir = root.join(name);
+        let set = dir.join("test_data_set_0");
+        std::fs::create_dir_all(&set).expect("a case folder");
+        std::fs::write(dir.join("model.onnx"), bytes(&model(g.clone()))).expect("model.onnx");
+        let tensor = |n: &str, v: &[f32]| f32_tensor(n, &[4], v, Encoding::Raw).write_to_bytes().expect("a tensor");
+        std::fs::write(set.join("input_0.pb"), tensor("x", &x)).expect("input_0.pb");
+        std::fs::write(set.join("output_0.pb"), tensor("y", &want)).expect("output_0.pb");
+        dir
+    };
+    let inf = f32::INFINITY;
+    let same = case("same", [inf, -inf, f32::NAN, 2.0]);
+    let flipped = case("flipped", [inf, inf, f32::NAN, 2.0]);
+    let run = |dir: &Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rxvm")).arg("conformance").arg(dir).output().expect("rxvm runs")
+    };
+    let out = run(&same);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout, "pass  same\n1 passed, 0 failed, 0 skipped\n");
+    let out = run(&flipped);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "FAIL  flipped: output 0: element 1 is -inf, expected inf (tolerance 0.00001 + 0.001 * |expected|)\n0 passed, 1 failed, 0 skipped\n"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -71,9 +71,12 @@ impl VmError {
     }
 }
 
+/// The message, then the location, notes and callers on their own lines. Without an
+/// `error: ` prefix: whoever prints the error adds it (as for every other error), so that
+/// it is never doubled.
 impl fmt::Display for VmError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "error: {}", self.message)?;
+        f.write_str(&self.message)?;
         if let Some(l) = self.location() {
             write!(f, "\n  --> {l}")?;
         }

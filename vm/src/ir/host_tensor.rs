@@ -183,8 +183,36 @@ impl fmt::Display for HostTensor {
     }
 }
 
+/// Tensors of more than this many elements print summarised by default
+/// ([`HostTensor::summary`]).
+pub const SUMMARY_THRESHOLD: u64 = 100;
+
+/// Entries shown at each end of a summarised axis (numpy's `edgeitems`).
+pub const SUMMARY_EDGE: usize = 3;
+
+impl HostTensor {
+    /// The tensor as [`Display`](fmt::Display) prints it, but with more than
+    /// [`SUMMARY_THRESHOLD`] elements summarised as numpy does: each axis longer than
+    /// `2 * SUMMARY_EDGE` shows its first and last [`SUMMARY_EDGE`] entries with `...`
+    /// between them, e.g. `f32[1, 1000] [[0.0, 0.001, 0.002, ..., 0.997, 0.998, 0.999]]`.
+    pub fn summary(&self) -> String {
+        if self.numel() <= SUMMARY_THRESHOLD {
+            return self.to_string();
+        }
+        let mut s = format!("{}{:?} ", self.dtype.name(), self.shape);
+        format_nested_edges(self.dtype, &self.shape, &self.data, Some(SUMMARY_EDGE), &mut s);
+        s
+    }
+}
+
 /// Appends `[[..], [..]]` for row-major `data` of `shape`.
 pub fn format_nested(dtype: DType, shape: &[i64], data: &[u8], out: &mut String) {
+    format_nested_edges(dtype, shape, data, None, out)
+}
+
+/// [`format_nested`], with each axis longer than `2 * edge` shown as its first and last
+/// `edge` entries and `...` between them.
+pub fn format_nested_edges(dtype: DType, shape: &[i64], data: &[u8], edge: Option<usize>, out: &mut String) {
     let es = dtype.size();
     // No elements: `[]`, whatever the other dims. Nesting `[[], [], ...]` for a leading
     // dim of 10^12 would take time and memory bounded by the shape, not by the data.
@@ -206,8 +234,19 @@ pub fn format_nested(dtype: DType, shape: &[i64], data: &[u8], out: &mut String)
         return;
     }
     let inner: usize = shape[1..].iter().map(|&d| d.max(0) as usize).product::<usize>() * es;
+    let n = shape[0].max(0) as usize;
+    // The entries shown: all, or `edge` at each end with a gap after entry `edge - 1`.
+    let gap = edge.filter(|&e| n > 2 * e);
     out.push('[');
-    for i in 0..shape[0].max(0) as usize {
+    for i in 0..n {
+        if let Some(e) = gap {
+            if i == e {
+                out.push_str(", ...");
+            }
+            if i >= e && i < n - e {
+                continue;
+            }
+        }
         if i > 0 {
             out.push_str(", ");
         }
@@ -215,7 +254,7 @@ pub fn format_nested(dtype: DType, shape: &[i64], data: &[u8], out: &mut String)
         if shape.len() == 1 {
             format_elem(dtype, &data[start..start + es], out);
         } else {
-            format_nested(dtype, &shape[1..], &data[start..start + inner], out);
+            format_nested_edges(dtype, &shape[1..], &data[start..start + inner], edge, out);
         }
     }
     out.push(']');
@@ -231,6 +270,27 @@ mod tests {
         assert_eq!(t.to_string(), "f32[2, 2] [[1.0, 2.5], [-3.0, 4.0]]");
         let s = HostTensor::new(DType::I32, vec![], 7i32.to_le_bytes().to_vec()).unwrap();
         assert_eq!(s.to_string(), "i32[] 7");
+    }
+
+    #[test]
+    fn summary_shows_the_ends_of_long_axes() {
+        let v: Vec<f32> = (0..1000).map(|i| i as f32).collect();
+        let t = HostTensor::from_f32(&[1, 1000], &v).unwrap();
+        assert_eq!(t.summary(), "f32[1, 1000] [[0.0, 1.0, 2.0, ..., 997.0, 998.0, 999.0]]");
+        let t = HostTensor::from_f32(&[10, 20], &v[..200]).unwrap();
+        assert_eq!(
+            t.summary(),
+            "f32[10, 20] [[0.0, 1.0, 2.0, ..., 17.0, 18.0, 19.0], [20.0, 21.0, 22.0, ..., 37.0, 38.0, 39.0], \
+             [40.0, 41.0, 42.0, ..., 57.0, 58.0, 59.0], ..., [140.0, 141.0, 142.0, ..., 157.0, 158.0, 159.0], \
+             [160.0, 161.0, 162.0, ..., 177.0, 178.0, 179.0], [180.0, 181.0, 182.0, ..., 197.0, 198.0, 199.0]]"
+        );
+        // Up to the threshold, and axes of at most 2 * SUMMARY_EDGE entries, print whole.
+        let t = HostTensor::from_f32(&[100], &v[..100]).unwrap();
+        assert_eq!(t.summary(), t.to_string());
+        let t = HostTensor::from_f32(&[101], &v[..101]).unwrap();
+        assert_eq!(t.summary(), "f32[101] [0.0, 1.0, 2.0, ..., 98.0, 99.0, 100.0]");
+        let t = HostTensor::from_f32(&[17, 6], &v[..102]).unwrap();
+        assert!(t.summary().starts_with("f32[17, 6] [[0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [6.0,"), "{}", t.summary());
     }
 
     #[test]

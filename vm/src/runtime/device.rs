@@ -157,6 +157,11 @@ pub struct HostBlock {
     layout: Layout,
 }
 
+/// The largest alignment a host storage may ask for (2 MiB, a huge page). A stricter
+/// `align` is refused as such: the system allocator would fail it, which looked like "out
+/// of device memory", or reserve address space the size of the alignment.
+pub const HOST_MAX_ALIGN: u64 = 1 << 21;
+
 impl HostBlock {
     /// A zeroed block of `capacity` bytes; `None` if the system refuses.
     pub fn new(capacity: u64, align: u64) -> Option<HostBlock> {

@@ -7,7 +7,7 @@
 use crate::ir::types::{DType, ImageLayout, Scope};
 use crate::runtime::backend::{Device, DeviceBlock, Operand, ViewHandle, ViewKind};
 use crate::runtime::counters::{bump, sub, take_next, Counters, ObjectCounters};
-use crate::runtime::device::{size_class, AllocSource, Binned, Bins, DeviceCaps, HostBlock};
+use crate::runtime::device::{size_class, AllocSource, Binned, Bins, DeviceCaps, HostBlock, HOST_MAX_ALIGN};
 use crate::runtime::shared::{Parked, Shared};
 use smallvec::SmallVec;
 use std::cell::{Cell, RefCell};
@@ -64,6 +64,17 @@ impl DeviceState {
     #[inline(always)]
     pub fn is_device(&self) -> bool {
         matches!(self.backend, Backend::Device(_))
+    }
+
+    /// The strictest `align` a storage may ask for: the device's sub-buffer alignment
+    /// (`CL_DEVICE_MEM_BASE_ADDR_ALIGN`), or [`HOST_MAX_ALIGN`] in host memory.
+    #[inline]
+    pub fn max_align(&self) -> u64 {
+        if self.is_device() {
+            self.caps.mem_base_addr_align
+        } else {
+            HOST_MAX_ALIGN
+        }
     }
 
     /// True on devices whose texture views are standalone images: bytes written through
@@ -494,10 +505,7 @@ impl std::fmt::Display for AllocError {
             ),
             AllocError::BadAlign(a) => write!(f, "alignment must be a power of two, found {a}"),
             AllocError::AlignTooLarge { align, device, max } => {
-                write!(
-                    f,
-                    "alignment {align} is stricter than device `{device}` guarantees for its buffers ({max} bytes)"
-                )
+                write!(f, "alignment {align} is too large: device `{device}` aligns storages to at most {max} bytes")
             }
             AllocError::Device(e) => f.write_str(e),
         }
@@ -529,8 +537,7 @@ impl Runtime {
         let dev = self.devices.get(device as usize)?;
         let caps = &dev.caps;
         let align = if align == 0 { caps.base_align } else { align };
-        let cl_align_ok = !dev.is_device() || align <= caps.mem_base_addr_align;
-        if !align.is_power_of_two() || size > caps.max_alloc || !cl_align_ok {
+        if !align.is_power_of_two() || size > caps.max_alloc || align > dev.max_align() {
             return None;
         }
         let bin = u32::try_from(crate::runtime::device::class_index(size_class(size))).ok()?;
@@ -558,6 +565,9 @@ impl Storage {
         if !align.is_power_of_two() {
             return Err(AllocError::BadAlign(align));
         }
+        if align > dev.max_align() {
+            return Err(AllocError::AlignTooLarge { align, device: caps.name.clone(), max: dev.max_align() });
+        }
         if size > caps.max_alloc {
             return Err(AllocError::TooLarge { size, max_alloc: caps.max_alloc, device: caps.name.clone() });
         }
@@ -568,9 +578,6 @@ impl Storage {
         let limit = dev.live_limit.get();
         if !constant && live.saturating_add(size) > limit {
             return Err(AllocError::LiveLimit { size, live, limit, device: caps.name.clone() });
-        }
-        if dev.is_device() && align > caps.mem_base_addr_align {
-            return Err(AllocError::AlignTooLarge { align, device: caps.name.clone(), max: caps.mem_base_addr_align });
         }
         let class = size_class(size);
         // A dead storage of this class kept whole (see `Storage::park`): only its identity
