@@ -235,7 +235,7 @@ fn refused_prefixes(whole: &[u8], shapes: &[Vec<i64>], step: usize) -> std::coll
                 Ok(c) => panic!(
                     "the first {n} of {} bytes compile, to a @main with {} result(s)",
                     whole.len(),
-                    c.module.funcs[0].results.len()
+                    c.module.funcs.values().next().map_or(0, |f| f.results.len())
                 ),
             },
         };
