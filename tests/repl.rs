@@ -202,3 +202,42 @@ fn labels_functions_lines_storages_and_restart() {
     std::env::set_current_dir(root()).expect("cd");
     insta::assert_snapshot!("repl_breakpoints", session(Some("tests/programs/every_instruction.rxa"), script));
 }
+
+/// Issue 28, item 11: a failed `:load` unloads the old program, a breakpoint that cannot
+/// fire is refused or said so, the results of a finished run stay inspectable, and
+/// `help`, `:help CMD` and "did you mean" help a newcomer.
+#[test]
+fn failed_loads_dead_breakpoints_finished_runs_and_help() {
+    let script = "\
+:break 9999
+:break 3
+:break 13
+:break @main+99
+:break @main+2
+:break on storage 0
+:break on storage 1
+:break on storage 2
+:run
+:continue
+:continue
+:continue
+:regs
+:print %y
+:print %result0 2
+:mem
+:restart
+:where
+:delete
+:contnue
+:stpe
+help
+:help break
+:h c
+:help nope
+:load tests/bad/double_kill.rxa
+:run
+:break 9
+";
+    std::env::set_current_dir(root()).expect("cd");
+    insta::assert_snapshot!("repl_item_11", session(Some("examples/tiny.rxa"), script));
+}

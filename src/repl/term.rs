@@ -50,6 +50,12 @@ fn history_path() -> Option<PathBuf> {
 /// Runs the session on standard input: a line editor on a terminal, plain lines otherwise.
 pub fn run(mut repl: Repl) -> Result<(), String> {
     let stdout = std::io::stdout();
+    // Ctrl-C pauses a running program (the VM checks the flag before each instruction)
+    // instead of ending the session; at the prompt the line editor reads it as a key.
+    let interrupt = repl.interrupt_handle();
+    if let Err(e) = ctrlc::set_handler(move || interrupt.raise()) {
+        eprintln!("warning: Ctrl-C will end the session: cannot install its handler: {e}");
+    }
     if !std::io::stdin().is_terminal() {
         for line in std::io::stdin().lock().lines() {
             let line = line.map_err(|e| format!("reading standard input: {e}"))?;
@@ -77,6 +83,10 @@ pub fn run(mut repl: Repl) -> Result<(), String> {
             Ok(line) => {
                 if !line.trim().is_empty() {
                     let _ = rl.history_mut().add(&line);
+                    // Saved as it grows: whatever ends the session, its lines are kept.
+                    if let Some(h) = &history {
+                        let _ = rl.save_history(h);
+                    }
                 }
                 match repl.execute(&line) {
                     Outcome::Print(t) => print!("{t}"),
