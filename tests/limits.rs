@@ -264,3 +264,18 @@ fn an_interrupt_from_another_thread_stops_the_run() {
     assert_eq!(vm.debug_stopped_by(), None, "paused by the caller this time");
     vm.debug_abort();
 }
+
+/// `rxvm run --help` states every limit's default.
+#[test]
+fn the_help_gives_each_limits_default() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rxvm")).args(["run", "--help"]).output().expect("rxvm runs");
+    let help = String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+    for want in [
+        "--max-instructions <N> Stop with an error after this many instructions (default: no limit;",
+        "--max-call-depth <N> Stop with an error beyond this call depth [default: 10000]",
+        "e.g. `64M` (default: no limit beyond the device's memory)",
+        "--timeout <TIME> Stop with an error, naming the instruction, after this much wall-clock time",
+    ] {
+        assert!(help.contains(want), "`{want}` in: {help}");
+    }
+}

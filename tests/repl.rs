@@ -137,20 +137,50 @@ kill %a
 :storages
 ";
     std::env::set_current_dir(root()).expect("cd");
-    let text = session(Some("examples/tiny.rxa"), script);
-    let block = format!("<!-- transcript:begin -->\n```text\n{text}```\n<!-- transcript:end -->");
+    check_doc_transcript("transcript", &session(Some("examples/tiny.rxa"), script));
+}
+
+/// The second session of `docs/repl.md`: places without an instruction, storage ids,
+/// results after the run, help.
+#[test]
+fn the_documented_breakpoint_session_is_what_the_repl_prints() {
+    let script = "\
+:break 4
+:break on storage 1
+:break on storage 2
+:run
+:continue
+:regs
+:print %y
+:restart
+:delete
+:contnue
+:help break
+";
+    std::env::set_current_dir(root()).expect("cd");
+    check_doc_transcript("breakpoints", &session(Some("examples/tiny.rxa"), script));
+}
+
+/// Checks the block between `<!-- NAME:begin -->` and `<!-- NAME:end -->` of
+/// docs/repl.md against `text`; `RXVM_UPDATE_DOCS=1` rewrites it.
+fn check_doc_transcript(name: &str, text: &str) {
+    // The tests run in parallel, and with RXVM_UPDATE_DOCS two of them rewrite the file.
+    static DOC: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = DOC.lock().unwrap_or_else(|e| e.into_inner());
+    let (open, close) = (format!("<!-- {name}:begin -->"), format!("<!-- {name}:end -->"));
+    let block = format!("{open}\n```text\n{text}```\n{close}");
     let doc_path = root().join("docs/repl.md");
     let doc = std::fs::read_to_string(&doc_path).expect("docs/repl.md");
-    let (Some(start), Some(end)) = (doc.find("<!-- transcript:begin -->"), doc.find("<!-- transcript:end -->")) else {
-        panic!("docs/repl.md has no transcript markers");
+    let (Some(start), Some(end)) = (doc.find(&open), doc.find(&close)) else {
+        panic!("docs/repl.md has no {open} ... {close} markers");
     };
-    let current = &doc[start..end + "<!-- transcript:end -->".len()];
+    let current = &doc[start..end + close.len()];
     if current != block {
         if std::env::var("RXVM_UPDATE_DOCS").is_ok() {
-            let updated = format!("{}{block}{}", &doc[..start], &doc[end + "<!-- transcript:end -->".len()..]);
+            let updated = format!("{}{block}{}", &doc[..start], &doc[end + close.len()..]);
             std::fs::write(&doc_path, updated).expect("write docs/repl.md");
         } else {
-            panic!("docs/repl.md's transcript is stale; rerun with RXVM_UPDATE_DOCS=1:\n{text}");
+            panic!("docs/repl.md's {name} block is stale; rerun with RXVM_UPDATE_DOCS=1:\n{text}");
         }
     }
 }
@@ -240,4 +270,25 @@ help
 ";
     std::env::set_current_dir(root()).expect("cd");
     insta::assert_snapshot!("repl_item_11", session(Some("examples/tiny.rxa"), script));
+}
+
+/// docs/repl.md's `--timeout` example, as written there: each `:run` of an endless loop
+/// pauses after 200 ms, with where, and the session goes on to `:where` and `:quit`.
+#[test]
+fn the_repl_timeout_pauses_an_endless_run() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rxvm"))
+        .args(["repl", "--timeout", "200ms", "tests/data/repl/endless.rxa"])
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rxvm repl starts");
+    child.stdin.take().expect("stdin").write_all(b":run\n:where\n:quit\n").expect("write the script");
+    let out = child.wait_with_output().expect("rxvm repl ends");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("started @main\nstopped at @main+"), "{stdout}");
+    assert!(stdout.contains(", time limit of 200ms reached; :continue resumes"), "{stdout}");
+    assert!(stdout.contains("#0 @main+"), ":where after the pause: {stdout}");
 }
