@@ -292,3 +292,40 @@ fn the_repl_timeout_pauses_an_endless_run() {
     assert!(stdout.contains(", time limit of 200ms reached; :continue resumes"), "{stdout}");
     assert!(stdout.contains("#0 @main+"), ":where after the pause: {stdout}");
 }
+
+/// Piped input: SIGINT (Ctrl-C) during a run pauses it and the script goes on; SIGINT
+/// while the REPL waits for input ends it, as Ctrl-C always ended a piped session.
+#[cfg(unix)]
+#[test]
+fn sigint_pauses_a_piped_run_and_ends_an_idle_piped_session() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rxvm"))
+        .args(["repl", "tests/data/repl/endless.rxa"])
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rxvm repl starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut next = || lines.next().expect("a line").expect("utf-8");
+    assert!(next().starts_with("loaded tests/data/repl/endless.rxa"));
+    stdin.write_all(b":run\n").expect("write");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let sigint = || {
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
+    };
+    sigint();
+    assert_eq!(next(), "started @main");
+    let stopped = next();
+    assert!(stopped.contains(", interrupted (Ctrl-C); :continue resumes"), "{stopped}");
+    stdin.write_all(b":where\n").expect("write");
+    while !next().starts_with("#0 @main+") {}
+    // Idle, waiting for a line: Ctrl-C ends the session.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    sigint();
+    let status = child.wait().expect("it ends");
+    assert_eq!(status.code(), Some(130), "{status:?}");
+}

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -102,6 +103,9 @@ pub struct Repl {
     scratch: Scratch,
     /// Raised by Ctrl-C (see [`term`]): pauses the run before its next instruction.
     interrupt: Interrupt,
+    /// True while the program runs (for the Ctrl-C handler: pause it, or else end a piped
+    /// session as Ctrl-C always did).
+    running: Arc<AtomicBool>,
     /// `--timeout`: each `:run`, `:continue` or `:step` pauses after this long.
     timeout: Option<Duration>,
 }
@@ -324,6 +328,7 @@ impl Repl {
             finished: None,
             scratch: Scratch::default(),
             interrupt: Interrupt::new(),
+            running: Arc::new(AtomicBool::new(false)),
             timeout: None,
         }
     }
@@ -331,6 +336,11 @@ impl Repl {
     /// The flag Ctrl-C raises: a run in progress pauses before its next instruction.
     pub fn interrupt_handle(&self) -> Interrupt {
         self.interrupt.clone()
+    }
+
+    /// True while the program runs: Ctrl-C then pauses it.
+    pub fn running_handle(&self) -> Arc<AtomicBool> {
+        self.running.clone()
     }
 
     /// Pauses each `:run`, `:continue` or `:step` after `t` (`None`: no limit).
@@ -628,6 +638,7 @@ impl Repl {
         let mut hit: Option<usize> = None;
         // A Ctrl-C pressed while nothing ran is not for this run.
         self.interrupt.clear();
+        self.running.store(true, Ordering::SeqCst);
         let r = vm.debug_resume(&mut |p| {
             if stop(p) {
                 return true;
@@ -640,6 +651,7 @@ impl Repl {
             }
             false
         });
+        self.running.store(false, Ordering::SeqCst);
         let printed = vm.take_output();
         let text = match r {
             Ok(None) => {
