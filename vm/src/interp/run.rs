@@ -187,9 +187,9 @@ impl Vm {
         let mut pc = top.pc;
         let mut count: u64 = 0;
         let limit = self.limits.max_instructions.unwrap_or(u64::MAX);
-        // The interrupt flag (and the timeout's timer) of a checked run; the unchecked one
-        // starts no timer and reads no flag.
-        let watch = if LIMITED {
+        // The interrupt flag (and the timeout's timer) of a checked run; the unchecked one,
+        // and one with only an instruction limit, start no timer and allocate no flag.
+        let watch = if LIMITED && (self.limits.timeout.is_some() || self.limits.interrupt.is_some()) {
             match Watch::start(&self.limits) {
                 Ok(w) => Some(w),
                 Err(e) => return Err(VmError::api(e)),
