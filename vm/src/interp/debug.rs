@@ -57,7 +57,10 @@ impl Vm {
         };
         let module = self.module().clone();
         self.apply_live_limit();
-        match self.exec::<true, true, _>(&module, depth0, stop) {
+        self.start_watch()?;
+        let exit = self.exec::<true, true, _>(&module, depth0, stop);
+        self.watch = None;
+        match exit {
             Ok(Exit::Paused) => Ok(None),
             Ok(Exit::Returned) => {
                 let values = self.take_returned();

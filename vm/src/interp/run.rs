@@ -113,7 +113,7 @@ impl Vm {
         // Without an instruction limit, a timeout or an interrupt flag the loop skips its
         // per-instruction check.
         let exit = if self.limits.checked() {
-            self.exec::<false, true, _>(m, depth0, |_| false)
+            self.run_checked(m, depth0)
         } else {
             self.exec::<false, false, _>(m, depth0, |_| false)
         };
@@ -122,6 +122,32 @@ impl Vm {
             Ok(Exit::Paused) => Err(VmError::api("internal: a run paused without a debugger")),
             Err(e) => Err(e),
         }
+    }
+
+    /// [`Vm::exec`]'s checked instance, with the interrupt flag and timeout timer of
+    /// [`Limits`] set up around it. Out of line: the unchecked path stays as it was.
+    #[inline(never)]
+    pub(crate) fn run_checked(&mut self, m: &Module, depth0: usize) -> Result<Exit, VmError> {
+        self.start_watch()?;
+        let r = self.exec::<false, true, _>(m, depth0, |_| false);
+        self.watch = None;
+        r
+    }
+
+    /// Starts the [`Watch`] of a checked run when it has a timeout or an interrupt flag.
+    pub(crate) fn start_watch(&mut self) -> Result<(), VmError> {
+        self.watch = None;
+        if self.limits.timeout.is_some() || self.limits.interrupt.is_some() {
+            self.watch = Some(Watch::start(&self.limits).map_err(VmError::api)?);
+        }
+        Ok(())
+    }
+
+    /// The stop a checked run found raised, taken from its watch.
+    #[cold]
+    #[inline(never)]
+    fn take_stop(&self) -> Option<Stopped> {
+        self.watch.as_ref().and_then(|w| w.flag.take(self.limits.timeout))
     }
 
     /// Pushes the frame of `entry` with its arguments in its first registers.
@@ -187,22 +213,17 @@ impl Vm {
         let mut pc = top.pc;
         let mut count: u64 = 0;
         let limit = self.limits.max_instructions.unwrap_or(u64::MAX);
-        // The interrupt flag (and the timeout's timer) of a checked run; the unchecked one,
-        // and one with only an instruction limit, start no timer and allocate no flag.
-        let watch = if LIMITED && (self.limits.timeout.is_some() || self.limits.interrupt.is_some()) {
-            match Watch::start(&self.limits) {
-                Ok(w) => Some(w),
-                Err(e) => return Err(VmError::api(e)),
-            }
-        } else {
-            None
-        };
+        // The interrupt flag of a checked run ([`Vm::run_checked`] holds it in `watch`), or
+        // one never raised.
         static NEVER: AtomicU8 = AtomicU8::new(0);
-        let flag: &AtomicU8 = watch.as_ref().map_or(&NEVER, |w| w.flag.flag());
+        let flag: *const AtomicU8 =
+            if LIMITED { self.watch.as_ref().map_or(&NEVER, |w| w.flag.flag()) } else { &NEVER };
         // Every entry into `exec` has applied `Limits::max_live_bytes` (see `apply_live_limit`).
         let result: Result<Exit, (usize, Box<Fault>)> = loop {
-            if LIMITED && flag.load(Ordering::Relaxed) != 0 {
-                if let Some(why) = watch.as_ref().and_then(|w| w.flag.take(self.limits.timeout)) {
+            // SAFETY: `flag` is `NEVER` or in `self.watch`, which only the callers of `exec`
+            // set and clear, around it.
+            if LIMITED && unsafe { &*flag }.load(Ordering::Relaxed) != 0 {
+                if let Some(why) = self.take_stop() {
                     if DEBUG {
                         if let Some(top) = self.frames.last_mut() {
                             top.pc = pc;
@@ -740,10 +761,7 @@ impl Vm {
         nargs: u16,
     ) -> Step<usize> {
         if self.frames.len() >= self.limits.max_call_depth {
-            return Err(Box::new(Fault {
-                message: format!("call depth limit of {} reached calling @{}", self.limits.max_call_depth, callee.name),
-                notes: self.stack_memory_note().into_iter().collect(),
-            }));
+            return Err(self.depth_fault(callee));
         }
         let new_base = self.regs.len();
         let args = &f.args[list as usize + ndst as usize..][..nargs as usize];
@@ -763,6 +781,16 @@ impl Vm {
             self.regs[new_base + i] = v;
         }
         Ok(new_base)
+    }
+
+    /// The call-depth limit's error (out of line: `enter` is in the loop).
+    #[cold]
+    #[inline(never)]
+    fn depth_fault(&self, callee: &Function) -> Box<Fault> {
+        Box::new(Fault {
+            message: format!("call depth limit of {} reached calling @{}", self.limits.max_call_depth, callee.name),
+            notes: self.stack_memory_note().into_iter().collect(),
+        })
     }
 
     /// What the frames on the call stack hold, for the errors of the call-depth and memory
