@@ -57,9 +57,9 @@ impl Vm {
         };
         let module = self.module().clone();
         self.apply_live_limit();
-        self.start_watch()?;
+        let outer = self.start_watch()?;
         let exit = self.exec::<true, true, _>(&module, depth0, stop);
-        self.watch = None;
+        self.watch = outer;
         match exit {
             Ok(Exit::Paused) => Ok(None),
             Ok(Exit::Returned) => {

@@ -128,19 +128,27 @@ impl Vm {
     /// [`Limits`] set up around it. Out of line: the unchecked path stays as it was.
     #[inline(never)]
     pub(crate) fn run_checked(&mut self, m: &Module, depth0: usize) -> Result<Exit, VmError> {
-        self.start_watch()?;
+        let outer = self.start_watch()?;
         let r = self.exec::<false, true, _>(m, depth0, |_| false);
-        self.watch = None;
+        self.watch = outer;
         r
     }
 
-    /// Starts the [`Watch`] of a checked run when it has a timeout or an interrupt flag.
-    pub(crate) fn start_watch(&mut self) -> Result<(), VmError> {
-        self.watch = None;
+    /// Starts the [`Watch`] of a checked run when it has a timeout or an interrupt flag;
+    /// returns the one of an enclosing run, if any, for the caller to put back when the
+    /// run ends (its flag stays alive meanwhile: the enclosing `exec` points into it).
+    pub(crate) fn start_watch(&mut self) -> Result<Option<Watch>, VmError> {
+        let outer = self.watch.take();
         if self.limits.timeout.is_some() || self.limits.interrupt.is_some() {
-            self.watch = Some(Watch::start(&self.limits).map_err(VmError::api)?);
+            match Watch::start(&self.limits) {
+                Ok(w) => self.watch = Some(w),
+                Err(e) => {
+                    self.watch = outer;
+                    return Err(VmError::api(e));
+                }
+            }
         }
-        Ok(())
+        Ok(outer)
     }
 
     /// The stop a checked run found raised, taken from its watch.
