@@ -312,7 +312,7 @@ fn sigint_pauses_a_piped_run_and_ends_an_idle_piped_session() {
     let mut next = || lines.next().expect("a line").expect("utf-8");
     assert!(next().starts_with("loaded tests/data/repl/endless.rxa"));
     stdin.write_all(b":run\n").expect("write");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    wait_until_spinning(child.id());
     let sigint = || {
         // SAFETY: kill(2) on our own child's pid.
         assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
@@ -328,4 +328,25 @@ fn sigint_pauses_a_piped_run_and_ends_an_idle_piped_session() {
     sigint();
     let status = child.wait().expect("it ends");
     assert_eq!(status.code(), Some(130), "{status:?}");
+}
+
+#[cfg(unix)]
+/// CPU time (user, clock ticks) process `pid` has used, from /proc/PID/stat.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')').expect("(comm)") + 2..];
+    rest.split(' ').nth(11).and_then(|t| t.parse().ok()).expect("utime")
+}
+
+/// Waits until process `pid` has spun for a while (its run is in progress, so a Ctrl-C
+/// pauses it rather than meeting an idle prompt), however loaded the machine is.
+#[cfg(unix)]
+fn wait_until_spinning(pid: u32) {
+    let start = cpu_ticks(pid);
+    let t0 = std::time::Instant::now();
+    while cpu_ticks(pid) < start + 20 {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "the run never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

@@ -81,7 +81,8 @@ fn ctrl_c_pauses_an_endless_run_and_the_session_goes_on() {
     p.exp_string("rxvm> ").expect("a prompt");
     p.send_line(":run x=ramp").expect("send");
     // Let it loop a while (the REPL prints a command's output when it ends), then interrupt.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = p.process.child_pid.as_raw() as u32;
+    wait_until_spinning(pid);
     p.send_control('c').expect("Ctrl-C");
     p.exp_string("started @main").expect("it ran");
     p.exp_string(", interrupted (Ctrl-C); :continue resumes").expect("paused, and says why");
@@ -93,7 +94,7 @@ fn ctrl_c_pauses_an_endless_run_and_the_session_goes_on() {
     p.exp_string("#0 @main+").expect("the stack");
     // Resumed, it loops again until the next Ctrl-C.
     p.send_line(":continue").expect("send");
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    wait_until_spinning(pid);
     p.send_control('c').expect("Ctrl-C");
     p.exp_string("interrupted (Ctrl-C)").expect("paused again");
     p.exp_string("rxvm> ").expect("back at the prompt");
@@ -107,4 +108,23 @@ fn ctrl_c_pauses_an_endless_run_and_the_session_goes_on() {
         assert!(saved.lines().any(|l| l == line), "{line} in the history: {saved}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// CPU time (user, clock ticks) process `pid` has used, from /proc/PID/stat.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')').expect("(comm)") + 2..];
+    rest.split(' ').nth(11).and_then(|t| t.parse().ok()).expect("utime")
+}
+
+/// Waits until process `pid` has spun for a while (its run is in progress, so a Ctrl-C
+/// pauses it rather than meeting an idle prompt), however loaded the machine is.
+fn wait_until_spinning(pid: u32) {
+    let start = cpu_ticks(pid);
+    let t0 = std::time::Instant::now();
+    while cpu_ticks(pid) < start + 20 {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "the run never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
