@@ -70,6 +70,10 @@ pub enum Command {
     Repl {
         /// A `.rxa`, `.rxb` or `.onnx` file to load.
         file: Option<PathBuf>,
+        /// Pause a `:run`, `:continue` or `:step` after this much wall-clock time, e.g.
+        /// `10s` (default: no limit; Ctrl-C pauses a run at any time).
+        #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+        timeout: Option<std::time::Duration>,
     },
     /// List the host device and every OpenCL platform and device with the capabilities
     /// the VM and planner use.
@@ -245,16 +249,23 @@ pub struct RunArgs {
     /// and the switches images and image-from-buffer, 0 or 1).
     #[arg(long, value_name = "KEY=VALUE,...")]
     pub host_caps: Option<String>,
-    /// Stop with an error after this many instructions.
+    /// Stop with an error after this many instructions (default: no limit; an endless
+    /// loop runs until --timeout or Ctrl-C).
     #[arg(long, value_name = "N")]
     pub max_instructions: Option<u64>,
     /// Stop with an error beyond this call depth.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub max_call_depth: usize,
     /// Stop with an error when an allocation would make more than SIZE bytes live on the
-    /// device (constants included), e.g. `64M`.
+    /// device (constants included, and the storages every frame of a recursion holds),
+    /// e.g. `64M` (default: no limit beyond the device's memory).
     #[arg(long, value_name = "SIZE", value_parser = parse_byte_size)]
     pub max_live_bytes: Option<u64>,
+    /// Stop with an error, naming the instruction, after this much wall-clock time, e.g.
+    /// `30s`, `500ms`, `2m` or `1.5` (seconds); an operator call in progress finishes first
+    /// (default: no limit).
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub timeout: Option<std::time::Duration>,
     /// Check every operator and kernel call, but skip its work: measures the VM's own cost
     /// (results are meaningless; combine with --quiet and --stats).
     #[arg(long)]
@@ -270,7 +281,7 @@ pub fn main_with(cli: Cli) -> i32 {
         Command::Compile { model, output, compile, device } => cmd_compile(&model, output, &compile, device.as_deref()),
         Command::Plan(args) => cmd_plan(&args),
         Command::Run(args) => cmd_run(args),
-        Command::Repl { file } => cmd_repl(file.as_deref()),
+        Command::Repl { file, timeout } => cmd_repl(file.as_deref(), timeout),
         Command::Devices => cmd_devices(),
         Command::Conformance { dirs, device } => cmd_conformance(&dirs, &device),
     };
@@ -303,8 +314,9 @@ fn write_out(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
     })
 }
 
-fn cmd_repl(file: Option<&Path>) -> Result<(), Failure> {
+fn cmd_repl(file: Option<&Path>, timeout: Option<std::time::Duration>) -> Result<(), Failure> {
     let mut repl = crate::repl::Repl::new();
+    repl.set_timeout(timeout);
     if let Some(f) = file {
         if let crate::repl::Outcome::Print(t) = repl.load(f) {
             print!("{t}");
@@ -597,6 +609,7 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
     vm.limits.max_instructions = a.max_instructions;
     vm.limits.max_call_depth = a.max_call_depth;
     vm.limits.max_live_bytes = a.max_live_bytes;
+    vm.limits.timeout = a.timeout;
     if a.noop_kernels {
         vm.kernels = rxvm_vm::Kernels::Noop;
     }
@@ -649,6 +662,27 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
         print_stats(&mut out, fmt, &vm, p.plan.as_ref()).map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// A duration for clap: `30s`, `500ms`, `2m`, `1h`, or a number of seconds (`1.5`).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => t.split_at(i),
+        None => (t, "s"),
+    };
+    let scale = match unit {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => f64::NAN,
+    };
+    let secs = num.trim().parse::<f64>().map(|v| v * scale);
+    match secs {
+        Ok(v) if v.is_finite() && v > 0.0 && v < 1e9 => Ok(std::time::Duration::from_secs_f64(v)),
+        _ => Err(format!("expected a positive time such as 30s, 500ms, 2m or 1.5, found `{s}`")),
+    }
 }
 
 /// A byte count for clap: `4096`, `64K`, `16M`, `1G`.

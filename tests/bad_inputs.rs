@@ -1,8 +1,30 @@
 //! Every file in `tests/bad/` is refused — by the lexer, the parser, the assembler, the
 //! verifier or, when it assembles, when the VM loads it or at run time on the host device —
 //! with the exact diagnostic in its snapshot. None may panic, and none may run successfully.
+//!
+//! A file may set the VM's limits as the command line would, in a comment line
+//! `; limits: max-live-bytes=64M timeout=200ms max-instructions=N max-call-depth=N`
+//! (for a program that, without them, would run for a long time or take all memory).
 
 use std::path::Path;
+
+/// The limits a `; limits:` line of `source` sets.
+fn limits(source: &str) -> rxvm::vm::Limits {
+    let mut l = rxvm::vm::Limits::default();
+    for line in source.lines().filter_map(|l| l.trim().strip_prefix("; limits:")) {
+        for kv in line.split_whitespace() {
+            let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("`{kv}` in `; limits:` is not KEY=VALUE"));
+            match k {
+                "max-live-bytes" => l.max_live_bytes = Some(rxvm::vm::device::parse_size(v).expect("a byte count")),
+                "timeout" => l.timeout = Some(rxvm::cli::parse_duration(v).expect("a time")),
+                "max-instructions" => l.max_instructions = Some(v.parse().expect("a count")),
+                "max-call-depth" => l.max_call_depth = v.parse().expect("a depth"),
+                other => panic!("unknown limit `{other}` in `; limits:`"),
+            }
+        }
+    }
+    l
+}
 
 fn diagnose(rel: &str) -> String {
     let path = Path::new(rel);
@@ -18,6 +40,7 @@ fn diagnose(rel: &str) -> String {
         Ok(vm) => vm,
         Err(e) => return format!("[load]\n{}", rxvm::session::render_vm_error(&e, source.as_ref())),
     };
+    vm.limits = limits(&std::fs::read_to_string(path).expect("read the file"));
     match vm.invoke("main", &[]) {
         Ok(v) => panic!("{rel} ran successfully and returned {v:?}; a bad input must be refused"),
         Err(e) => format!("[run time]\n{}", rxvm::session::render_vm_error(&e, source.as_ref())),

@@ -166,7 +166,116 @@ fn every_limit_is_a_cli_flag() {
     assert!(err.contains("live-bytes limit reached on `host`"), "{err}");
     let (code, err) = rxvm_run(HOARD, "hoard.rxa", &["--max-live-bytes", "8M", "--quiet"]);
     assert_eq!(code, 0, "{err}");
+    let (code, err) = rxvm_run(SPIN, "spin.rxa", &["--timeout", "200ms"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error: time limit of 200ms reached"), "{err}");
+    assert!(err.contains("spin.rxa:5:3"), "names where it stopped: {err}");
+    let (code, err) = rxvm_run(SPIN, "spin.rxa", &["--timeout", "soon"]);
+    assert_eq!(code, 2, "clap refuses it: {err}");
+    assert!(err.contains("expected a positive time such as 30s, 500ms, 2m or 1.5, found `soon`"), "{err}");
     let (code, err) = rxvm_run(HOARD, "hoard.rxa", &["--max-live-bytes", "lots"]);
     assert_eq!(code, 2, "clap refuses it: {err}");
     assert!(err.contains("expected a byte count such as 4096, 64K, 16M or 1G, found `lots`"), "{err}");
+}
+
+/// Each frame holds a 1 MiB storage and calls itself: the frames' storages count against
+/// the live-bytes limit, so the recursion is refused in its 65th frame under a 64 MiB limit,
+/// and the error says what the frames hold.
+const HOARDING_RECURSION: &str = "module hoarding
+
+func @down(%n: int) -> int {
+  %s = alloc_storage 1048576
+  %t = alloc_tensor %s, 0, f32[262144]
+  call @vm.fill(%t, 1.0)
+  %m = call @vm.iadd(%n, 1)
+  %r = call @down(%m)
+  ret %r
+}
+";
+
+#[test]
+fn storages_held_by_recursive_frames_count_against_the_live_bytes_limit() {
+    let mut vm = vm(HOARDING_RECURSION);
+    vm.limits.max_live_bytes = Some(64 << 20);
+    let e = vm.invoke("down", &[HostValue::Int(0)]).expect_err("no base case");
+    assert!(e.message.contains("1048576 more bytes with 67108864 live would exceed the limit of 67108864"), "{e}");
+    assert!(e.notes.iter().any(|n| n == "the 65 frames on the call stack hold 67108864 bytes in 64 storages"), "{e}");
+    assert_eq!(e.stack.len(), 65, "refused 65 frames deep: {e}");
+    assert_clean(&vm, "after the recursion was refused");
+    assert!(vm.device_bytes(0).expect("device 0").1 <= 64 << 20, "the peak stayed under the limit");
+    // Frames that hold nothing add no note to the call-depth error.
+    vm.limits.max_live_bytes = None;
+    let mut vm2 = self::vm(RECURSE);
+    vm2.limits.max_call_depth = 10;
+    let e = vm2.invoke("down", &[HostValue::Int(0)]).expect_err("no base case");
+    assert!(e.notes.is_empty(), "{e}");
+    // With a storage per frame, the call-depth error says what the frames hold.
+    vm.limits.max_call_depth = 10;
+    let e = vm.invoke("down", &[HostValue::Int(0)]).expect_err("no base case");
+    assert!(e.message.contains("call depth limit of 10 reached"), "{e}");
+    assert!(e.notes.iter().any(|n| n == "the 10 frames on the call stack hold 10485760 bytes in 10 storages"), "{e}");
+    assert_clean(&vm, "after the call-depth limit");
+}
+
+#[test]
+fn the_timeout_stops_an_endless_loop_where_it_is() {
+    let mut vm = vm(SPIN);
+    vm.limits.timeout = Some(std::time::Duration::from_millis(100));
+    let t0 = std::time::Instant::now();
+    let e = vm.invoke("main", &[]).expect_err("the loop never ends");
+    let took = t0.elapsed();
+    assert!(took >= std::time::Duration::from_millis(100) && took < std::time::Duration::from_secs(5), "{took:?}");
+    assert_eq!(e.message, "time limit of 100ms reached");
+    assert!(e.notes.iter().any(|n| n.contains("--timeout")), "{e}");
+    assert_eq!((e.stack[0].func.as_str(), e.stack[0].pc, e.stack[0].loc.line), ("main", 0, 5), "{e}");
+    assert_clean(&vm, "after the timeout");
+    // A run that ends in time is not affected, nor is the next one by the last one's timer.
+    assert_eq!(vm.invoke("answer", &[]).expect("runs"), [HostValue::Int(42)]);
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    assert_eq!(vm.invoke("answer", &[]).expect("runs"), [HostValue::Int(42)]);
+}
+
+#[test]
+fn an_interrupt_from_another_thread_stops_the_run() {
+    let mut vm = vm(SPIN);
+    let stop = rxvm::vm::Interrupt::new();
+    vm.limits.interrupt = Some(stop.clone());
+    let raiser = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            stop.raise();
+        })
+    };
+    let e = vm.invoke("main", &[]).expect_err("interrupted");
+    raiser.join().expect("the raising thread");
+    assert_eq!(e.message, "interrupted");
+    assert!(!stop.is_raised(), "the run took the request");
+    assert_clean(&vm, "after the interrupt");
+    assert_eq!(vm.invoke("answer", &[]).expect("runs"), [HostValue::Int(42)]);
+    // Under the debugger an interrupt pauses the run, which resumes where it was.
+    let main = vm.module().func_by_name("main").expect("@main");
+    vm.debug_start(main, vec![]).expect("starts");
+    stop.raise();
+    assert!(vm.debug_resume(&mut |_| false).expect("pauses").is_none());
+    assert_eq!(vm.debug_stopped_by(), Some(rxvm::vm::Stopped::Interrupted));
+    assert_eq!(vm.debug_frames()[0].pc, 0, "before its first instruction");
+    assert!(vm.debug_resume(&mut |p| p.executed >= 3).expect("resumes").is_none());
+    assert_eq!(vm.debug_stopped_by(), None, "paused by the caller this time");
+    vm.debug_abort();
+}
+
+/// `rxvm run --help` states every limit's default.
+#[test]
+fn the_help_gives_each_limits_default() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rxvm")).args(["run", "--help"]).output().expect("rxvm runs");
+    let help = String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+    for want in [
+        "--max-instructions <N> Stop with an error after this many instructions (default: no limit;",
+        "--max-call-depth <N> Stop with an error beyond this call depth [default: 10000]",
+        "e.g. `64M` (default: no limit beyond the device's memory)",
+        "--timeout <TIME> Stop with an error, naming the instruction, after this much wall-clock time",
+    ] {
+        assert!(help.contains(want), "`{want}` in: {help}");
+    }
 }

@@ -178,3 +178,23 @@ fn dropping_a_vm_after_a_failure_releases_everything() {
         assert_eq!(cl_live(&rt), 0, "{dev}: no cl_mem left once the pool is cleared");
     }
 }
+
+#[test]
+fn a_timeout_or_an_interrupt_releases_what_the_run_held() {
+    let m = Arc::new(assemble(PROGRAM, "failures.rxa").unwrap_or_else(|d| panic!("{}", d.render())));
+    for (dev, spec) in devices() {
+        let mut vm = Vm::with_devices(m.clone(), vec![spec]).expect("a VM");
+        vm.limits.timeout = Some(std::time::Duration::from_millis(50));
+        let e = vm.invoke("endless", &[]).expect_err("stops at the timeout").to_string();
+        assert!(e.contains("time limit of 50ms reached"), "{dev}: {e}");
+        assert_released(&vm, &format!("{dev}: after the timeout"));
+        vm.limits.timeout = None;
+        let stop = rxvm::vm::Interrupt::new();
+        vm.limits.interrupt = Some(stop.clone());
+        stop.raise();
+        let e = vm.invoke("endless", &[]).expect_err("interrupted").to_string();
+        assert!(e.contains("interrupted"), "{dev}: {e}");
+        assert_released(&vm, &format!("{dev}: after the interrupt"));
+        assert_eq!(vm.invoke("ok", &[]).expect("@ok runs"), [HostValue::Float(96.0)], "{dev}");
+    }
+}

@@ -16,12 +16,14 @@ use rxvm_vm::memory::{DeviceSpec, Runtime};
 use rxvm_vm::module::Module;
 use rxvm_vm::types::Type;
 use rxvm_vm::value::Value;
-use rxvm_vm::{DeviceCaps, Vm};
+use rxvm_vm::{DeviceCaps, Interrupt, Stopped, Vm};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A place or event to stop at.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,8 +34,15 @@ enum Break {
     At(FuncId, usize, String),
     OnAlloc,
     OnKill,
-    /// Before the `alloc_storage` that creates storage #N.
-    OnStorage(u64),
+    /// Before the `alloc_storage` that creates storage #`id`. Storage ids count up through
+    /// the session (constants, inputs, typed instructions and earlier runs take them), so
+    /// once it has a run, `base` (the first id that run could allocate), the breakpoint
+    /// keeps its distance from it and moves with it when a `:run` or `:restart` starts
+    /// higher.
+    OnStorage {
+        id: u64,
+        base: Option<u64>,
+    },
 }
 
 impl Break {
@@ -43,7 +52,7 @@ impl Break {
             Break::At(_, _, what) => what.clone(),
             Break::OnAlloc => "on alloc".into(),
             Break::OnKill => "on kill".into(),
-            Break::OnStorage(n) => format!("on storage {n}"),
+            Break::OnStorage { id, .. } => format!("on storage {id}"),
         }
     }
 
@@ -53,7 +62,7 @@ impl Break {
             Break::At(f, pc, _) => p.func == *f && p.pc == *pc,
             Break::OnAlloc => matches!(p.instr, Instr::AllocStorage { .. } | Instr::AllocTensor { .. }),
             Break::OnKill => matches!(p.instr, Instr::Kill { .. }),
-            Break::OnStorage(n) => matches!(p.instr, Instr::AllocStorage { .. }) && p.next_storage == *n,
+            Break::OnStorage { id, .. } => matches!(p.instr, Instr::AllocStorage { .. }) && p.next_storage == *id,
         }
     }
 }
@@ -63,6 +72,8 @@ struct Loaded {
     module: Arc<Module>,
     /// Source name and text (`.rxa`, or the compiled program of a model).
     source: Option<(String, String)>,
+    /// The path it was loaded from.
+    name: String,
 }
 
 /// Instructions typed at the prompt run in a scratch frame whose registers persist.
@@ -85,7 +96,26 @@ pub struct Repl {
     next_break: usize,
     /// The last `:run`, for `:restart`.
     last_run: Option<(String, Vec<String>)>,
+    /// The first storage id the current (or last) run could allocate.
+    run_base: Option<u64>,
+    /// The results of the last run that returned, by name, for `:print` and `:regs`.
+    finished: Option<Finished>,
     scratch: Scratch,
+    /// Raised by Ctrl-C (see [`term`]): pauses the run before its next instruction.
+    interrupt: Interrupt,
+    /// True while the program runs (for the Ctrl-C handler: pause it, or else end a piped
+    /// session as Ctrl-C always did).
+    running: Arc<AtomicBool>,
+    /// `--timeout`: each `:run`, `:continue` or `:step` pauses after this long.
+    timeout: Option<Duration>,
+}
+
+/// A run that returned: its function and results, kept (with the storages they hold) until
+/// the next `:run` or `:load`.
+struct Finished {
+    func: String,
+    /// `(names, value)`: `result0`, and the register the function's one `ret` names.
+    results: Vec<(Vec<String>, Value)>,
 }
 
 /// What a line did.
@@ -96,29 +126,188 @@ pub enum Outcome {
     Quit,
 }
 
-const HELP: &str = "\
-:load FILE                 load a .rxa, .rxb or .onnx file
-:run [@FUNC] [NAME=SPEC..] start FUNC (default @main) and run to a breakpoint or the end
-:step [N]                  execute N instructions (default 1), into calls
-:next                      execute one instruction, over calls
-:continue                  run to the next breakpoint or the end
-:break LINE|LABEL|@FUNC    stop before that line, label or function entry
-:break on alloc|kill       stop before every alloc_storage/alloc_tensor, or every kill
-:break on storage N        stop before the alloc_storage that creates storage #N
-:break                     list breakpoints
-:delete [N]                delete breakpoint N, or all
-:where                     the call stack and the source around the next instruction
-:restart                   start the last :run again
-:regs                      registers of the current frame
-:storages, :views          live storages and views
-:mem                       live and peak bytes per device, and a byte map of each storage
-:print %REG [N]            a register's value; for tensors the first N elements (default 16)
-:plan                      the memory plan of a compiled model
-:disasm [@FUNC]            a function's instructions
-:help, :quit
-Anything else is an instruction, executed at once in a scratch frame, e.g.
-  %s = alloc_storage 1024
-";
+/// A command: its names (the first is the full one, the others its short aliases), its
+/// usage, and what `:help NAME` says about it.
+struct Cmd {
+    names: &'static [&'static str],
+    usage: &'static str,
+    help: &'static str,
+}
+
+const COMMANDS: &[Cmd] = &[
+    Cmd {
+        names: &["load", "l"],
+        usage: ":load FILE",
+        help: "Load a .rxa, .rxb or .onnx file (a model is compiled with the default plan). \
+               If FILE fails to load, the program loaded before is unloaded too: nothing runs \
+               until a :load succeeds.",
+    },
+    Cmd {
+        names: &["run", "r"],
+        usage: ":run [@FUNC] [NAME=SPEC..]",
+        help: "Start FUNC (default @main) and run it to a breakpoint or the end. Inputs take \
+               --input specs (x=ramp, x=random:3, x=path.npy, n=5); an input not given gets \
+               a ramp tensor or 0. Ctrl-C pauses the run before its next instruction.",
+    },
+    Cmd {
+        names: &["step", "s"],
+        usage: ":step [N]",
+        help: "Execute N instructions (default 1), stepping into calls.",
+    },
+    Cmd { names: &["next", "n"], usage: ":next", help: "Execute one instruction, stepping over calls." },
+    Cmd {
+        names: &["continue", "c"],
+        usage: ":continue",
+        help: "Run to the next breakpoint or the end (Ctrl-C pauses it).",
+    },
+    Cmd {
+        names: &["break", "b"],
+        usage: ":break LINE|LABEL|@FUNC|@FUNC+PC",
+        help: "Stop before a source line, a label, a function's entry or its instruction PC, \
+               or on alloc|kill|storage N. A line or PC without an instruction is refused. \
+               :break on alloc stops before every alloc_storage and alloc_tensor, :break on \
+               kill before every kill, and :break on storage N (before the alloc_storage that creates storage #N; ids as :storages shows \
+               them, and a breakpoint keeps its place in the run when :run or :restart \
+               starts at higher ids). :break alone lists the breakpoints.",
+    },
+    Cmd { names: &["delete", "d"], usage: ":delete [N]", help: "Delete breakpoint N, or all of them." },
+    Cmd {
+        names: &["where", "w", "bt"],
+        usage: ":where",
+        help: "The call stack, innermost first, with the source around the next instruction.",
+    },
+    Cmd { names: &["restart"], usage: ":restart", help: "Start the last :run again, with the same inputs." },
+    Cmd {
+        names: &["regs"],
+        usage: ":regs",
+        help: "Every register of the current frame: null, killed (where), int, shape, storage, \
+               view. After a run returned: its results.",
+    },
+    Cmd {
+        names: &["storages"],
+        usage: ":storages",
+        help: "Live storages: id, device, size, capacity, alignment, scope, views, holders, where created.",
+    },
+    Cmd {
+        names: &["views"],
+        usage: ":views",
+        help: "Live views: id, holder, storage, offset, type, scope, bytes, image layout, where created.",
+    },
+    Cmd {
+        names: &["mem"],
+        usage: ":mem",
+        help: "Live and peak bytes per device, and a map of the byte ranges each live view \
+               of each storage covers; for a compiled model, also its plan's pools.",
+    },
+    Cmd {
+        names: &["print", "p"],
+        usage: ":print %REG [N]",
+        help: "A register of the current frame, a result of the finished run or a register of \
+               the scratch frame; for a tensor, its first N elements (default 16).",
+    },
+    Cmd { names: &["plan"], usage: ":plan", help: "For a compiled model, the memory plan: tensor lifetimes and offsets." },
+    Cmd { names: &["disasm"], usage: ":disasm [@FUNC]", help: "A function's instructions (default @main)." },
+    Cmd {
+        names: &["help", "h", "?"],
+        usage: ":help [CMD]",
+        help: "The commands, or what one of them does (:help break). `help` works without the colon.",
+    },
+    Cmd { names: &["quit", "q", "exit"], usage: ":quit", help: "End the session (so does Ctrl-D)." },
+];
+
+/// The command named `name` (full name or alias).
+fn command(name: &str) -> Option<&'static Cmd> {
+    COMMANDS.iter().find(|c| c.names.contains(&name))
+}
+
+/// `:help`: one line per command, with its aliases.
+fn help_all() -> String {
+    let mut s = String::new();
+    for c in COMMANDS {
+        let first = c.help.split(". ").next().unwrap_or(c.help).trim_end_matches('.');
+        let aliases: Vec<String> = c.names[1..].iter().map(|a| format!(":{a}")).collect();
+        let also = if aliases.is_empty() { String::new() } else { format!(" ({})", aliases.join(", ")) };
+        let _ = writeln!(s, "{:<34} {first}{also}", c.usage);
+    }
+    s.push_str(
+        "Anything else is an instruction, executed at once in a scratch frame, e.g.\n  %s = alloc_storage 1024\n\
+         :help CMD says more about one command.\n",
+    );
+    s
+}
+
+/// `:help CMD`.
+fn help_one(name: &str) -> String {
+    let name = name.trim_start_matches(':');
+    match command(name) {
+        Some(c) => {
+            let aliases: Vec<String> = c.names[1..].iter().map(|a| format!(":{a}")).collect();
+            let also = if aliases.is_empty() { String::new() } else { format!("\nshort: {}", aliases.join(", ")) };
+            format!("{}{also}\n{}\n", c.usage, wrap(c.help, 88))
+        }
+        None => format!("error: no command `:{name}`{}; :help lists the commands\n", did_you_mean(name)),
+    }
+}
+
+/// `help` wrapped at `width` columns.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for w in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + w.len() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(w);
+    }
+    out.push_str(&line);
+    out
+}
+
+/// ` (did you mean `:NAME`?)` for the command closest to an unknown one, if one is close.
+fn did_you_mean(name: &str) -> String {
+    let best = COMMANDS
+        .iter()
+        .flat_map(|c| c.names.iter().map(move |n| (c.names[0], *n)))
+        .filter(|(_, n)| n.len() > 1)
+        .map(|(full, n)| (edit_distance(name, n), full))
+        .min();
+    match best {
+        // One edit in a short word, two in a longer one; a prefix of a command counts too.
+        Some((d, full)) if d <= if name.len() > 4 { 2 } else { 1 } => format!(" (did you mean `:{full}`?)"),
+        _ => match COMMANDS.iter().find(|c| name.len() >= 2 && c.names[0].starts_with(name)) {
+            Some(c) => format!(" (did you mean `:{}`?)", c.names[0]),
+            None => String::new(),
+        },
+    }
+}
+
+/// Levenshtein distance (with transpositions counted as one edit).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
+}
 
 impl Default for Repl {
     fn default() -> Self {
@@ -135,19 +324,36 @@ impl Repl {
             breaks: Vec::new(),
             next_break: 1,
             last_run: None,
+            run_base: None,
+            finished: None,
             scratch: Scratch::default(),
+            interrupt: Interrupt::new(),
+            running: Arc::new(AtomicBool::new(false)),
+            timeout: None,
+        }
+    }
+
+    /// The flag Ctrl-C raises: a run in progress pauses before its next instruction.
+    pub fn interrupt_handle(&self) -> Interrupt {
+        self.interrupt.clone()
+    }
+
+    /// True while the program runs: Ctrl-C then pauses it.
+    pub fn running_handle(&self) -> Arc<AtomicBool> {
+        self.running.clone()
+    }
+
+    /// Pauses each `:run`, `:continue` or `:step` after `t` (`None`: no limit).
+    pub fn set_timeout(&mut self, t: Option<Duration>) {
+        self.timeout = t;
+        if let Some(vm) = &mut self.vm {
+            vm.limits.timeout = t;
         }
     }
 
     /// Names for tab completion: commands, function names, labels and live registers.
     pub fn completions(&self) -> Vec<String> {
-        let mut v: Vec<String> = HELP
-            .lines()
-            .filter_map(|l| l.split_whitespace().next())
-            .filter(|w| w.starts_with(':'))
-            .map(|w| w.trim_end_matches(',').to_string())
-            .collect();
-        v.extend(["storages", "views", "quit"].iter().map(|c| format!(":{c}")));
+        let mut v: Vec<String> = COMMANDS.iter().map(|c| format!(":{}", c.names[0])).collect();
         if let Some(l) = &self.loaded {
             for f in l.module.funcs.values() {
                 v.push(format!("@{}", f.name));
@@ -174,8 +380,18 @@ impl Repl {
     pub fn load(&mut self, path: &Path) -> Outcome {
         let p = match load_program(path) {
             Ok(p) => p,
-            Err(Failure::Message(m)) => return Outcome::Print(format!("error: {m}\n")),
-            Err(Failure::Rendered(t)) => return Outcome::Print(t),
+            Err(e) => {
+                let mut t = match e {
+                    Failure::Message(m) => format!("error: {m}\n"),
+                    Failure::Rendered(t) => t,
+                };
+                // What runs next must not be an older program the user meant to replace.
+                if let Some(old) = self.unload() {
+                    let _ =
+                        writeln!(t, "unloaded {old}: nothing is loaded now; fix {} and :load it again", path.display());
+                }
+                return Outcome::Print(t);
+            }
         };
         let module = Arc::new(p.module);
         let mut vm =
@@ -186,13 +402,24 @@ impl Repl {
             };
         // `@vm.print` output goes into the transcript, after the command that caused it.
         vm.capture_output();
+        vm.limits.interrupt = Some(self.interrupt.clone());
+        vm.limits.timeout = self.timeout;
         let funcs: Vec<String> = module.funcs.values().map(|f| format!("@{}", f.name)).collect();
         let out = format!("loaded {}: module `{}`, functions {}\n", path.display(), module.name, funcs.join(", "));
-        self.loaded = Some(Loaded { module, source: p.source });
+        self.unload();
+        self.loaded = Some(Loaded { module, source: p.source, name: path.display().to_string() });
         self.vm = Some(vm);
+        Outcome::Print(out)
+    }
+
+    /// Drops the loaded program, its run, results and breakpoints; returns its name.
+    fn unload(&mut self) -> Option<String> {
+        self.vm = None;
+        self.finished = None;
         self.breaks.clear();
         self.last_run = None;
-        Outcome::Print(out)
+        self.run_base = None;
+        self.loaded.take().map(|l| l.name)
     }
 
     /// The runtime every VM of the session shares, so typed instructions and the program
@@ -215,7 +442,9 @@ impl Repl {
         if line.is_empty() || line.starts_with(';') {
             return Outcome::Print(String::new());
         }
-        let Some(cmd) = line.strip_prefix(':') else {
+        // `help` needs no colon: it is no instruction, and what a newcomer types first.
+        let bare_help = line == "help" || line.starts_with("help ");
+        let Some(cmd) = line.strip_prefix(':').or(if bare_help { Some(line) } else { None }) else {
             return Outcome::Print(self.typed_instruction(line));
         };
         let mut words = cmd.split_whitespace();
@@ -223,7 +452,10 @@ impl Repl {
         let rest: Vec<&str> = words.collect();
         let text = match name {
             "q" | "quit" | "exit" => return Outcome::Quit,
-            "h" | "help" => HELP.to_string(),
+            "h" | "help" | "?" => match rest.first() {
+                None => help_all(),
+                Some(c) => help_one(c),
+            },
             "load" | "l" => match rest.first() {
                 Some(p) => return self.load(Path::new(p)),
                 None => "error: :load needs a file\n".into(),
@@ -249,8 +481,8 @@ impl Repl {
             "continue" | "c" => self.resume(|_| false, true),
             "break" | "b" => self.add_break(&rest),
             "delete" | "d" => self.delete_break(&rest),
-            "where" | "w" => self.where_(),
-            "regs" => self.with_frame(inspect::regs),
+            "where" | "w" | "bt" => self.where_(),
+            "regs" => self.regs(),
             "storages" => self.with_vm(inspect::storages),
             "views" => self.with_vm(inspect::views),
             "mem" => {
@@ -261,7 +493,7 @@ impl Repl {
             "print" | "p" => self.print(&rest),
             "plan" => self.plan(),
             "disasm" => self.disasm(rest.first().copied()),
-            other => format!("error: unknown command `:{other}`; :help lists the commands\n"),
+            other => format!("error: unknown command `:{other}`{}; :help lists the commands\n", did_you_mean(other)),
         };
         Outcome::Print(text)
     }
@@ -269,7 +501,11 @@ impl Repl {
     /// Runs an inspection on the program's VM, or with nothing loaded on an empty one over
     /// the session's runtime (where typed instructions allocate).
     fn with_vm(&mut self, f: impl Fn(&Vm, &[(String, Value)]) -> String) -> String {
-        let scratch: Vec<(String, Value)> = self.scratch.regs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut scratch: Vec<(String, Value)> = self.scratch.regs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        // The finished run's results hold their storages too.
+        if let Some(f) = &self.finished {
+            scratch.extend(f.results.iter().filter_map(|(n, v)| Some((n.last()?.clone(), v.clone()))));
+        }
         if let Some(vm) = &self.vm {
             return f(vm, &scratch);
         }
@@ -282,9 +518,20 @@ impl Repl {
         }
     }
 
-    fn with_frame(&self, f: impl Fn(&Vm, usize) -> String) -> String {
-        match &self.vm {
-            Some(vm) if vm.debug_active() => f(vm, vm.debug_frames().len().saturating_sub(1)),
+    /// `:regs`: the current frame's registers; after a run returned, its results.
+    fn regs(&self) -> String {
+        match (&self.vm, &self.finished) {
+            (Some(vm), _) if vm.debug_active() => inspect::regs(vm, vm.debug_frames().len().saturating_sub(1)),
+            (Some(_), Some(done)) => {
+                let mut s = format!("{} returned; its frame is gone, its results are kept:\n", done.func);
+                if done.results.is_empty() {
+                    s.push_str("  (no results)\n");
+                }
+                for (names, v) in &done.results {
+                    let _ = writeln!(s, "  %{} = {}", names.join(" = %"), show_value(v));
+                }
+                s
+            }
             _ => "nothing is running; :run a function first\n".into(),
         }
     }
@@ -334,11 +581,39 @@ impl Repl {
             Ok(v) => v,
             Err(e) => return format!("error: {e}\n"),
         };
+        self.finished = None;
         if let Err(e) = vm.debug_start(id, vals) {
             return format!("error: {e}\n");
         }
         self.last_run = Some((func.clone(), specs.iter().map(|s| s.to_string()).collect()));
         let mut out = format!("started {func}\n");
+        // Storage ids count up through the session: move each storage breakpoint by as
+        // much as this run starts above the ids it was set against.
+        let base = vm.runtime().objects.next_storage_id();
+        self.run_base = Some(base);
+        for (n, b) in &mut self.breaks {
+            let Break::OnStorage { id, base: old } = b else { continue };
+            if let Some(old) = *old {
+                let new = id.saturating_sub(old).saturating_add(base);
+                if new != *id {
+                    let _ = writeln!(
+                        out,
+                        "breakpoint {n} (on storage {id}) moves to storage {new}, the same allocation in this run"
+                    );
+                    *id = new;
+                }
+            } else if *id < base {
+                // Left unbased: it is said again at the next run, and never moves onto an
+                // allocation it was not set for.
+                let _ = writeln!(
+                    out,
+                    "breakpoint {n} (on storage {id}) cannot fire: storage #{id} was created before this run \
+                     (an input, a constant or a typed instruction); this run's first alloc_storage creates #{base}"
+                );
+                continue;
+            }
+            *old = Some(base);
+        }
         out.push_str(&self.resume_from(|_| false, true, true));
         out
     }
@@ -361,6 +636,9 @@ impl Repl {
         let module = l.module.clone();
         let breaks = &self.breaks;
         let mut hit: Option<usize> = None;
+        // A Ctrl-C pressed while nothing ran is not for this run.
+        self.interrupt.clear();
+        self.running.store(true, Ordering::SeqCst);
         let r = vm.debug_resume(&mut |p| {
             if stop(p) {
                 return true;
@@ -373,23 +651,40 @@ impl Repl {
             }
             false
         });
+        self.running.store(false, Ordering::SeqCst);
         let printed = vm.take_output();
         let text = match r {
             Ok(None) => {
-                let why = hit
-                    .and_then(|n| self.breaks.iter().find(|(k, _)| *k == n))
-                    .map(|(n, b)| format!(", breakpoint {n} ({})", b.describe()))
-                    .unwrap_or_default();
+                let why = match (vm.debug_stopped_by(), hit) {
+                    (Some(Stopped::Interrupted), _) => ", interrupted (Ctrl-C); :continue resumes".to_string(),
+                    (Some(t @ Stopped::TimedOut(_)), _) => format!(", {t}; :continue resumes"),
+                    (None, hit) => hit
+                        .and_then(|n| self.breaks.iter().find(|(k, _)| *k == n))
+                        .map(|(n, b)| format!(", breakpoint {n} ({})", b.describe()))
+                        .unwrap_or_default(),
+                };
                 let mut s = self.location(&why);
                 s.push_str(&self.context(2));
                 s
             }
             Ok(Some(values)) => {
+                let entry = self.last_run.as_ref().map_or("@main".to_string(), |(f, _)| f.clone());
+                let names = module.func_by_name(&entry).map(|id| result_names(&module, id)).unwrap_or_default();
                 let mut s = String::from("returned");
-                for (i, v) in values.iter().enumerate() {
-                    let _ = write!(s, "\n  result {i}: {}", show_value(v));
+                let mut results = Vec::new();
+                for (i, v) in values.into_iter().enumerate() {
+                    let mut n = vec![format!("result{i}")];
+                    let reg = names.get(i).cloned().flatten();
+                    let shown = reg.as_ref().map_or(String::new(), |r| format!(" (%{r})"));
+                    let _ = write!(s, "\n  result {i}{shown}: {}", show_value(&v));
+                    n.extend(reg);
+                    results.push((n, v));
+                }
+                if !results.is_empty() {
+                    s.push_str("\n(kept for :print, :regs and :mem until the next :run)");
                 }
                 s.push('\n');
+                self.finished = Some(Finished { func: entry, results });
                 s
             }
             Err(e) => {
@@ -467,15 +762,18 @@ impl Repl {
         let b = match args {
             ["on", "alloc"] => Break::OnAlloc,
             ["on", "kill"] => Break::OnKill,
-            ["on", "storage", n] => match n.trim_start_matches('#').parse() {
-                Ok(n) => Break::OnStorage(n),
+            ["on", "storage", n] => match n.trim_start_matches('#').parse::<u64>() {
+                Ok(id) => match self.storage_break(id) {
+                    Ok(b) => b,
+                    Err(e) => return format!("error: {e}\n"),
+                },
                 Err(_) => return format!("error: :break on storage takes a storage id, found `{n}`\n"),
             },
             [one] => match self.resolve_place(one) {
                 Ok(b) => b,
                 Err(e) => return format!("error: {e}\n"),
             },
-            _ => return "error: expected :break LINE|LABEL|@FUNC|on alloc|on kill|on storage N\n".into(),
+            _ => return "error: expected :break LINE|LABEL|@FUNC|@FUNC+PC|on alloc|on kill|on storage N\n".into(),
         };
         let n = self.next_break;
         self.next_break += 1;
@@ -484,11 +782,39 @@ impl Repl {
         s
     }
 
-    fn resolve_place(&self, what: &str) -> Result<Break, String> {
-        if let Ok(line) = what.parse::<u32>() {
-            return Ok(Break::Line(line));
+    /// `:break on storage ID`, refused when storage #ID exists or existed already.
+    fn storage_break(&self, id: u64) -> Result<Break, String> {
+        let Some(vm) = &self.vm else { return Err("nothing loaded; :load a program first".into()) };
+        let next = vm.runtime().objects.next_storage_id();
+        if id < next {
+            return Err(format!(
+                "storage #{id} was created already; ids count up through the session (constants, inputs, \
+                 typed instructions and earlier runs take them), and the next storage will be #{next}"
+            ));
         }
+        // Set during a run: relative to the run's first id; outside one, absolute until a run.
+        let base = if vm.debug_active() { self.run_base } else { None };
+        Ok(Break::OnStorage { id, base })
+    }
+
+    fn resolve_place(&self, what: &str) -> Result<Break, String> {
         let Some(l) = &self.loaded else { return Err("nothing loaded; :load a program first".into()) };
+        if let Ok(line) = what.parse::<u32>() {
+            return line_break(&l.module, line);
+        }
+        if let Some((func, pc)) = what.strip_prefix('@').and_then(|w| w.split_once('+')) {
+            let Some(id) = l.module.func_by_name(func) else {
+                return Err(format!("no function @{func}"));
+            };
+            let f = &l.module.funcs[id];
+            return match pc.parse::<usize>() {
+                Ok(pc) if pc < f.code.len() => Ok(Break::At(id, pc, format!("@{func}+{pc}"))),
+                _ => Err(format!(
+                    "@{func} has no instruction `{pc}`: its instructions are @{func}+0 to @{func}+{}",
+                    f.code.len().saturating_sub(1)
+                )),
+            };
+        }
         if let Some(id) = what.strip_prefix('@').and_then(|n| l.module.func_by_name(n)) {
             return Ok(Break::At(id, 0, format!("@{}", l.module.funcs[id].name)));
         }
@@ -497,7 +823,9 @@ impl Repl {
                 return Ok(Break::At(id, *pc as usize, format!("label {name} in @{}", f.name)));
             }
         }
-        Err(format!("`{what}` is not a line number, a function (@name) or a label of the program"))
+        Err(format!(
+            "`{what}` is not a line number, a function (@name), an instruction (@name+pc) or a label of the program"
+        ))
     }
 
     fn delete_break(&mut self, args: &[&str]) -> String {
@@ -553,6 +881,11 @@ impl Repl {
                         return vm.debug_reg(frames.len() - 1, Reg(r)).cloned();
                     }
                 }
+            }
+        }
+        if let Some(done) = &self.finished {
+            if let Some((_, v)) = done.results.iter().find(|(n, _)| n.iter().any(|n| n == name)) {
+                return Some(v.clone());
             }
         }
         self.scratch.regs.get(name).cloned()
@@ -674,6 +1007,52 @@ impl Repl {
         vm.debug_abort();
         out
     }
+}
+
+/// `:break LINE`: refused unless an instruction is on that line; the error names the
+/// closest lines that have one.
+fn line_break(m: &Module, line: u32) -> Result<Break, String> {
+    let lines: std::collections::BTreeSet<u32> =
+        m.funcs.values().flat_map(|f| (0..f.code.len()).map(|pc| f.loc(pc).line)).filter(|l| *l > 0).collect();
+    if lines.contains(&line) {
+        return Ok(Break::Line(line));
+    }
+    let (Some(first), Some(last)) = (lines.first(), lines.last()) else {
+        return Err("the program has no line information (a stripped .rxb or a compiled model): \
+                    break at @FUNC+PC, a function or a label"
+            .into());
+    };
+    let before = lines.range(..line).next_back();
+    let after = lines.range(line..).next();
+    let near = match (before, after) {
+        (Some(b), Some(a)) => format!(", the nearest on lines {b} and {a}"),
+        _ => String::new(),
+    };
+    Err(format!("no instruction on line {line}: instructions are on lines {first} to {last}{near}"))
+}
+
+/// For each result of function `id`, the register its `ret` returns, when every `ret` of
+/// the function returns the same register there.
+fn result_names(m: &Module, id: FuncId) -> Vec<Option<String>> {
+    let f = &m.funcs[id];
+    let mut names: Vec<Option<String>> = Vec::new();
+    let mut first = true;
+    for ins in &f.code {
+        let Instr::Ret { list, nvals } = *ins else { continue };
+        let regs: Vec<Option<String>> =
+            f.args[list as usize..][..nvals as usize].iter().map(|a| a.as_reg().map(|r| f.reg_name(r))).collect();
+        if first {
+            names = regs;
+            first = false;
+        } else {
+            for (n, r) in names.iter_mut().zip(regs) {
+                if *n != r {
+                    *n = None;
+                }
+            }
+        }
+    }
+    names
 }
 
 /// Whether `%name` occurs in `line` as a whole register name.

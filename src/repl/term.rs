@@ -50,6 +50,25 @@ fn history_path() -> Option<PathBuf> {
 /// Runs the session on standard input: a line editor on a terminal, plain lines otherwise.
 pub fn run(mut repl: Repl) -> Result<(), String> {
     let stdout = std::io::stdout();
+    // Ctrl-C pauses a running program (the VM checks the flag before each instruction)
+    // instead of ending the session; at the prompt the line editor reads it as a key.
+    // Otherwise (a long :load, say) a terminal session goes on, and a piped one ends as it
+    // always did (130: killed by SIGINT).
+    let interrupt = repl.interrupt_handle();
+    let running = repl.running_handle();
+    let piped = !std::io::stdin().is_terminal();
+    let handler = move || {
+        if running.load(std::sync::atomic::Ordering::SeqCst) {
+            interrupt.raise();
+        } else if piped {
+            std::process::exit(130);
+        } else {
+            eprintln!("(Ctrl-C: nothing is running; :quit or Ctrl-D ends the session)");
+        }
+    };
+    if let Err(e) = ctrlc::set_handler(handler) {
+        eprintln!("warning: Ctrl-C will end the session: cannot install its handler: {e}");
+    }
     if !std::io::stdin().is_terminal() {
         for line in std::io::stdin().lock().lines() {
             let line = line.map_err(|e| format!("reading standard input: {e}"))?;
@@ -77,6 +96,10 @@ pub fn run(mut repl: Repl) -> Result<(), String> {
             Ok(line) => {
                 if !line.trim().is_empty() {
                     let _ = rl.history_mut().add(&line);
+                    // Saved as it grows: whatever ends the session, its lines are kept.
+                    if let Some(h) = &history {
+                        let _ = rl.save_history(h);
+                    }
                 }
                 match repl.execute(&line) {
                     Outcome::Print(t) => print!("{t}"),

@@ -54,7 +54,7 @@ pub use binary::{read_module, write_module, LoadError};
 pub use device::DeviceCaps;
 pub use error::{VmError, VmErrorData};
 pub use host_tensor::{HostTensor, HostValue};
-pub use interp::{Chain, Kernels, Limits, Vm};
+pub use interp::{Chain, Interrupt, Kernels, Limits, Stopped, Vm};
 pub use io::{Copies, Fallback, IoReport};
 pub use memory::Stats;
 pub use module::Module;

@@ -41,8 +41,13 @@ use std::sync::Arc;
 pub const EXEC_CAPS: &str = "mem=256k,max-alloc=256k";
 
 /// Call depth, instructions per invocation and live bytes for fuzzed programs.
-pub const EXEC_LIMITS: Limits =
-    Limits { max_call_depth: 64, max_instructions: Some(10_000), max_live_bytes: Some(256 * 1024) };
+pub const EXEC_LIMITS: Limits = Limits {
+    max_call_depth: 64,
+    max_instructions: Some(10_000),
+    max_live_bytes: Some(256 * 1024),
+    timeout: None,
+    interrupt: None,
+};
 
 /// Instructions per invocation for programs that call `@vm.print` (each print may format a
 /// whole tensor, so fewer of them).

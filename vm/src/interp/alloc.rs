@@ -9,7 +9,7 @@ use crate::ir::bytecode::EntityRef;
 use crate::ir::bytecode::{Arg, Instr, Reg};
 use crate::ir::module::{Function, Module};
 use crate::ir::types::Scope;
-use crate::runtime::memory::{Site, Storage, View, ViewSpec};
+use crate::runtime::memory::{AllocError, Site, Storage, View, ViewSpec};
 use crate::runtime::value::Value;
 use smallvec::SmallVec;
 
@@ -36,7 +36,11 @@ impl Vm {
         }
         match Storage::alloc(&self.rt, device, sz as u64, al as u64, scope, site, false) {
             Ok(s) => Ok(Value::Storage(s)),
-            Err(e) => fault(e.to_string()),
+            Err(e) => {
+                let memory = matches!(e, AllocError::LiveLimit { .. } | AllocError::OutOfMemory { .. });
+                let notes = if memory { self.stack_memory_note().into_iter().collect() } else { Vec::new() };
+                Err(Box::new(Fault { message: e.to_string(), notes }))
+            }
         }
     }
 

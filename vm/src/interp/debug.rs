@@ -7,7 +7,7 @@
 //! debugging instance, so ordinary runs pay nothing for it.
 
 use crate::interp::error::VmError;
-use crate::interp::state::{DebugRun, Exit, Substitute};
+use crate::interp::state::{DebugRun, Exit, Stopped, Substitute};
 pub use crate::interp::state::{FrameInfo, PausePoint};
 use crate::interp::vm::Vm;
 use crate::ir::bytecode::EntityRef;
@@ -39,23 +39,29 @@ impl Vm {
         let base0 = self.regs.len();
         let module = self.module().clone();
         self.push_entry(&module, func, args);
-        self.debug = Some(DebugRun { depth0, base0, entry: func, subs, fault: None });
+        self.debug = Some(DebugRun { depth0, base0, entry: func, subs, fault: None, stopped: None });
     }
 
     /// Runs on until `stop` returns true before an instruction (`Ok(None)`: paused there),
     /// the started function returns (`Ok(Some(results))`: the run is over), or an error
     /// (`Err`: the frames stay for inspection until [`Vm::debug_abort`] or a new start).
     pub fn debug_resume(&mut self, stop: &mut dyn FnMut(&PausePoint) -> bool) -> Result<Option<Vec<Value>>, VmError> {
-        let (depth0, base0, entry) = match &self.debug {
+        let (depth0, base0, entry) = match &mut self.debug {
             None => return Err(VmError::api("nothing is running; start a function first")),
             Some(DebugRun { fault: Some(f), .. }) => {
                 return Err(VmError::api(format!("the run stopped with an error ({f}); restart it")))
             }
-            Some(r) => (r.depth0, r.base0, r.entry),
+            Some(r) => {
+                r.stopped = None;
+                (r.depth0, r.base0, r.entry)
+            }
         };
         let module = self.module().clone();
         self.apply_live_limit();
-        match self.exec::<true, true, _>(&module, depth0, stop) {
+        let outer = self.start_watch()?;
+        let exit = self.exec::<true, true, _>(&module, depth0, stop);
+        self.watch = outer;
+        match exit {
             Ok(Exit::Paused) => Ok(None),
             Ok(Exit::Returned) => {
                 let values = self.take_returned();
@@ -89,6 +95,13 @@ impl Vm {
     /// True while a started run has not returned (paused, or stopped by an error).
     pub fn debug_active(&self) -> bool {
         self.debug.is_some()
+    }
+
+    /// Why the last resume paused without a breakpoint of the caller's: its
+    /// [`crate::Limits::interrupt`] was raised, or its [`crate::Limits::timeout`] expired.
+    /// The run is paused before an instruction, as at a breakpoint, and resumes normally.
+    pub fn debug_stopped_by(&self) -> Option<Stopped> {
+        self.debug.as_ref().and_then(|r| r.stopped)
     }
 
     /// The error that stopped the run under the debugger, if one did.

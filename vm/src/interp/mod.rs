@@ -20,5 +20,5 @@ mod vm;
 
 pub use chain::Chain;
 pub use io::{tensor_to_host, to_host};
-pub use state::{Kernels, Limits, Output};
+pub use state::{Interrupt, Kernels, Limits, Output, Stopped};
 pub use vm::Vm;

@@ -19,6 +19,7 @@ use crate::runtime::value::Value;
 use smallvec::SmallVec;
 use std::io::Write;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// The fast path of a specialised int builtin ([`crate::interp::specialize`]) with register
 /// operands: both ints and no overflow, the result is written in place; anything else runs
@@ -61,6 +62,17 @@ pub(crate) fn slice_value(g: u32, st: &Shared<Storage>) -> Step<Value> {
     View::of_slice(g, st).map(Value::Tensor).or_else(fault)
 }
 
+/// The error of a run stopped by its interrupt flag or its timeout.
+#[cold]
+#[inline(never)]
+fn stop_fault(why: Stopped) -> Fault {
+    let note = match why {
+        Stopped::Interrupted => "the run was interrupted (Ctrl-C or Interrupt::raise) before this instruction",
+        Stopped::TimedOut(_) => "raise it with --timeout or Limits::timeout",
+    };
+    Fault { message: why.to_string(), notes: vec![note.into()] }
+}
+
 /// Function `fid` of `m` and its code in `ops`, without bounds checks.
 ///
 /// # Safety
@@ -99,9 +111,10 @@ impl Vm {
     /// `returned`.
     #[inline(always)]
     pub(crate) fn run_from(&mut self, m: &Module, depth0: usize) -> Result<(), VmError> {
-        // Without an instruction limit the loop skips its per-instruction check.
-        let exit = if self.limits.max_instructions.is_some() {
-            self.exec::<false, true, _>(m, depth0, |_| false)
+        // Without an instruction limit, a timeout or an interrupt flag the loop skips its
+        // per-instruction check.
+        let exit = if self.limits.checked() {
+            self.run_checked(m, depth0)
         } else {
             self.exec::<false, false, _>(m, depth0, |_| false)
         };
@@ -110,6 +123,40 @@ impl Vm {
             Ok(Exit::Paused) => Err(VmError::api("internal: a run paused without a debugger")),
             Err(e) => Err(e),
         }
+    }
+
+    /// [`Vm::exec`]'s checked instance, with the interrupt flag and timeout timer of
+    /// [`Limits`] set up around it. Out of line: the unchecked path stays as it was.
+    #[inline(never)]
+    pub(crate) fn run_checked(&mut self, m: &Module, depth0: usize) -> Result<Exit, VmError> {
+        let outer = self.start_watch()?;
+        let r = self.exec::<false, true, _>(m, depth0, |_| false);
+        self.watch = outer;
+        r
+    }
+
+    /// Starts the [`Watch`] of a checked run when it has a timeout or an interrupt flag;
+    /// returns the one of an enclosing run, if any, for the caller to put back when the
+    /// run ends (its flag stays alive meanwhile: the enclosing `exec` points into it).
+    pub(crate) fn start_watch(&mut self) -> Result<Option<Watch>, VmError> {
+        let outer = self.watch.take();
+        if self.limits.timeout.is_some() || self.limits.interrupt.is_some() {
+            match Watch::start(&self.limits) {
+                Ok(w) => self.watch = Some(w),
+                Err(e) => {
+                    self.watch = outer;
+                    return Err(VmError::api(e));
+                }
+            }
+        }
+        Ok(outer)
+    }
+
+    /// The stop a checked run found raised, taken from its watch.
+    #[cold]
+    #[inline(never)]
+    fn take_stop(&self) -> Option<Stopped> {
+        self.watch.as_ref().and_then(|w| w.flag.take(self.limits.timeout))
     }
 
     /// Pushes the frame of `entry` with its arguments in its first registers.
@@ -175,8 +222,29 @@ impl Vm {
         let mut pc = top.pc;
         let mut count: u64 = 0;
         let limit = self.limits.max_instructions.unwrap_or(u64::MAX);
+        // The interrupt flag of a checked run ([`Vm::run_checked`] holds it in `watch`), or
+        // one never raised.
+        static NEVER: AtomicU8 = AtomicU8::new(0);
+        let flag: *const AtomicU8 =
+            if LIMITED { self.watch.as_ref().map_or(&NEVER, |w| w.flag.flag()) } else { &NEVER };
         // Every entry into `exec` has applied `Limits::max_live_bytes` (see `apply_live_limit`).
         let result: Result<Exit, (usize, Box<Fault>)> = loop {
+            // SAFETY: `flag` is `NEVER` or in `self.watch`, which only the callers of `exec`
+            // set and clear, around it.
+            if LIMITED && unsafe { &*flag }.load(Ordering::Relaxed) != 0 {
+                if let Some(why) = self.take_stop() {
+                    if DEBUG {
+                        if let Some(top) = self.frames.last_mut() {
+                            top.pc = pc;
+                        }
+                        if let Some(r) = &mut self.debug {
+                            r.stopped = Some(why);
+                        }
+                        break Ok(Exit::Paused);
+                    }
+                    break Err((pc, Box::new(stop_fault(why))));
+                }
+            }
             if DEBUG {
                 let point = crate::interp::debug::PausePoint {
                     func: FuncId(fid as u32),
@@ -702,10 +770,7 @@ impl Vm {
         nargs: u16,
     ) -> Step<usize> {
         if self.frames.len() >= self.limits.max_call_depth {
-            return fault(format!(
-                "call depth limit of {} reached calling @{}",
-                self.limits.max_call_depth, callee.name
-            ));
+            return Err(self.depth_fault(callee));
         }
         let new_base = self.regs.len();
         let args = &f.args[list as usize + ndst as usize..][..nargs as usize];
@@ -725,6 +790,47 @@ impl Vm {
             self.regs[new_base + i] = v;
         }
         Ok(new_base)
+    }
+
+    /// The call-depth limit's error (out of line: `enter` is in the loop).
+    #[cold]
+    #[inline(never)]
+    fn depth_fault(&self, callee: &Function) -> Box<Fault> {
+        Box::new(Fault {
+            message: format!("call depth limit of {} reached calling @{}", self.limits.max_call_depth, callee.name),
+            notes: self.stack_memory_note().into_iter().collect(),
+        })
+    }
+
+    /// What the frames on the call stack hold, for the errors of the call-depth and memory
+    /// limits when more than one frame is live and they hold storage: "the N frames ...
+    /// hold B bytes in S storages".
+    /// Each storage counts once, however many registers (or views) hold it; constants are
+    /// not counted. A scan of every register: only on those errors' way out.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn stack_memory_note(&self) -> Option<String> {
+        let depth = self.frames.len();
+        if depth < 2 {
+            return None;
+        }
+        let mut seen = rustc_hash::FxHashSet::default();
+        let mut bytes: u64 = 0;
+        for v in &self.regs {
+            let st = match v {
+                Value::Storage(s) => s,
+                Value::Tensor(t) => &t.storage,
+                Value::Slice(_, s) => s,
+                _ => continue,
+            };
+            if !st.is_constant() && seen.insert(st.id) {
+                bytes = bytes.saturating_add(st.size);
+            }
+        }
+        if bytes == 0 {
+            return None;
+        }
+        Some(format!("the {depth} frames on the call stack hold {bytes} bytes in {} storages", seen.len()))
     }
 
     /// The entry frame's return values, checked against its declared results, pushed onto

@@ -57,6 +57,9 @@ pub struct Vm {
     /// function. `exec` borrows it through a raw pointer beside `&mut self`; an `Rc`, not
     /// a `Box`, because a `Box`'s contents count as part of `self` for that `&mut`.
     pub(crate) ops: Rc<[Box<[Op]>]>,
+    /// The interrupt flag and timeout timer of the checked run in progress
+    /// ([`Vm::run_checked`], [`Vm::debug_resume`]); `exec` reads the flag through a pointer.
+    pub(crate) watch: Option<crate::interp::state::Watch>,
     /// The geometries of the constant buffer views in `ops` ([`Op::AllocBufferConst`]).
     pub(crate) buffer_geoms: Box<[crate::interp::specialize::BufferGeom]>,
     /// The constant image views in `ops` ([`Op::AllocImageConst`]), checked per device.
@@ -191,6 +194,7 @@ impl Vm {
             signatures: crate::interp::signature::Signatures::new(&module),
             func_names: crate::ir::names::FuncNames::new(&module),
             ops: specialized.ops.into(),
+            watch: None,
             buffer_geoms,
             image_views,
             const_allocs,
