@@ -789,7 +789,44 @@ impl Vm {
             }
             self.regs[new_base + i] = v;
         }
+        if !callee.placements.is_empty() {
+            if let Err(e) = self.check_placements(callee, new_base) {
+                self.regs.truncate(new_base);
+                return Err(e);
+            }
+        }
         Ok(new_base)
+    }
+
+    /// A call inside the module passes its arguments as they are (no copy, unlike a call
+    /// from the host), so a placed parameter must already be the view its placement
+    /// names: a view of the storage argument at that offset. Anything else would let the
+    /// callee's own views of the storage overlap its input.
+    #[cold]
+    #[inline(never)]
+    fn check_placements(&self, callee: &Function, base: usize) -> Step<()> {
+        for p in &callee.placements {
+            let (Some(Value::Tensor(x)), Some(Value::Storage(st))) =
+                (self.regs.get(base + p.param as usize), self.regs.get(base + p.storage as usize))
+            else {
+                continue; // the types were checked when the arguments were bound
+            };
+            let (name, storage) =
+                (format!("%{}", callee.reg_name(Reg(p.param))), format!("%{}", callee.reg_name(Reg(p.storage))));
+            let place = format!("parameter {name} of @{} is placed in {storage} at byte {}", callee.name, p.offset);
+            if !Shared::ptr_eq(&x.storage, st) {
+                return fault(format!(
+                    "{place}, but the argument is a view of another storage than the one passed as {storage}"
+                ));
+            }
+            if x.scope.is_texture() {
+                return fault(format!("{place}, but the argument is a `{}` view", x.scope));
+            }
+            if x.offset != p.offset {
+                return fault(format!("{place}, but the argument is the view at byte {} of that storage", x.offset));
+            }
+        }
+        Ok(())
     }
 
     /// The call-depth limit's error (out of line: `enter` is in the loop).

@@ -1023,6 +1023,7 @@ impl<'m> FuncVerifier<'m> {
                     let (op, k) = (ndst as usize + i, t.kind());
                     self.expect_kind(pc, op, *a, k, format_args!("argument {} of @{}", i + 1, callee.name))?;
                 }
+                self.check_placed_args(pc, callee, args, ndst as usize)?;
             }
             Instr::CallBuiltin { builtin, list, ndst, nargs } => {
                 let sig = Builtin::ALL[builtin.index()].sig();
@@ -1051,6 +1052,73 @@ impl<'m> FuncVerifier<'m> {
             Instr::BrIf { cond, .. } => self.expect_kind(pc, 0, reg(cond), Kind::Int, "the branch condition")?,
         }
         Ok(())
+    }
+
+    /// The placed parameters of a call's callee, where the caller's code proves the
+    /// argument is not the view the placement names: a constant (its own storage), or a
+    /// register defined once, by an `alloc_tensor` at a constant offset of the register
+    /// passed as the storage (itself defined once), at another offset or as a texture.
+    /// Other arguments are checked when the call runs.
+    fn check_placed_args(&self, pc: usize, callee: &Function, args: &[Arg], first: usize) -> VResult<()> {
+        for p in &callee.placements {
+            let (Some(x), Some(st)) = (args.get(p.param as usize), args.get(p.storage as usize)) else { continue };
+            let place = format!(
+                "argument {} of @{}: parameter %{} is placed in %{} at byte {}",
+                p.param + 1,
+                callee.name,
+                callee.reg_name(Reg(p.param)),
+                callee.reg_name(Reg(p.storage)),
+                p.offset
+            );
+            let op = Some(first + p.param as usize);
+            let (xr, sr) = match (x.kind(), st.kind()) {
+                (ArgKind::Const(c), _) => {
+                    let name = self.m.consts.get(c).map_or("?", |c| c.name.as_str());
+                    return self.at(pc, op, format!("{place}, but @{name} is a constant, in a storage of its own"));
+                }
+                (ArgKind::Reg(xr), ArgKind::Reg(sr)) => (xr, sr),
+                _ => continue,
+            };
+            let Some(def) = self.sole_def(xr).filter(|_| xr.index() >= self.f.params.len()) else { continue };
+            if self.sole_def(sr).is_none() && sr.index() >= self.f.params.len() {
+                continue;
+            }
+            let Instr::AllocTensor { storage, args: list, scope, .. } = self.f.code[def] else { continue };
+            let Some(offset) = self.f.args.get(list as usize).and_then(|a| self.m.const_int(*a)) else { continue };
+            if storage != sr {
+                continue; // another storage register may hold the same storage
+            }
+            if scope.is_texture() {
+                return self.at(pc, op, format!("{place}, but {} is a `{scope}` view", self.rn(xr)));
+            }
+            if u64::try_from(offset).ok() != Some(p.offset) {
+                return self.at(
+                    pc,
+                    op,
+                    format!("{place}, but {} is the view at byte {offset} of {}", self.rn(xr), self.rn(sr)),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The one instruction that defines `r`, if exactly one does (a parameter is defined
+    /// on entry besides).
+    fn sole_def(&self, r: Reg) -> Option<usize> {
+        let mut found = None;
+        let mut count = usize::from(r.index() < self.f.params.len());
+        for pc in 0..self.f.code.len() {
+            let _ = self.accesses(pc, &mut |_, a| {
+                if let Access::Def(d) = a {
+                    if d == r {
+                        count += 1;
+                        found = Some(pc);
+                    }
+                }
+                Ok(())
+            });
+        }
+        found.filter(|_| count == 1)
     }
 
     // ------------------------------------------------------------ pass 3: dataflow
