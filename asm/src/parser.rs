@@ -696,7 +696,7 @@ fn operands<'a>(ar: &'a Bump, op: Opcode, i: Toks<'a>) -> PResult<'a, InstrKind<
         Opcode::Nop => Ok((i, InstrKind::Nop)),
         Opcode::Mov => map(reg, |src| InstrKind::Mov { src }).parse(i),
         Opcode::LoadInt => map(int_lit, |value| InstrKind::Int { value }).parse(i),
-        Opcode::LoadFloat => map(number, |value| InstrKind::Float { value }).parse(i),
+        Opcode::LoadFloat => map(number, |value| InstrKind::Float(ar.alloc(FloatOps { value }))).parse(i),
         Opcode::LoadConst => map(global("`@constant`"), |konst| InstrKind::Const { konst }).parse(i),
         Opcode::MakeShape => {
             map(bracketed_max(ar, TokKind::LBracket, int_operand, TokKind::RBracket, Some(DIMS)), |dims| {
@@ -709,7 +709,7 @@ fn operands<'a>(ar: &'a Bump, op: Opcode, i: Toks<'a>) -> PResult<'a, InstrKind<
             let (i, align) = opt(preceded((comma, kw("align", "`align`")), cut(int_operand))).parse(i)?;
             let (i, device) = opt(preceded((comma, kw("device", "`device`")), cut(int_lit))).parse(i)?;
             let (i, scope) = scope_clause(i)?;
-            Ok((i, InstrKind::AllocStorage { size, align, device, scope }))
+            Ok((i, InstrKind::AllocStorage(ar.alloc(AllocStorageOps { size, align, device, scope }))))
         }
         Opcode::AllocTensor => {
             let (i, storage) = reg(i)?;
@@ -717,7 +717,7 @@ fn operands<'a>(ar: &'a Bump, op: Opcode, i: Toks<'a>) -> PResult<'a, InstrKind<
             let (i, dtype) = preceded(comma, ident("dtype (e.g. `f32`)")).parse(i)?;
             let (i, dims) = bracketed_max(ar, TokKind::LBracket, int_operand, TokKind::RBracket, Some(DIMS))(i)?;
             let (i, scope) = scope_clause(i)?;
-            Ok((i, InstrKind::AllocTensor { storage, offset, dtype, dims, scope }))
+            Ok((i, InstrKind::AllocTensor(ar.alloc(AllocTensorOps { storage, offset, dtype, dims, scope }))))
         }
         Opcode::Kill => map(reg, |reg| InstrKind::Kill { reg }).parse(i),
         Opcode::Call | Opcode::CallBuiltin | Opcode::CallOp | Opcode::CallKernel => {
@@ -740,7 +740,7 @@ fn operands<'a>(ar: &'a Bump, op: Opcode, i: Toks<'a>) -> PResult<'a, InstrKind<
             let (i, cond) = reg(i)?;
             let (i, then_) = preceded(comma, label_ref).parse(i)?;
             let (i, else_) = preceded(comma, label_ref).parse(i)?;
-            Ok((i, InstrKind::BrIf { cond, then_, else_ }))
+            Ok((i, InstrKind::BrIf(ar.alloc(BrIfOps { cond, then_, else_ }))))
         }
     }
 }
@@ -825,7 +825,7 @@ fn op_call<'a>(ar: &'a Bump, op: Name<'a>, i: Toks<'a>) -> PResult<'a, InstrKind
         Some((a, o)) => (Some(a.span()), o),
         None => (None, &[][..]),
     };
-    Ok((i, InstrKind::OpCall { op, inputs, outputs, arrow, attrs }))
+    Ok((i, InstrKind::OpCall(ar.alloc(OpCallOps { op, inputs, outputs, arrow, attrs }))))
 }
 
 /// The rest of `call @cl.name`: `(args) global [d0, ...]`. The `global` clause is
@@ -838,7 +838,7 @@ fn kernel_call<'a>(ar: &'a Bump, kernel: Name<'a>, i: Toks<'a>) -> PResult<'a, I
     ))
     .parse(i)?;
     let global = global.map(|(kw_tok, dims)| GlobalClause { dims, span: Span::new(kw_tok.span().start, i.prev_end()) });
-    Ok((i, InstrKind::KernelCall { kernel, args, global }))
+    Ok((i, InstrKind::KernelCall(ar.alloc(KernelCallOps { kernel, args, global }))))
 }
 
 /// `[%d, ... =] mnemonic operands`, allocated in the arena (an instruction node is a few
@@ -1427,7 +1427,12 @@ mod tests {
         let BodyItem::Instr(st) = m.funcs[0].body[5] else { panic!() };
         assert!(matches!(
             st.kind,
-            InstrKind::AllocStorage { align: Some(Operand::Int(_)), device: Some(_), scope: Some(_), .. }
+            InstrKind::AllocStorage(AllocStorageOps {
+                align: Some(Operand::Int(_)),
+                device: Some(_),
+                scope: Some(_),
+                ..
+            })
         ));
     }
 
@@ -1478,7 +1483,7 @@ mod tests {
                 BodyItem::Label(_) => None,
             })
             .collect();
-        let InstrKind::OpCall { op, inputs, outputs, arrow, attrs: Some(block) } = ins[0].kind else {
+        let InstrKind::OpCall(&OpCallOps { op, inputs, outputs, arrow, attrs: Some(block) }) = ins[0].kind else {
             panic!("not an operator call with attributes: {:?}", ins[0].kind)
         };
         assert_eq!(op.text, "onnx.Conv");
@@ -1494,13 +1499,16 @@ mod tests {
         assert!(matches!(block.attrs[4].value, AttrExpr::List { elems: [], .. }));
         assert_eq!(&src[block.attrs[3].span().range()], "fs = [1, 2.5]");
         assert!(src[block.span.range()].starts_with("{ strides") && src[block.span.range()].ends_with("e = [] }"));
-        assert!(matches!(ins[1].kind, InstrKind::OpCall { outputs: [Operand::Reg(_), Operand::None(_)], .. }));
+        assert!(matches!(
+            ins[1].kind,
+            InstrKind::OpCall(OpCallOps { outputs: [Operand::Reg(_), Operand::None(_)], .. })
+        ));
         // A destination parses (the assembler explains it); `->` is optional.
-        assert!(matches!(ins[2].kind, InstrKind::OpCall { arrow: None, outputs: [], attrs: None, .. }));
+        assert!(matches!(ins[2].kind, InstrKind::OpCall(OpCallOps { arrow: None, outputs: [], attrs: None, .. })));
         assert_eq!(ins[2].dsts.len(), 1);
         assert!(matches!(
             ins[3].kind,
-            InstrKind::OpCall { inputs: [], outputs: [], attrs: Some(AttrBlock { attrs: [], .. }), .. }
+            InstrKind::OpCall(OpCallOps { inputs: [], outputs: [], attrs: Some(AttrBlock { attrs: [], .. }), .. })
         ));
     }
 
@@ -1537,12 +1545,14 @@ mod tests {
         assert!(matches!(m.kernels[0].source, KernelSource::Str(StrLit { raw: "\"src\"", .. })));
         assert!(matches!(m.kernels[1].source, KernelSource::File(StrLit { raw: "\"b.cl\"", .. })));
         let BodyItem::Instr(call) = m.funcs[0].body[0] else { panic!() };
-        let InstrKind::KernelCall { kernel, args, global: Some(g) } = call.kind else { panic!("{:?}", call.kind) };
+        let InstrKind::KernelCall(&KernelCallOps { kernel, args, global: Some(g) }) = call.kind else {
+            panic!("{:?}", call.kind)
+        };
         assert_eq!(kernel.text, "cl.a");
         assert_eq!(args.len(), 4);
         assert_eq!(&src[g.span.range()], "global [4, %n]");
         let BodyItem::Instr(call) = m.funcs[0].body[1] else { panic!() };
-        assert!(matches!(call.kind, InstrKind::KernelCall { args: [], global: None, .. }));
+        assert!(matches!(call.kind, InstrKind::KernelCall(KernelCallOps { args: [], global: None, .. })));
         let e = parse_err("func @f() {\n  call @cl.a(%x) global [1.5]\n}\n");
         assert_eq!(e.expected, vec!["`%register`", "integer", "`]`"]);
         let e = parse_err("kernel @a = opencl(\"a\")\n");

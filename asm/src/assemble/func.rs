@@ -122,10 +122,10 @@ pub(super) fn count_u16(n: usize, span: Span, what: &str, errs: &mut Vec<Diagnos
 pub(super) fn operand_list_len(ins: &InstrNode<'_>) -> usize {
     match ins.kind {
         InstrKind::Shape { dims } => dims.len(),
-        InstrKind::AllocTensor { dims, .. } => 1 + dims.len(),
+        InstrKind::AllocTensor(AllocTensorOps { dims, .. }) => 1 + dims.len(),
         InstrKind::Call { args, .. } => ins.dsts.len() + args.len(),
-        InstrKind::OpCall { inputs, outputs, .. } => inputs.len() + outputs.len(),
-        InstrKind::KernelCall { args, global, .. } => args.len() + global.map_or(0, |g| g.dims.len()),
+        InstrKind::OpCall(OpCallOps { inputs, outputs, .. }) => inputs.len() + outputs.len(),
+        InstrKind::KernelCall(KernelCallOps { args, global, .. }) => args.len() + global.map_or(0, |g| g.dims.len()),
         InstrKind::Ret { values } => values.len(),
         _ => 0,
     }
@@ -269,7 +269,7 @@ pub(super) fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) ->
                 };
                 Instr::LoadInt { dst, value }
             }
-            InstrKind::Float { value } => {
+            InstrKind::Float(&FloatOps { value }) => {
                 expect_dsts(ins, 1, &mut a.errs);
                 let dst = dst(&mut fa, &mut ops, &mut a.errs);
                 ops.push(value.span());
@@ -308,7 +308,7 @@ pub(super) fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) ->
                 }
                 Instr::MakeShape { dst, dims: start, ndim }
             }
-            InstrKind::AllocStorage { size, align, device, scope } => {
+            InstrKind::AllocStorage(&AllocStorageOps { size, align, device, scope }) => {
                 expect_dsts(ins, 1, &mut a.errs);
                 let dst = dst(&mut fa, &mut ops, &mut a.errs);
                 ops.push(size.span());
@@ -358,7 +358,7 @@ pub(super) fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) ->
                 let scope = a.scope(scope);
                 Instr::AllocStorage { dst, size, align, device, scope }
             }
-            InstrKind::AllocTensor { storage, offset, dtype, dims, scope } => {
+            InstrKind::AllocTensor(&AllocTensorOps { storage, offset, dtype, dims, scope }) => {
                 expect_dsts(ins, 1, &mut a.errs);
                 let dst = dst(&mut fa, &mut ops, &mut a.errs);
                 ops.push(storage.span);
@@ -449,7 +449,7 @@ pub(super) fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) ->
                     Err(func) => Instr::Call { func, list, ndst, nargs },
                 }
             }
-            InstrKind::OpCall { op, inputs, outputs, arrow, attrs } => {
+            InstrKind::OpCall(&OpCallOps { op, inputs, outputs, arrow, attrs }) => {
                 if !ins.dsts.is_empty() {
                     a.errs.push(op_call_dsts(a.lines.src, ins, arrow.is_some(), attrs.map(|b| b.span)));
                 }
@@ -512,7 +512,7 @@ pub(super) fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) ->
                 };
                 Instr::CallOp { op: id, list, attrs, nout, nin }
             }
-            InstrKind::KernelCall { kernel, args, global } => {
+            InstrKind::KernelCall(&KernelCallOps { kernel, args, global }) => {
                 if !ins.dsts.is_empty() {
                     a.errs.push(kernel_call_dsts(ins));
                 }
@@ -568,7 +568,7 @@ pub(super) fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) ->
                 ops.push(target.span);
                 Instr::Br { target: label(&fa, &target, &mut a.errs) }
             }
-            InstrKind::BrIf { cond, then_, else_ } => {
+            InstrKind::BrIf(&BrIfOps { cond, then_, else_ }) => {
                 expect_dsts(ins, 0, &mut a.errs);
                 ops.push(cond.span);
                 ops.push(then_.span);
@@ -579,7 +579,7 @@ pub(super) fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) ->
         };
         // Destinations of single-result instructions beyond the first are reported by
         // `expect_dsts`; still number them so later diagnostics stay consistent.
-        if !matches!(ins.kind, InstrKind::Call { .. } | InstrKind::OpCall { .. } | InstrKind::KernelCall { .. }) {
+        if !matches!(ins.kind, InstrKind::Call { .. } | InstrKind::OpCall(_) | InstrKind::KernelCall(_)) {
             for d in ins.dsts.iter().skip(1) {
                 fa.reg(d, &mut a.errs);
             }
