@@ -1138,6 +1138,90 @@ pub fn parse_item<'a>(
     run(src, toks, complete, ar, |i| next_item(ar, i))
 }
 
+/// The start of a function too long for the token window: the optional `module NAME`
+/// line (when `first`), blank lines, and `func @name(params) [-> results] {` with the end
+/// of its line. The function is returned with an empty body, which [`parse_body_chunk`]
+/// reads a piece at a time. `None` when the next declaration is not a function (or not
+/// one this rule reads: the caller parses it with [`parse_start`] or [`parse_item`], which
+/// also give the diagnostics).
+#[allow(clippy::type_complexity)]
+pub fn parse_func_head<'a>(
+    src: &str,
+    toks: &'a [Tok<'a>],
+    complete: bool,
+    ar: &'a Bump,
+    first: bool,
+) -> Result<Step<Option<(Option<ModuleName<'a>>, FuncDecl<'a>)>>, Diagnostic> {
+    run(src, toks, complete, ar, |i0| {
+        let (i, name) = if first { module_header(i0)? } else { (i0, None) };
+        let (i, ()) = nls(i)?;
+        if !i.first().is_some_and(|t| t.kind == TokKind::Ident && t.text == "func") {
+            return Ok((i0, None));
+        }
+        let (i, kw_tok) = kw("func", "`func`")(i)?;
+        let (i, fname) = global("`@name`")(i)?;
+        let (i, params) = bracketed(ar, TokKind::LParen, param(ar), TokKind::RParen)(i)?;
+        let (i, results) = opt(results(ar)).parse(i)?;
+        let header_span = Span::new(kw_tok.span().start, i.prev_end());
+        let (i, _) = punct(TokKind::LBrace)(i)?;
+        let f = FuncDecl { name: fname, params, results: results.unwrap_or(&[]), body: &[], header_span };
+        Ok((i, Some((name, f))))
+    })
+}
+
+/// Up to `max` items of a function body (after [`parse_func_head`]), and whether the body
+/// ended: its `}` and the end of that line were read. Stops before an item the tokens do
+/// not reach the end of ([`Step::More`] only when not even one item is there).
+#[allow(clippy::type_complexity)]
+pub fn parse_body_chunk<'a>(
+    src: &str,
+    toks: &'a [Tok<'a>],
+    complete: bool,
+    ar: &'a Bump,
+    max: usize,
+) -> Result<Step<(&'a [BodyItem<'a>], bool)>, Diagnostic> {
+    run(src, toks, complete, ar, |mut i: Toks<'a>| {
+        let mut items: Vec<BodyItem<'a>> = Vec::with_capacity(max.min(1024));
+        loop {
+            let at = i;
+            let step = (|| {
+                let (i, ()) = nls(at)?;
+                match label_def(i) {
+                    Ok((rest, l)) => return Ok((rest, Some(BodyItem::Label(l)))),
+                    Err(nom::Err::Error(_)) => {}
+                    Err(e) => return Err(e),
+                }
+                match instr(ar, i) {
+                    Ok((rest, ins)) => {
+                        let (rest, ()) = cut(stmt_end).parse(rest)?;
+                        Ok((rest, Some(BodyItem::Instr(ins))))
+                    }
+                    Err(nom::Err::Error(_)) => {
+                        let (i, _) = cut(punct(TokKind::RBrace)).parse(i)?;
+                        let (i, ()) = cut(stmt_end).parse(i)?;
+                        Ok((i, None))
+                    }
+                    Err(e) => Err(e),
+                }
+            })();
+            match step {
+                Ok((rest, Some(item))) => {
+                    items.push(item);
+                    i = rest;
+                    if items.len() >= max {
+                        return Ok((i, (&*ar.alloc_slice_copy(&items), false)));
+                    }
+                }
+                Ok((rest, None)) => return Ok((rest, (&*ar.alloc_slice_copy(&items), true))),
+                Err(nom::Err::Incomplete(_)) if !items.is_empty() => {
+                    return Ok((at, (&*ar.alloc_slice_copy(&items), false)));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    })
+}
+
 /// The tokens of a source read a window at a time: [`parse_start`] and [`parse_item`]
 /// parse the window, [`TokenStream::consume`] drops what they used and
 /// [`TokenStream::more`] lexes further. (For a large program, a token array and a parse
