@@ -111,3 +111,35 @@ fn a_100_mb_function_of_nops_assembles_in_memory_proportional_to_the_module() {
         assert!(peak < 2_000_000_000, "peak resident set {peak} bytes");
     }
 }
+
+/// The same 100 MB function with a list past its limit at its end: the error is found
+/// where the function's body is read, a piece at a time, not by a parse of the whole file
+/// (which would hold the tokens and parse tree of all of it).
+#[test]
+fn an_error_at_the_end_of_a_100_mb_function_costs_no_more_than_assembling_it() {
+    const SIZE: usize = 100_000_000;
+    let src = temp("nops-bad.rxa");
+    let head = "func @main() -> int {\n";
+    let tail = format!("  %s = shape [{}]\n  %x = int 0\n  ret %x\n}}\n", vec!["1"; 256].join(", "));
+    let n = (SIZE - head.len() - tail.len()) / "  nop\n".len();
+    std::fs::write(&src.0, [head, &"  nop\n".repeat(n), &tail].concat()).expect("write the source");
+    let out = temp("nops-bad.rxb");
+    let started = Instant::now();
+    let (run, peak) = run_sampling_peak(Command::new(env!("CARGO_BIN_EXE_rxvm")).args([
+        "asm",
+        src.0.to_str().expect("UTF-8 path"),
+        "-o",
+        out.0.to_str().expect("UTF-8 path"),
+    ]));
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "the program assembled");
+    assert!(stderr.contains("too many dimensions: more than 255"), "{stderr}");
+    assert!(stderr.contains(&format!("nops-bad.rxa:{}:", n + 2)), "{stderr}");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    if std::path::Path::new("/proc/self/status").exists() {
+        let peak = peak.expect("VmHWM sampled");
+        eprintln!("100 MB of nops, then an error: {took:?}, peak resident set {} MB", peak / 1_000_000);
+        assert!(peak < 2_000_000_000, "peak resident set {peak} bytes");
+    }
+}

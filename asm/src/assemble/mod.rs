@@ -504,8 +504,11 @@ fn stream_items<'s>(
                         Some((n, header.map(|h| module_name(&h)), begin_stream(&mut a, fi, &f)))
                     }
                     Ok(_) => None,
-                    // The whole file's parse gives the diagnostic.
-                    Err(_) => return Ok(None),
+                    Err(d) => {
+                        // As below: a lexical error anywhere comes first.
+                        ts.check_rest()?;
+                        return Err(d);
+                    }
                 };
                 let Some((used, header, mut sf)) = head else {
                     ts.more()?;
@@ -534,7 +537,10 @@ fn stream_items<'s>(
                             }
                         }
                         Ok(Step::More) => ts.more()?,
-                        Err(_) => return Ok(None),
+                        Err(d) => {
+                            ts.check_rest()?;
+                            return Err(d);
+                        }
                     }
                 }
                 let Some(f) = end_stream(&mut a, sf) else { return Ok(None) };
@@ -810,6 +816,22 @@ mod stream_tests {
         ] {
             assert!(!check_assembler_with(&bad, "t.rxa", 64));
             assert!(crate::assemble(&bad, "t.rxa").is_err());
+        }
+        // A syntax error, a list past its limit or an invalid character deep in a long
+        // body: the piece's parse error, the same as the whole file's (checked by
+        // `check_assembler_with`), without the whole file's parse.
+        let dims = vec!["1"; 300].join(", ");
+        for bad in [
+            body.replace("l1500:\n", "l1500:\n  %x = bogus 1\n"),
+            body.replace("l2500:\n", &format!("l2500:\n  %s = shape [{dims}]\n")),
+            body.replace("l2000:\n", "l2000:\n  nop $\n"),
+            body.replace("func @main(%n: int) -> int {", "func @main(%n: int) -> int {{"),
+        ] {
+            for window in [1, 64, 8192] {
+                let streamed = assemble_stream_in(&bad, "t.rxa", None, |s| parser::TokenStream::with_window(s, window));
+                assert!(matches!(streamed, Streamed::Error(_)), "window {window}");
+                assert!(!check_assembler_with(&bad, "t.rxa", window));
+            }
         }
     }
 
