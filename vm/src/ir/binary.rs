@@ -178,7 +178,6 @@ pub fn write_module(m: &Module) -> Vec<u8> {
     }
 
     let mut funcs = Vec::new();
-    let mut code = Vec::new();
     put_len(&mut funcs, m.funcs.len());
     for f in &m.funcs {
         put_u32(&mut funcs, strings.id(&f.name));
@@ -193,17 +192,17 @@ pub fn write_module(m: &Module) -> Vec<u8> {
         put_u32(&mut funcs, f.num_regs);
         put_len(&mut funcs, f.code.len());
         put_len(&mut funcs, f.args.len());
-        for ins in &f.code {
-            code.extend_from_slice(&ins.encode().to_bytes());
-        }
-        for a in &f.args {
-            put_u32(&mut code, a.0);
-        }
     }
+    // The Code and Spans payloads are written straight into the output below (they are
+    // most of a large module: no second copy of them).
+    let code_len: usize = m.funcs.iter().map(|f| f.code.len() * WORD_SIZE + f.args.len() * 4).sum();
 
     let has_debug = m.source_file.is_some() || m.funcs.iter().any(|f| f.debug != FuncDebug::default());
     let mut names = Vec::new();
-    let mut spans = Vec::new();
+    // Spans: the source file flag and string (interned here, before the strings are
+    // written), then each function's locations, written into the output below.
+    let mut spans_head = Vec::new();
+    let mut spans_len = 0usize;
     if has_debug {
         for f in &m.funcs {
             put_len(&mut names, f.debug.reg_names.len());
@@ -218,18 +217,12 @@ pub fn write_module(m: &Module) -> Vec<u8> {
         }
         match &m.source_file {
             Some(s) => {
-                put_u8(&mut spans, 1);
-                put_u32(&mut spans, strings.id(s));
+                put_u8(&mut spans_head, 1);
+                put_u32(&mut spans_head, strings.id(s));
             }
-            None => put_u8(&mut spans, 0),
+            None => put_u8(&mut spans_head, 0),
         }
-        for f in &m.funcs {
-            put_len(&mut spans, f.debug.locs.len());
-            for l in &f.debug.locs {
-                put_u32(&mut spans, l.line);
-                put_u32(&mut spans, l.col);
-            }
-        }
+        spans_len = spans_head.len() + m.funcs.iter().map(|f| 4 + 8 * f.debug.locs.len()).sum::<usize>();
     }
 
     let mut attrs = Vec::new();
@@ -295,7 +288,21 @@ pub fn write_module(m: &Module) -> Vec<u8> {
         strs.extend_from_slice(s.as_bytes());
     }
 
-    let mut out = Vec::with_capacity(64 + code.len() + consts.len());
+    // The exact size: sections are 5 bytes of header and their payload.
+    let mut total = HEADER_LEN + 5 * 6 + strs.len() + meta.len() + lits.len() + consts.len() + funcs.len() + code_len;
+    if has_debug {
+        total += 10 + names.len() + spans_len;
+    }
+    for (present, len) in [
+        (!m.attrs.is_empty(), attrs.len()),
+        (!m.kernels.is_empty(), kernels.len()),
+        (!placed.is_empty(), placements.len()),
+    ] {
+        if present {
+            total += 5 + len;
+        }
+    }
+    let mut out = Vec::with_capacity(total);
     out.extend_from_slice(&MAGIC);
     put_u16(&mut out, VERSION);
     put_u16(&mut out, 0);
@@ -306,10 +313,28 @@ pub fn write_module(m: &Module) -> Vec<u8> {
     section(&mut out, SectionId::Literals, lits);
     section(&mut out, SectionId::Constants, consts);
     section(&mut out, SectionId::Functions, funcs);
-    section(&mut out, SectionId::Code, code);
+    put_u8(&mut out, SectionId::Code as u8);
+    put_len(&mut out, code_len);
+    for f in &m.funcs {
+        for ins in &f.code {
+            out.extend_from_slice(&ins.encode().to_bytes());
+        }
+        for a in &f.args {
+            put_u32(&mut out, a.0);
+        }
+    }
     if has_debug {
         section(&mut out, SectionId::Names, names);
-        section(&mut out, SectionId::Spans, spans);
+        put_u8(&mut out, SectionId::Spans as u8);
+        put_len(&mut out, spans_len);
+        out.extend_from_slice(&spans_head);
+        for f in &m.funcs {
+            put_len(&mut out, f.debug.locs.len());
+            for l in &f.debug.locs {
+                put_u32(&mut out, l.line);
+                put_u32(&mut out, l.col);
+            }
+        }
     }
     if !m.attrs.is_empty() {
         section(&mut out, SectionId::Attrs, attrs);
@@ -320,6 +345,7 @@ pub fn write_module(m: &Module) -> Vec<u8> {
     if !placed.is_empty() {
         section(&mut out, SectionId::Placements, placements);
     }
+    debug_assert_eq!(out.len(), total, "write_module's size computation");
     let len = (out.len() as u64).to_le_bytes();
     out[8..HEADER_LEN].copy_from_slice(&len);
     out
