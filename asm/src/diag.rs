@@ -471,6 +471,30 @@ mod tests {
         assert!(out.contains("error: no position"), "{out}");
     }
 
+    /// Long lines are clipped around each label, on every line a label touches; the
+    /// header's line and column are the real ones; short lines are shown whole.
+    #[test]
+    fn long_lines_are_clipped_around_each_label() {
+        let long = "x".repeat(5000);
+        let src = format!("short line\n{long}é{long}\nmiddle\n{long}\n");
+        let at = src.find('é').unwrap_or(0);
+        let second = src.rfind('x').unwrap_or(0);
+        let d = Diagnostic::new(at..at + 2, "primary")
+            .with_label("here")
+            .with_secondary(second..second + 1, "and the end of line 4")
+            .with_secondary(0..5, "and a short line");
+        let out = Diagnostics::new("f.rxa", src.as_str(), vec![d]).render();
+        assert!(out.contains("f.rxa:2:5001"), "{out}");
+        assert!(out.len() < 1500, "{} bytes:\n{out}", out.len());
+        assert!(out.contains("short line") && out.contains("…xxx") && out.contains('é'), "{out}");
+        assert!(out.contains("4 │") && out.contains("and the end of line 4"), "{out}");
+        // At the very start and end of a long line, and past the end of the source.
+        for span in [12..13, src.len() - 1..src.len(), src.len() + 5..src.len() + 9] {
+            let out = Diagnostics::new("f.rxa", src.as_str(), vec![Diagnostic::new(span, "x")]).render();
+            assert!(out.len() < 1000, "{out}");
+        }
+    }
+
     #[test]
     fn clamping_never_panics() {
         let d = Diagnostics::new("f", "é", vec![Diagnostic::new(1..99, "x")]);
