@@ -114,7 +114,9 @@ pub fn load_program(path: &Path) -> Result<Program, Failure> {
         };
     }
     let text = String::from_utf8(bytes).map_err(|e| format!("{name} is not UTF-8 text: {e}"))?;
-    match rxvm_asm::assemble_file(path) {
+    // The text already read (not `assemble_file`, which would read the file again: a
+    // second copy of a large source); `file("...")` paths are relative to `name`'s folder.
+    match rxvm_asm::assemble(&text, &name) {
         Ok(module) => Ok(Program { module, source: Some((name, text)), plan: None }),
         Err(d) => Err(Failure::Rendered(d.render())),
     }

@@ -5,7 +5,18 @@ use rxvm::vm::builder::{ModuleBuilder, Operand};
 use rxvm::vm::bytecode::{Arg, ConstId, FuncId, Instr, Label, Reg};
 use rxvm::vm::module::{ConstData, Literal, Module};
 use rxvm::vm::types::{DType, Dim, Scope, Type};
-use rxvm::vm::{load_module, write_module};
+use rxvm::vm::{load_module, write_module, ModuleError};
+
+/// The `.rxb` header's size: magic, version, reserved, file length.
+const HEADER: usize = rxvm::vm::binary::HEADER_LEN;
+
+/// `b` with its header's file length set to its length: for cases that change the length
+/// on purpose, to reach the check they are about rather than the header's.
+fn with_len(mut b: Vec<u8>) -> Vec<u8> {
+    let n = (b.len() as u64).to_le_bytes();
+    b[8..HEADER].copy_from_slice(&n);
+    b
+}
 
 /// A valid module: a storage, a view, a fill, a loop and a call.
 fn base() -> Module {
@@ -70,24 +81,37 @@ fn corrupt_containers() {
             b[6] = 1;
             b
         }),
+        ("a version-1 file (8-byte header, no file length)", {
+            let mut b = [&good[..8], &good[HEADER..]].concat();
+            b[4] = 1;
+            b
+        }),
+        ("truncated in the header", good[..10].to_vec()),
         ("truncated in the middle", good[..good.len() / 2].to_vec()),
         ("truncated by one byte", good[..good.len() - 1].to_vec()),
-        ("trailing garbage section id", [good.as_slice(), &[0x42]].concat()),
+        ("trailing garbage", [good.as_slice(), &[0x42]].concat()),
+        ("a file length shorter than the header", {
+            let mut b = good.clone();
+            b[8..HEADER].copy_from_slice(&3u64.to_le_bytes());
+            b
+        }),
+        ("trailing garbage section id", with_len([good.as_slice(), &[0x42]].concat())),
+        ("a section header cut short", with_len([good.as_slice(), &[0x0b, 1, 0]].concat())),
     ];
-    // The first section (strings) starts at byte 8: id, length, count.
+    // The first section (strings) starts after the header: id, length, count.
     // The second section (meta) follows the strings section; renumber it as strings.
-    let strings_len = u32::from_le_bytes(good[9..13].try_into().unwrap()) as usize;
+    let strings_len = u32::from_le_bytes(good[HEADER + 1..HEADER + 5].try_into().unwrap()) as usize;
     let mut b = good.clone();
-    b[13 + strings_len] = 1;
+    b[HEADER + 5 + strings_len] = 1;
     cases.push(("a section twice", b));
     let mut b = good.clone();
-    b[8] = 5;
+    b[HEADER] = 5;
     cases.push(("a section of the wrong kind", b));
     let mut b = good.clone();
-    b[9..13].copy_from_slice(&u32::MAX.to_le_bytes());
+    b[HEADER + 1..HEADER + 5].copy_from_slice(&u32::MAX.to_le_bytes());
     cases.push(("section length past the end", b));
     let mut b = good.clone();
-    b[13..17].copy_from_slice(&0x4000_0000u32.to_le_bytes());
+    b[HEADER + 5..HEADER + 9].copy_from_slice(&0x4000_0000u32.to_le_bytes());
     cases.push(("string count larger than the file", b));
     let mut out = String::new();
     for (name, bytes) in cases {
@@ -226,7 +250,7 @@ fn placed() -> Module {
 /// The sections of an encoded module: (id, offset of the section header, payload length).
 fn sections(b: &[u8]) -> Vec<(u8, usize, usize)> {
     let mut out = Vec::new();
-    let mut at = 8;
+    let mut at = HEADER;
     while at < b.len() {
         let len = u32::from_le_bytes(b[at + 1..at + 5].try_into().unwrap()) as usize;
         out.push((b[at], at, len));
@@ -263,7 +287,7 @@ fn corrupt_placements() {
     let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
     let mut b = good[..good.len() - 4].to_vec();
     set_u32(&mut b, at + 1, len as u32 - 4);
-    cases.push(("a truncated placement", b));
+    cases.push(("a truncated placement", with_len(b)));
     let mut b = good.clone();
     set_u32(&mut b, payload + 8, 2);
     cases.push(("a placement count larger than the section", b));
@@ -277,20 +301,21 @@ fn corrupt_placements() {
     set_u32(&mut b, payload + 8, 0);
     set_u32(&mut b, at + 1, 12);
     b.truncate(payload + 12);
-    cases.push(("a function listed with no placements", b));
+    cases.push(("a function listed with no placements", with_len(b)));
     let mut b = good[..payload].to_vec();
     b[at + 1..at + 5].copy_from_slice(&(4u32 + 2 * 24).to_le_bytes());
     b.extend_from_slice(&2u32.to_le_bytes());
     for _ in 0..2 {
         b.extend_from_slice(&good[payload + 4..]);
     }
+    let mut b = with_len(b);
     cases.push(("a function listed twice", b.clone()));
     set_u32(&mut b, payload + 4, 1);
     cases.push(("functions out of order", b));
     let mut b = good.clone();
     b.extend_from_slice(&[0, 0, 0]);
     set_u32(&mut b, at + 1, len as u32 + 3);
-    cases.push(("trailing bytes in the section", b));
+    cases.push(("trailing bytes in the section", with_len(b)));
     let mut out = String::new();
     for (name, bytes) in cases {
         out.push_str(&format!("{name}:\n  {}\n", refuse(&bytes)));
@@ -329,5 +354,104 @@ fn invalid_placements_are_refused_by_the_verifier() {
         mutate(&mut m);
         out.push_str(&format!("{name}:\n  {}\n", refuse_module(&m).replace('\n', "\n  ")));
     }
+    insta::assert_snapshot!(out);
+}
+
+/// Real `.rxb` files with every optional section between them: debug info (Names, Spans),
+/// constants, operator attributes, a user kernel and placements.
+fn real_files() -> Vec<(&'static str, Vec<u8>)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = vec![("base (built in code, no debug info)", write_module(&base()))];
+    out.push(("placed (built in code, placements)", write_module(&placed())));
+    for f in ["tests/programs/placement.rxa", "examples/texture_cnn.rxa", "examples/user_kernel.rxa"] {
+        let m = rxvm::asm::assemble_file(&root.join(f)).unwrap_or_else(|e| panic!("{f}: {}", e.render()));
+        out.push((f, write_module(&m)));
+    }
+    out
+}
+
+/// Every prefix of a real `.rxb` is refused by the reader (never loaded, never refused by
+/// the verifier as if it were whole) with "truncated" at the byte where the file ends;
+/// before format version 2, a file cut between two sections loaded without the later ones
+/// (placements, kernels, attributes lost).
+#[test]
+fn every_prefix_of_a_real_file_is_refused_as_truncated() {
+    let mut boundaries = String::new();
+    for (name, good) in real_files() {
+        load_module(&good).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let ends: Vec<usize> = sections(&good).iter().map(|&(_, at, len)| at + 5 + len).collect();
+        boundaries.push_str(&format!("{name} ({} bytes, sections end at {ends:?}):\n", good.len()));
+        for n in 0..good.len() {
+            let e = match load_module(&good[..n]) {
+                Ok(_) => panic!("{name}: the {n}-byte prefix loaded"),
+                Err(ModuleError::Verify(e)) => panic!("{name}: the {n}-byte prefix was decoded: {e}"),
+                Err(ModuleError::Load(e)) => e,
+            };
+            assert_eq!(e.offset, n, "{name}, {n}-byte prefix: {e}");
+            assert!(n == 0 || e.message.starts_with("truncated: "), "{name}, {n}-byte prefix: {e}");
+            // One line per prefix that ends a section or the header: the cuts that loaded.
+            if n == HEADER || ends.contains(&n) {
+                boundaries.push_str(&format!("  {n}: {e}\n"));
+            }
+        }
+    }
+    insta::assert_snapshot!(boundaries);
+}
+
+/// Verifier errors on a `.rxb` give the byte offset of what they refuse: the instruction
+/// word, the function's record, or the record of the constant, kernel, attribute set or
+/// placement; the offset is where that thing is in the file.
+#[test]
+fn verifier_errors_give_the_byte_offset() {
+    fn located(m: &Module) -> (String, usize) {
+        let bytes = write_module(m);
+        let (read, map) = rxvm::vm::read_module_mapped(&bytes).unwrap();
+        let at = map.locate(&rxvm::vm::verify_module(&read).unwrap_err()).expect("an offset");
+        match load_module(&bytes) {
+            Err(ModuleError::Verify(e)) => {
+                let msg = e.to_string();
+                assert!(msg.contains(&format!("at byte {at}")), "{msg}");
+                (msg, at)
+            }
+            other => panic!("expected a verifier error, got {other:?}"),
+        }
+    }
+    let mut out = String::new();
+    let mut case = |name: &str, m: Module, expect_at: &dyn Fn(&[u8]) -> usize| {
+        let (msg, at) = located(&m);
+        assert_eq!(at, expect_at(&write_module(&m)), "{name}: {msg}");
+        out.push_str(&format!("{name}:\n  {}\n", msg.replace('\n', "\n  ")));
+    };
+    // An instruction: main's `kill`, found by its word in the Code section.
+    let mut m = base();
+    let pc = main_fn(&mut m).code.iter().position(|i| matches!(i, Instr::Kill { .. })).unwrap();
+    main_fn(&mut m).code[pc] = Instr::Kill { reg: Reg(99) };
+    let word = Instr::Kill { reg: Reg(99) }.encode().to_bytes();
+    case("register out of range", m, &|b| b.windows(16).position(|w| w == word).unwrap());
+    // A function's record: its name's string index starts it (the Functions section holds
+    // a count, then helper's record, then main's).
+    let mut m = base();
+    main_fn(&mut m).code.clear();
+    main_fn(&mut m).args.clear();
+    case("a function whose code is removed", m, &|b| {
+        let &(_, at, _) = sections(b).iter().find(|s| s.0 == 5).unwrap();
+        let helper_len = 4 + (4 + 1) + (4 + 1) + 4 + 4 + 4; // name, 1 int param, 1 int result, 3 counts
+        at + 5 + 4 + helper_len
+    });
+    // A constant's record: the first record of the Constants section.
+    let mut m = base();
+    m.consts[rxvm_vm::bytecode::ConstId(0)].data = ConstData::Fill(0.5);
+    m.consts[rxvm_vm::bytecode::ConstId(0)].dtype = DType::I8;
+    case("a fill value that is not an i8", m, &|b| {
+        let &(_, at, _) = sections(b).iter().find(|s| s.0 == 4).unwrap();
+        at + 5 + 4
+    });
+    // A placement's record: after the function count, index and placement count.
+    let mut m = placed();
+    m.funcs[rxvm_vm::bytecode::FuncId(0)].placements[0].storage = 9;
+    case("a placement in a parameter out of range", m, &|b| {
+        let &(_, at, _) = sections(b).iter().find(|s| s.0 == PLACEMENTS).unwrap();
+        at + 5 + 12
+    });
     insta::assert_snapshot!(out);
 }

@@ -63,8 +63,10 @@ fn random_bytes_never_panic_the_loader() {
     for _ in 0..20_000 {
         let len = rng.below(96);
         let mut b: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-        if rng.below(2) == 0 && b.len() >= 8 {
-            b[..8].copy_from_slice(b"\0RXB\x01\0\0\0");
+        if rng.below(2) == 0 && b.len() >= 16 {
+            b[..8].copy_from_slice(b"\0RXB\x02\0\0\0");
+            let n = (b.len() as u64).to_le_bytes();
+            b[8..16].copy_from_slice(&n);
         }
         let _ = load_module(&b);
     }

@@ -50,7 +50,33 @@ pub struct Tracker {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Custom {
     ModuleNotFirst,
+    /// A list longer than its count's encoding allows, at its first element too many.
+    TooMany(Limit),
 }
+
+/// The most elements a list may have: its count is stored in `bits` bits. The parser stops
+/// at the first element past it, so that a huge list costs neither the time to read the
+/// rest of it nor the memory to hold it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Limit {
+    what: &'static str,
+    bits: u8,
+}
+
+impl Limit {
+    const fn max(self) -> usize {
+        (1usize << self.bits) - 1
+    }
+}
+
+const DIMS: Limit = Limit { what: "dimensions", bits: 8 };
+const DSTS: Limit = Limit { what: "destinations", bits: 8 };
+const ARGS: Limit = Limit { what: "arguments", bits: 16 };
+const RET_VALUES: Limit = Limit { what: "return values", bits: 16 };
+const OP_INPUTS: Limit = Limit { what: "operator inputs", bits: 16 };
+const OP_OUTPUTS: Limit = Limit { what: "operator outputs", bits: 8 };
+const KERNEL_ARGS: Limit = Limit { what: "kernel arguments", bits: 16 };
+const GLOBAL_SIZES: Limit = Limit { what: "global sizes", bits: 8 };
 
 impl Default for Tracker {
     fn default() -> Tracker {
@@ -450,12 +476,20 @@ fn int_operand(i: Toks<'_>) -> PResult<'_, Operand<'_>> {
 
 /// `elem (, elem)*` with newlines allowed after each comma, appended to `out`; after a
 /// comma the element is required (cut). With `allow_empty`, zero elements are accepted.
+/// With a `limit`, an element past it is an error (cut), found as soon as it is read.
 /// (The list is built in the caller's buffer: returning it through the combinators would
 /// copy it at every level.)
-fn list_into<'a, O, F>(elem: &mut F, allow_empty: bool, i: Toks<'a>, out: &mut SmallVec<[O; 8]>) -> PResult<'a, ()>
+fn list_into<'a, O, F>(
+    elem: &mut F,
+    allow_empty: bool,
+    limit: Option<Limit>,
+    i: Toks<'a>,
+    out: &mut SmallVec<[O; 8]>,
+) -> PResult<'a, ()>
 where
     F: Parser<Toks<'a>, Output = O, Error = PErr>,
 {
+    let max = limit.map_or(usize::MAX, Limit::max);
     let mut i = match elem.parse(i) {
         Ok((rest, o)) => {
             out.push(o);
@@ -472,6 +506,13 @@ where
         };
         let (after_nl, ()) = nls(after_comma)?;
         match elem.parse(after_nl) {
+            Ok((rest, _)) if out.len() >= max => {
+                if let (Some(l), Some(t)) = (limit, after_nl.first()) {
+                    let span = Span::new(t.span().start, rest.prev_end());
+                    after_nl.track().custom.set(Some((Custom::TooMany(l), span)));
+                }
+                return Err(nom::Err::Failure(PErr));
+            }
             Ok((rest, o)) => {
                 out.push(o);
                 i = rest;
@@ -483,14 +524,19 @@ where
 }
 
 /// [`list_into`], copied into the arena.
-fn comma_list<'a, O, F>(ar: &'a Bump, mut elem: F, allow_empty: bool) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [O]>
+fn comma_list<'a, O, F>(
+    ar: &'a Bump,
+    mut elem: F,
+    allow_empty: bool,
+    limit: Option<Limit>,
+) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [O]>
 where
     O: Copy,
     F: Parser<Toks<'a>, Output = O, Error = PErr>,
 {
     move |i: Toks<'a>| {
         let mut out = SmallVec::new();
-        let (i, ()) = list_into(&mut elem, allow_empty, i, &mut out)?;
+        let (i, ()) = list_into(&mut elem, allow_empty, limit, i, &mut out)?;
         Ok((i, &*ar.alloc_slice_copy(&out)))
     }
 }
@@ -500,8 +546,23 @@ where
 fn bracketed<'a, O, F>(
     ar: &'a Bump,
     open: TokKind,
+    elem: F,
+    close: TokKind,
+) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [O]>
+where
+    O: Copy,
+    F: Parser<Toks<'a>, Output = O, Error = PErr>,
+{
+    bracketed_max(ar, open, elem, close, None)
+}
+
+/// [`bracketed`], with at most `limit` elements.
+fn bracketed_max<'a, O, F>(
+    ar: &'a Bump,
+    open: TokKind,
     mut elem: F,
     close: TokKind,
+    limit: Option<Limit>,
 ) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [O]>
 where
     O: Copy,
@@ -511,7 +572,7 @@ where
         let (i, _) = tok_of(i, open)?;
         let (i, ()) = nls(i)?;
         let mut out = SmallVec::new();
-        let (i, ()) = list_into(&mut elem, true, i, &mut out)?;
+        let (i, ()) = list_into(&mut elem, true, limit, i, &mut out)?;
         let (i, ()) = nls(i)?;
         let (i, _) = cut(|i| tok_of(i, close)).parse(i)?;
         Ok((i, &*ar.alloc_slice_copy(&out)))
@@ -569,7 +630,8 @@ fn type_expr<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, TypeExpr<'
             return not_a_type(i);
         }
         let dtype = name_of(*t, false);
-        let (rest, dims) = cut(bracketed(ar, TokKind::LBracket, dim_expr, TokKind::RBracket)).parse(i.advance(1))?;
+        let (rest, dims) =
+            cut(bracketed_max(ar, TokKind::LBracket, dim_expr, TokKind::RBracket, Some(DIMS))).parse(i.advance(1))?;
         let span = Span::new(t.span().start, rest.prev_end());
         Ok((rest, TypeExpr { kind: TypeKind::Tensor { dtype, dims }, span }))
     }
@@ -634,26 +696,28 @@ fn operands<'a>(ar: &'a Bump, op: Opcode, i: Toks<'a>) -> PResult<'a, InstrKind<
         Opcode::Nop => Ok((i, InstrKind::Nop)),
         Opcode::Mov => map(reg, |src| InstrKind::Mov { src }).parse(i),
         Opcode::LoadInt => map(int_lit, |value| InstrKind::Int { value }).parse(i),
-        Opcode::LoadFloat => map(number, |value| InstrKind::Float { value }).parse(i),
+        Opcode::LoadFloat => map(number, |value| InstrKind::Float(ar.alloc(FloatOps { value }))).parse(i),
         Opcode::LoadConst => map(global("`@constant`"), |konst| InstrKind::Const { konst }).parse(i),
         Opcode::MakeShape => {
-            map(bracketed(ar, TokKind::LBracket, int_operand, TokKind::RBracket), |dims| InstrKind::Shape { dims })
-                .parse(i)
+            map(bracketed_max(ar, TokKind::LBracket, int_operand, TokKind::RBracket, Some(DIMS)), |dims| {
+                InstrKind::Shape { dims }
+            })
+            .parse(i)
         }
         Opcode::AllocStorage => {
             let (i, size) = int_operand(i)?;
             let (i, align) = opt(preceded((comma, kw("align", "`align`")), cut(int_operand))).parse(i)?;
             let (i, device) = opt(preceded((comma, kw("device", "`device`")), cut(int_lit))).parse(i)?;
             let (i, scope) = scope_clause(i)?;
-            Ok((i, InstrKind::AllocStorage { size, align, device, scope }))
+            Ok((i, InstrKind::AllocStorage(ar.alloc(AllocStorageOps { size, align, device, scope }))))
         }
         Opcode::AllocTensor => {
             let (i, storage) = reg(i)?;
             let (i, offset) = preceded(comma, int_operand).parse(i)?;
             let (i, dtype) = preceded(comma, ident("dtype (e.g. `f32`)")).parse(i)?;
-            let (i, dims) = bracketed(ar, TokKind::LBracket, int_operand, TokKind::RBracket)(i)?;
+            let (i, dims) = bracketed_max(ar, TokKind::LBracket, int_operand, TokKind::RBracket, Some(DIMS))(i)?;
             let (i, scope) = scope_clause(i)?;
-            Ok((i, InstrKind::AllocTensor { storage, offset, dtype, dims, scope }))
+            Ok((i, InstrKind::AllocTensor(ar.alloc(AllocTensorOps { storage, offset, dtype, dims, scope }))))
         }
         Opcode::Kill => map(reg, |reg| InstrKind::Kill { reg }).parse(i),
         Opcode::Call | Opcode::CallBuiltin | Opcode::CallOp | Opcode::CallKernel => {
@@ -664,11 +728,11 @@ fn operands<'a>(ar: &'a Bump, op: Opcode, i: Toks<'a>) -> PResult<'a, InstrKind<
             if callee.text.starts_with("cl.") {
                 return kernel_call(ar, callee, i);
             }
-            let (i, args) = bracketed(ar, TokKind::LParen, operand, TokKind::RParen)(i)?;
+            let (i, args) = bracketed_max(ar, TokKind::LParen, operand, TokKind::RParen, Some(ARGS))(i)?;
             Ok((i, InstrKind::Call { callee, args }))
         }
         Opcode::Ret => {
-            let (i, values) = comma_list(ar, operand, true)(i)?;
+            let (i, values) = comma_list(ar, operand, true, Some(RET_VALUES))(i)?;
             Ok((i, InstrKind::Ret { values }))
         }
         Opcode::Br => map(label_ref, |target| InstrKind::Br { target }).parse(i),
@@ -676,7 +740,7 @@ fn operands<'a>(ar: &'a Bump, op: Opcode, i: Toks<'a>) -> PResult<'a, InstrKind<
             let (i, cond) = reg(i)?;
             let (i, then_) = preceded(comma, label_ref).parse(i)?;
             let (i, else_) = preceded(comma, label_ref).parse(i)?;
-            Ok((i, InstrKind::BrIf { cond, then_, else_ }))
+            Ok((i, InstrKind::BrIf(ar.alloc(BrIfOps { cond, then_, else_ }))))
         }
     }
 }
@@ -739,7 +803,7 @@ fn attr_block<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, AttrBlock
         let (i, open) = punct(TokKind::LBrace)(i)?;
         i.track().open_block.set(Some(open.span()));
         let (i, ()) = nls(i)?;
-        let (i, attrs) = cut(comma_list(ar, attr_node(ar), true)).parse(i)?;
+        let (i, attrs) = cut(comma_list(ar, attr_node(ar), true, None)).parse(i)?;
         let (i, ()) = nls(i)?;
         let (i, _) = cut(punct(TokKind::RBrace)).parse(i)?;
         i.track().open_block.set(None);
@@ -750,33 +814,38 @@ fn attr_block<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, AttrBlock
 
 /// The rest of `call @onnx.Name`: `(inputs) [-> (outputs)] [{ attributes }]`.
 fn op_call<'a>(ar: &'a Bump, op: Name<'a>, i: Toks<'a>) -> PResult<'a, InstrKind<'a>> {
-    let (i, inputs) = bracketed(ar, TokKind::LParen, op_input, TokKind::RParen)(i)?;
-    let (i, outs) =
-        opt((punct(TokKind::Arrow), cut(bracketed(ar, TokKind::LParen, op_output, TokKind::RParen)))).parse(i)?;
+    let (i, inputs) = bracketed_max(ar, TokKind::LParen, op_input, TokKind::RParen, Some(OP_INPUTS))(i)?;
+    let (i, outs) = opt((
+        punct(TokKind::Arrow),
+        cut(bracketed_max(ar, TokKind::LParen, op_output, TokKind::RParen, Some(OP_OUTPUTS))),
+    ))
+    .parse(i)?;
     let (i, attrs) = opt(attr_block(ar)).parse(i)?;
     let (arrow, outputs) = match outs {
         Some((a, o)) => (Some(a.span()), o),
         None => (None, &[][..]),
     };
-    Ok((i, InstrKind::OpCall { op, inputs, outputs, arrow, attrs }))
+    Ok((i, InstrKind::OpCall(ar.alloc(OpCallOps { op, inputs, outputs, arrow, attrs }))))
 }
 
 /// The rest of `call @cl.name`: `(args) global [d0, ...]`. The `global` clause is
 /// optional here so that the assembler can explain a missing one.
 fn kernel_call<'a>(ar: &'a Bump, kernel: Name<'a>, i: Toks<'a>) -> PResult<'a, InstrKind<'a>> {
-    let (i, args) = bracketed(ar, TokKind::LParen, operand, TokKind::RParen)(i)?;
-    let (i, global) =
-        opt((kw("global", "`global`"), cut(bracketed(ar, TokKind::LBracket, int_operand, TokKind::RBracket))))
-            .parse(i)?;
+    let (i, args) = bracketed_max(ar, TokKind::LParen, operand, TokKind::RParen, Some(KERNEL_ARGS))(i)?;
+    let (i, global) = opt((
+        kw("global", "`global`"),
+        cut(bracketed_max(ar, TokKind::LBracket, int_operand, TokKind::RBracket, Some(GLOBAL_SIZES))),
+    ))
+    .parse(i)?;
     let global = global.map(|(kw_tok, dims)| GlobalClause { dims, span: Span::new(kw_tok.span().start, i.prev_end()) });
-    Ok((i, InstrKind::KernelCall { kernel, args, global }))
+    Ok((i, InstrKind::KernelCall(ar.alloc(KernelCallOps { kernel, args, global }))))
 }
 
 /// `[%d, ... =] mnemonic operands`, allocated in the arena (an instruction node is a few
 /// hundred bytes: it is built in place rather than returned by value).
 fn instr<'a>(ar: &'a Bump, i: Toks<'a>) -> PResult<'a, &'a InstrNode<'a>> {
     let start = i.first().map_or(0, |t| t.start as usize);
-    let (i, dsts) = opt(terminated(comma_list(ar, reg, false), punct(TokKind::Eq))).parse(i)?;
+    let (i, dsts) = opt(terminated(comma_list(ar, reg, false, Some(DSTS)), punct(TokKind::Eq))).parse(i)?;
     let (i, (mnem, op)) = match &dsts {
         Some(_) => cut(mnemonic(true)).parse(i)?,
         None => mnemonic(false)(i)?,
@@ -1069,6 +1138,90 @@ pub fn parse_item<'a>(
     run(src, toks, complete, ar, |i| next_item(ar, i))
 }
 
+/// The start of a function too long for the token window: the optional `module NAME`
+/// line (when `first`), blank lines, and `func @name(params) [-> results] {` with the end
+/// of its line. The function is returned with an empty body, which [`parse_body_chunk`]
+/// reads a piece at a time. `None` when the next declaration is not a function (or not
+/// one this rule reads: the caller parses it with [`parse_start`] or [`parse_item`], which
+/// also give the diagnostics).
+#[allow(clippy::type_complexity)]
+pub fn parse_func_head<'a>(
+    src: &str,
+    toks: &'a [Tok<'a>],
+    complete: bool,
+    ar: &'a Bump,
+    first: bool,
+) -> Result<Step<Option<(Option<ModuleName<'a>>, FuncDecl<'a>)>>, Diagnostic> {
+    run(src, toks, complete, ar, |i0| {
+        let (i, name) = if first { module_header(i0)? } else { (i0, None) };
+        let (i, ()) = nls(i)?;
+        if !i.first().is_some_and(|t| t.kind == TokKind::Ident && t.text == "func") {
+            return Ok((i0, None));
+        }
+        let (i, kw_tok) = kw("func", "`func`")(i)?;
+        let (i, fname) = global("`@name`")(i)?;
+        let (i, params) = bracketed(ar, TokKind::LParen, param(ar), TokKind::RParen)(i)?;
+        let (i, results) = opt(results(ar)).parse(i)?;
+        let header_span = Span::new(kw_tok.span().start, i.prev_end());
+        let (i, _) = punct(TokKind::LBrace)(i)?;
+        let f = FuncDecl { name: fname, params, results: results.unwrap_or(&[]), body: &[], header_span };
+        Ok((i, Some((name, f))))
+    })
+}
+
+/// Up to `max` items of a function body (after [`parse_func_head`]), and whether the body
+/// ended: its `}` and the end of that line were read. Stops before an item the tokens do
+/// not reach the end of ([`Step::More`] only when not even one item is there).
+#[allow(clippy::type_complexity)]
+pub fn parse_body_chunk<'a>(
+    src: &str,
+    toks: &'a [Tok<'a>],
+    complete: bool,
+    ar: &'a Bump,
+    max: usize,
+) -> Result<Step<(&'a [BodyItem<'a>], bool)>, Diagnostic> {
+    run(src, toks, complete, ar, |mut i: Toks<'a>| {
+        let mut items: Vec<BodyItem<'a>> = Vec::with_capacity(max.min(1024));
+        loop {
+            let at = i;
+            let step = (|| {
+                let (i, ()) = nls(at)?;
+                match label_def(i) {
+                    Ok((rest, l)) => return Ok((rest, Some(BodyItem::Label(l)))),
+                    Err(nom::Err::Error(_)) => {}
+                    Err(e) => return Err(e),
+                }
+                match instr(ar, i) {
+                    Ok((rest, ins)) => {
+                        let (rest, ()) = cut(stmt_end).parse(rest)?;
+                        Ok((rest, Some(BodyItem::Instr(ins))))
+                    }
+                    Err(nom::Err::Error(_)) => {
+                        let (i, _) = cut(punct(TokKind::RBrace)).parse(i)?;
+                        let (i, ()) = cut(stmt_end).parse(i)?;
+                        Ok((i, None))
+                    }
+                    Err(e) => Err(e),
+                }
+            })();
+            match step {
+                Ok((rest, Some(item))) => {
+                    items.push(item);
+                    i = rest;
+                    if items.len() >= max {
+                        return Ok((i, (&*ar.alloc_slice_copy(&items), false)));
+                    }
+                }
+                Ok((rest, None)) => return Ok((rest, (&*ar.alloc_slice_copy(&items), true))),
+                Err(nom::Err::Incomplete(_)) if !items.is_empty() => {
+                    return Ok((at, (&*ar.alloc_slice_copy(&items), false)));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    })
+}
+
 /// The tokens of a source read a window at a time: [`parse_start`] and [`parse_item`]
 /// parse the window, [`TokenStream::consume`] drops what they used and
 /// [`TokenStream::more`] lexes further. (For a large program, a token array and a parse
@@ -1207,10 +1360,19 @@ fn in_placement(all: &[Tok<'_>], pos: usize) -> bool {
 }
 
 fn error_from_tracker(src: &str, all: &[Tok<'_>], track: &Tracker) -> Diagnostic {
-    if let Some((Custom::ModuleNotFirst, span)) = track.custom.get() {
-        return Diagnostic::new(span, "the `module` declaration must come first")
-            .with_label("misplaced `module` declaration")
-            .with_note("write `module NAME` before every `const` and `func`");
+    match track.custom.get() {
+        Some((Custom::ModuleNotFirst, span)) => {
+            return Diagnostic::new(span, "the `module` declaration must come first")
+                .with_label("misplaced `module` declaration")
+                .with_note("write `module NAME` before every `const` and `func`");
+        }
+        Some((Custom::TooMany(l), span)) => {
+            let max = l.max();
+            return Diagnostic::new(span, format!("too many {}: more than {max}", l.what))
+                .with_label(format!("the encoding allows at most {max}"))
+                .with_note(format!("the count is stored in {} bits", l.bits));
+        }
+        None => {}
     }
     let pos = track.furthest.get();
     let (span, found) = match all.get(pos) {
@@ -1349,7 +1511,12 @@ mod tests {
         let BodyItem::Instr(st) = m.funcs[0].body[5] else { panic!() };
         assert!(matches!(
             st.kind,
-            InstrKind::AllocStorage { align: Some(Operand::Int(_)), device: Some(_), scope: Some(_), .. }
+            InstrKind::AllocStorage(AllocStorageOps {
+                align: Some(Operand::Int(_)),
+                device: Some(_),
+                scope: Some(_),
+                ..
+            })
         ));
     }
 
@@ -1400,7 +1567,7 @@ mod tests {
                 BodyItem::Label(_) => None,
             })
             .collect();
-        let InstrKind::OpCall { op, inputs, outputs, arrow, attrs: Some(block) } = ins[0].kind else {
+        let InstrKind::OpCall(&OpCallOps { op, inputs, outputs, arrow, attrs: Some(block) }) = ins[0].kind else {
             panic!("not an operator call with attributes: {:?}", ins[0].kind)
         };
         assert_eq!(op.text, "onnx.Conv");
@@ -1416,13 +1583,16 @@ mod tests {
         assert!(matches!(block.attrs[4].value, AttrExpr::List { elems: [], .. }));
         assert_eq!(&src[block.attrs[3].span().range()], "fs = [1, 2.5]");
         assert!(src[block.span.range()].starts_with("{ strides") && src[block.span.range()].ends_with("e = [] }"));
-        assert!(matches!(ins[1].kind, InstrKind::OpCall { outputs: [Operand::Reg(_), Operand::None(_)], .. }));
+        assert!(matches!(
+            ins[1].kind,
+            InstrKind::OpCall(OpCallOps { outputs: [Operand::Reg(_), Operand::None(_)], .. })
+        ));
         // A destination parses (the assembler explains it); `->` is optional.
-        assert!(matches!(ins[2].kind, InstrKind::OpCall { arrow: None, outputs: [], attrs: None, .. }));
+        assert!(matches!(ins[2].kind, InstrKind::OpCall(OpCallOps { arrow: None, outputs: [], attrs: None, .. })));
         assert_eq!(ins[2].dsts.len(), 1);
         assert!(matches!(
             ins[3].kind,
-            InstrKind::OpCall { inputs: [], outputs: [], attrs: Some(AttrBlock { attrs: [], .. }), .. }
+            InstrKind::OpCall(OpCallOps { inputs: [], outputs: [], attrs: Some(AttrBlock { attrs: [], .. }), .. })
         ));
     }
 
@@ -1459,12 +1629,14 @@ mod tests {
         assert!(matches!(m.kernels[0].source, KernelSource::Str(StrLit { raw: "\"src\"", .. })));
         assert!(matches!(m.kernels[1].source, KernelSource::File(StrLit { raw: "\"b.cl\"", .. })));
         let BodyItem::Instr(call) = m.funcs[0].body[0] else { panic!() };
-        let InstrKind::KernelCall { kernel, args, global: Some(g) } = call.kind else { panic!("{:?}", call.kind) };
+        let InstrKind::KernelCall(&KernelCallOps { kernel, args, global: Some(g) }) = call.kind else {
+            panic!("{:?}", call.kind)
+        };
         assert_eq!(kernel.text, "cl.a");
         assert_eq!(args.len(), 4);
         assert_eq!(&src[g.span.range()], "global [4, %n]");
         let BodyItem::Instr(call) = m.funcs[0].body[1] else { panic!() };
-        assert!(matches!(call.kind, InstrKind::KernelCall { args: [], global: None, .. }));
+        assert!(matches!(call.kind, InstrKind::KernelCall(KernelCallOps { args: [], global: None, .. })));
         let e = parse_err("func @f() {\n  call @cl.a(%x) global [1.5]\n}\n");
         assert_eq!(e.expected, vec!["`%register`", "integer", "`]`"]);
         let e = parse_err("kernel @a = opencl(\"a\")\n");

@@ -205,7 +205,65 @@ fn too_many_dimensions() {
         Ok(_) => panic!("256 dims must be refused"),
         Err(d) => d,
     };
-    assert_eq!(d.items()[0].message, "too many dimensions: 256");
+    assert_eq!(d.items()[0].message, "too many dimensions: more than 255");
+    // At the 256th: the parser stops there.
+    let at = src.find("shape [").unwrap_or(0) + "shape [".len() + 3 * 255;
+    assert_eq!(d.items()[0].span, at..at + 1);
+}
+
+/// Every list whose count the encoding stores in 8 or 16 bits is refused by the parser at
+/// its first element too many, with the limit in the message: a huge list is never read
+/// (nor held) whole. A list of exactly the limit is not refused by the parser.
+#[test]
+fn lists_are_refused_at_their_first_element_past_the_limit() {
+    let n = |k: usize, item: &str| vec![item; k].join(", ");
+    type Line = Box<dyn Fn(usize) -> String>;
+    let cases: Vec<(&str, usize, Line)> = vec![
+        ("shape dimensions", 255, Box::new(move |k| format!("  %s = shape [{}]", n(k, "1")))),
+        ("view dimensions", 255, Box::new(move |k| format!("  %t = alloc_tensor %st, 0, f32[{}]", n(k, "1")))),
+        ("destinations", 255, Box::new(move |k| format!("  {} = call @f()", n(k, "%d")))),
+        ("call arguments", 65535, Box::new(move |k| format!("  call @f({})", n(k, "1")))),
+        ("return values", 65535, Box::new(move |k| format!("  ret {}", n(k, "1")))),
+        ("operator inputs", 65535, Box::new(move |k| format!("  call @onnx.Sum({}) -> (%y)", n(k, "%x")))),
+        ("operator outputs", 255, Box::new(move |k| format!("  call @onnx.Split(%x) -> ({})", n(k, "%y")))),
+        ("kernel arguments", 65535, Box::new(move |k| format!("  call @cl.k({}) global [1]", n(k, "%x")))),
+        ("kernel global sizes", 255, Box::new(move |k| format!("  call @cl.k(%x) global [{}]", n(k, "1")))),
+    ];
+    let mut out = String::new();
+    for (name, max, line) in cases {
+        let src = |k: usize| format!("func @main() {{\n{}\n  ret\n}}\n", line(k));
+        let message = |k: usize| match assemble_unverified(&src(k), "test.rxa") {
+            Ok(_) => String::new(),
+            Err(d) => d.items()[0].message.clone(),
+        };
+        let over = message(max + 1);
+        assert!(over.starts_with("too many ") && over.ends_with(&format!(": more than {max}")), "{name}: {over}");
+        assert!(!message(max).contains("more than"), "{name}: {max} elements refused: {}", message(max));
+        out.push_str(&format!("{name}: {over}\n"));
+    }
+    // Tensor types, in a signature.
+    let sig = |k: usize| format!("func @main(%x: f32[{}]) {{\n  ret\n}}\n", n(k, "1"));
+    let d = assemble_unverified(&sig(256), "test.rxa").err().map(|d| d.items()[0].message.clone());
+    assert_eq!(d.as_deref(), Some("too many dimensions: more than 255"));
+    out.push_str(&format!("type dimensions: {}\n", d.unwrap_or_default()));
+    assert!(assemble_unverified(&sig(255), "test.rxa").is_ok());
+    insta::assert_snapshot!("list_limits", out);
+}
+
+/// A source line longer than `MAX_SHOWN_LINE` is shown as a window around the error, with
+/// `…` where it is cut; line and column are those of the whole line.
+#[test]
+fn long_lines_are_clipped_around_the_error() {
+    let pad = "1, ".repeat(2000);
+    let src = format!("func @main() {{\n  call @vm.print({pad}%x $ {pad}%x)\n  ret\n}}\n");
+    let text = render(&src);
+    let col = "  call @vm.print(".len() + pad.len() + "%x ".len() + 1;
+    assert!(text.contains(&format!("test.rxa:2:{col}")), "{text}");
+    assert!(text.len() < 1000, "{} bytes:\n{text}", text.len());
+    insta::assert_snapshot!("long_line_clipped", text);
+    // A short line is shown whole, as before.
+    let text = render("func @main() {\n  call @vm.print(1, %x $ 2)\n  ret\n}\n");
+    assert!(text.contains("call @vm.print(1, %x $ 2)") && !text.contains('…'), "{text}");
 }
 
 #[test]

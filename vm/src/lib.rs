@@ -50,7 +50,7 @@ pub mod memory {
     pub use crate::runtime::memory::*;
 }
 
-pub use binary::{read_module, write_module, LoadError};
+pub use binary::{read_module, read_module_mapped, write_module, FileMap, LoadError};
 pub use device::DeviceCaps;
 pub use error::{VmError, VmErrorData};
 pub use host_tensor::{HostTensor, HostValue};
@@ -78,9 +78,18 @@ impl std::fmt::Display for ModuleError {
 
 impl std::error::Error for ModuleError {}
 
-/// Decodes and verifies an untrusted `.rxb`.
+/// Decodes and verifies an untrusted `.rxb`. A verifier error's context ends with the byte
+/// offset of what it refuses (`in @main, instruction 3, at byte 301`; [`FileMap::locate`]).
 pub fn load_module(bytes: &[u8]) -> Result<Module, ModuleError> {
-    let m = read_module(bytes).map_err(ModuleError::Load)?;
-    verify_module(&m).map_err(ModuleError::Verify)?;
+    let (m, map) = read_module_mapped(bytes).map_err(ModuleError::Load)?;
+    verify_module(&m).map_err(|mut e| {
+        if let Some(at) = map.locate(&e) {
+            e.context = Some(match e.context.take() {
+                Some(c) => format!("{c}, at byte {at}"),
+                None => format!("at byte {at}"),
+            });
+        }
+        ModuleError::Verify(e)
+    })?;
     Ok(m)
 }

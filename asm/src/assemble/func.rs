@@ -49,6 +49,9 @@ pub(super) struct FuncAsm<'s> {
     locs: Vec<SourceLoc>,
     map: Vec<InstrMap>,
     too_many_regs: bool,
+    /// When the body is assembled a piece at a time ([`begin_stream`]): branches to labels
+    /// not defined yet, as (pc, target: 0 `br`, 1 `br_if` then, 2 `br_if` else, label).
+    forward: Option<Vec<(u32, u8, String)>>,
 }
 
 impl<'s> FuncAsm<'s> {
@@ -123,10 +126,10 @@ pub(super) fn count_u16(n: usize, span: Span, what: &str, errs: &mut Vec<Diagnos
 pub(super) fn operand_list_len(ins: &InstrNode<'_>) -> usize {
     match ins.kind {
         InstrKind::Shape { dims } => dims.len(),
-        InstrKind::AllocTensor { dims, .. } => 1 + dims.len(),
+        InstrKind::AllocTensor(AllocTensorOps { dims, .. }) => 1 + dims.len(),
         InstrKind::Call { args, .. } => ins.dsts.len() + args.len(),
-        InstrKind::OpCall { inputs, outputs, .. } => inputs.len() + outputs.len(),
-        InstrKind::KernelCall { args, global, .. } => args.len() + global.map_or(0, |g| g.dims.len()),
+        InstrKind::OpCall(OpCallOps { inputs, outputs, .. }) => inputs.len() + outputs.len(),
+        InstrKind::KernelCall(KernelCallOps { args, global, .. }) => args.len() + global.map_or(0, |g| g.dims.len()),
         InstrKind::Ret { values } => values.len(),
         _ => 0,
     }
@@ -156,7 +159,8 @@ pub(super) fn expect_dsts(ins: &InstrNode<'_>, n: usize, errs: &mut Vec<Diagnost
     errs.push(d);
 }
 
-pub(super) fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) -> (Function, FuncMap) {
+/// The start of a function: its parameters' registers, its signature and placements.
+fn begin_func<'s>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'_>) -> (FuncAsm<'s>, Vec<Type>, Vec<Placement>, Vec<Type>) {
     let mut regs = std::mem::take(&mut a.reg_table);
     regs.clear();
     let mut fa = FuncAsm {
@@ -169,6 +173,7 @@ pub(super) fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) ->
         locs: Vec::new(),
         map: Vec::new(),
         too_many_regs: false,
+        forward: None,
     };
 
     for p in f.params {
@@ -189,6 +194,11 @@ pub(super) fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) ->
     let placements = placements(f, &params, &mut a.errs);
     let results: Vec<Type> = f.results.iter().map(|t| a.ty(t)).collect();
 
+    (fa, params, placements, results)
+}
+
+pub(super) fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) -> (Function, FuncMap) {
+    let (mut fa, params, placements, results) = begin_func(a, fi, f);
     // Labels: name -> pc of the next instruction.
     let mut pc = 0u32;
     let mut pending: Vec<Name<'f>> = Vec::new();
@@ -235,363 +245,380 @@ pub(super) fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) ->
 
     for item in f.body {
         let BodyItem::Instr(ins) = item else { continue };
-        let mut ops = OperandSpans { on: a.want_map, spans: SmallVec::new() };
-        let mut attr_spans: Vec<(String, Span)> = Vec::new();
-        let dst = |fa: &mut FuncAsm<'f>, ops: &mut OperandSpans, errs: &mut Vec<Diagnostic>| -> Reg {
-            match ins.dsts.first() {
+        assemble_instr(a, &mut fa, fi, &results, ins);
+    }
+    let parts = FuncParts { params, placements, results, debug_labels };
+    end_func(a, fa, f.name.text.to_string(), f.header_span, parts)
+}
+
+/// A function's signature and labels, for [`end_func`].
+struct FuncParts {
+    params: Vec<Type>,
+    placements: Vec<Placement>,
+    results: Vec<Type>,
+    debug_labels: Vec<(u32, String)>,
+}
+
+/// Assembles one instruction at the end of `fa`'s code.
+fn assemble_instr(a: &mut Asm<'_>, fa: &mut FuncAsm<'_>, fi: usize, results: &[Type], ins: &InstrNode<'_>) {
+    let mut ops = OperandSpans { on: a.want_map, spans: SmallVec::new() };
+    let mut attr_spans: Vec<(String, Span)> = Vec::new();
+    let dst = |fa: &mut FuncAsm<'_>, ops: &mut OperandSpans, errs: &mut Vec<Diagnostic>| -> Reg {
+        match ins.dsts.first() {
+            Some(d) => {
+                ops.push(d.span);
+                fa.reg(d, errs)
+            }
+            None => Reg(0),
+        }
+    };
+    let instr = match ins.kind {
+        InstrKind::Nop => {
+            expect_dsts(ins, 0, &mut a.errs);
+            Instr::Nop {}
+        }
+        InstrKind::Mov { src } => {
+            expect_dsts(ins, 1, &mut a.errs);
+            let dst = dst(&mut *fa, &mut ops, &mut a.errs);
+            ops.push(src.span);
+            Instr::Mov { dst, src: fa.reg(&src, &mut a.errs) }
+        }
+        InstrKind::Int { value } => {
+            expect_dsts(ins, 1, &mut a.errs);
+            let dst = dst(&mut *fa, &mut ops, &mut a.errs);
+            ops.push(value.span);
+            let value = match i64_of(&value) {
+                Ok(v) => v,
+                Err(d) => {
+                    a.errs.push(d);
+                    0
+                }
+            };
+            Instr::LoadInt { dst, value }
+        }
+        InstrKind::Float(&FloatOps { value }) => {
+            expect_dsts(ins, 1, &mut a.errs);
+            let dst = dst(&mut *fa, &mut ops, &mut a.errs);
+            ops.push(value.span());
+            let v = match value {
+                Number::Int(i) => match i.value {
+                    Some(v) => Ok(v as f64),
+                    None => Err(int_out_of_range(i.span, "a float")),
+                },
+                Number::Float(f) => f64_of(&f),
+            };
+            let value = match v {
+                Ok(v) => v,
+                Err(d) => {
+                    a.errs.push(d);
+                    0.0
+                }
+            };
+            Instr::LoadFloat { dst, value }
+        }
+        InstrKind::Const { konst } => {
+            expect_dsts(ins, 1, &mut a.errs);
+            let dst = dst(&mut *fa, &mut ops, &mut a.errs);
+            ops.push(konst.span);
+            let konst = a.const_ref(&konst);
+            Instr::LoadConst { dst, konst }
+        }
+        InstrKind::Shape { dims } => {
+            expect_dsts(ins, 1, &mut a.errs);
+            let dst = dst(&mut *fa, &mut ops, &mut a.errs);
+            let ndim = count_u8(dims.len(), ins.span, "dimensions", &mut a.errs);
+            let start = fa.list_start(ins.span, &mut a.errs);
+            for d in dims {
+                ops.push(d.span());
+                let arg = operand(a, &mut *fa, d, false);
+                fa.args.push(arg);
+            }
+            Instr::MakeShape { dst, dims: start, ndim }
+        }
+        InstrKind::AllocStorage(&AllocStorageOps { size, align, device, scope }) => {
+            expect_dsts(ins, 1, &mut a.errs);
+            let dst = dst(&mut *fa, &mut ops, &mut a.errs);
+            ops.push(size.span());
+            let size = operand(a, &mut *fa, &size, false);
+            let align = match align {
+                None => {
+                    ops.push(ins.span);
+                    Arg::imm(0).unwrap_or(Arg(0))
+                }
+                Some(al) => {
+                    ops.push(al.span());
+                    if let Operand::Int(i) = al {
+                        let ok =
+                            i.value.is_some_and(|v| v > 0 && (v as u128).is_power_of_two() && v <= i64::MAX as i128);
+                        if !ok {
+                            a.errs.push(
+                                Diagnostic::new(i.span, "align must be a positive power of two")
+                                    .with_label("not a power of two")
+                                    .with_note("omit `align` to use the device's base alignment"),
+                            );
+                        }
+                    }
+                    operand(a, &mut *fa, &al, false)
+                }
+            };
+            let device = match device {
+                None => {
+                    ops.push(ins.span);
+                    0
+                }
                 Some(d) => {
                     ops.push(d.span);
-                    fa.reg(d, errs)
-                }
-                None => Reg(0),
-            }
-        };
-        let instr = match ins.kind {
-            InstrKind::Nop => {
-                expect_dsts(ins, 0, &mut a.errs);
-                Instr::Nop {}
-            }
-            InstrKind::Mov { src } => {
-                expect_dsts(ins, 1, &mut a.errs);
-                let dst = dst(&mut fa, &mut ops, &mut a.errs);
-                ops.push(src.span);
-                Instr::Mov { dst, src: fa.reg(&src, &mut a.errs) }
-            }
-            InstrKind::Int { value } => {
-                expect_dsts(ins, 1, &mut a.errs);
-                let dst = dst(&mut fa, &mut ops, &mut a.errs);
-                ops.push(value.span);
-                let value = match i64_of(&value) {
-                    Ok(v) => v,
-                    Err(d) => {
-                        a.errs.push(d);
-                        0
-                    }
-                };
-                Instr::LoadInt { dst, value }
-            }
-            InstrKind::Float { value } => {
-                expect_dsts(ins, 1, &mut a.errs);
-                let dst = dst(&mut fa, &mut ops, &mut a.errs);
-                ops.push(value.span());
-                let v = match value {
-                    Number::Int(i) => match i.value {
-                        Some(v) => Ok(v as f64),
-                        None => Err(int_out_of_range(i.span, "a float")),
-                    },
-                    Number::Float(f) => f64_of(&f),
-                };
-                let value = match v {
-                    Ok(v) => v,
-                    Err(d) => {
-                        a.errs.push(d);
-                        0.0
-                    }
-                };
-                Instr::LoadFloat { dst, value }
-            }
-            InstrKind::Const { konst } => {
-                expect_dsts(ins, 1, &mut a.errs);
-                let dst = dst(&mut fa, &mut ops, &mut a.errs);
-                ops.push(konst.span);
-                let konst = a.const_ref(&konst);
-                Instr::LoadConst { dst, konst }
-            }
-            InstrKind::Shape { dims } => {
-                expect_dsts(ins, 1, &mut a.errs);
-                let dst = dst(&mut fa, &mut ops, &mut a.errs);
-                let ndim = count_u8(dims.len(), ins.span, "dimensions", &mut a.errs);
-                let start = fa.list_start(ins.span, &mut a.errs);
-                for d in dims {
-                    ops.push(d.span());
-                    let arg = operand(a, &mut fa, d, false);
-                    fa.args.push(arg);
-                }
-                Instr::MakeShape { dst, dims: start, ndim }
-            }
-            InstrKind::AllocStorage { size, align, device, scope } => {
-                expect_dsts(ins, 1, &mut a.errs);
-                let dst = dst(&mut fa, &mut ops, &mut a.errs);
-                ops.push(size.span());
-                let size = operand(a, &mut fa, &size, false);
-                let align = match align {
-                    None => {
-                        ops.push(ins.span);
-                        Arg::imm(0).unwrap_or(Arg(0))
-                    }
-                    Some(al) => {
-                        ops.push(al.span());
-                        if let Operand::Int(i) = al {
-                            let ok = i
-                                .value
-                                .is_some_and(|v| v > 0 && (v as u128).is_power_of_two() && v <= i64::MAX as i128);
-                            if !ok {
-                                a.errs.push(
-                                    Diagnostic::new(i.span, "align must be a positive power of two")
-                                        .with_label("not a power of two")
-                                        .with_note("omit `align` to use the device's base alignment"),
-                                );
-                            }
-                        }
-                        operand(a, &mut fa, &al, false)
-                    }
-                };
-                let device = match device {
-                    None => {
-                        ops.push(ins.span);
-                        0
-                    }
-                    Some(d) => {
-                        ops.push(d.span);
-                        match d.value.and_then(|v| u8::try_from(v).ok()) {
-                            Some(v) => v,
-                            None => {
-                                a.errs.push(
-                                    Diagnostic::new(d.span, "device must be in 0 ..= 255")
-                                        .with_label("not a device number"),
-                                );
-                                0
-                            }
-                        }
-                    }
-                };
-                ops.push(scope.map_or(ins.span, |s| s.span));
-                let scope = a.scope(scope);
-                Instr::AllocStorage { dst, size, align, device, scope }
-            }
-            InstrKind::AllocTensor { storage, offset, dtype, dims, scope } => {
-                expect_dsts(ins, 1, &mut a.errs);
-                let dst = dst(&mut fa, &mut ops, &mut a.errs);
-                ops.push(storage.span);
-                let storage = fa.reg(&storage, &mut a.errs);
-                let ndim = count_u8(dims.len(), ins.span, "dimensions", &mut a.errs);
-                let start = fa.list_start(ins.span, &mut a.errs);
-                ops.push(offset.span());
-                let off = operand(a, &mut fa, &offset, false);
-                fa.args.push(off);
-                for d in dims {
-                    ops.push(d.span());
-                    let arg = operand(a, &mut fa, d, false);
-                    fa.args.push(arg);
-                }
-                ops.push(scope.map_or(ins.span, |s| s.span));
-                let dt = a.dtype(&dtype).unwrap_or(DType::F32);
-                let scope = a.scope(scope);
-                Instr::AllocTensor { dst, storage, args: start, dtype: dt, scope, ndim }
-            }
-            InstrKind::Kill { reg } => {
-                expect_dsts(ins, 0, &mut a.errs);
-                ops.push(reg.span);
-                Instr::Kill { reg: fa.reg(&reg, &mut a.errs) }
-            }
-            InstrKind::Call { callee, args } => {
-                let ndst = count_u8(ins.dsts.len(), ins.span, "destinations", &mut a.errs);
-                let nargs = count_u16(args.len(), ins.span, "arguments", &mut a.errs);
-                // Which parameters take floats (integer literals there become floats).
-                let float_params: SmallVec<[bool; 8]>;
-                let target = if let Some(bname) = callee.text.strip_prefix("vm.") {
-                    match a.names.builtin(bname) {
-                        Some(b) => {
-                            float_params = b.sig().params.iter().map(|k| *k == Kind::Float).collect();
-                            Ok(BuiltinId(b as u32))
-                        }
+                    match d.value.and_then(|v| u8::try_from(v).ok()) {
+                        Some(v) => v,
                         None => {
-                            float_params = SmallVec::new();
-                            a.errs.push(unknown_builtin(&callee));
-                            Ok(BuiltinId(0))
+                            a.errs.push(
+                                Diagnostic::new(d.span, "device must be in 0 ..= 255")
+                                    .with_label("not a device number"),
+                            );
+                            0
                         }
                     }
-                } else {
-                    match a.funcs.get(callee.text) {
-                        Some(&(id, _)) => {
-                            float_params = a.float_params.get(id.index()).cloned().unwrap_or_default();
-                            Err(id)
-                        }
-                        // Streaming: maybe defined further on. Only integer literal
-                        // arguments depend on the callee's parameter types (a float
-                        // parameter makes them float literals).
-                        None if a.stream => {
-                            float_params = SmallVec::new();
-                            if args.iter().any(|x| matches!(x, Operand::Int(_))) {
-                                a.give_up = true;
-                            }
-                            match a.lines.src.get(callee.span.start + 1..callee.span.end) {
-                                Some(name) => a.fixups.push((fi, fa.code.len(), name)),
-                                None => a.give_up = true,
-                            }
-                            Err(FuncId(0))
-                        }
-                        None => {
-                            float_params = SmallVec::new();
-                            let mut d = Diagnostic::new(callee.span, format!("unknown function `@{}`", callee.text))
-                                .with_label("no function of this name");
-                            if let Some(s) = did_you_mean("@", &close_names(callee.text, a.funcs.keys().copied())) {
-                                d = d.with_note(s);
-                            }
-                            a.errs.push(d);
-                            Err(FuncId(0))
-                        }
-                    }
-                };
-                let list = fa.list_start(ins.span, &mut a.errs);
-                for d in ins.dsts {
-                    ops.push(d.span);
-                    let r = fa.reg(d, &mut a.errs);
-                    fa.args.push(Arg::reg(r));
                 }
-                for (k, arg) in args.iter().enumerate() {
-                    ops.push(arg.span());
-                    let fl = float_params.get(k).copied().unwrap_or(false);
-                    let v = operand(a, &mut fa, arg, fl);
-                    fa.args.push(v);
-                }
-                match target {
-                    Ok(builtin) => Instr::CallBuiltin { builtin, list, ndst, nargs },
-                    Err(func) => Instr::Call { func, list, ndst, nargs },
-                }
+            };
+            ops.push(scope.map_or(ins.span, |s| s.span));
+            let scope = a.scope(scope);
+            Instr::AllocStorage { dst, size, align, device, scope }
+        }
+        InstrKind::AllocTensor(&AllocTensorOps { storage, offset, dtype, dims, scope }) => {
+            expect_dsts(ins, 1, &mut a.errs);
+            let dst = dst(&mut *fa, &mut ops, &mut a.errs);
+            ops.push(storage.span);
+            let storage = fa.reg(&storage, &mut a.errs);
+            let ndim = count_u8(dims.len(), ins.span, "dimensions", &mut a.errs);
+            let start = fa.list_start(ins.span, &mut a.errs);
+            ops.push(offset.span());
+            let off = operand(a, &mut *fa, &offset, false);
+            fa.args.push(off);
+            for d in dims {
+                ops.push(d.span());
+                let arg = operand(a, &mut *fa, d, false);
+                fa.args.push(arg);
             }
-            InstrKind::OpCall { op, inputs, outputs, arrow, attrs } => {
-                if !ins.dsts.is_empty() {
-                    a.errs.push(op_call_dsts(a.lines.src, ins, arrow.is_some(), attrs.map(|b| b.span)));
-                }
-                let id = a.names.op(op.text).unwrap_or_else(|| {
-                    a.errs.push(unknown_operator(&op));
-                    OpId(0)
-                });
-                let nin = count_u16(inputs.len(), ins.span, "operator inputs", &mut a.errs);
-                let nout = count_u8(outputs.len(), ins.span, "operator outputs", &mut a.errs);
-                let list = fa.list_start(ins.span, &mut a.errs);
-                for x in inputs {
-                    ops.push(x.span());
-                    let v = operand(a, &mut fa, x, false);
-                    fa.args.push(v);
-                }
-                for (k, y) in outputs.iter().enumerate() {
-                    ops.push(y.span());
-                    match y {
-                        Operand::Reg(_) => {}
-                        Operand::None(s) => a.errs.push(
-                            Diagnostic::new(*s, "`none` cannot be an operator output")
-                                .with_label("not a tensor")
-                                .with_note(format!(
-                                    "output {} must be a register holding a tensor the program allocated \
-                                     (`alloc_tensor`); `none` only marks an omitted optional input",
-                                    k + 1
-                                )),
-                        ),
-                        _ => a.errs.push(
-                            Diagnostic::new(y.span(), "an operator output must be a register")
-                                .with_label("not a register")
-                                .with_note("outputs are tensors the program allocated, written in place"),
-                        ),
+            ops.push(scope.map_or(ins.span, |s| s.span));
+            let dt = a.dtype(&dtype).unwrap_or(DType::F32);
+            let scope = a.scope(scope);
+            Instr::AllocTensor { dst, storage, args: start, dtype: dt, scope, ndim }
+        }
+        InstrKind::Kill { reg } => {
+            expect_dsts(ins, 0, &mut a.errs);
+            ops.push(reg.span);
+            Instr::Kill { reg: fa.reg(&reg, &mut a.errs) }
+        }
+        InstrKind::Call { callee, args } => {
+            let ndst = count_u8(ins.dsts.len(), ins.span, "destinations", &mut a.errs);
+            let nargs = count_u16(args.len(), ins.span, "arguments", &mut a.errs);
+            // Which parameters take floats (integer literals there become floats).
+            let float_params: SmallVec<[bool; 8]>;
+            let target = if let Some(bname) = callee.text.strip_prefix("vm.") {
+                match a.names.builtin(bname) {
+                    Some(b) => {
+                        float_params = b.sig().params.iter().map(|k| *k == Kind::Float).collect();
+                        Ok(BuiltinId(b as u32))
                     }
-                    let v = operand(a, &mut fa, y, false);
-                    fa.args.push(v);
-                }
-                let attrs = match attrs {
                     None => {
-                        ops.push(ins.span);
-                        0
+                        float_params = SmallVec::new();
+                        a.errs.push(unknown_builtin(&callee));
+                        Ok(BuiltinId(0))
                     }
-                    Some(block) => {
-                        ops.push(block.span);
-                        let text = a.lines.src.get(block.span.range()).unwrap_or("");
-                        match a.attrs_by_text.get(text).copied() {
-                            // The source map wants this call's own attribute spans.
-                            Some(id) if !a.want_map => id,
-                            seen => {
-                                let errs = a.errs.len();
-                                let set = a.attr_set(&block, &mut attr_spans);
-                                let id = seen.unwrap_or_else(|| a.intern_attrs(set, block.span));
-                                if a.errs.len() == errs && id != 0 {
-                                    a.attrs_by_text.insert(text, id);
-                                }
-                                id
-                            }
+                }
+            } else {
+                match a.funcs.get(callee.text) {
+                    Some(&(id, _)) => {
+                        float_params = a.float_params.get(id.index()).cloned().unwrap_or_default();
+                        Err(id)
+                    }
+                    // Streaming: maybe defined further on. Only integer literal
+                    // arguments depend on the callee's parameter types (a float
+                    // parameter makes them float literals).
+                    None if a.stream => {
+                        float_params = SmallVec::new();
+                        if args.iter().any(|x| matches!(x, Operand::Int(_))) {
+                            a.give_up = true;
                         }
+                        match a.lines.src.get(callee.span.start + 1..callee.span.end) {
+                            Some(name) => a.fixups.push((fi, fa.code.len(), name)),
+                            None => a.give_up = true,
+                        }
+                        Err(FuncId(0))
                     }
-                };
-                Instr::CallOp { op: id, list, attrs, nout, nin }
-            }
-            InstrKind::KernelCall { kernel, args, global } => {
-                if !ins.dsts.is_empty() {
-                    a.errs.push(kernel_call_dsts(ins));
-                }
-                let name = kernel.text.strip_prefix("cl.").unwrap_or(kernel.text);
-                let id = match a.kernels.get(name) {
-                    Some(&(id, _)) => id,
                     None => {
-                        a.errs.push(unknown_kernel(&kernel, a.kernels.keys().copied()));
-                        0
+                        float_params = SmallVec::new();
+                        let mut d = Diagnostic::new(callee.span, format!("unknown function `@{}`", callee.text))
+                            .with_label("no function of this name");
+                        if let Some(s) = did_you_mean("@", &close_names(callee.text, a.funcs.keys().copied())) {
+                            d = d.with_note(s);
+                        }
+                        a.errs.push(d);
+                        Err(FuncId(0))
                     }
-                };
-                let dims = global.map_or(&[][..], |g| g.dims);
-                match global {
-                    None => a.errs.push(
-                        Diagnostic::new(ins.span, format!("kernel call `@{}` has no global work size", kernel.text))
-                            .with_label("missing `global [...]`")
+                }
+            };
+            let list = fa.list_start(ins.span, &mut a.errs);
+            for d in ins.dsts {
+                ops.push(d.span);
+                let r = fa.reg(d, &mut a.errs);
+                fa.args.push(Arg::reg(r));
+            }
+            for (k, arg) in args.iter().enumerate() {
+                ops.push(arg.span());
+                let fl = float_params.get(k).copied().unwrap_or(false);
+                let v = operand(a, &mut *fa, arg, fl);
+                fa.args.push(v);
+            }
+            match target {
+                Ok(builtin) => Instr::CallBuiltin { builtin, list, ndst, nargs },
+                Err(func) => Instr::Call { func, list, ndst, nargs },
+            }
+        }
+        InstrKind::OpCall(&OpCallOps { op, inputs, outputs, arrow, attrs }) => {
+            if !ins.dsts.is_empty() {
+                a.errs.push(op_call_dsts(a.lines.src, ins, arrow.is_some(), attrs.map(|b| b.span)));
+            }
+            let id = a.names.op(op.text).unwrap_or_else(|| {
+                a.errs.push(unknown_operator(&op));
+                OpId(0)
+            });
+            let nin = count_u16(inputs.len(), ins.span, "operator inputs", &mut a.errs);
+            let nout = count_u8(outputs.len(), ins.span, "operator outputs", &mut a.errs);
+            let list = fa.list_start(ins.span, &mut a.errs);
+            for x in inputs {
+                ops.push(x.span());
+                let v = operand(a, &mut *fa, x, false);
+                fa.args.push(v);
+            }
+            for (k, y) in outputs.iter().enumerate() {
+                ops.push(y.span());
+                match y {
+                    Operand::Reg(_) => {}
+                    Operand::None(s) => a.errs.push(
+                        Diagnostic::new(*s, "`none` cannot be an operator output")
+                            .with_label("not a tensor")
                             .with_note(format!(
-                                "write the number of work items per dimension after the arguments: `{} global [N]`",
-                                a.lines.src.get(ins.mnemonic.span.start..ins.span.end).unwrap_or("call ...").trim_end()
+                                "output {} must be a register holding a tensor the program allocated \
+                                 (`alloc_tensor`); `none` only marks an omitted optional input",
+                                k + 1
                             )),
                     ),
-                    Some(g) if g.dims.is_empty() || g.dims.len() > 3 => a.errs.push(
-                        Diagnostic::new(g.span, format!("a kernel runs over 1 to 3 dimensions, not {}", g.dims.len()))
-                            .with_label(format!("{} global sizes", g.dims.len()))
-                            .with_note("OpenCL's NDRange has at most 3 dimensions"),
+                    _ => a.errs.push(
+                        Diagnostic::new(y.span(), "an operator output must be a register")
+                            .with_label("not a register")
+                            .with_note("outputs are tensors the program allocated, written in place"),
                     ),
-                    Some(_) => {}
                 }
-                let nargs = count_u16(args.len(), ins.span, "kernel arguments", &mut a.errs);
-                let ndims = count_u8(dims.len(), ins.span, "global sizes", &mut a.errs);
-                let list = fa.list_start(ins.span, &mut a.errs);
-                for x in args.iter().chain(dims) {
-                    ops.push(x.span());
-                    let v = operand(a, &mut fa, x, false);
-                    fa.args.push(v);
+                let v = operand(a, &mut *fa, y, false);
+                fa.args.push(v);
+            }
+            let attrs = match attrs {
+                None => {
+                    ops.push(ins.span);
+                    0
                 }
-                Instr::CallKernel { kernel: id, list, ndims, nargs }
-            }
-            InstrKind::Ret { values } => {
-                expect_dsts(ins, 0, &mut a.errs);
-                let nvals = count_u16(values.len(), ins.span, "return values", &mut a.errs);
-                let list = fa.list_start(ins.span, &mut a.errs);
-                for (k, v) in values.iter().enumerate() {
-                    ops.push(v.span());
-                    let fl = results.get(k) == Some(&Type::Float);
-                    let arg = operand(a, &mut fa, v, fl);
-                    fa.args.push(arg);
+                Some(block) => {
+                    ops.push(block.span);
+                    let text = a.lines.src.get(block.span.range()).unwrap_or("");
+                    match a.attrs_by_text.get(text).copied() {
+                        // The source map wants this call's own attribute spans.
+                        Some(id) if !a.want_map => id,
+                        seen => {
+                            let errs = a.errs.len();
+                            let set = a.attr_set(&block, &mut attr_spans);
+                            let id = seen.unwrap_or_else(|| a.intern_attrs(set, block.span));
+                            if a.errs.len() == errs && id != 0 {
+                                a.attrs_by_text.insert(text, id);
+                            }
+                            id
+                        }
+                    }
                 }
-                Instr::Ret { list, nvals }
-            }
-            InstrKind::Br { target } => {
-                expect_dsts(ins, 0, &mut a.errs);
-                ops.push(target.span);
-                Instr::Br { target: label(&fa, &target, &mut a.errs) }
-            }
-            InstrKind::BrIf { cond, then_, else_ } => {
-                expect_dsts(ins, 0, &mut a.errs);
-                ops.push(cond.span);
-                ops.push(then_.span);
-                ops.push(else_.span);
-                let cond = fa.reg(&cond, &mut a.errs);
-                Instr::BrIf { cond, then_: label(&fa, &then_, &mut a.errs), else_: label(&fa, &else_, &mut a.errs) }
-            }
-        };
-        // Destinations of single-result instructions beyond the first are reported by
-        // `expect_dsts`; still number them so later diagnostics stay consistent.
-        if !matches!(ins.kind, InstrKind::Call { .. } | InstrKind::OpCall { .. } | InstrKind::KernelCall { .. }) {
-            for d in ins.dsts.iter().skip(1) {
-                fa.reg(d, &mut a.errs);
-            }
+            };
+            Instr::CallOp { op: id, list, attrs, nout, nin }
         }
-        fa.code.push(instr);
-        fa.locs.push(a.lines.loc(ins.span.start));
-        if a.want_map {
-            fa.map.push(InstrMap { span: ins.span, operands: ops.spans, attrs: attr_spans });
+        InstrKind::KernelCall(&KernelCallOps { kernel, args, global }) => {
+            if !ins.dsts.is_empty() {
+                a.errs.push(kernel_call_dsts(ins));
+            }
+            let name = kernel.text.strip_prefix("cl.").unwrap_or(kernel.text);
+            let id = match a.kernels.get(name) {
+                Some(&(id, _)) => id,
+                None => {
+                    a.errs.push(unknown_kernel(&kernel, a.kernels.keys().copied()));
+                    0
+                }
+            };
+            let dims = global.map_or(&[][..], |g| g.dims);
+            match global {
+                None => a.errs.push(
+                    Diagnostic::new(ins.span, format!("kernel call `@{}` has no global work size", kernel.text))
+                        .with_label("missing `global [...]`")
+                        .with_note(format!(
+                            "write the number of work items per dimension after the arguments: `{} global [N]`",
+                            a.lines.src.get(ins.mnemonic.span.start..ins.span.end).unwrap_or("call ...").trim_end()
+                        )),
+                ),
+                Some(g) if g.dims.is_empty() || g.dims.len() > 3 => a.errs.push(
+                    Diagnostic::new(g.span, format!("a kernel runs over 1 to 3 dimensions, not {}", g.dims.len()))
+                        .with_label(format!("{} global sizes", g.dims.len()))
+                        .with_note("OpenCL's NDRange has at most 3 dimensions"),
+                ),
+                Some(_) => {}
+            }
+            let nargs = count_u16(args.len(), ins.span, "kernel arguments", &mut a.errs);
+            let ndims = count_u8(dims.len(), ins.span, "global sizes", &mut a.errs);
+            let list = fa.list_start(ins.span, &mut a.errs);
+            for x in args.iter().chain(dims) {
+                ops.push(x.span());
+                let v = operand(a, &mut *fa, x, false);
+                fa.args.push(v);
+            }
+            Instr::CallKernel { kernel: id, list, ndims, nargs }
+        }
+        InstrKind::Ret { values } => {
+            expect_dsts(ins, 0, &mut a.errs);
+            let nvals = count_u16(values.len(), ins.span, "return values", &mut a.errs);
+            let list = fa.list_start(ins.span, &mut a.errs);
+            for (k, v) in values.iter().enumerate() {
+                ops.push(v.span());
+                let fl = results.get(k) == Some(&Type::Float);
+                let arg = operand(a, &mut *fa, v, fl);
+                fa.args.push(arg);
+            }
+            Instr::Ret { list, nvals }
+        }
+        InstrKind::Br { target } => {
+            expect_dsts(ins, 0, &mut a.errs);
+            ops.push(target.span);
+            Instr::Br { target: label(fa, &target, 0, &mut a.errs) }
+        }
+        InstrKind::BrIf(&BrIfOps { cond, then_, else_ }) => {
+            expect_dsts(ins, 0, &mut a.errs);
+            ops.push(cond.span);
+            ops.push(then_.span);
+            ops.push(else_.span);
+            let cond = fa.reg(&cond, &mut a.errs);
+            Instr::BrIf { cond, then_: label(fa, &then_, 1, &mut a.errs), else_: label(fa, &else_, 2, &mut a.errs) }
+        }
+    };
+    // Destinations of single-result instructions beyond the first are reported by
+    // `expect_dsts`; still number them so later diagnostics stay consistent.
+    if !matches!(ins.kind, InstrKind::Call { .. } | InstrKind::OpCall(_) | InstrKind::KernelCall(_)) {
+        for d in ins.dsts.iter().skip(1) {
+            fa.reg(d, &mut a.errs);
         }
     }
+    fa.code.push(instr);
+    fa.locs.push(a.lines.loc(ins.span.start));
+    if a.want_map {
+        fa.map.push(InstrMap { span: ins.span, operands: ops.spans, attrs: attr_spans });
+    }
+}
 
+fn end_func(a: &mut Asm<'_>, mut fa: FuncAsm<'_>, name: String, header: Span, parts: FuncParts) -> (Function, FuncMap) {
+    let FuncParts { params, placements, results, debug_labels } = parts;
     let num_regs = fa.reg_names.len() as u32;
     // The names, copied at their exact size; the buffer goes back for the next function.
     let reg_names = fa.reg_names.clone();
@@ -599,7 +626,7 @@ pub(super) fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) ->
     a.reg_names = fa.reg_names;
     a.reg_table = fa.regs;
     let func = Function {
-        name: f.name.text.to_string(),
+        name,
         params,
         placements,
         results,
@@ -608,7 +635,87 @@ pub(super) fn assemble_func<'f>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'f>) ->
         args: fa.args,
         debug: FuncDebug { reg_names, labels: debug_labels, locs: fa.locs },
     };
-    (func, FuncMap { header: f.header_span, instrs: fa.map })
+    (func, FuncMap { header, instrs: fa.map })
+}
+
+/// A function assembled a piece of its body at a time ([`begin_stream`], [`stream_body`],
+/// [`end_stream`]), for a function too long for the parser's token window: its tokens and
+/// parse tree are never all in memory. Only for valid code: at anything the whole-function
+/// path ([`assemble_func`]) would report (a duplicate label, a label at the end, a branch
+/// to an unknown label, or any diagnostic), the caller assembles the whole file instead,
+/// which gives the diagnostics.
+pub(super) struct StreamFunc<'s> {
+    fa: FuncAsm<'s>,
+    name: String,
+    header: Span,
+    parts: FuncParts,
+    label_spans: FastMap<&'s str, Span>,
+    /// The last body item was a label.
+    label_last: bool,
+}
+
+/// Starts assembling the function `f`, whose body is empty: [`stream_body`] feeds it.
+pub(super) fn begin_stream<'s>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'_>) -> StreamFunc<'s> {
+    let (mut fa, params, placements, results) = begin_func(a, fi, f);
+    fa.forward = Some(Vec::new());
+    StreamFunc {
+        fa,
+        name: f.name.text.to_string(),
+        header: f.header_span,
+        parts: FuncParts { params, placements, results, debug_labels: Vec::new() },
+        label_spans: FastMap::default(),
+        label_last: false,
+    }
+}
+
+/// Assembles the next items of the body; `false` when the whole-function path must
+/// assemble it instead (a duplicate label). Labels are named by their text in `src`.
+pub(super) fn stream_body<'s>(
+    a: &mut Asm<'_>,
+    sf: &mut StreamFunc<'s>,
+    fi: usize,
+    src: &'s str,
+    items: &[BodyItem<'_>],
+) -> bool {
+    for item in items {
+        match item {
+            BodyItem::Label(l) => {
+                let Some(key) = src.get(l.span.range()).filter(|k| *k == l.text) else { return false };
+                if sf.label_spans.insert(key, l.span).is_some() {
+                    return false;
+                }
+                let pc = sf.fa.code.len() as u32;
+                sf.fa.labels.insert(key, pc);
+                if sf.parts.debug_labels.last().is_none_or(|(p, _)| *p != pc) {
+                    sf.parts.debug_labels.push((pc, l.text.to_string()));
+                }
+                sf.label_last = true;
+            }
+            BodyItem::Instr(ins) => {
+                sf.label_last = false;
+                assemble_instr(a, &mut sf.fa, fi, &sf.parts.results, ins);
+            }
+        }
+    }
+    true
+}
+
+/// The function, its forward branches patched; `None` when the whole-function path must
+/// assemble it instead (a label at the end of the body, a branch to an unknown label).
+pub(super) fn end_stream(a: &mut Asm<'_>, mut sf: StreamFunc<'_>) -> Option<Function> {
+    if sf.label_last {
+        return None;
+    }
+    for (pc, slot, name) in sf.fa.forward.take().unwrap_or_default() {
+        let target = Label(*sf.fa.labels.get(name.as_str())?);
+        match (sf.fa.code.get_mut(pc as usize)?, slot) {
+            (Instr::Br { target: t }, 0) | (Instr::BrIf { then_: t, .. }, 1) | (Instr::BrIf { else_: t, .. }, 2) => {
+                *t = target
+            }
+            _ => return None,
+        }
+    }
+    Some(end_func(a, sf.fa, sf.name, sf.header, sf.parts).0)
 }
 
 /// The placements written in a function header (`%x: f32[1, 4] in %arena at 4096`):
@@ -805,9 +912,19 @@ pub(super) fn kernel_call_dsts(ins: &InstrNode<'_>) -> Diagnostic {
         .with_note(format!("write the call without `{} =`", dsts.join(", ")))
 }
 
-pub(super) fn label(fa: &FuncAsm<'_>, n: &Name<'_>, errs: &mut Vec<Diagnostic>) -> Label {
+/// The target `n` of a branch (`slot` 0 for `br`, 1 and 2 for `br_if`'s then and else);
+/// when the body is assembled a piece at a time, a label not defined yet is a forward
+/// branch, patched at the end.
+pub(super) fn label(fa: &mut FuncAsm<'_>, n: &Name<'_>, slot: u8, errs: &mut Vec<Diagnostic>) -> Label {
     match fa.labels.get(n.text) {
         Some(&pc) => Label(pc),
+        None if fa.forward.is_some() => {
+            let pc = fa.code.len() as u32;
+            if let Some(f) = &mut fa.forward {
+                f.push((pc, slot, n.text.to_string()));
+            }
+            Label(0)
+        }
         None => {
             let mut d = Diagnostic::new(n.span, format!("unknown label `{}`", n.text))
                 .with_label("no such label in this function");
@@ -821,7 +938,7 @@ pub(super) fn label(fa: &FuncAsm<'_>, n: &Name<'_>, errs: &mut Vec<Diagnostic>) 
 }
 
 /// Encodes an operand; `float` converts integer literals to float literals.
-pub(super) fn operand<'f>(a: &mut Asm<'_>, fa: &mut FuncAsm<'f>, op: &Operand<'f>, float: bool) -> Arg {
+pub(super) fn operand(a: &mut Asm<'_>, fa: &mut FuncAsm<'_>, op: &Operand<'_>, float: bool) -> Arg {
     match op {
         Operand::Reg(n) => {
             let r = fa.reg(n, &mut a.errs);
@@ -907,6 +1024,7 @@ mod tests {
             locs: Vec::new(),
             map: Vec::new(),
             too_many_regs: false,
+            forward: None,
         };
         let mut errs = Vec::new();
         let name = |text| Name { text, span: Span::default() };

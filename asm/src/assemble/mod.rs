@@ -448,6 +448,18 @@ fn assemble_stream_in<'s>(
     }
 }
 
+/// Body items assembled per piece of a function too long for the token window.
+const BODY_CHUNK: usize = 4096;
+
+/// The module's name as written (`None` for a string with a bad escape: the whole-file
+/// path reports it).
+fn module_name(h: &ModuleName<'_>) -> Option<String> {
+    match h {
+        ModuleName::Ident(n) => Some(n.text.to_string()),
+        ModuleName::Str(s) => decode_string(*s).ok(),
+    }
+}
+
 /// See [`assemble_stream`]; `Ok(None)` is [`Streamed::Whole`].
 fn stream_items<'s>(
     src: &'s str,
@@ -482,7 +494,60 @@ fn stream_items<'s>(
         let (used, header, item) = match step {
             Ok(Step::Done(n, (header, item))) => (n, header, item),
             Ok(Step::More) => {
-                ts.more()?;
+                // Longer than the window: a function is read and assembled a piece of its
+                // body at a time (its tokens and parse tree never all in memory), anything
+                // else with a larger window.
+                let head = match parser::parse_func_head(src, toks, complete, &ar, first) {
+                    Ok(Step::Done(n, Some((header, f)))) => {
+                        let fi = funcs.len();
+                        a.declare_func(fi, &f, key(&f.name).unwrap_or(""));
+                        Some((n, header.map(|h| module_name(&h)), begin_stream(&mut a, fi, &f)))
+                    }
+                    Ok(_) => None,
+                    Err(d) => {
+                        // As below: a lexical error anywhere comes first.
+                        ts.check_rest()?;
+                        return Err(d);
+                    }
+                };
+                let Some((used, header, mut sf)) = head else {
+                    ts.more()?;
+                    continue;
+                };
+                match header {
+                    Some(Some(n)) => name = n,
+                    Some(None) => return Ok(None),
+                    None => {}
+                }
+                first = false;
+                ts.consume(used)?;
+                let fi = funcs.len();
+                loop {
+                    ar.reset();
+                    ts.take_line_starts(&mut a.lines.starts);
+                    let (toks, complete) = ts.window();
+                    match parser::parse_body_chunk(src, toks, complete, &ar, BODY_CHUNK) {
+                        Ok(Step::Done(n, (items, closed))) => {
+                            if !stream_body(&mut a, &mut sf, fi, src, items) || a.give_up || !a.errs.is_empty() {
+                                return Ok(None);
+                            }
+                            ts.consume(n)?;
+                            if closed {
+                                break;
+                            }
+                        }
+                        Ok(Step::More) => ts.more()?,
+                        Err(d) => {
+                            ts.check_rest()?;
+                            return Err(d);
+                        }
+                    }
+                }
+                let Some(f) = end_stream(&mut a, sf) else { return Ok(None) };
+                funcs.push(f);
+                if a.give_up || !a.errs.is_empty() {
+                    return Ok(None);
+                }
                 continue;
             }
             Err(d) => {
@@ -492,13 +557,10 @@ fn stream_items<'s>(
             }
         };
         first = false;
-        match header {
+        match header.map(|h| module_name(&h)) {
             None => {}
-            Some(ModuleName::Ident(n)) => name = n.text.to_string(),
-            Some(ModuleName::Str(s)) => match decode_string(s) {
-                Ok(text) => name = text,
-                Err(_) => return Ok(None),
-            },
+            Some(Some(n)) => name = n,
+            Some(None) => return Ok(None),
         }
         let Some(item) = item else { break };
         match item {
@@ -725,6 +787,52 @@ mod stream_tests {
             }
         }
         assert!(ok > total / 20 && ok < total, "{ok} of {total} mutations assembled");
+    }
+
+    /// A function longer than the window is assembled a piece of its body at a time
+    /// (`parse_body_chunk`, more than `BODY_CHUNK` items here), with branches forward and
+    /// backward across the pieces, to the same module; what only the whole-function path
+    /// reports goes to it.
+    #[test]
+    fn long_functions_are_assembled_in_pieces() {
+        let mut body = String::from("func @main(%n: int) -> int {\n  %x = int 0\n  br_if %n, far, next\nnext:\n");
+        for k in 0..3000 {
+            body.push_str(&format!("l{k}:\n  %x = call @vm.iadd(%x, {k})\n  nop\n"));
+            if k % 500 == 499 {
+                body.push_str(&format!("  br_if %x, l{}, l{}\n", k - 400, k + 1));
+            }
+        }
+        body.push_str("l3000:\nfar:\n  ret %x\n}\n");
+        for window in [1, 7, 64, 8192] {
+            assert!(check_assembler_with(&body, "t.rxa", window), "window {window}");
+        }
+        let src = format!("module big\n{body}func @g() {{\n  ret\n}}\n");
+        assert!(check_assembler_with(&src, "t.rxa", 64));
+        // A label at the end, a duplicate label, a branch to no label: the whole path.
+        for bad in [
+            body.replace("  ret %x\n}", "  ret %x\nend:\n}"),
+            body.replace("l2999:", "l7:"),
+            body.replace("br_if %n, far, next", "br_if %n, nowhere, next"),
+        ] {
+            assert!(!check_assembler_with(&bad, "t.rxa", 64));
+            assert!(crate::assemble(&bad, "t.rxa").is_err());
+        }
+        // A syntax error, a list past its limit or an invalid character deep in a long
+        // body: the piece's parse error, the same as the whole file's (checked by
+        // `check_assembler_with`), without the whole file's parse.
+        let dims = vec!["1"; 300].join(", ");
+        for bad in [
+            body.replace("l1500:\n", "l1500:\n  %x = bogus 1\n"),
+            body.replace("l2500:\n", &format!("l2500:\n  %s = shape [{dims}]\n")),
+            body.replace("l2000:\n", "l2000:\n  nop $\n"),
+            body.replace("func @main(%n: int) -> int {", "func @main(%n: int) -> int {{"),
+        ] {
+            for window in [1, 64, 8192] {
+                let streamed = assemble_stream_in(&bad, "t.rxa", None, |s| parser::TokenStream::with_window(s, window));
+                assert!(matches!(streamed, Streamed::Error(_)), "window {window}");
+                assert!(!check_assembler_with(&bad, "t.rxa", window));
+            }
+        }
     }
 
     #[test]

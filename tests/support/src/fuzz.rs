@@ -172,13 +172,24 @@ pub fn rxb_load(data: &[u8]) {
 }
 
 fn rxb_load_outcome(data: &[u8]) -> String {
-    match load_module(data) {
+    let outcome = match load_module(data) {
         Ok(m) => {
             check_round_trips(&m, false);
-            "ok".to_string()
+            return "ok".to_string();
         }
         Err(e) => e.to_string(),
+    };
+    // A mutant with bytes inserted or erased is refused by the header's file length alone;
+    // with that length fixed it also exercises the sections.
+    let n = rxvm_vm::binary::HEADER_LEN;
+    if data.len() >= n && data[8..n] != (data.len() as u64).to_le_bytes() {
+        let mut fixed = data.to_vec();
+        fixed[8..n].copy_from_slice(&(data.len() as u64).to_le_bytes());
+        if let Ok(m) = load_module(&fixed) {
+            check_round_trips(&m, false);
+        }
     }
+    outcome
 }
 
 /// The module without source positions, which legitimately change across a disassembly.

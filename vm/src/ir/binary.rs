@@ -1,8 +1,9 @@
 //! The `.rxb` binary module format (see `docs/bytecode.md`).
 //!
-//! Layout: an 8-byte header (`\0RXB`, version u16, reserved u16) and then sections, each
-//! `[id u8][length u32][payload]`, in increasing id order, each at most once. All integers
-//! are little endian. The reader treats its input as untrusted: every count is checked
+//! Layout: a 16-byte header (`\0RXB`, version u16, reserved u16, file length u64) and then
+//! sections, each `[id u8][length u32][payload]`, in increasing id order, each at most once.
+//! All integers are little endian. The file length makes every truncation an error: a file
+//! cut at a section boundary would otherwise read as a module without its later sections. The reader treats its input as untrusted: every count is checked
 //! against the bytes that remain before anything is allocated, and every failure is an
 //! error carrying the byte offset, never a panic.
 
@@ -10,10 +11,15 @@ use crate::ir::attrs::{AttrValue, Attrs};
 use crate::ir::bytecode::{Arg, EntityRef, FuncId, Instr, Word, WORD_SIZE};
 use crate::ir::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, Placement, SourceLoc, UserKernel};
 use crate::ir::types::{DType, Dim, Type};
+use crate::ir::verify::{Item, VerifyError};
 use std::fmt;
 
 pub const MAGIC: [u8; 4] = *b"\0RXB";
-pub const VERSION: u16 = 1;
+/// Version 2 added the file length to the header (version 1 files cut between two sections
+/// loaded without the later ones).
+pub const VERSION: u16 = 2;
+/// Magic, version, reserved, file length.
+pub const HEADER_LEN: usize = 16;
 
 /// Section ids, in the order they must appear.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -172,7 +178,6 @@ pub fn write_module(m: &Module) -> Vec<u8> {
     }
 
     let mut funcs = Vec::new();
-    let mut code = Vec::new();
     put_len(&mut funcs, m.funcs.len());
     for f in m.funcs.values() {
         put_u32(&mut funcs, strings.id(&f.name));
@@ -187,17 +192,17 @@ pub fn write_module(m: &Module) -> Vec<u8> {
         put_u32(&mut funcs, f.num_regs);
         put_len(&mut funcs, f.code.len());
         put_len(&mut funcs, f.args.len());
-        for ins in &f.code {
-            code.extend_from_slice(&ins.encode().to_bytes());
-        }
-        for a in &f.args {
-            put_u32(&mut code, a.0);
-        }
     }
+    // The Code and Spans payloads are written straight into the output below (they are
+    // most of a large module: no second copy of them).
+    let code_len: usize = m.funcs.values().map(|f| f.code.len() * WORD_SIZE + f.args.len() * 4).sum();
 
     let has_debug = m.source_file.is_some() || m.funcs.values().any(|f| f.debug != FuncDebug::default());
     let mut names = Vec::new();
-    let mut spans = Vec::new();
+    // Spans: the source file flag and string (interned here, before the strings are
+    // written), then each function's locations, written into the output below.
+    let mut spans_head = Vec::new();
+    let mut spans_len = 0usize;
     if has_debug {
         for f in m.funcs.values() {
             put_len(&mut names, f.debug.reg_names.len());
@@ -212,18 +217,12 @@ pub fn write_module(m: &Module) -> Vec<u8> {
         }
         match &m.source_file {
             Some(s) => {
-                put_u8(&mut spans, 1);
-                put_u32(&mut spans, strings.id(s));
+                put_u8(&mut spans_head, 1);
+                put_u32(&mut spans_head, strings.id(s));
             }
-            None => put_u8(&mut spans, 0),
+            None => put_u8(&mut spans_head, 0),
         }
-        for f in m.funcs.values() {
-            put_len(&mut spans, f.debug.locs.len());
-            for l in &f.debug.locs {
-                put_u32(&mut spans, l.line);
-                put_u32(&mut spans, l.col);
-            }
-        }
+        spans_len = spans_head.len() + m.funcs.values().map(|f| 4 + 8 * f.debug.locs.len()).sum::<usize>();
     }
 
     let mut attrs = Vec::new();
@@ -289,19 +288,53 @@ pub fn write_module(m: &Module) -> Vec<u8> {
         strs.extend_from_slice(s.as_bytes());
     }
 
-    let mut out = Vec::with_capacity(64 + code.len() + consts.len());
+    // The exact size: sections are 5 bytes of header and their payload.
+    let mut total = HEADER_LEN + 5 * 6 + strs.len() + meta.len() + lits.len() + consts.len() + funcs.len() + code_len;
+    if has_debug {
+        total += 10 + names.len() + spans_len;
+    }
+    for (present, len) in [
+        (!m.attrs.is_empty(), attrs.len()),
+        (!m.kernels.is_empty(), kernels.len()),
+        (!placed.is_empty(), placements.len()),
+    ] {
+        if present {
+            total += 5 + len;
+        }
+    }
+    let mut out = Vec::with_capacity(total);
     out.extend_from_slice(&MAGIC);
     put_u16(&mut out, VERSION);
     put_u16(&mut out, 0);
+    // The file length, patched in once the sections are written.
+    put_u64(&mut out, 0);
     section(&mut out, SectionId::Strings, strs);
     section(&mut out, SectionId::Meta, meta);
     section(&mut out, SectionId::Literals, lits);
     section(&mut out, SectionId::Constants, consts);
     section(&mut out, SectionId::Functions, funcs);
-    section(&mut out, SectionId::Code, code);
+    put_u8(&mut out, SectionId::Code as u8);
+    put_len(&mut out, code_len);
+    for f in m.funcs.values() {
+        for ins in &f.code {
+            out.extend_from_slice(&ins.encode().to_bytes());
+        }
+        for a in &f.args {
+            put_u32(&mut out, a.0);
+        }
+    }
     if has_debug {
         section(&mut out, SectionId::Names, names);
-        section(&mut out, SectionId::Spans, spans);
+        put_u8(&mut out, SectionId::Spans as u8);
+        put_len(&mut out, spans_len);
+        out.extend_from_slice(&spans_head);
+        for f in m.funcs.values() {
+            put_len(&mut out, f.debug.locs.len());
+            for l in &f.debug.locs {
+                put_u32(&mut out, l.line);
+                put_u32(&mut out, l.col);
+            }
+        }
     }
     if !m.attrs.is_empty() {
         section(&mut out, SectionId::Attrs, attrs);
@@ -312,6 +345,9 @@ pub fn write_module(m: &Module) -> Vec<u8> {
     if !placed.is_empty() {
         section(&mut out, SectionId::Placements, placements);
     }
+    debug_assert_eq!(out.len(), total, "write_module's size computation");
+    let len = (out.len() as u64).to_le_bytes();
+    out[8..HEADER_LEN].copy_from_slice(&len);
     out
 }
 
@@ -365,10 +401,6 @@ impl<'a> Reader<'a> {
     #[inline]
     fn u8(&mut self, what: &str) -> R<u8> {
         Ok(self.array::<1>(what)?[0])
-    }
-    #[inline]
-    fn u16(&mut self, what: &str) -> R<u16> {
-        self.array(what).map(u16::from_le_bytes)
     }
     #[inline]
     fn u32(&mut self, what: &str) -> R<u32> {
@@ -455,29 +487,111 @@ struct FuncHeader {
     nargs: usize,
 }
 
+/// Checks the header: magic, version, reserved bits and the file length, so that a
+/// truncated file (even one cut exactly between two sections) or one with bytes appended is
+/// refused before any section is read.
+fn read_header(bytes: &[u8]) -> R<()> {
+    let at = |offset: usize, message: String| Err(LoadError { offset, message });
+    let n = bytes.len();
+    let magic_len = MAGIC.len().min(n);
+    if bytes[..magic_len] != MAGIC[..magic_len] {
+        let found = &bytes[..magic_len];
+        return at(0, format!("not an rxvm module: expected magic 00 52 58 42 (\"\\0RXB\"), found {found:02x?}"));
+    }
+    if n == 0 {
+        return at(0, "not an rxvm module: the file is empty".into());
+    }
+    // The version first: a version-1 file has a shorter header, and must be told so.
+    if n < 6 {
+        return at(n, format!("truncated: the file ends at byte {n}, inside the {HEADER_LEN}-byte header"));
+    }
+    let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+    if version != VERSION {
+        let hint = if version < VERSION {
+            "; re-assemble it from its .rxa (`rxvm asm`) or recompile its model (`rxvm compile`)"
+        } else {
+            "; it was written by a newer rxvm"
+        };
+        return at(4, format!("unsupported .rxb version {version}: this rxvm reads version {VERSION} only{hint}"));
+    }
+    let Some(header) = bytes.first_chunk::<HEADER_LEN>() else {
+        return at(n, format!("truncated: the file ends at byte {n}, inside the {HEADER_LEN}-byte header"));
+    };
+    if header[6..8] != [0, 0] {
+        return at(6, "reserved header bytes must be zero".into());
+    }
+    let mut len = [0u8; 8];
+    len.copy_from_slice(&header[8..HEADER_LEN]);
+    let declared = u64::from_le_bytes(len);
+    if declared < HEADER_LEN as u64 {
+        return at(8, format!("the header declares a {declared}-byte file, shorter than the header itself"));
+    }
+    if (n as u64) < declared {
+        return at(n, format!("truncated: the header declares {declared} bytes, but the file ends at byte {n}"));
+    }
+    if n as u64 > declared {
+        return at(
+            declared as usize,
+            format!(
+                "{} unexpected bytes after the end of the module (the header declares {declared} bytes)",
+                n as u64 - declared
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Where the parts of a module start in its `.rxb`, for errors found after decoding (the
+/// verifier's): byte offsets in the file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileMap {
+    /// Each constant's record in the Constants section.
+    pub consts: Vec<usize>,
+    /// Each function's record in the Functions section.
+    pub funcs: Vec<usize>,
+    /// Each function's first instruction word in the Code section (its instruction `pc` is
+    /// at `code[f] + 16 * pc`).
+    pub code: Vec<usize>,
+    /// Each attribute set's record in the Attrs section.
+    pub attr_sets: Vec<usize>,
+    /// Each kernel's record in the Kernels section.
+    pub kernels: Vec<usize>,
+    /// Per function, each placement's record in the Placements section (empty when none).
+    pub placements: Vec<Vec<usize>>,
+}
+
+impl FileMap {
+    /// The byte offset of what `e` refuses: the instruction word, else the record of its
+    /// item (constant, kernel, attribute set, placement), else its function's record.
+    pub fn locate(&self, e: &VerifyError) -> Option<usize> {
+        let f = e.func.map(|f| f.index());
+        match (e.item, f, e.pc) {
+            (Some(Item::Const(i)), ..) => self.consts.get(i as usize).copied(),
+            (Some(Item::Kernel(i)), ..) => self.kernels.get(i as usize).copied(),
+            (Some(Item::AttrSet(i)), ..) => self.attr_sets.get(i as usize).copied(),
+            (Some(Item::Placement(k)), Some(f), _) => self.placements.get(f)?.get(k as usize).copied(),
+            (Some(Item::Placement(_)), None, _) => None,
+            (None, Some(f), Some(pc)) => self.code.get(f)?.checked_add(pc.checked_mul(WORD_SIZE)?),
+            (None, Some(f), None) => self.funcs.get(f).copied(),
+            (None, None, _) => None,
+        }
+    }
+}
+
 /// Decodes a `.rxb`. The result is well formed but not yet verified: run
 /// [`crate::ir::verify::verify_module`] (or use [`crate::load_module`], which does both).
 pub fn read_module(bytes: &[u8]) -> R<Module> {
+    read_module_mapped(bytes).map(|(m, _)| m)
+}
+
+/// [`read_module`], also returning where each part of the module is in `bytes`.
+pub fn read_module_mapped(bytes: &[u8]) -> R<(Module, FileMap)> {
     let mut hdr = Reader { bytes, pos: 0, base: 0 };
-    let magic = hdr.take(4, "magic").map_err(|_| LoadError {
-        offset: 0,
-        message: format!("not an rxvm module: {} bytes is shorter than the header", bytes.len()),
-    })?;
-    if magic != MAGIC {
-        return Err(LoadError {
-            offset: 0,
-            message: format!("not an rxvm module: expected magic 00 52 58 42 (\"\\0RXB\"), found {magic:02x?}"),
-        });
-    }
-    let version = hdr.u16("version")?;
-    if version != VERSION {
-        return Err(LoadError { offset: 4, message: format!("unsupported version {version}, expected {VERSION}") });
-    }
-    if hdr.u16("reserved")? != 0 {
-        return Err(LoadError { offset: 6, message: "reserved header bytes must be zero".into() });
-    }
+    read_header(bytes)?;
+    hdr.pos = HEADER_LEN;
 
     let mut m = Module::default();
+    let mut map = FileMap::default();
     // Borrowed from `bytes`: each is copied once, where the module uses it.
     let mut strings: Vec<&str> = Vec::new();
     let mut headers: Vec<FuncHeader> = Vec::new();
@@ -543,7 +657,9 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
             SectionId::Constants => {
                 let n = r.count("constant count", 7)?;
                 m.consts.reserve(n);
+                map.consts.reserve(n);
                 for _ in 0..n {
+                    map.consts.push(r.base + r.pos);
                     let name = r.string(&strings, "constant name")?.to_string();
                     let dtype = r.dtype()?;
                     let rank = r.u8("rank")? as usize;
@@ -597,7 +713,9 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                 let n = r.count("function count", 21)?;
                 m.funcs.reserve(n);
                 headers.reserve(n);
+                map.funcs.reserve(n);
                 for _ in 0..n {
+                    map.funcs.push(r.base + r.pos);
                     let name = r.string(&strings, "function name")?.to_string();
                     let np = r.count("parameter count", 1)?;
                     let mut params = Vec::with_capacity(np);
@@ -643,6 +761,7 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                     }
                     // Both fit (checked above): decode them from whole slices.
                     let start = r.pos;
+                    map.code.push(r.base + start);
                     let words = r.take(h.ninstr * WORD_SIZE, "instruction")?;
                     f.code.reserve_exact(h.ninstr);
                     for (pc, w) in words.chunks_exact(WORD_SIZE).enumerate() {
@@ -686,7 +805,9 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
             SectionId::Attrs => {
                 let n = r.count("attribute set count", 4)?;
                 m.attrs.reserve(n);
+                map.attr_sets.reserve(n);
                 for _ in 0..n {
+                    map.attr_sets.push(r.base + r.pos);
                     let k = r.count("attribute count", 9)?;
                     let mut set = Attrs::default();
                     set.0.reserve(k);
@@ -722,6 +843,7 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
             SectionId::Kernels => {
                 let n = r.count("kernel count", 12)?;
                 for _ in 0..n {
+                    map.kernels.push(r.base + r.pos);
                     let name = r.string(&strings, "kernel name")?.to_string();
                     let entry = r.string(&strings, "kernel entry")?.to_string();
                     let source = r.string(&strings, "kernel source")?.to_string();
@@ -758,7 +880,10 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
                         return r.err(format!("function @{} is listed with no placements", f.name));
                     }
                     f.placements.reserve(k);
+                    map.placements.resize(nfuncs, Vec::new());
+                    let at = &mut map.placements[fi as usize];
                     for _ in 0..k {
+                        at.push(r.base + r.pos);
                         let param = r.u32("placed parameter")?;
                         let storage = r.u32("placement storage parameter")?;
                         let offset = r.u64("placement offset")?;
@@ -788,5 +913,5 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
     if !m.funcs.is_empty() && !seen_code {
         return Err(LoadError { offset: bytes.len(), message: "module has functions but no code section".into() });
     }
-    Ok(m)
+    Ok((m, map))
 }

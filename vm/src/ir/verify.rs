@@ -29,8 +29,23 @@ pub struct VerifyError {
     pub operand: Option<usize>,
     pub message: String,
     pub notes: Vec<String>,
-    /// Where, for readers without the source: `@main, instruction 3 (line 4, column 3)`.
+    /// Where, for readers without the source: `@main, instruction 3 (line 4, column 3)`;
+    /// [`crate::load_module`] adds the byte offset in the `.rxb` (`, at byte 301`).
     pub context: Option<String>,
+    /// The module-level part at fault when it is not an instruction: a constant, kernel,
+    /// attribute set or placement (to locate it in a `.rxb`: `binary::FileMap::locate`).
+    pub item: Option<Item>,
+}
+
+/// A part of a module that is not an instruction, named by its index (`u32`, as in the
+/// `.rxb`: it keeps [`VerifyError`] small).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Item {
+    Const(u32),
+    Kernel(u32),
+    AttrSet(u32),
+    /// The placement at this index of the function's `placements`.
+    Placement(u32),
 }
 
 impl std::fmt::Display for VerifyError {
@@ -60,10 +75,18 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
 
 /// The module-wide checks: distinct names, constant sizes, kernel declarations.
 fn module_checks(m: &Module) -> Result<(), VerifyError> {
-    let module_err =
-        |message: String| VerifyError { func: None, pc: None, operand: None, message, notes: vec![], context: None };
+    let item_err = |item: Item, message: String| VerifyError {
+        func: None,
+        pc: None,
+        operand: None,
+        message,
+        notes: vec![],
+        context: None,
+        item: Some(item),
+    };
     let mut names = FxHashSet::default();
-    for c in m.consts.values() {
+    for (id, c) in m.consts.iter() {
+        let module_err = |message: String| item_err(Item::Const(id.as_u32()), message);
         if !names.insert(c.name.as_str()) {
             return Err(module_err(format!("constant @{} is defined twice", c.name)));
         }
@@ -99,7 +122,8 @@ fn module_checks(m: &Module) -> Result<(), VerifyError> {
         check_name(&c.name, "constant").map_err(module_err)?;
     }
     let mut names = FxHashSet::default();
-    for k in &m.kernels {
+    for (i, k) in m.kernels.iter().enumerate() {
+        let module_err = |message: String| item_err(Item::Kernel(i as u32), message);
         check_name(&k.name, "kernel").map_err(module_err)?;
         if !names.insert(k.name.as_str()) {
             return Err(module_err(format!("kernel @cl.{} is declared twice", k.name)));
@@ -115,14 +139,22 @@ fn module_checks(m: &Module) -> Result<(), VerifyError> {
         // Sets are short (a handful of attributes): a quadratic scan beats hashing.
         for (k, (name, _)) in set.0.iter().enumerate() {
             if set.0[..k].iter().any(|(n, _)| n == name) {
-                return Err(module_err(format!("attribute set {} names `{name}` twice", i + 1)));
+                return Err(item_err(Item::AttrSet(i as u32), format!("attribute set {} names `{name}` twice", i + 1)));
             }
         }
     }
     let mut names = FxHashSet::default();
     names.reserve(m.funcs.len());
     for (id, f) in m.funcs.iter() {
-        let func_err = |message: String| VerifyError { func: Some(id), ..module_err(message) };
+        let func_err = |message: String| VerifyError {
+            func: Some(id),
+            pc: None,
+            operand: None,
+            message,
+            notes: vec![],
+            context: Some(format!("in @{}", f.name)),
+            item: None,
+        };
         if !names.insert(f.name.as_str()) {
             return Err(func_err(format!("function @{} is defined twice", f.name)));
         }
@@ -310,7 +342,7 @@ impl<'m> FuncVerifier<'m> {
                 context.push_str(&format!(" (line {}, column {})", l.line, l.col));
             }
         }
-        VerifyError { func: Some(self.id), pc, operand, message, notes: Vec::new(), context: Some(context) }
+        VerifyError { func: Some(self.id), pc, operand, message, notes: Vec::new(), context: Some(context), item: None }
     }
 
     fn at<T>(&self, pc: usize, operand: Option<usize>, message: String) -> VResult<T> {
@@ -415,8 +447,10 @@ impl<'m> FuncVerifier<'m> {
         let f = self.f;
         let np = f.params.len();
         let pname = |i: u32| format!("%{}", f.reg_name(Reg(i)));
-        let header_err = |message: String| Err(self.err(None, None, message));
         for (k, p) in f.placements.iter().enumerate() {
+            let header_err = |message: String| {
+                Err(VerifyError { item: Some(Item::Placement(k as u32)), ..self.err(None, None, message) })
+            };
             let Some(ty) = f.params.get(p.param as usize) else {
                 return header_err(format!("@{} places parameter {}, but it has {np} parameters", f.name, p.param));
             };
