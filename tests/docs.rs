@@ -596,3 +596,27 @@ fn shell_block_runner_catches_broken_commands() {
     assert!(e.contains("status None") && t.elapsed() < std::time::Duration::from_secs(30), "{e}");
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// Every key `--host-caps` accepts (as `DeviceCaps::with_overrides` lists them when it
+/// refuses an unknown one) is in the table of docs/devices.md and in `rxvm run --help`.
+#[test]
+fn every_host_caps_key_is_documented() {
+    let e = rxvm::vm::DeviceCaps::host().with_overrides("no-such-key=1").expect_err("an unknown key is refused");
+    let list = e.split_once("expected one of:").map(|(_, l)| l).unwrap_or_else(|| panic!("no key list in `{e}`"));
+    let keys: Vec<&str> = list.split(',').filter_map(|k| k.split_whitespace().next()).collect();
+    assert!(keys.len() >= 10 && keys.contains(&"images"), "{keys:?}");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let devices = std::fs::read_to_string(root.join("docs/devices.md")).expect("docs/devices.md");
+    let table: Vec<&str> = devices.lines().filter(|l| l.starts_with('|')).collect();
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_rxvm")).args(["run", "--help"]).output().expect("rxvm");
+    let help = String::from_utf8_lossy(&help.stdout);
+    let host_caps_help = help.split("--host-caps <").nth(1).and_then(|h| h.split("\n      --").next()).unwrap_or("");
+    for k in keys {
+        let cell = format!("| `{k}`");
+        assert!(table.iter().any(|l| l.contains(&cell)), "docs/devices.md: the --host-caps table lacks `{k}`");
+        assert!(
+            host_caps_help.split(|c: char| !(c.is_alphanumeric() || c == '-')).any(|w| w == k),
+            "`rxvm run --help` does not name the --host-caps key `{k}`:\n{host_caps_help}"
+        );
+    }
+}

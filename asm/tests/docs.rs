@@ -102,7 +102,8 @@ fn complete_examples_assemble_verify_and_round_trip() {
 fn documented_diagnostics_are_current() {
     let text = doc();
     let mut n = 0;
-    for (line, block) in blocks(&text, "text") {
+    // The transcripts are ```console blocks, which tests/docs.rs also runs with the binary.
+    for (line, block) in blocks(&text, "console") {
         let Some(rest) = block.strip_prefix("$ rxvm check bad.rxa\n") else {
             continue;
         };
