@@ -101,16 +101,21 @@ fn documented_programs_assemble_and_run() {
 //   after a trailing `\`.
 // - **Mapped commands.** `cargo run --release --` and `cargo run --` become `rxvm`, as do
 //   `target/release/rxvm` and `target/debug/rxvm`; `cargo build` is a no-op (cargo built
-//   the binary under test before the test started). Any other `cargo`, `bash scripts/`,
-//   `source`, `rustup` or `sudo` command in a block that is run is an error: mark the block
-//   `no-run`.
+//   the binary under test before the test started). Any other `cargo`, `source`, `rustup`,
+//   `sudo` or `apt-get` command, or one that names a script of `scripts/`, in a block that
+//   is run is an error: mark the block `no-run`.
 // - **Exit status.** Each command must exit with 0, except one whose trailing comment
-//   begins with `refused` (`rxvm run ... # refused: why`), which must exit with 1: an
-//   error the tool reports, not a crash.
+//   begins with `refused` (`rxvm run ... # refused: why`) or, in a `console` block, whose
+//   shown output has a line beginning with `error:`: that one must exit with 1, an error
+//   the tool reports, not a crash.
 // - **Output.** A ```text output block that directly follows a shell block (blank lines
-//   between are allowed) shows its output: each of its lines, apart from `...`, must
-//   appear in the block's standard output and error, in that order (trailing blanks
-//   trimmed; a shown line may be the part of an output line).
+//   between are allowed) shows its output, and so do the lines under each `$ ` command of
+//   a `console` block: each shown line must appear in the block's standard output and
+//   error, in that order. A line `...` stands for any lines, `...` within a line for any
+//   text, and a shown line may be part of an output line (trailing blanks are trimmed).
+// - **Programs above.** A block that directly follows an ```rxa or ```rxa-bad block finds
+//   that program in each `NAME.rxa` (no directory) its commands name that does not exist
+//   (`$ rxvm check bad.rxa` under a bad example).
 // - **What a command needs.** A command that names `$D` or `.cache/onnx` needs the ONNX
 //   test data (scripts/fetch-onnx-data.sh); without it the command is skipped with a
 //   message, unless `RXVM_REQUIRE_ONNX_DATA` is set, which makes it a failure. A command
@@ -414,11 +419,12 @@ fn run_shell_blocks(doc: &str, text: &str, env: &Env, work: &Path) -> Result<Rep
                 }
             }
         }
-        static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if to_run == 0 {
             continue;
         }
+        // Unique per run: the unit test runs several synthetic docs under one name.
+        static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = work.join(format!("{}-{}-{n}", doc.replace(['/', '.'], "_"), f.line));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         copy_dir(&env.root.join("examples"), &dir.join("examples"));
