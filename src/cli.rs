@@ -592,11 +592,15 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
         inputs.push(make_input(&param_names[i], &f.params[value_params[i]], s)?);
     }
 
-    let mut vm = Vm::with_devices(module.clone(), vec![spec])
+    // The limits hold from the start: constants that would cross --max-live-bytes are
+    // refused as they load.
+    let limits = rxvm_vm::Limits {
+        max_instructions: a.max_instructions,
+        max_call_depth: a.max_call_depth,
+        max_live_bytes: a.max_live_bytes,
+    };
+    let mut vm = Vm::with_devices_and_limits(module.clone(), vec![spec], limits)
         .map_err(|e| Failure::Rendered(render_vm_error(&e, p.source.as_ref())))?;
-    vm.limits.max_instructions = a.max_instructions;
-    vm.limits.max_call_depth = a.max_call_depth;
-    vm.limits.max_live_bytes = a.max_live_bytes;
     if a.noop_kernels {
         vm.kernels = rxvm_vm::Kernels::Noop;
     }

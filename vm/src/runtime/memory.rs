@@ -302,15 +302,18 @@ pub struct Stats {
     pub fresh_allocations: u64,
     /// Storages whose memory came from the pool.
     pub pool_hits: u64,
-    /// Bytes of live storages (requested sizes), all devices.
+    /// Bytes of live non-constant storages (requested sizes), all devices: 0 again after
+    /// a run that released everything.
     pub live_bytes: u64,
+    /// The most bytes of storages live at once, constants included: the maximum of
+    /// `live_bytes + constant_bytes`.
     pub peak_bytes: u64,
     pub instructions: u64,
     pub storages_created: u64,
     pub views_created: u64,
     pub live_storages: u64,
     pub live_views: u64,
-    /// Bytes held by constants (outside the pool and the counters above).
+    /// Bytes held by constants (outside the pool and `live_bytes`, inside `peak_bytes`).
     pub constant_bytes: u64,
     /// Copies into, out of and between storages (see `interp/io.rs`).
     pub copies: crate::runtime::counters::Copies,
@@ -575,8 +578,10 @@ impl Storage {
         if live.saturating_add(size) > caps.global_mem {
             return Err(AllocError::OutOfMemory { size, live, limit: caps.global_mem, device: caps.name.clone() });
         }
+        // Constants count too: a VM made with a limit refuses a constant that would cross
+        // it when it loads ([`crate::Vm::with_runtime_and_limits`]).
         let limit = dev.live_limit.get();
-        if !constant && live.saturating_add(size) > limit {
+        if live.saturating_add(size) > limit {
             return Err(AllocError::LiveLimit { size, live, limit, device: caps.name.clone() });
         }
         let class = size_class(size);
@@ -648,8 +653,9 @@ impl Storage {
             }
             bump(&o.storages_created, 1);
             bump(&o.live_bytes, size);
-            o.peak_bytes.set(o.peak_bytes.get().max(o.live_bytes.get()));
         }
+        // The peak counts constants: it is the most storage memory held at once.
+        o.peak_bytes.set(o.peak_bytes.get().max(o.live_bytes.get() + o.constant_bytes.get()));
         bump(&o.live_storages, 1);
     }
 
