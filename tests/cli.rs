@@ -415,14 +415,24 @@ fn long_results_are_summarised_unless_print_all() {
     assert_eq!(code, 2, "{err}");
 }
 
-/// Every bad input of `tests/bad/` run by `rxvm run` gives an error with one `error: `
-/// prefix (a VM that could not load a constant once printed `error: error: ...`).
+/// Every bad input of `tests/bad/` run by `rxvm run` (under the limits its `;
+/// max-live-bytes:` comment sets) gives an error with one `error: ` prefix (a VM that could
+/// not load a constant once printed `error: error: ...`).
 #[test]
 fn errors_have_one_prefix() {
     let mut count = 0;
     for e in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bad")).expect("tests/bad") {
         let path = e.expect("an entry").path();
-        let (code, _, err) = rxvm(&["run", path.to_str().unwrap()]);
+        let mut args = vec!["run".to_string(), path.to_str().unwrap().to_string()];
+        // The limits a file runs under (see tests/bad_inputs.rs).
+        let text = std::fs::read_to_string(&path).expect("a bad input");
+        for line in text.lines() {
+            if let Some(v) = line.trim().strip_prefix("; max-live-bytes:") {
+                args.extend(["--max-live-bytes".to_string(), v.trim().to_string()]);
+            }
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, _, err) = rxvm(&args);
         assert_eq!(code, 1, "{}: {err}", path.display());
         assert!(err.starts_with("error: ") && !err.contains("error: error"), "{}: {err}", path.display());
         count += 1;
