@@ -242,7 +242,8 @@ pub struct RunArgs {
     pub device: String,
     /// Host device capabilities, e.g. `pitch=32,image-base=256,mem=1G`
     /// (keys: base-align, mem-base-align, pitch, image-base, max-width, max-height, max-alloc, mem,
-    /// and the switches images and image-from-buffer, 0 or 1).
+    /// and the switches images and image-from-buffer, 0 or 1). `mem` defaults to the
+    /// machine's RAM.
     #[arg(long, value_name = "KEY=VALUE,...")]
     pub host_caps: Option<String>,
     /// Stop with an error after this many instructions.
@@ -252,7 +253,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub max_call_depth: usize,
     /// Stop with an error when an allocation would make more than SIZE bytes live on the
-    /// device (constants included), e.g. `64M`.
+    /// device, e.g. `64M`. Constants count: one that would cross it is refused as it loads.
     #[arg(long, value_name = "SIZE", value_parser = parse_byte_size)]
     pub max_live_bytes: Option<u64>,
     /// Check every operator and kernel call, but skip its work: measures the VM's own cost
