@@ -55,7 +55,7 @@ fn rxvm_measured(name: &str, src: &str, flags: &[&str]) -> Measured {
 #[test]
 #[cfg(target_os = "linux")]
 fn a_constant_bomb_is_refused_at_load_under_the_live_bytes_limit() {
-    let src = "const @w: u8[4294967296] = fill(1)\n\nfunc @main() -> float {\n  %s = call @vm.sum(@w)\n  ret %s\n}\n";
+    let src = "const @w: u8[4294967296] = fill(1)\n\nfunc @main() -> int {\n  %n = int 1\n  ret %n\n}\n";
     let m = rxvm_measured("bomb.rxa", src, &["--max-live-bytes", "64M"]);
     assert_eq!(m.code, 1, "{}", m.stderr);
     assert!(
