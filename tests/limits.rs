@@ -186,6 +186,13 @@ func @main() -> (float, float, float, float) {
   %d = call @vm.sum(@w)
   ret %a, %b, %c, %d
 }
+
+func @two_mib() -> int {
+  %a = alloc_storage 1048576
+  %b = alloc_storage 1048576
+  %n = int 2
+  ret %n
+}
 ";
 
 /// Bytes of `CONSTANTS`' constants.
@@ -195,18 +202,20 @@ fn constants_module() -> Arc<rxvm::vm::Module> {
     Arc::new(assemble(CONSTANTS, "consts.rxa").unwrap_or_else(|d| panic!("{}", d.render())))
 }
 
-fn host() -> Vec<rxvm::vm::memory::DeviceSpec> {
-    vec![rxvm::vm::memory::DeviceSpec::Host(rxvm::vm::DeviceCaps::host())]
+fn host_runtime() -> std::rc::Rc<rxvm::vm::memory::Runtime> {
+    let host = rxvm::vm::memory::DeviceSpec::Host(rxvm::vm::DeviceCaps::host());
+    rxvm::vm::memory::Runtime::new(vec![host]).expect("a host runtime")
 }
 
 /// Constants count against the live-bytes limit when they load: a VM made with a limit
-/// they cross is refused, naming the constant, its size and the limit, and has taken no
+/// they cross is refused, naming the constant, its size and the limit, having taken no
 /// more than the limit (the constants before it) on the way.
 #[test]
 fn constants_are_refused_at_load_against_the_live_bytes_limit() {
     let limits = |bytes| Limits { max_live_bytes: Some(bytes), ..Limits::default() };
     // @ones (1 MiB) fits in 2 MiB, @halves (1,200,000 bytes) then does not.
-    let e = match Vm::with_devices_and_limits(constants_module(), host(), limits(2 << 20)) {
+    let rt = host_runtime();
+    let e = match Vm::with_runtime_and_limits(constants_module(), rt.clone(), limits(2 << 20)) {
         Ok(_) => panic!("2.2 MiB of constants loaded under a 2 MiB limit"),
         Err(e) => message(e),
     };
@@ -216,8 +225,15 @@ fn constants_are_refused_at_load_against_the_live_bytes_limit() {
         ),
         "{e}"
     );
+    let dev = &rt.devices[0];
+    assert_eq!((dev.live_bytes.get(), dev.peak_bytes.get()), (0, 1 << 20), "only @ones was taken, and given back");
     // At the limit exactly, they load and read back as written.
-    let mut vm = Vm::with_devices_and_limits(constants_module(), host(), limits(CONSTANT_BYTES)).expect("they fit");
+    let mut vm = Vm::with_devices_and_limits(
+        constants_module(),
+        vec![rxvm::vm::memory::DeviceSpec::Host(rxvm::vm::DeviceCaps::host())],
+        limits(CONSTANT_BYTES),
+    )
+    .expect("they fit");
     let want = [1048576.0, 150000.0, 0.0, 10.0].map(HostValue::Float);
     assert_eq!(vm.invoke("main", &[]).expect("runs"), want);
     let s = vm.stats();
@@ -226,18 +242,14 @@ fn constants_are_refused_at_load_against_the_live_bytes_limit() {
         (CONSTANT_BYTES, CONSTANT_BYTES, 0, 0)
     );
     assert_eq!(vm.device_bytes(0), Some((CONSTANT_BYTES, CONSTANT_BYTES)));
-    // The limit keeps holding for the run: nothing else fits beside the constants.
-    let hoard = Arc::new(
-        assemble(
-            &format!("{}\n{}", CONSTANTS, &HOARD[HOARD.find("func").unwrap()..])
-                .replace("func @main() -> int", "func @hoard() -> int"),
-            "both.rxa",
-        )
-        .unwrap_or_else(|d| panic!("{}", d.render())),
-    );
-    let mut vm = Vm::with_devices_and_limits(hoard, host(), limits(CONSTANT_BYTES + (1 << 20))).expect("they fit");
-    let e = message(vm.invoke("hoard", &[]).expect_err("one more MiB, not eight"));
+    // The limit goes on holding at run time, constants included: one more MiB fits, two do not.
+    let mut vm = Vm::with_runtime_and_limits(constants_module(), host_runtime(), limits(CONSTANT_BYTES + (1 << 20)))
+        .expect("they fit");
+    let e = message(vm.invoke("two_mib", &[]).expect_err("one more MiB, not two"));
     assert!(e.contains(&format!("1048576 more bytes with {} live", CONSTANT_BYTES + (1 << 20))), "{e}");
-    // Without a limit, a VM loads them whatever the limit of another VM before it was.
-    assert!(Vm::with_devices(constants_module(), host()).is_ok());
+    assert_eq!(vm.stats().peak_total_bytes, CONSTANT_BYTES + (1 << 20));
+    // Without a limit they load, whatever limit a VM before it on the runtime had.
+    let rt = host_runtime();
+    assert!(Vm::with_runtime_and_limits(constants_module(), rt.clone(), limits(1024)).is_err());
+    assert!(Vm::with_runtime(constants_module(), rt).is_ok());
 }
