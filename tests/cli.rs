@@ -415,8 +415,9 @@ fn long_results_are_summarised_unless_print_all() {
     assert_eq!(code, 2, "{err}");
 }
 
-/// Every bad input of `tests/bad/` run by `rxvm run` gives an error with one `error: `
-/// prefix (a VM that could not load a constant once printed `error: error: ...`).
+/// Every bad input of `tests/bad/` run by `rxvm run` (under the limits its `;
+/// max-live-bytes:` comment sets) gives an error with one `error: ` prefix (a VM that could
+/// not load a constant once printed `error: error: ...`).
 #[test]
 fn errors_have_one_prefix() {
     let mut count = 0;
