@@ -246,7 +246,8 @@ pub struct RunArgs {
     pub device: String,
     /// Host device capabilities, e.g. `pitch=32,image-base=256,mem=1G`
     /// (keys: base-align, mem-base-align, pitch, image-base, max-width, max-height, max-alloc, mem,
-    /// and the switches images and image-from-buffer, 0 or 1).
+    /// and the switches images and image-from-buffer, 0 or 1). `mem` defaults to the
+    /// machine's RAM.
     #[arg(long, value_name = "KEY=VALUE,...")]
     pub host_caps: Option<String>,
     /// Stop with an error after this many instructions (default: no limit; an endless
@@ -257,8 +258,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub max_call_depth: usize,
     /// Stop with an error when an allocation would make more than SIZE bytes live on the
-    /// device (constants included, and the storages every frame of a recursion holds),
-    /// e.g. `64M` (default: no limit beyond the device's memory).
+    /// device (constants included: one that would cross it is refused as it loads; and the
+    /// storages every frame of a recursion holds), e.g. `64M` (default: no limit beyond the
+    /// device's memory).
     #[arg(long, value_name = "SIZE", value_parser = parse_byte_size)]
     pub max_live_bytes: Option<u64>,
     /// Stop with an error, naming the instruction, after this much wall-clock time, e.g.
@@ -604,12 +606,17 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
         inputs.push(make_input(&param_names[i], &f.params[value_params[i]], s)?);
     }
 
-    let mut vm = Vm::with_devices(module.clone(), vec![spec])
+    // The limits hold from the start: constants that would cross --max-live-bytes are
+    // refused as they load.
+    let limits = rxvm_vm::Limits {
+        max_instructions: a.max_instructions,
+        max_call_depth: a.max_call_depth,
+        max_live_bytes: a.max_live_bytes,
+        timeout: a.timeout,
+        ..rxvm_vm::Limits::default()
+    };
+    let mut vm = Vm::with_devices_and_limits(module.clone(), vec![spec], limits)
         .map_err(|e| Failure::Rendered(render_vm_error(&e, p.source.as_ref())))?;
-    vm.limits.max_instructions = a.max_instructions;
-    vm.limits.max_call_depth = a.max_call_depth;
-    vm.limits.max_live_bytes = a.max_live_bytes;
-    vm.limits.timeout = a.timeout;
     if a.noop_kernels {
         vm.kernels = rxvm_vm::Kernels::Noop;
     }

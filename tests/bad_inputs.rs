@@ -34,13 +34,14 @@ fn diagnose(rel: &str) -> String {
         Err(rxvm::session::Failure::Message(m)) => return format!("error: {m}\n"),
     };
     let source = program.source.clone();
+    let limits = limits(&std::fs::read_to_string(path).expect("read the file"));
+    let host = vec![rxvm::vm::memory::DeviceSpec::Host(rxvm::vm::DeviceCaps::host())];
     // Refused when the VM loads it (e.g. a constant it cannot allocate), as `rxvm run`
     // prints it.
-    let mut vm = match rxvm::vm::Vm::host(std::sync::Arc::new(program.module)) {
+    let mut vm = match rxvm::vm::Vm::with_devices_and_limits(std::sync::Arc::new(program.module), host, limits) {
         Ok(vm) => vm,
         Err(e) => return format!("[load]\n{}", rxvm::session::render_vm_error(&e, source.as_ref())),
     };
-    vm.limits = limits(&std::fs::read_to_string(path).expect("read the file"));
     match vm.invoke("main", &[]) {
         Ok(v) => panic!("{rel} ran successfully and returned {v:?}; a bad input must be refused"),
         Err(e) => format!("[run time]\n{}", rxvm::session::render_vm_error(&e, source.as_ref())),

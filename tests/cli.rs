@@ -415,14 +415,28 @@ fn long_results_are_summarised_unless_print_all() {
     assert_eq!(code, 2, "{err}");
 }
 
-/// Every bad input of `tests/bad/` run by `rxvm run` gives an error with one `error: `
-/// prefix (a VM that could not load a constant once printed `error: error: ...`).
+/// Every bad input of `tests/bad/` run by `rxvm run` (under the limits its `;
+/// max-live-bytes:` comment sets) gives an error with one `error: ` prefix (a VM that could
+/// not load a constant once printed `error: error: ...`).
 #[test]
 fn errors_have_one_prefix() {
     let mut count = 0;
     for e in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bad")).expect("tests/bad") {
         let path = e.expect("an entry").path();
-        let (code, _, err) = rxvm(&["run", path.to_str().unwrap()]);
+        // A file's `; limits: K=V ...` line (see tests/bad_inputs.rs) as the CLI flags.
+        let text = std::fs::read_to_string(&path).expect("read");
+        let flags: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("; limits:"))
+            .flat_map(|l| l.split_whitespace())
+            .flat_map(|kv| {
+                let (k, v) = kv.split_once('=').expect("KEY=VALUE");
+                [format!("--{k}"), v.to_string()]
+            })
+            .collect();
+        let mut args = vec!["run", path.to_str().unwrap()];
+        args.extend(flags.iter().map(String::as_str));
+        let (code, _, err) = rxvm(&args);
         assert_eq!(code, 1, "{}: {err}", path.display());
         assert!(err.starts_with("error: ") && !err.contains("error: error"), "{}: {err}", path.display());
         count += 1;

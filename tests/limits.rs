@@ -279,3 +279,86 @@ fn the_help_gives_each_limits_default() {
         assert!(help.contains(want), "`{want}` in: {help}");
     }
 }
+
+/// Constants of each kind: a byte fill, a float fill, a zero fill and literal data.
+const CONSTANTS: &str = "module consts
+
+const @ones: u8[1048576] = fill(1)
+const @halves: f32[300000] = fill(0.5)
+const @zeros: f64[262144] = fill(0)
+const @w: f32[4] = [1.0, 2.0, 3.0, 4.0]
+
+func @main() -> (float, float, float, float) {
+  %a = call @vm.sum(@ones)
+  %b = call @vm.sum(@halves)
+  %c = call @vm.sum(@zeros)
+  %d = call @vm.sum(@w)
+  ret %a, %b, %c, %d
+}
+
+func @two_mib() -> int {
+  %a = alloc_storage 1048576
+  %b = alloc_storage 1048576
+  %n = int 2
+  ret %n
+}
+";
+
+/// Bytes of `CONSTANTS`' constants.
+const CONSTANT_BYTES: u64 = 1048576 + 300000 * 4 + 262144 * 8 + 16;
+
+fn constants_module() -> Arc<rxvm::vm::Module> {
+    Arc::new(assemble(CONSTANTS, "consts.rxa").unwrap_or_else(|d| panic!("{}", d.render())))
+}
+
+fn host_runtime() -> std::rc::Rc<rxvm::vm::memory::Runtime> {
+    let host = rxvm::vm::memory::DeviceSpec::Host(rxvm::vm::DeviceCaps::host());
+    rxvm::vm::memory::Runtime::new(vec![host]).expect("a host runtime")
+}
+
+/// Constants count against the live-bytes limit when they load: a VM made with a limit
+/// they cross is refused, naming the constant, its size and the limit, having taken no
+/// more than the limit (the constants before it) on the way.
+#[test]
+fn constants_are_refused_at_load_against_the_live_bytes_limit() {
+    let limits = |bytes| Limits { max_live_bytes: Some(bytes), ..Limits::default() };
+    // @ones (1 MiB) fits in 2 MiB, @halves (1,200,000 bytes) then does not.
+    let rt = host_runtime();
+    let e = match Vm::with_runtime_and_limits(constants_module(), rt.clone(), limits(2 << 20)) {
+        Ok(_) => panic!("2.2 MiB of constants loaded under a 2 MiB limit"),
+        Err(e) => message(e),
+    };
+    assert!(
+        e.contains(
+            "cannot load constant @halves (f32[300000], 1200000 bytes): live-bytes limit reached on `host`: 1200000 more bytes with 1048576 live would exceed the limit of 2097152 bytes"
+        ),
+        "{e}"
+    );
+    let dev = &rt.devices[0];
+    assert_eq!((dev.live_bytes.get(), dev.peak_bytes.get()), (0, 1 << 20), "only @ones was taken, and given back");
+    // At the limit exactly, they load and read back as written.
+    let mut vm = Vm::with_devices_and_limits(
+        constants_module(),
+        vec![rxvm::vm::memory::DeviceSpec::Host(rxvm::vm::DeviceCaps::host())],
+        limits(CONSTANT_BYTES),
+    )
+    .expect("they fit");
+    let want = [1048576.0, 150000.0, 0.0, 10.0].map(HostValue::Float);
+    assert_eq!(vm.invoke("main", &[]).expect("runs"), want);
+    let s = vm.stats();
+    assert_eq!(
+        (s.constant_bytes, s.peak_total_bytes, s.live_bytes, s.peak_bytes),
+        (CONSTANT_BYTES, CONSTANT_BYTES, 0, 0)
+    );
+    assert_eq!(vm.device_bytes(0), Some((CONSTANT_BYTES, CONSTANT_BYTES)));
+    // The limit goes on holding at run time, constants included: one more MiB fits, two do not.
+    let mut vm = Vm::with_runtime_and_limits(constants_module(), host_runtime(), limits(CONSTANT_BYTES + (1 << 20)))
+        .expect("they fit");
+    let e = message(vm.invoke("two_mib", &[]).expect_err("one more MiB, not two"));
+    assert!(e.contains(&format!("1048576 more bytes with {} live", CONSTANT_BYTES + (1 << 20))), "{e}");
+    assert_eq!(vm.stats().peak_total_bytes, CONSTANT_BYTES + (1 << 20));
+    // Without a limit they load, whatever limit a VM before it on the runtime had.
+    let rt = host_runtime();
+    assert!(Vm::with_runtime_and_limits(constants_module(), rt.clone(), limits(1024)).is_err());
+    assert!(Vm::with_runtime(constants_module(), rt).is_ok());
+}

@@ -473,3 +473,34 @@ fn a_smaller_texture_reusing_a_storage_is_the_last_writer_of_its_bytes() {
     let HostValue::Tensor(small) = &host[0] else { panic!("a tensor") };
     assert!(small.to_f64().iter().all(|&v| v == 2.0));
 }
+
+/// A user kernel that writes past its tensor: under Oclgrind the report fails the run
+/// (`rxvm` points Oclgrind's log at a file it reads after each launch), naming the kernel
+/// and the invalid write, instead of exiting 0 with the report lost on stderr.
+#[test]
+fn an_invalid_access_reported_by_oclgrind_fails_the_run() {
+    let Some(_) = platform("oclgrind") else { return };
+    let dir = std::env::temp_dir().join(format!("rxvm-oob-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("oob.rxa");
+    std::fs::write(
+        &file,
+        "kernel @k = opencl(\"k\", \"__kernel void k(__global float* y) { y[get_global_id(0) + 100000] = 1.0f; }\")\n\n\
+         func @main() -> f32[8] {\n  %s = alloc_storage 32\n  %y = alloc_tensor %s, 0, f32[8]\n  \
+         call @vm.fill(%y, 0.0)\n  call @cl.k(%y) global [8]\n  ret %y\n}\n",
+    )
+    .expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rxvm"))
+        .arg("run")
+        .arg(&file)
+        .args(["--device", "opencl:oclgrind"])
+        .env_remove("OCLGRIND_LOG")
+        .output()
+        .expect("run rxvm");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the run succeeded:\n{stderr}");
+    assert!(stderr.contains("@cl.k: Oclgrind reported an invalid operation in this kernel"), "{stderr}");
+    assert!(stderr.contains("Invalid write of size 4"), "{stderr}");
+    assert!(stderr.contains("more reports like it"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,7 +5,8 @@
 //! or vforked copy of this one). Here this process is only the test harness, a few MB,
 //! so the bounds below measure `rxvm`; beside the tests of tests/resources.rs, which
 //! open OpenCL devices, it was 84 MB before `rxvm` ran an instruction.
-#![cfg(unix)]
+// ru_maxrss is in KiB on Linux (bytes elsewhere).
+#![cfg(target_os = "linux")]
 
 /// Runs `rxvm ARGS` and returns its exit code, its standard error, its peak RSS in bytes
 /// (the child's own, from wait4(2)) and how long it took.
@@ -36,6 +37,15 @@ fn rxvm_measured(args: &[&str]) -> (i32, String, u64, std::time::Duration) {
     (code, err, usage.ru_maxrss as u64 * 1024, took)
 }
 
+/// Writes `src` to a temporary file named `name` for `rxvm run`.
+fn program(name: &str, src: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("rxvm-rss-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(name);
+    std::fs::write(&path, src).expect("write program");
+    path
+}
+
 /// Issue 28, item 8: a recursion whose every frame holds a 1 MiB storage reached 17 GB
 /// before failing. The storages its frames hold count against `--max-live-bytes`, so under
 /// 64 MiB it is refused in its 65th frame, quickly, and the process stays small.
@@ -54,4 +64,54 @@ fn a_recursion_hoarding_memory_is_refused_early_with_bounded_rss() {
     assert!(err.contains("time limit of 300ms reached"), "{err}");
     assert!(rss < 64 << 20, "peak RSS {} MiB", rss >> 20);
     assert!(took >= std::time::Duration::from_millis(300) && took < std::time::Duration::from_secs(5), "{took:?}");
+}
+
+/// Issue 28: a 193-byte program whose constant wants 4 GiB reached 8.4 GB of RSS, and
+/// `--max-live-bytes 64M` did not stop it (constants were not counted until an
+/// `alloc_storage` ran). Now it is refused as it loads, before its memory is taken.
+#[test]
+fn a_constant_bomb_is_refused_at_load_under_the_live_bytes_limit() {
+    let src = "const @w: u8[4294967296] = fill(1)\n\nfunc @main() -> int {\n  %n = int 1\n  ret %n\n}\n";
+    let bomb = program("bomb.rxa", src);
+    let (code, stderr, max_rss, time) =
+        rxvm_measured(&["run", bomb.to_str().expect("utf-8"), "--max-live-bytes", "64M"]);
+    assert_eq!(code, 1, "{}", stderr);
+    assert!(
+        stderr.contains(
+            "cannot load constant @w (u8[4294967296], 4294967296 bytes): live-bytes limit reached on `host`: 4294967296 more bytes with 0 live would exceed the limit of 67108864 bytes"
+        ),
+        "{}",
+        stderr
+    );
+    assert!(time < std::time::Duration::from_secs(1), "took {:?}", time);
+    assert!(max_rss < 256 << 20, "peak RSS {} MiB", max_rss >> 20);
+}
+
+/// Issue 28: an `alloc_storage 4294967296` never touched cost 4.2 GB of RSS (the host
+/// zeroed storages eagerly). Its pages are now the OS's zero pages until written.
+#[test]
+fn an_untouched_4_gib_storage_costs_no_memory() {
+    let src = "func @main() -> int {\n  %s = alloc_storage 4294967296\n  %t = alloc_tensor %s, 4294967040, f32[64]\n  call @vm.fill(%t, 2.0)\n  %n = int 1\n  ret %n\n}\n";
+    // The device's memory is set so that the run does not depend on the machine's RAM.
+    let file = program("untouched.rxa", src);
+    let (code, stderr, max_rss, _) =
+        rxvm_measured(&["run", file.to_str().expect("utf-8"), "--host-caps", "mem=8G", "--stats"]);
+    assert_eq!(code, 0, "{}", stderr);
+    assert!(max_rss < 64 << 20, "peak RSS {} MiB", max_rss >> 20);
+}
+
+/// Issue 28: the host device's memory is the machine's RAM, so a program that keeps
+/// asking for storages gets "out of device memory" when its storages would pass the RAM,
+/// not when the OS runs out (and, untouched, they cost nothing on the way).
+#[test]
+fn runaway_allocations_run_out_of_the_host_device_s_memory() {
+    let src = "func @main(%n: int) -> int {\n  %s = alloc_storage 4294967296\n  %m = call @vm.iadd(%n, 1)\n  %r = call @main(%m)\n  ret %r\n}\n";
+    let ram = rxvm::vm::device::host_memory();
+    let file = program("runaway.rxa", src);
+    let (code, stderr, max_rss, time) = rxvm_measured(&["run", file.to_str().expect("utf-8"), "--input", "n=0"]);
+    assert_eq!(code, 1, "{}", stderr);
+    assert!(stderr.contains("out of device memory on `host`: 4294967296 more bytes with"), "{}", stderr);
+    assert!(stderr.contains(&format!("would exceed its {ram} bytes")), "{}", stderr);
+    assert!(time < std::time::Duration::from_secs(5), "took {:?}", time);
+    assert!(max_rss < 64 << 20, "peak RSS {} MiB", max_rss >> 20);
 }

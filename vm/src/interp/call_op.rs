@@ -27,6 +27,24 @@ pub(crate) fn refuse_constant_outputs(def: &crate::ir::schema::OpDef, outputs: &
     }
 }
 
+/// A user kernel runs in the process with no bounds on what it indexes, so its launch is
+/// held to what its tensors can take: at most as many work-items as its largest tensor
+/// argument has elements (one when it has none), which also bounds its run time. A
+/// launch that overflows or exceeds that is a mistake in the program (e.g. a size in bytes
+/// where elements were meant), refused before the kernel runs.
+fn check_launch_size(kernel: &str, global: &[usize], tensors: &[&Shared<View>]) -> Step<()> {
+    let largest = tensors.iter().map(|t| t.numel()).max().unwrap_or(0).max(1);
+    let items = global.iter().try_fold(1u64, |n, &g| n.checked_mul(g as u64));
+    match items {
+        Some(n) if n <= largest => Ok(()),
+        _ => fault(format!(
+            "@cl.{kernel}: global {global:?} is {} work-items, more than the {largest} elements of its largest tensor \
+             argument; a user kernel gets at most one work-item per element",
+            items.map_or("more than 2^64".to_string(), |n| n.to_string())
+        )),
+    }
+}
+
 /// A buffer view's operand for an operator's device kernel.
 fn buffer_operand<'v>(op: &str, v: &'v Shared<View>) -> Step<Operand<'v>> {
     match v.operand() {
@@ -138,6 +156,7 @@ impl Vm {
         }
         let tensors: SmallVec<[&Shared<View>; 6]> =
             vals.iter().filter_map(|v| if let Value::Tensor(t) = v { Some(t) } else { None }).collect();
+        check_launch_size(&k.name, &global, &tensors)?;
         let state = match tensors.first() {
             Some(t) => t.storage.device_state(),
             None => &self.rt.devices[0],

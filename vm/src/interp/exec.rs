@@ -90,6 +90,73 @@ pub fn store_bytes(v: &View, data: &[u8]) -> Result<(), Fail> {
     Ok(())
 }
 
+/// Bytes of the pattern a device fill writes per transfer (1 MiB).
+const FILL_CHUNK: usize = 1 << 20;
+
+/// Writes `pattern` (one element's bytes) into every element of a view, constants included
+/// (for loading a `fill` constant), in place: no host buffer the size of the view. With
+/// `fresh_zeroed` (a storage fresh from the host's zeroed memory), an all-zero pattern
+/// writes nothing, so its pages stay untouched until read.
+pub fn fill_view(v: &View, pattern: &[u8], fresh_zeroed: bool) -> Result<(), Fail> {
+    let es = v.dtype.size();
+    if pattern.len() != es {
+        return fail(format!("expected a {es}-byte element to fill the view with, found {} bytes", pattern.len()));
+    }
+    let total = usize::try_from(v.numel() * es as u64).map_err(|e| Box::new(e.to_string()))?;
+    if let (Some(dev), Some(h)) = (v.storage.device_state().device(), v.handle) {
+        if v.image.is_some() || h.kind != crate::runtime::backend::ViewKind::Buffer {
+            return store_bytes(v, &pattern.repeat(total / es));
+        }
+        // The buffer in pieces of at most FILL_CHUNK bytes of one repeated pattern.
+        let chunk = pattern.repeat((FILL_CHUNK / es).min(total / es).max(1));
+        let mut done = 0;
+        while done < total {
+            let n = chunk.len().min(total - done);
+            let at = crate::runtime::backend::ViewHandle { offset: h.offset + done as u64, ..h };
+            dev.write(&at, None, &chunk[..n]).map_err(Box::new)?;
+            done += n;
+        }
+        v.record_write();
+        return Ok(());
+    }
+    if fresh_zeroed && pattern.iter().all(|&b| b == 0) {
+        return Ok(());
+    }
+    let (run, stride) = v.runs();
+    let run_bytes = run as usize * es;
+    if run_bytes == 0 {
+        return Ok(());
+    }
+    for r in 0..total / run_bytes {
+        let at = v.offset as usize + r * stride as usize;
+        // SAFETY: view creation checked that every run lies inside the storage; the
+        // storage's memory is not otherwise borrowed while the view is written.
+        let dst = unsafe { std::slice::from_raw_parts_mut(v.storage.host_ptr().add(at), run_bytes) };
+        fill_repeating(dst, pattern);
+    }
+    Ok(())
+}
+
+/// Fills `dst` with copies of `pattern` (whose length divides `dst`'s): a `memset` when
+/// the pattern is one repeated byte, else one copy doubled in place, in pieces of at
+/// most [`FILL_CHUNK`] bytes so that the source stays in cache.
+fn fill_repeating(dst: &mut [u8], pattern: &[u8]) {
+    let Some(&first) = pattern.first() else { return };
+    if pattern.iter().all(|&b| b == first) {
+        dst.fill(first);
+        return;
+    }
+    let head = pattern.len().min(dst.len());
+    dst[..head].copy_from_slice(&pattern[..head]);
+    let cap = (FILL_CHUNK / pattern.len()).max(1) * pattern.len();
+    let mut filled = head;
+    while filled < dst.len() {
+        let n = filled.min(cap).min(dst.len() - filled);
+        dst.copy_within(..n, filled);
+        filled += n;
+    }
+}
+
 /// The device all `views` live on; an error if they live on different devices.
 fn same_device<'a>(name: &str, views: &[&'a View]) -> Result<&'a DeviceState, Fail> {
     let first = &views[0].storage;
@@ -464,4 +531,21 @@ pub fn format_value(v: &Value, s: &mut String) -> Result<(), Fail> {
         other => s.push_str(&other.describe()),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fill_repeating;
+
+    #[test]
+    fn fill_repeating_writes_every_element() {
+        for (len, pattern) in [(0usize, &[1u8, 2][..]), (2, &[7, 8]), (6, &[1, 2, 3]), (4 << 20, &[1, 2, 3, 4])] {
+            let mut dst = vec![0xAAu8; len];
+            fill_repeating(&mut dst, pattern);
+            assert!(dst.chunks(pattern.len()).all(|c| c == pattern), "{len} bytes of {pattern:?}");
+        }
+        let mut one = vec![0u8; 3 << 20];
+        fill_repeating(&mut one, &[5, 5]);
+        assert!(one.iter().all(|&b| b == 5));
+    }
 }

@@ -4,7 +4,7 @@ use super::sites::*;
 use super::state::*;
 use crate::interp::devices::DeviceSpec;
 use crate::interp::error::VmError;
-use crate::interp::exec::store_bytes;
+use crate::interp::exec::{fill_view, store_bytes};
 use crate::interp::io::IoReport;
 use crate::interp::specialize::{Op, NO_SLICE};
 use crate::ir::bytecode::{ConstId, PrimaryMap};
@@ -77,36 +77,58 @@ impl Vm {
 
     /// A VM on host and/or OpenCL devices (device 0 holds the constants).
     pub fn with_devices(module: Arc<Module>, devices: Vec<DeviceSpec>) -> Result<Vm, VmError> {
+        Vm::with_devices_and_limits(module, devices, Limits::default())
+    }
+
+    /// A VM on host and/or OpenCL devices with `limits` from the start: the module's
+    /// constants count against [`Limits::max_live_bytes`] as they load, so a constant that
+    /// would cross it is refused here, before its memory is taken.
+    pub fn with_devices_and_limits(
+        module: Arc<Module>,
+        devices: Vec<DeviceSpec>,
+        limits: Limits,
+    ) -> Result<Vm, VmError> {
         if devices.is_empty() {
             return Err(VmError::api("a VM needs at least one device"));
         }
         let rt = Runtime::new(devices).map_err(VmError::api)?;
-        Vm::with_runtime(module, rt)
+        Vm::with_runtime_and_limits(module, rt, limits)
     }
 
     /// A VM on the devices of an existing runtime, e.g. another VM's
     /// ([`Vm::runtime`]): tensors and storages pass between VMs that share a runtime
     /// without copies (one OpenCL context per device).
     pub fn with_runtime(module: Arc<Module>, rt: Rc<Runtime>) -> Result<Vm, VmError> {
+        Vm::with_runtime_and_limits(module, rt, Limits::default())
+    }
+
+    /// [`Vm::with_runtime`] with `limits` from the start (see [`Vm::with_devices_and_limits`]).
+    pub fn with_runtime_and_limits(module: Arc<Module>, rt: Rc<Runtime>, limits: Limits) -> Result<Vm, VmError> {
         crate::ir::verify::verify_module(&module).map_err(|e| VmError::api(format!("invalid module: {e}")))?;
         if rt.devices.is_empty() {
             return Err(VmError::api("a VM needs at least one device"));
         }
+        // The constants load under this VM's live-bytes limit (each entry applies it again).
+        rt.set_live_limit(limits.max_live_bytes.unwrap_or(u64::MAX));
         let mut consts = Vec::with_capacity(module.consts.len());
         for c in module.consts.values() {
             let numel = c.numel().unwrap_or(0);
-            let bytes = numel * c.dtype.size() as u64;
-            let fail = |e: String| VmError::api(format!("cannot load constant @{}: {e}", c.name));
+            let bytes = numel.saturating_mul(c.dtype.size() as u64);
+            let fail = |e: String| {
+                VmError::api(format!("cannot load constant @{} ({}{:?}, {bytes} bytes): {e}", c.name, c.dtype, c.shape))
+            };
             let st =
                 Storage::alloc(&rt, 0, bytes, 0, Scope::Global, Site::API, true).map_err(|e| fail(e.to_string()))?;
+            let in_host_memory = st.in_host_memory();
             let view = View::make(st, ViewSpec::buffer(0, c.dtype, &c.shape, bytes), Site::API, None).map_err(fail)?;
             match &c.data {
                 ConstData::Bytes(b) => store_bytes(&view, b).map_err(|e| fail(*e))?,
                 ConstData::Fill(v) => {
                     let mut e = [0u8; 8];
                     store_f64(c.dtype, *v, &mut e);
-                    let data = e[..c.dtype.size()].repeat(numel as usize);
-                    store_bytes(&view, &data).map_err(|e| fail(*e))?;
+                    // Written in place. A constant's host storage is never from the pool:
+                    // its block is fresh and zeroed, so a zero fill writes nothing.
+                    fill_view(&view, &e[..c.dtype.size()], in_host_memory).map_err(|e| fail(*e))?;
                 }
             }
             consts.push(view);
@@ -179,7 +201,7 @@ impl Vm {
             consts: consts.into(),
             regs: Vec::new(),
             frames: Vec::new(),
-            limits: Limits::default(),
+            limits,
             kernels: Kernels::Run,
             op_memo: RefCell::new((0..nsites).map(|_| None).collect()),
             quick_sites: quick_sites.into(),

@@ -152,7 +152,7 @@ impl Device for ClDevice {
             Access::Buffer => n,
             Access::Image { channels } => n / channels,
         };
-        self.launch(kernel, &args, global as usize).map_err(|e| e.to_string())
+        self.launch(kernel, &args, global as usize)
     }
 
     fn convert_blocked(&self, plain: Operand, blocked: Operand, to: bool) -> Result<(), String> {
@@ -184,7 +184,7 @@ impl Device for ClDevice {
             })
             .collect();
         let handle = self.kernel_entry(source, entry)?;
-        self.launch_nd(handle, &args, global).map_err(|e| e.to_string())
+        self.launch_nd(handle, &args, global)
     }
 
     fn as_any(&self) -> &dyn Any {

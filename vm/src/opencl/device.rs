@@ -152,6 +152,9 @@ pub struct ClDevice {
     pool: RefCell<FxHashMap<u64, Vec<ClBlock>>>,
     pub pool_free_bytes: Cell<u64>,
     kernels: RefCell<HashMap<String, (Program, Kernel)>>,
+    /// Oclgrind's log file (`OCLGRIND_LOG`, which `rxvm` sets), checked after each launch
+    /// so that an invalid access it reports fails the launch.
+    oclgrind_log: Option<std::path::PathBuf>,
 }
 
 /// One device as `rxvm devices` lists it.
@@ -254,6 +257,12 @@ impl ClDevice {
             pool: RefCell::default(),
             pool_free_bytes: Cell::new(0),
             kernels: RefCell::default(),
+            oclgrind_log: info
+                .platform
+                .contains("Oclgrind")
+                .then(|| std::env::var_os("OCLGRIND_LOG"))
+                .flatten()
+                .map(std::path::PathBuf::from),
         })
     }
 
@@ -523,12 +532,21 @@ impl ClDevice {
     }
 
     /// Sets raw kernel arguments and runs `global` work-items, waiting for completion.
-    pub fn launch(&self, kernel: KernelHandle, args: &[KernelArg], global: usize) -> Result<(), ClError> {
+    pub fn launch(&self, kernel: KernelHandle, args: &[KernelArg], global: usize) -> Result<(), String> {
         self.launch_nd(kernel, args, &[global])
     }
 
     /// As [`ClDevice::launch`] over a 1- to 3-dimensional global range.
-    pub fn launch_nd(&self, kernel: KernelHandle, args: &[KernelArg], global: &[usize]) -> Result<(), ClError> {
+    pub fn launch_nd(&self, kernel: KernelHandle, args: &[KernelArg], global: &[usize]) -> Result<(), String> {
+        let log_before = self.oclgrind_log.as_ref().map(|p| std::fs::metadata(p).map_or(0, |m| m.len()));
+        self.enqueue(kernel, args, global).map_err(|e| e.to_string())?;
+        match (&self.oclgrind_log, log_before) {
+            (Some(p), Some(before)) => oclgrind_errors(p, before),
+            _ => Ok(()),
+        }
+    }
+
+    fn enqueue(&self, kernel: KernelHandle, args: &[KernelArg], global: &[usize]) -> Result<(), ClError> {
         let kernel = kernel.0;
         for (i, a) in args.iter().enumerate() {
             let (size, ptr): (usize, *const c_void) = match a {
@@ -564,6 +582,28 @@ impl ClDevice {
         let _ = unsafe { opencl3::event::release_event(ev) };
         cl("clFinish", opencl3::command_queue::finish(self.queue.get()))
     }
+}
+
+/// What Oclgrind logged past byte `before` of its log (an invalid access, a data race...),
+/// as the launch's error; nothing new is a clean launch. The log is shrunk to empty when
+/// another context of the process opens it, so a shorter file holds only new reports.
+fn oclgrind_errors(log: &std::path::Path, before: u64) -> Result<(), String> {
+    let Ok(text) = std::fs::read(log) else { return Ok(()) };
+    let start = if (text.len() as u64) < before { 0 } else { before as usize };
+    let new = String::from_utf8_lossy(&text[start..]);
+    let new = new.trim();
+    if new.is_empty() {
+        return Ok(());
+    }
+    // Reports are separated by blank lines; the first says what and where.
+    let reports: Vec<&str> = new.split("\n\n").map(str::trim).filter(|r| !r.is_empty()).collect();
+    let first = reports.first().copied().unwrap_or(new);
+    let first = first.char_indices().nth(2000).map_or(first, |(i, _)| &first[..i]);
+    let more = match reports.len() {
+        0 | 1 => String::new(),
+        n => format!("\n({} more reports like it)", n - 1),
+    };
+    Err(format!("Oclgrind reported an invalid operation in this kernel:\n{first}{more}"))
 }
 
 /// A kernel built by [`ClDevice::kernel`] (owned by the device's cache).

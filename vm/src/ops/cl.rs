@@ -55,7 +55,7 @@ impl ClCtx<'_> {
     /// `global` work-items with `args`.
     pub fn run(&self, source: &str, args: &[KernelArg], global: usize) -> Result<(), String> {
         let k = self.dev.kernel(source)?;
-        self.dev.launch(k, args, global).map_err(|e| e.to_string())
+        self.dev.launch(k, args, global)
     }
 
     /// True when the device supports double precision (`cl_khr_fp64`).

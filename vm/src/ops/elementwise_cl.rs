@@ -10,12 +10,13 @@
 use super::cl::{cl_type, float_arg as f32_arg, ClCtx, ClFn, ClTensor};
 use super::{AttrValue, Attrs, Operator, TensorInfo};
 use crate::ir::host_tensor::HostTensor;
+use crate::ir::operators::elementwise::legacy_b_shape;
 use crate::ir::operators::shape::{broadcast, broadcast_strides};
 use crate::ir::types::DType;
 use crate::opencl::device::KernelArg;
 use std::fmt::Write;
 
-/// `(operator name, kernel launcher)` for this family.
+/// This family's OpenCL buffer kernels, by operator.
 pub static CL: &[(Operator, ClFn)] = &[
     (Operator::Relu, relu),
     (Operator::Add, add),
@@ -346,25 +347,6 @@ fn relu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &Att
 // Binary arithmetic with broadcasting.
 
 const ARITH: &[DType] = &[DType::F32, DType::F64, DType::I32, DType::I64];
-
-/// B's broadcast shape for the opset ≤ 6 form (`broadcast = 1` with `axis`), as the host.
-fn legacy_b_shape(a: &[i64], b: &[i64], attrs: &Attrs) -> Result<Vec<i64>, String> {
-    let Some(AttrValue::Int(axis)) = attrs.get("axis") else { return Ok(b.to_vec()) };
-    if attrs.int("broadcast", 0) != 1 {
-        return Ok(b.to_vec());
-    }
-    let r = a.len() as i64;
-    let start = if *axis < 0 { axis + r } else { *axis };
-    if start < 0 || start + b.len() as i64 > r {
-        return Err(format!(
-            "axis {axis} is out of range: B (rank {}) placed at axis {axis} does not fit in A's rank {r}",
-            b.len()
-        ));
-    }
-    let mut s = b.to_vec();
-    s.resize((r - start) as usize, 1);
-    Ok(s)
-}
 
 /// The C expression of `v op w` for dtype `d` (integers wrap; integer division truncates,
 /// and by zero gives 0 as the host's).

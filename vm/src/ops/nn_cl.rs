@@ -12,7 +12,7 @@ use crate::ir::operators::shape::broadcast_strides;
 use crate::ir::types::DType;
 use crate::opencl::device::KernelArg;
 
-/// `(operator name, kernel launcher)` for this family.
+/// This family's OpenCL buffer kernels, by operator.
 pub static CL: &[(Operator, ClFn)] = &[
     (Operator::Conv, conv),
     (Operator::ConvTranspose, conv_transpose),

@@ -19,7 +19,7 @@ use crate::ir::host_tensor::{load_i64, store_f64, store_i64, HostTensor};
 use crate::ir::types::DType;
 use crate::opencl::device::{ClView, KernelArg, ViewKind};
 
-/// `(operator name, kernel launcher)` for this family.
+/// This family's OpenCL buffer kernels, by operator.
 pub static CL: &[(Operator, ClFn)] = &[
     (Operator::Concat, concat),
     (Operator::Transpose, transpose),

@@ -70,6 +70,8 @@ pub struct ObjectCounters {
     pub fresh_allocations: Cell<u64>,
     pub live_bytes: Cell<u64>,
     pub peak_bytes: Cell<u64>,
+    /// The maximum of `live_bytes + constant_bytes`.
+    pub peak_total_bytes: Cell<u64>,
     pub storages_created: Cell<u64>,
     pub views_created: Cell<u64>,
     pub live_storages: Cell<u64>,

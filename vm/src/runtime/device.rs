@@ -32,6 +32,9 @@ pub struct DeviceCaps {
 impl DeviceCaps {
     /// The embedded host device. Its image rules default to those of the Intel CPU OpenCL
     /// runtime (64-texel pitch, 64-byte image base), so host runs check the same plans.
+    /// Its memory (`global_mem`) is the machine's RAM ([`host_memory`]): a program that
+    /// asks for more gets "out of device memory" before the OS runs out; `--host-caps
+    /// mem=SIZE` ([`DeviceCaps::with_overrides`]) sets another.
     pub fn host() -> DeviceCaps {
         DeviceCaps {
             name: "host".into(),
@@ -42,7 +45,7 @@ impl DeviceCaps {
             max_image2d_width: 16384,
             max_image2d_height: 16384,
             max_alloc: 4 << 30,
-            global_mem: 8 << 30,
+            global_mem: host_memory(),
             image_support: true,
             image_from_buffer: true,
         }
@@ -120,6 +123,29 @@ impl DeviceCaps {
     }
 }
 
+/// The host device's default memory: the machine's physical RAM as the OS reports it
+/// (`sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE)`), or [`HOST_MEMORY_FALLBACK`] where
+/// it cannot say. Read once per process.
+pub fn host_memory() -> u64 {
+    static RAM: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *RAM.get_or_init(|| physical_memory().filter(|&b| b > 0).unwrap_or(HOST_MEMORY_FALLBACK))
+}
+
+/// The host device's memory where the OS does not report its RAM (8 GiB).
+pub const HOST_MEMORY_FALLBACK: u64 = 8 << 30;
+
+#[cfg(unix)]
+fn physical_memory() -> Option<u64> {
+    // SAFETY: `sysconf` reads system configuration; it has no preconditions.
+    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    u64::try_from(pages).ok()?.checked_mul(u64::try_from(page).ok()?)
+}
+
+#[cfg(not(unix))]
+fn physical_memory() -> Option<u64> {
+    None
+}
+
 /// Parses `123`, `4k`, `2M`, `1G` (binary multiples).
 pub fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
@@ -150,11 +176,28 @@ impl fmt::Display for DeviceCaps {
     }
 }
 
-/// An aligned, zero-initialised block of host memory. Every byte is initialised when it is
-/// first allocated, so reading a reused block is defined (it holds earlier data).
+/// An aligned, zero-initialised block of host memory. A fresh block reads as zeros; a
+/// block reused from the pool holds what its last storage left there.
+///
+/// Blocks of [`HOST_MAP_THRESHOLD`] bytes or more are anonymous memory mappings: the OS
+/// gives them zero pages on first touch, so a storage costs resident memory only for the
+/// pages written (an untouched 4 GiB `alloc_storage` costs nothing). Smaller blocks come
+/// from the system allocator, zeroed (the allocator zeroes eagerly for alignments above
+/// 16 bytes, which is cheap at these sizes).
 pub struct HostBlock {
     ptr: NonNull<u8>,
-    layout: Layout,
+    capacity: u64,
+    align: u64,
+    mem: HostMem,
+}
+
+/// Where a [`HostBlock`]'s bytes come from.
+enum HostMem {
+    /// The system allocator, with this layout.
+    Heap(Layout),
+    /// An anonymous mapping, held to be unmapped when the block drops; `ptr` is its first
+    /// address aligned to the block's alignment.
+    Mapped { _map: memmap2::MmapMut },
 }
 
 /// The largest alignment a host storage may ask for (2 MiB, a huge page). A stricter
@@ -162,13 +205,45 @@ pub struct HostBlock {
 /// of device memory", or reserve address space the size of the alignment.
 pub const HOST_MAX_ALIGN: u64 = 1 << 21;
 
+/// Host blocks of at least this many bytes (1 MiB) are anonymous mappings, zeroed lazily
+/// by the OS (see [`HostBlock`]).
+pub const HOST_MAP_THRESHOLD: u64 = 1 << 20;
+
+/// The alignment every mapping has: a page (4 KiB is the smallest page size of the
+/// systems the crate runs on).
+const MAP_ALIGN: u64 = 4096;
+
 impl HostBlock {
     /// A zeroed block of `capacity` bytes; `None` if the system refuses.
     pub fn new(capacity: u64, align: u64) -> Option<HostBlock> {
+        if !align.is_power_of_two() {
+            return None;
+        }
+        if capacity >= HOST_MAP_THRESHOLD {
+            return HostBlock::mapped(capacity, align);
+        }
         let layout = Layout::from_size_align(usize::try_from(capacity.max(1)).ok()?, align as usize).ok()?;
         // SAFETY: the layout has a non-zero size.
         let ptr = NonNull::new(unsafe { alloc_zeroed(layout) })?;
-        Some(HostBlock { ptr, layout })
+        Some(HostBlock { ptr, capacity: layout.size() as u64, align, mem: HostMem::Heap(layout) })
+    }
+
+    /// A block in an anonymous mapping, over-mapped by `align` when that is stricter than
+    /// a page so that an aligned start lies inside it (the slack is never touched, so it
+    /// costs address space only).
+    fn mapped(capacity: u64, align: u64) -> Option<HostBlock> {
+        let slack = if align > MAP_ALIGN { align } else { 0 };
+        let len = usize::try_from(capacity.checked_add(slack)?).ok()?;
+        let mut map = memmap2::MmapMut::map_anon(len).ok()?;
+        let base = map.as_mut_ptr();
+        let addr = base as usize;
+        let skip = (addr.wrapping_add(align as usize - 1) & !(align as usize - 1)).wrapping_sub(addr);
+        if skip as u64 > slack {
+            return None;
+        }
+        // SAFETY: `skip <= slack`, so `skip + capacity <= len`: inside the mapping.
+        let ptr = NonNull::new(unsafe { base.add(skip) })?;
+        Some(HostBlock { ptr, capacity, align, mem: HostMem::Mapped { _map: map } })
     }
 
     pub fn as_ptr(&self) -> *mut u8 {
@@ -176,18 +251,26 @@ impl HostBlock {
     }
 
     pub fn capacity(&self) -> u64 {
-        self.layout.size() as u64
+        self.capacity
     }
 
     pub fn align(&self) -> u64 {
-        self.layout.align() as u64
+        self.align
+    }
+
+    /// True when the block is an anonymous mapping (see [`HOST_MAP_THRESHOLD`]).
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.mem, HostMem::Mapped { .. })
     }
 }
 
 impl Drop for HostBlock {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { dealloc(self.ptr.as_ptr(), self.layout) }
+        if let HostMem::Heap(layout) = self.mem {
+            // SAFETY: allocated in `new` with this layout.
+            unsafe { dealloc(self.ptr.as_ptr(), layout) }
+        }
+        // A mapping is unmapped when `mem` drops.
     }
 }
 
@@ -360,6 +443,49 @@ mod tests {
         p.put(HostBlock::new(64, 64).unwrap());
         assert_eq!(p.take_all().len(), 1);
         assert_eq!(p.free_bytes(), 0);
+    }
+
+    #[test]
+    fn large_host_blocks_are_mappings_aligned_zeroed_and_writable() {
+        for align in [64, 4096, 1 << 16, HOST_MAX_ALIGN] {
+            let b = HostBlock::new(HOST_MAP_THRESHOLD + 100, align).unwrap();
+            assert!(b.is_mapped(), "{align}");
+            assert_eq!(b.as_ptr() as u64 % align, 0, "aligned to {align}");
+            assert_eq!((b.capacity(), b.align()), (HOST_MAP_THRESHOLD + 100, align));
+            // SAFETY: the block holds `capacity` bytes.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(b.as_ptr(), b.capacity() as usize) };
+            assert!(bytes.iter().all(|&x| x == 0), "fresh mappings read as zeros");
+            bytes[0] = 1;
+            *bytes.last_mut().unwrap() = 2;
+            assert_eq!((bytes[0], bytes[bytes.len() - 1]), (1, 2));
+        }
+        let small = HostBlock::new(HOST_MAP_THRESHOLD - 64, 64).unwrap();
+        assert!(!small.is_mapped());
+        // SAFETY: as above.
+        let bytes = unsafe { std::slice::from_raw_parts(small.as_ptr(), small.capacity() as usize) };
+        assert!(bytes.iter().all(|&x| x == 0));
+        assert!(HostBlock::new(HOST_MAP_THRESHOLD, 3).is_none(), "not a power of two");
+    }
+
+    #[test]
+    fn the_host_device_has_the_machine_s_memory() {
+        let ram = host_memory();
+        assert_eq!(DeviceCaps::host().global_mem, ram);
+        assert_eq!(DeviceCaps::preset("intel-cpu").unwrap().global_mem, ram);
+        #[cfg(target_os = "linux")]
+        {
+            // /proc/meminfo's MemTotal is the RAM less what the kernel reserved at boot.
+            let info = std::fs::read_to_string("/proc/meminfo").unwrap();
+            let kib: u64 = info
+                .lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap();
+            let total = kib * 1024;
+            assert!(ram >= total && ram - total <= ram / 8, "sysconf {ram} B, MemTotal {total} B");
+        }
+        let c = DeviceCaps::host().with_overrides("mem=1G").unwrap();
+        assert_eq!(c.global_mem, 1 << 30, "--host-caps mem= overrides it");
     }
 
     #[test]

@@ -284,6 +284,7 @@ impl Runtime {
             pool_hits: o.storages_created.get() - o.fresh_allocations.get(),
             live_bytes: o.live_bytes.get(),
             peak_bytes: o.peak_bytes.get(),
+            peak_total_bytes: o.peak_total_bytes.get(),
             instructions: self.counters.instructions.get(),
             storages_created: o.storages_created.get(),
             views_created: o.views_created.get(),
@@ -302,15 +303,21 @@ pub struct Stats {
     pub fresh_allocations: u64,
     /// Storages whose memory came from the pool.
     pub pool_hits: u64,
-    /// Bytes of live storages (requested sizes), all devices.
+    /// Bytes of live non-constant storages (requested sizes), all devices: 0 again after
+    /// a run that released everything.
     pub live_bytes: u64,
+    /// The maximum `live_bytes` reached: the program's own storages (what a memory plan
+    /// accounts for), constants excluded.
     pub peak_bytes: u64,
+    /// The most bytes of storages live at once, constants included: the maximum of
+    /// `live_bytes + constant_bytes`, all devices.
+    pub peak_total_bytes: u64,
     pub instructions: u64,
     pub storages_created: u64,
     pub views_created: u64,
     pub live_storages: u64,
     pub live_views: u64,
-    /// Bytes held by constants (outside the pool and the counters above).
+    /// Bytes held by constants (outside the pool and `live_bytes`; in `peak_total_bytes`).
     pub constant_bytes: u64,
     /// Copies into, out of and between storages (see `interp/io.rs`).
     pub copies: crate::runtime::counters::Copies,
@@ -318,13 +325,14 @@ pub struct Stats {
 
 impl Stats {
     /// The counters as `(key, value)` pairs, in a stable order (the JSON keys).
-    pub fn fields(&self) -> [(&'static str, u64); 16] {
+    pub fn fields(&self) -> [(&'static str, u64); 17] {
         let c = self.copies.fields();
         [
             ("fresh_allocations", self.fresh_allocations),
             ("pool_hits", self.pool_hits),
             ("live_bytes", self.live_bytes),
             ("peak_bytes", self.peak_bytes),
+            ("peak_total_bytes", self.peak_total_bytes),
             ("instructions", self.instructions),
             ("storages_created", self.storages_created),
             ("views_created", self.views_created),
@@ -575,8 +583,10 @@ impl Storage {
         if live.saturating_add(size) > caps.global_mem {
             return Err(AllocError::OutOfMemory { size, live, limit: caps.global_mem, device: caps.name.clone() });
         }
+        // Constants count too: a VM made with a limit refuses a constant that would cross
+        // it when it loads ([`crate::Vm::with_runtime_and_limits`]).
         let limit = dev.live_limit.get();
-        if !constant && live.saturating_add(size) > limit {
+        if live.saturating_add(size) > limit {
             return Err(AllocError::LiveLimit { size, live, limit, device: caps.name.clone() });
         }
         let class = size_class(size);
@@ -650,6 +660,8 @@ impl Storage {
             bump(&o.live_bytes, size);
             o.peak_bytes.set(o.peak_bytes.get().max(o.live_bytes.get()));
         }
+        // The most storage memory held at once, constants included.
+        o.peak_total_bytes.set(o.peak_total_bytes.get().max(o.live_bytes.get() + o.constant_bytes.get()));
         bump(&o.live_storages, 1);
     }
 
