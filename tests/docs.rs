@@ -470,9 +470,25 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// A scratch directory, removed when dropped (also when a test fails).
+struct Scratch(std::path::PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A fresh scratch directory with `bin/rxvm` linked to the binary under test.
 #[cfg(unix)]
-fn scratch(name: &str) -> (std::path::PathBuf, Env) {
+fn scratch(name: &str) -> (Scratch, Env) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf();
     let work = std::env::temp_dir().join(format!("rxvm-docs-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
@@ -486,7 +502,7 @@ fn scratch(name: &str) -> (std::path::PathBuf, Env) {
         opencl: opencl_present,
         limit: std::time::Duration::from_secs(120),
     };
-    (work, env)
+    (Scratch(work), env)
 }
 
 #[cfg(unix)]
@@ -513,7 +529,6 @@ fn documented_shell_commands_run() {
         not_run += r.not_run;
         checked += r.outputs_checked;
     }
-    let _ = std::fs::remove_dir_all(&work);
     eprintln!("{ran} shell blocks run ({checked} with their output checked), {not_run} marked no-run");
     // 26 blocks run here with the ONNX data and the three OpenCL platforms; 14 without either.
     let least = if env.onnx_data { 20 } else { 10 };
@@ -602,7 +617,6 @@ fn shell_block_runner_catches_broken_commands() {
     let t = std::time::Instant::now();
     let e = run("```sh\nprintf ':run\\n' | rxvm repl tests/data/repl/endless.rxa\n```\n").expect_err("an endless loop");
     assert!(e.contains("status None") && t.elapsed() < std::time::Duration::from_secs(30), "{e}");
-    let _ = std::fs::remove_dir_all(&work);
 }
 
 /// Every key `--host-caps` accepts (as `DeviceCaps::with_overrides` lists them when it
