@@ -364,7 +364,10 @@ fn real_files() -> Vec<(&'static str, Vec<u8>)> {
     let mut out = vec![("base (built in code, no debug info)", write_module(&base()))];
     out.push(("placed (built in code, placements)", write_module(&placed())));
     for f in ["tests/programs/placement.rxa", "examples/texture_cnn.rxa", "examples/user_kernel.rxa"] {
-        let m = rxvm::asm::assemble_file(&root.join(f)).unwrap_or_else(|e| panic!("{f}: {}", e.render()));
+        let mut m = rxvm::asm::assemble_file(&root.join(f)).unwrap_or_else(|e| panic!("{f}: {}", e.render()));
+        // The file's name as the repository has it, so that the bytes (and the section
+        // offsets in the snapshot) do not depend on where the checkout is.
+        m.source_file = Some(f.to_string());
         out.push((f, write_module(&m)));
     }
     out
