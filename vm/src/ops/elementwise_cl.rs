@@ -60,7 +60,7 @@ const FP64_PRAGMA: &str = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
 
 /// The most dimensions a broadcast kernel takes after coalescing (keeps the argument list
 /// well inside the minimum `CL_DEVICE_MAX_PARAMETER_SIZE`).
-const MAX_DIMS: usize = 16;
+pub(super) const MAX_DIMS: usize = 16;
 /// Operands per launch of the broadcast kernel; variadic operators fold in chunks.
 const MAX_OPERANDS: usize = 4;
 
@@ -224,7 +224,7 @@ fn copy(ctx: &ClCtx, x: &ClTensor, y: &ClTensor) -> Res {
 
 /// Coalesced broadcast layout of `shapes` to `out`: the output dimensions (units dropped,
 /// mergeable neighbours merged) and each operand's element strides along them.
-fn layout(out: &[i64], shapes: &[&[i64]]) -> Result<(Vec<u64>, Vec<Vec<u64>>), String> {
+pub(super) fn layout(out: &[i64], shapes: &[&[i64]]) -> Result<(Vec<u64>, Vec<Vec<u64>>), String> {
     for s in shapes {
         let ok = s.len() <= out.len()
             && s.iter().zip(&out[out.len() - s.len()..]).all(|(&d, &o)| d == o || (d == 1 && o >= 0));

@@ -13,6 +13,9 @@ pub mod elementwise;
 #[cfg(feature = "opencl")]
 pub mod elementwise_cl;
 pub mod host;
+pub mod logic;
+#[cfg(feature = "opencl")]
+pub mod logic_cl;
 pub mod nn;
 #[cfg(feature = "opencl")]
 pub mod nn_cl;
@@ -36,11 +39,11 @@ use std::sync::LazyLock;
 static CORE_HOST: &[(Operator, HostFn)] = &[(Operator::Relu, host::relu)];
 
 static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> =
-    LazyLock::new(|| by_id(&[CORE_HOST, elementwise::HOST, nn::HOST, tensor::HOST]));
+    LazyLock::new(|| by_id(&[CORE_HOST, elementwise::HOST, nn::HOST, tensor::HOST, logic::HOST]));
 
 #[cfg(feature = "opencl")]
 static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> =
-    LazyLock::new(|| by_id(&[elementwise_cl::CL, nn_cl::CL, tensor_cl::CL]));
+    LazyLock::new(|| by_id(&[elementwise_cl::CL, nn_cl::CL, tensor_cl::CL, logic_cl::CL]));
 
 #[cfg(feature = "opencl")]
 static TEXTURE_KERNELS: LazyLock<Vec<Option<texture_cl::TextureFn>>> = LazyLock::new(|| by_id(&[texture_cl::TEXTURE]));

@@ -8,6 +8,7 @@
 
 pub mod blocked;
 pub mod elementwise;
+pub mod logic;
 pub mod nn;
 mod operator;
 pub mod shape;
@@ -26,7 +27,8 @@ static CORE: &[OpDef] = &[op!(Relu, in 1..=1, out 1..=1, attrs &[], infer elemen
 /// Every operator's schema, by [`OpId`]: the families' tables merged in [`Operator`] order
 /// (a test checks that every operator has exactly one schema).
 pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
-    let mut all: Vec<&OpDef> = CORE.iter().chain(elementwise::OPS).chain(nn::OPS).chain(tensor::OPS).collect();
+    let mut all: Vec<&OpDef> =
+        CORE.iter().chain(elementwise::OPS).chain(nn::OPS).chain(tensor::OPS).chain(logic::OPS).collect();
     all.sort_by_key(|d| d.op);
     all
 });
