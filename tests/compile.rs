@@ -230,3 +230,57 @@ fn constant_subgraphs_fold_within_the_fold_budget() {
     let at_run_time = run_module(compile(&g, &shapes, &small).unwrap().module, &shapes, DeviceCaps::host());
     assert_eq!(folded, at_run_time);
 }
+
+fn i64_const(v: &[i64], shape: &[i64]) -> HostTensor {
+    HostTensor::new(DType::I64, shape.to_vec(), v.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap()
+}
+
+/// A causal-mask subgraph of constants (Range, Reshape, Less, Where, Expand) folds at compile
+/// time through the host kernels, bool tensors included; the comparisons and logic on a
+/// computed tensor run at run time.
+#[test]
+fn mask_subgraphs_of_constants_fold_and_logic_runs() {
+    let mut g = Graph::new("mask".into());
+    g.inputs.push(GraphInput { name: "x".into(), dtype: DType::F32, dims: vec![Some(2), Some(4), Some(4)] });
+    g.add_const("start", i64_const(&[0], &[]));
+    g.add_const("limit", i64_const(&[4], &[]));
+    g.add_const("one", i64_const(&[1], &[]));
+    g.add_const("col_shape", i64_const(&[4, 1], &[2]));
+    g.add_const("out_shape", i64_const(&[2, 4, 4], &[3]));
+    g.add_const("neg", HostTensor::from_f32(&[], &[-1000.0]).unwrap());
+    g.add_const("zero", HostTensor::from_f32(&[], &[0.0]).unwrap());
+    g.nodes.push(node("Range", &["start", "limit", "one"], &["r"], &[]));
+    g.nodes.push(node("Reshape", &["r", "col_shape"], &["col"], &[]));
+    g.nodes.push(node("Less", &["col", "r"], &["masked"], &[]));
+    g.nodes.push(node("Where", &["masked", "neg", "zero"], &["bias"], &[]));
+    g.nodes.push(node("Expand", &["bias", "out_shape"], &["bias3"], &[]));
+    g.nodes.push(node("Greater", &["x", "zero"], &["positive"], &[]));
+    g.nodes.push(node("Not", &["positive"], &["keep"], &[]));
+    g.nodes.push(node("Where", &["keep", "x", "bias3"], &["y"], &[]));
+    g.outputs.push("y".into());
+    let shapes = vec![vec![2, 4, 4]];
+    let text = rxvm::asm::disassemble(&compile(&g, &shapes, &Options::default()).expect("compiles").module);
+    for folded in ["Range", "Reshape", "Less", "Expand"] {
+        assert!(!text.contains(&format!("call @onnx.{folded}(")), "{folded} is not folded:\n{text}");
+    }
+    for runs in ["Greater", "Not", "Where"] {
+        assert_eq!(text.matches(&format!("call @onnx.{runs}(")).count(), 1, "{runs}:\n{text}");
+    }
+    let x = weights(&[2, 4, 4], 10).to_f64();
+    let want: Vec<f64> = x
+        .iter()
+        .enumerate()
+        .map(|(k, &v)| {
+            let (i, j) = ((k / 4) % 4, k % 4);
+            if v <= 0.0 {
+                v
+            } else if i < j {
+                -1000.0
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    assert!(x.iter().any(|&v| v > 0.0) && x.iter().any(|&v| v <= 0.0), "the input has both signs");
+    assert_eq!(run(&g, &shapes, Planner::Best), vec![want]);
+}
