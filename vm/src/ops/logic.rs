@@ -394,13 +394,33 @@ macro_rules! rem_unsigned {
 }
 rem_unsigned!(u8, u16, u32, u64);
 
+/// numpy's floating remainder (`npy_divmod`), from `m` = C's `fmod(a, b)`: moved by the
+/// divisor when the signs differ, and a zero remainder signed as the divisor (`-0.0` for a
+/// negative one).
+macro_rules! python_float {
+    ($t:ty, $name:ident) => {
+        fn $name(m: $t, b: $t) -> $t {
+            if b == 0.0 {
+                m
+            } else if m == 0.0 {
+                (0.0 as $t).copysign(b)
+            } else if (b < 0.0) != (m < 0.0) {
+                m + b
+            } else {
+                m
+            }
+        }
+    };
+}
+python_float!(f32, python_f32);
+python_float!(f64, python_f64);
+
 impl Rem for f32 {
     fn c(self, b: Self) -> Self {
         self % b
     }
     fn python(self, b: Self) -> Self {
-        // Not reached: inference requires fmod = 1 for floats.
-        self.c(b)
+        python_f32(self % b, b)
     }
 }
 
@@ -409,7 +429,7 @@ impl Rem for f64 {
         self % b
     }
     fn python(self, b: Self) -> Self {
-        self.c(b)
+        python_f64(self % b, b)
     }
 }
 
@@ -419,7 +439,9 @@ impl Rem for f16 {
         f16::from_f32(self.to_f32() % b.to_f32())
     }
     fn python(self, b: Self) -> Self {
-        self.c(b)
+        // numpy computes half remainders in f32 and rounds once.
+        let (x, y) = (self.to_f32(), b.to_f32());
+        f16::from_f32(python_f32(x % y, y))
     }
 }
 
@@ -718,7 +740,24 @@ mod tests {
             run("Mod", &[&a, &i64s(&[1], &[0])], &none()).unwrap_err(),
             "integer division by zero in Mod (input 2 has a zero element)"
         );
-        assert!(run("Mod", &[&x, &y], &none()).unwrap_err().starts_with("Mod of f32 inputs needs fmod = 1"));
+        // fmod = 0 on floats (opset 28): numpy.mod, the divisor's sign, zeros signed as it.
+        let x = f(&[6], &[-4.5, 7.5, 4.5, -7.5, 6.0, 1e-30]);
+        let y = f(&[6], &[2.0, -2.0, 2.0, -2.0, 3.0, -1.0]);
+        assert_eq!(ok("Mod", &[&x, &y], &none()), f(&[6], &[1.5, -0.5, 0.5, -1.5, 0.0, -1.0]));
+        let inf = f32::INFINITY;
+        let x = f(&[14], &[0.0, -0.0, 0.0, -0.0, -3.0, 3.0, -1.0, 1.0, inf, -inf, 1.0, 1.0, f32::NAN, 1.0]);
+        let y = f(&[14], &[-2.0, 2.0, 2.0, -2.0, inf, inf, -inf, -inf, 2.0, 2.0, 0.0, -0.0, 2.0, f32::NAN]);
+        let got = elems::<f32>(&ok("Mod", &[&x, &y], &none()));
+        let want = [-0.0, 0.0, 0.0, -0.0, inf, 3.0, -1.0, -inf];
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert_eq!(g.to_bits(), w.to_bits(), "element {i}: {g} vs {w}");
+        }
+        assert!(got[8..].iter().all(|v| v.is_nan()), "{got:?}");
+        let h =
+            |v: &[f32]| tensor(DType::F16, &[v.len() as i64], &v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>());
+        assert_eq!(ok("Mod", &[&h(&[-4.5, -0.0]), &h(&[2.0, -2.0])], &none()), h(&[1.5, -0.0]));
+        let d = |v: &[f64]| tensor(DType::F64, &[v.len() as i64], v);
+        assert_eq!(ok("Mod", &[&d(&[-7.0, 0.0]), &d(&[-2.0, -3.0])], &none()), d(&[-1.0, -0.0]));
         let e = def("Mod").check_attrs(&attrs(&[("fmod", AttrValue::Int(2))])).unwrap_err();
         assert_eq!(e, "attribute `fmod` of @onnx.Mod must be 0 or 1, found 2");
     }

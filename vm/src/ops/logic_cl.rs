@@ -311,7 +311,14 @@ fn mod_prelude(d: DType, fmod: bool) -> String {
     let t = cl_type(d);
     if d.is_float() {
         let t = if d == DType::F16 { "float" } else { t };
-        return format!("{t} m({t} a, {t} b) {{ return fmod(a, b); }}\n");
+        if fmod {
+            return format!("{t} m({t} a, {t} b) {{ return fmod(a, b); }}\n");
+        }
+        // numpy.mod: the divisor's sign, a zero signed as the divisor.
+        return format!(
+            "{t} m({t} a, {t} b) {{\n  {t} r = fmod(a, b);\n  if (b == 0) return r;\n  \
+             if (r == 0) return copysign(({t})0, b);\n  return ((b < 0) != (r < 0)) ? r + b : r;\n}}\n"
+        );
     }
     let signed = matches!(d, DType::I8 | DType::I16 | DType::I32 | DType::I64);
     match (signed, fmod) {
@@ -328,9 +335,6 @@ fn modulo(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, ou
     let (a, b, bsh, y) = binary(ins, attrs, outs, NUMERIC, None)?;
     need_fp64(ctx, a.dtype)?;
     let fmod = attrs.int("fmod", 0) == 1;
-    if a.dtype.is_float() && !fmod {
-        return Err(format!("Mod of {} inputs needs fmod = 1 (C fmod)", a.dtype));
-    }
     if !a.dtype.is_float() && y.numel() > 0 {
         if let Some(v) = infos.get(1).and_then(|t| t.as_ref()).and_then(|t| t.value) {
             if v.data.chunks_exact(v.dtype.size()).any(|e| e.iter().all(|&x| x == 0)) {
@@ -376,10 +380,17 @@ fn range(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, _: &Attrs, outs: &
                 ("float", "", float_arg(start as f32), float_arg(delta as f32))
             };
             (
-                format!(
-                    "{pragma}__kernel void k(__global {t}* y, ulong yo, ulong n, {c} s, {c} d) {{\n  \
-                     ulong i = get_global_id(0);\n  if (i < n) y[yo + i] = ({t})(s + ({c})i * d);\n}}\n"
-                ),
+                if d == DType::F16 {
+                    format!(
+                        "{pragma}__kernel void k(__global half* y, ulong yo, ulong n, {c} s, {c} d) {{\n  \
+                         ulong i = get_global_id(0);\n  if (i < n) vstore_half((float)(s + ({c})i * d), yo + i, y);\n}}\n"
+                    )
+                } else {
+                    format!(
+                        "{pragma}__kernel void k(__global {t}* y, ulong yo, ulong n, {c} s, {c} d) {{\n  \
+                         ulong i = get_global_id(0);\n  if (i < n) y[yo + i] = ({t})(s + ({c})i * d);\n}}\n"
+                    )
+                },
                 a,
                 b,
             )
@@ -529,9 +540,7 @@ mod tests {
         let fmod = Attrs(vec![("fmod".into(), AttrValue::Int(1))]);
         for &d in &numeric {
             let (a, b) = (t(d, &[3, 4], 1), tensor(d, &[4], 2, true));
-            if !d.is_float() {
-                check(&dev, "Mod", &[a.clone(), b.clone()], &none);
-            }
+            check(&dev, "Mod", &[a.clone(), b.clone()], &none);
             check(&dev, "Mod", &[a, b], &fmod);
         }
         let mins =
@@ -544,7 +553,7 @@ mod tests {
                 check(&dev, "Range", &[scalar(d, s), scalar(d, l), scalar(d, dl)], &none);
             }
         }
-        let mut floats = vec![F32];
+        let mut floats = vec![F32, F16];
         if dev.has_fp64 {
             floats.push(F64);
         }

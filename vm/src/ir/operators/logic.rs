@@ -5,7 +5,7 @@
 //! Binary operators broadcast as numpy does; the comparisons and the logical operators of
 //! opset 1 also accept the legacy `broadcast`/`axis` attributes (B aligned at `axis`).
 
-use super::elementwise::{check_dtype, check_scalar, dtype_list, flag_attr, input, legacy_b_shape};
+use super::elementwise::{check_dtype, check_scalar, flag_attr, input, legacy_b_shape};
 use super::shape::broadcast;
 use super::tensor::{check_shape, value_ints};
 use crate::ir::attrs::*;
@@ -40,10 +40,10 @@ pub static OPS: &[OpDef] = &[
         (a 1 in `shape` keeps the input's dim); any dtype"),
     op!(Range, in 3..=3, out 1..=1, attrs &[], infer infer_range,
         "start + i·delta for i < max(ceil((limit - start) / delta), 0) from scalar inputs start, limit, delta \
-        (f32, f64, i16, i32, i64; delta 0 is an error; the length needs the inputs' values)"),
+        (f16, f32, f64, i16, i32, i64; delta 0 is an error; the length needs the inputs' values)"),
     op!(Mod, in 2..=2, out 1..=1, attrs &[attr!("fmod", Int)], validate validate_mod, infer infer_mod,
-        "remainder with numpy broadcasting: fmod 0 (default, integers only) takes the divisor's sign as Python's %, \
-        fmod 1 the dividend's as C fmod (required for f16, f32, f64); integer division by zero is an error"),
+        "remainder with numpy broadcasting: fmod 0 (default) takes the divisor's sign as Python's % and numpy.mod \
+        (for floats, opset 28), fmod 1 the dividend's as C fmod; integer division by zero is an error"),
     op!(Size, in 1..=1, out 1..=1, attrs &[], infer infer_size, "the input's element count as an i64 scalar (any dtype)"),
 ];
 
@@ -79,7 +79,7 @@ pub(crate) const EQUAL: &[DType] = &[
 ];
 
 /// Range's dtypes.
-pub(crate) const RANGE: &[DType] = &[DType::F32, DType::F64, DType::I16, DType::I32, DType::I64];
+pub(crate) const RANGE: &[DType] = &[DType::F32, DType::F16, DType::F64, DType::I16, DType::I32, DType::I64];
 
 fn validate_equal(a: &Attrs) -> Result<(), String> {
     flag_attr(a, "broadcast", "Equal")
@@ -193,7 +193,14 @@ pub(crate) fn plan_range(ins: &[Option<TensorInfo>]) -> Result<(DType, RangeArgs
             return Err(format!("{OP}: delta is 0"));
         }
         // In the input's precision, as ONNX's formula (and numpy's arange) computes it.
-        let n = if d == DType::F32 { ((l as f32 - s as f32) / dl as f32).ceil() as f64 } else { ((l - s) / dl).ceil() };
+        let n = match d {
+            DType::F32 => ((l as f32 - s as f32) / dl as f32).ceil() as f64,
+            DType::F16 => {
+                let h = |v: f32| half::f16::from_f32(v).to_f32();
+                h(h(l as f32 - s as f32) / dl as f32).ceil() as f64
+            }
+            _ => ((l - s) / dl).ceil(),
+        };
         if n.is_nan() {
             return Err(format!("{OP}: the length ceil(({l} - {s}) / {dl}) is not a number"));
         }
@@ -234,12 +241,6 @@ pub(crate) fn validate_mod(a: &Attrs) -> Result<(), String> {
 pub(crate) fn infer_mod(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
     validate_mod(attrs)?;
     let (d, _, out) = binary_shapes(ins, attrs, NUMERIC)?;
-    if d.is_float() && attrs.int("fmod", 0) != 1 {
-        return Err(format!(
-            "Mod of {d} inputs needs fmod = 1 (C fmod); fmod = 0 (Python's %) is for {}",
-            dtype_list(&NUMERIC[3..])
-        ));
-    }
     Ok(vec![(d, out)])
 }
 
