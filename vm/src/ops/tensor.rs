@@ -424,8 +424,7 @@ fn host_shape(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor
     let infos = host_infos(ins, OP)?;
     check_outs(outs, &infer_shape(&infos, attrs)?, OP)?;
     let x = input(&infos, 0, OP)?;
-    let (s, e) = shape_range(x.shape.len(), attrs);
-    for (c, &d) in outs[0].data.chunks_exact_mut(8).zip(&x.shape[s..e]) {
+    for (c, d) in outs[0].data.chunks_exact_mut(8).zip(shape_value(x.shape, attrs)) {
         c.copy_from_slice(&d.to_le_bytes());
     }
     Ok(())

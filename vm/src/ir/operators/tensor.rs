@@ -700,6 +700,13 @@ pub(crate) fn shape_range(rank: usize, attrs: &Attrs) -> (usize, usize) {
     (s, e.max(s))
 }
 
+/// The value of `Shape` of a tensor of shape `x`: its dims from `start` to `end`. It
+/// depends on the shape alone, so a compiler that knows the shape knows the value.
+pub fn shape_value(x: &[i64], attrs: &Attrs) -> Vec<i64> {
+    let (s, e) = shape_range(x.len(), attrs);
+    x[s..e].to_vec()
+}
+
 pub(crate) fn infer_shape(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
     let x = input(ins, 0, "Shape")?;
     let (s, e) = shape_range(x.shape.len(), attrs);
