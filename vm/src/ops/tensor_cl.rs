@@ -904,7 +904,7 @@ mod tests {
                     continue;
                 }
                 let x = if from.is_float() { floats(from, &fv) } else { iota(from, &[3, 5], -7) };
-                check(&dev, "Cast", &[x.clone()], &[("to", i(code))], true);
+                check(&dev, "Cast", std::slice::from_ref(&x), &[("to", i(code))], true);
                 let like = Some(HostTensor::zeros(to, &[1]).unwrap());
                 check(&dev, "CastLike", &[x, like], &[], true);
             }
