@@ -2,7 +2,7 @@
 //! and typed inputs; and [`analyze`], which infers every tensor's type and folds constant
 //! subgraphs at compile time. `crate::compile` plans and lowers it.
 
-use rxvm_vm::ops::{Attrs, OpId, TensorInfo};
+use rxvm_vm::ops::{Attrs, OpId, Operator, TensorInfo};
 use rxvm_vm::types::{DType, Dim, Type};
 use rxvm_vm::HostTensor;
 use std::collections::HashMap;
@@ -255,6 +255,23 @@ pub fn analyze_with<'g>(g: &'g Graph, input_shapes: &[Vec<i64>], fold_budget: u6
             .iter()
             .try_fold(0u64, |acc, (d, s)| acc.checked_add(rxvm_vm::types::dense_bytes(*d, s)?))
             .filter(|&bytes| bytes <= budget);
+        // `Shape` depends on its input's shape alone, which is known here (the input shapes
+        // are given), so it folds whatever computes its input: the shape arithmetic after it
+        // (Gather, Concat, Reshape's shape input...) then folds as well.
+        if let (Operator::Shape, Some(bytes)) = (def.op, out_bytes) {
+            if let (Some(Some(x)), Some(y)) = (infos.first(), n.outputs.first()) {
+                let dims = rxvm_vm::ir::operators::tensor::shape_value(x.shape, &n.attrs);
+                let data = dims.iter().flat_map(|d| d.to_le_bytes()).collect();
+                let t = HostTensor::new(DType::I64, vec![dims.len() as i64], data)?;
+                budget -= bytes;
+                a.consts.insert(y.as_str(), t);
+                for (name, t) in n.outputs.iter().zip(outs) {
+                    a.types.insert(name, t);
+                }
+                a.folded.push(true);
+                continue;
+            }
+        }
         let fold = out_bytes.is_some() && n.inputs.iter().all(|x| x.is_empty() || a.consts.contains_key(x.as_str()));
         if let (true, Some(bytes)) = (fold, out_bytes) {
             budget -= bytes;

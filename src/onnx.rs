@@ -177,17 +177,74 @@ pub fn check_whole(bytes: &[u8], message: &str, show: &str) -> Result<(), String
 
 /// A `TensorProto` as a host tensor (raw_data or the typed fields).
 pub fn tensor_from_proto(t: &TensorProto) -> Result<HostTensor, String> {
+    tensor_in(t, None)
+}
+
+/// The bytes of a tensor stored outside the model (`data_location: EXTERNAL`): `length`
+/// bytes (all of the file by default) at `offset` of the file `location` names, relative to
+/// the model's directory `dir`. The location may not leave that directory.
+fn external_bytes(t: &TensorProto, dir: Option<&Path>, what: &str) -> Result<Vec<u8>, String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let entry = |key: &str| t.external_data.iter().find(|e| e.key == key).map(|e| e.value.as_str());
+    let location = entry("location").ok_or_else(|| format!("{what}: external data without a `location`"))?;
+    let number = |key: &str| -> Result<Option<u64>, String> {
+        entry(key)
+            .map(|v| v.parse::<u64>().map_err(|_| format!("{what}: external data `{key}` is not a byte count: `{v}`")))
+            .transpose()
+    };
+    let (offset, length) = (number("offset")?.unwrap_or(0), number("length")?);
+    let rel = Path::new(location);
+    if rel.is_absolute() || rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+        return Err(format!(
+            "{what}: external data location `{location}` must be a relative path inside the model's directory"
+        ));
+    }
+    let dir = dir.ok_or_else(|| {
+        format!("{what}: its data is in the external file `{location}`; read the model from its file so that it can be found")
+    })?;
+    let path = dir.join(rel);
+    let show = path.display();
+    let mut f = std::fs::File::open(&path).map_err(|e| format!("{what}: cannot open its external data {show}: {e}"))?;
+    let size = f.metadata().map_err(|e| format!("{what}: {show}: {e}"))?.len();
+    let length = length.unwrap_or(size.saturating_sub(offset));
+    if offset.checked_add(length).is_none_or(|end| end > size) {
+        return Err(format!(
+            "{what}: external data at offset {offset}, {length} bytes, goes past the end of {show} ({size} bytes)"
+        ));
+    }
+    let mut data =
+        vec![0u8; usize::try_from(length).map_err(|_| format!("{what}: {length} bytes do not fit in memory"))?];
+    f.seek(SeekFrom::Start(offset))
+        .and_then(|_| f.read_exact(&mut data))
+        .map_err(|e| format!("{what}: reading {show}: {e}"))?;
+    Ok(data)
+}
+
+/// [`tensor_from_proto`] for a tensor of a model in directory `dir` (where its external
+/// data, if any, is).
+fn tensor_in(t: &TensorProto, dir: Option<&Path>) -> Result<HostTensor, String> {
     let what = if t.name.is_empty() { "tensor".to_string() } else { format!("tensor `{}`", t.name) };
     let dtype = dtype_of(t.data_type)
         .ok_or_else(|| format!("{what}: ONNX data type {} is not supported", onnx_type_name(t.data_type)))?;
     if t.dims.iter().any(|&d| d < 0) {
         return Err(format!("{what}: negative dimension in {:?}", t.dims));
     }
-    if !t.external_data.is_empty() {
-        return Err(format!("{what}: external data is not supported"));
-    }
     let n = rxvm_vm::host_tensor::numel(&t.dims).ok_or_else(|| format!("{what}: shape {:?} is too large", t.dims))?;
-    let data: Vec<u8> = if !t.raw_data.is_empty() {
+    let external = t.data_location.enum_value() == Ok(onnx_protobuf::tensor_proto::DataLocation::EXTERNAL);
+    let data: Vec<u8> = if external || !t.external_data.is_empty() {
+        // The size is checked against the shape below, before the bytes are used; a
+        // length beyond what the shape needs is refused before reading.
+        let want =
+            n.checked_mul(dtype.size() as u64).ok_or_else(|| format!("{what}: shape {:?} is too large", t.dims))?;
+        let declared = t.external_data.iter().find(|e| e.key == "length").and_then(|e| e.value.parse::<u64>().ok());
+        if declared.is_some_and(|l| l != want) {
+            return Err(format!(
+                "{what}: external data of {} bytes for {n} elements of {dtype} ({want} bytes)",
+                declared.unwrap_or(0)
+            ));
+        }
+        external_bytes(t, dir, &what)?
+    } else if !t.raw_data.is_empty() {
         t.raw_data.clone()
     } else {
         let mut out = Vec::new();
@@ -223,14 +280,45 @@ pub fn read_tensor_file(path: &Path) -> Result<(String, HostTensor), String> {
     Ok((t.name.clone(), tensor_from_proto(&t).map_err(|e| format!("{show}: {e}"))?))
 }
 
-/// The node's attributes; for `Constant`, also its value.
-fn node_attrs(n: &NodeProto) -> Result<(Attrs, Option<HostTensor>), String> {
+/// A scalar (`dims` empty) or 1-D tensor of `values`.
+fn values_tensor<T: Copy>(
+    dtype: DType,
+    dims: Vec<i64>,
+    values: &[T],
+    bytes: impl Fn(T) -> Vec<u8>,
+) -> Result<HostTensor, String> {
+    HostTensor::new(dtype, dims, values.iter().flat_map(|&v| bytes(v)).collect())
+}
+
+/// The node's attributes; for `Constant`, also its value (from any of its forms:
+/// `value`, `value_float(s)`, `value_int(s)`).
+fn node_attrs(n: &NodeProto, dir: Option<&Path>) -> Result<(Attrs, Option<HostTensor>), String> {
     let mut attrs = Attrs::default();
     let mut value = None;
     for a in &n.attribute {
         let kind = a.type_.enum_value().map_err(|t| format!("attribute `{}` has unknown type {t}", a.name))?;
         if kind == AttributeType::UNDEFINED {
             return Err(format!("attribute `{}` has no type (its type is UNDEFINED, 0)", a.name));
+        }
+        if n.op_type == "Constant" && (a.name.starts_with("value_") || a.name == "sparse_value") {
+            let f32_bytes = |v: f32| v.to_le_bytes().to_vec();
+            let i64_bytes = |v: i64| v.to_le_bytes().to_vec();
+            value = Some(match (a.name.as_str(), kind) {
+                ("value_float", AttributeType::FLOAT) => values_tensor(DType::F32, vec![], &[a.f], f32_bytes)?,
+                ("value_floats", AttributeType::FLOATS) => {
+                    values_tensor(DType::F32, vec![a.floats.len() as i64], &a.floats, f32_bytes)?
+                }
+                ("value_int", AttributeType::INT) => values_tensor(DType::I64, vec![], &[a.i], i64_bytes)?,
+                ("value_ints", AttributeType::INTS) => {
+                    values_tensor(DType::I64, vec![a.ints.len() as i64], &a.ints, i64_bytes)?
+                }
+                ("value_string" | "value_strings", _) => {
+                    return Err(format!("attribute `{}`: string tensors (ONNX STRING) are not supported", a.name))
+                }
+                ("sparse_value", _) => return Err("attribute `sparse_value`: sparse tensors are not supported".into()),
+                (name, kind) => return Err(format!("attribute `{name}` of type {kind:?} is not a Constant value")),
+            });
+            continue;
         }
         let v = match kind {
             AttributeType::INT => AttrValue::Int(a.i),
@@ -240,13 +328,13 @@ fn node_attrs(n: &NodeProto) -> Result<(Attrs, Option<HostTensor>), String> {
             AttributeType::STRING => AttrValue::Str(String::from_utf8_lossy(&a.s).into_owned()),
             AttributeType::TENSOR if n.op_type == "Constant" && a.name == "value" => {
                 let t = a.t.as_ref().ok_or_else(|| "attribute `value` has no tensor".to_string())?;
-                value = Some(tensor_from_proto(t)?);
+                value = Some(tensor_in(t, dir)?);
                 continue;
             }
             // ConstantOfShape's one-element `value` tensor becomes `value` and `dtype`.
             AttributeType::TENSOR if n.op_type == "ConstantOfShape" && a.name == "value" => {
                 let t = a.t.as_ref().ok_or_else(|| "attribute `value` has no tensor".to_string())?;
-                let v = tensor_from_proto(t)?;
+                let v = tensor_in(t, dir)?;
                 if v.numel() != 1 {
                     return Err(format!("attribute `value` must hold one element, found shape {:?}", v.shape));
                 }
@@ -299,12 +387,17 @@ const OPSET_SENSITIVE: &[&str] = &["Softmax", "LogSoftmax", "Hardmax"];
 pub fn read_model(path: &Path) -> Result<Graph, String> {
     let show = path.display();
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {show}: {e}"))?;
-    model_from_bytes(&bytes, &show.to_string())
+    model_in(&bytes, &show.to_string(), Some(path.parent().unwrap_or(Path::new("."))))
 }
 
 /// Reads a serialized ONNX model from memory into a graph; `show` names it in errors (as
 /// [`read_model`] does with the path). Untrusted bytes give an error, never a panic.
 pub fn model_from_bytes(bytes: &[u8], show: &str) -> Result<Graph, String> {
+    model_in(bytes, show, None)
+}
+
+/// [`model_from_bytes`] for a model whose file is in `dir`, where its external data is.
+fn model_in(bytes: &[u8], show: &str, dir: Option<&Path>) -> Result<Graph, String> {
     check_whole(bytes, "model", show)?;
     let m = ModelProto::parse_from_bytes(bytes).map_err(|e| format!("{show} is not an ONNX model: {e}"))?;
     let g = m.graph.as_ref().ok_or_else(|| format!("{show}: the model has no graph (is the file truncated?)"))?;
@@ -314,7 +407,7 @@ pub fn model_from_bytes(bytes: &[u8], show: &str) -> Result<Graph, String> {
     graph.warnings = warnings.into_iter().map(|w| format!("{show}: {w}")).collect();
     let mut problems = Vec::new();
     for t in &g.initializer {
-        match tensor_from_proto(t) {
+        match tensor_in(t, dir) {
             Ok(v) => graph.add_const(&t.name, v),
             Err(e) => problems.push(format!("initializer `{}`: {e}", t.name)),
         }
@@ -357,12 +450,12 @@ pub fn model_from_bytes(bytes: &[u8], show: &str) -> Result<Graph, String> {
             problems.push(format!("node `{name}`: operator domain `{}` is not supported", n.domain));
             continue;
         }
-        match node_attrs(n) {
+        match node_attrs(n, dir) {
             Ok((mut attrs, value)) => {
                 if n.op_type == "Constant" {
                     match (value, n.output.first()) {
                         (Some(v), Some(out)) => graph.add_const(out, v),
-                        _ => problems.push(format!("node `{name}`: a Constant needs a tensor `value` and one output")),
+                        _ => problems.push(format!("node `{name}`: a Constant needs a value (`value`, `value_float(s)` or `value_int(s)`) and one output")),
                     }
                     continue;
                 }

@@ -284,3 +284,35 @@ fn mask_subgraphs_of_constants_fold_and_logic_runs() {
     assert!(x.iter().any(|&v| v > 0.0) && x.iter().any(|&v| v <= 0.0), "the input has both signs");
     assert_eq!(run(&g, &shapes, Planner::Best), vec![want]);
 }
+
+/// A legacy export's shape arithmetic: `Shape` of a computed tensor, a dim picked out with
+/// `Gather`, joined with `-1` by `Concat` and fed to `Reshape`. The input shapes are known
+/// when compiling, so `Shape` folds whatever computes its input, the arithmetic after it
+/// folds too, and the program has none of it: only the Relu and the Reshape's view.
+#[test]
+fn shape_of_a_computed_tensor_folds_with_the_arithmetic_after_it() {
+    let i64s = |v: &[i64]| {
+        HostTensor::new(DType::I64, vec![v.len() as i64], v.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap()
+    };
+    let mut g = Graph::new("legacy".into());
+    g.inputs.push(GraphInput { name: "x".into(), dtype: DType::F32, dims: vec![Some(2), Some(3), Some(4)] });
+    g.add_const("zero", i64s(&[0]));
+    g.add_const("minus_one", i64s(&[-1]));
+    g.nodes.push(node("Relu", &["x"], &["h"], &[]));
+    g.nodes.push(node("Shape", &["h"], &["s"], &[]));
+    g.nodes.push(node("Gather", &["s", "zero"], &["n"], &[("axis", AttrValue::Int(0))]));
+    g.nodes.push(node("Concat", &["n", "minus_one"], &["target"], &[("axis", AttrValue::Int(0))]));
+    g.nodes.push(node("Reshape", &["h", "target"], &["y"], &[]));
+    g.outputs.push("y".into());
+    let shapes = vec![vec![2, 3, 4]];
+    let c = compile(&g, &shapes, &Options::default()).expect("compiles: the reshape target is known");
+    let text = rxvm::asm::disassemble(&c.module);
+    for op in ["Shape", "Gather", "Concat"] {
+        assert!(!text.contains(&format!("@onnx.{op}")), "{op} was not folded:\n{text}");
+    }
+    assert!(text.contains("f32[2, 12]"), "the output is [2, 12]:\n{text}");
+    // run_module's input is `weights([2, 3, 4], 10)`: the output is its Relu, row-major.
+    let out = run_module(c.module, &shapes, DeviceCaps::host());
+    let want: Vec<f64> = weights(&[2, 3, 4], 10).to_f64().into_iter().map(|v| v.max(0.0)).collect();
+    assert_eq!(out, vec![want]);
+}

@@ -51,6 +51,14 @@ pub(crate) static HOST: &[(Operator, HostFn)] = &[
     (Operator::LogSoftmax, log_softmax),
     (Operator::ReduceMean, reduce_mean),
     (Operator::ReduceSum, reduce_sum),
+    (Operator::ReduceMax, reduce_max),
+    (Operator::ReduceMin, reduce_min),
+    (Operator::ReduceProd, reduce_prod),
+    (Operator::ReduceL1, reduce_l1),
+    (Operator::ReduceL2, reduce_l2),
+    (Operator::ReduceLogSum, reduce_log_sum),
+    (Operator::ReduceLogSumExp, reduce_log_sum_exp),
+    (Operator::ReduceSumSquare, reduce_sum_square),
     (Operator::BatchNormalization, batch_norm),
     (Operator::InstanceNormalization, instance_norm),
     (Operator::LRN, lrn),
@@ -649,10 +657,14 @@ fn log_softmax(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTenso
     softmax_host(ins, attrs, outs, true)
 }
 
-/// Adds every element of `x` (shape `shape`, not empty) into `acc`, the row-major tensor of
+/// Adds every element of `x` (shape `shape`; nothing when it is empty) into `acc`, the row-major tensor of
 /// the kept dimensions. Adjacent dimensions of the same kind are merged, and the innermost
 /// run is either summed into one accumulator or added elementwise to a row of `acc`.
 fn reduce_into<T: Copy, A: Copy>(x: &[T], shape: &[i64], red: &[bool], acc: &mut [A], add: impl Fn(A, T) -> A) {
+    // A reduction of nothing leaves every output at the fold's start.
+    if x.is_empty() {
+        return;
+    }
     let mut groups: Vec<(usize, bool)> = Vec::new();
     for (&d, &r) in shape.iter().zip(red) {
         let d = d.max(0) as usize;
@@ -702,12 +714,62 @@ fn reduce_into<T: Copy, A: Copy>(x: &[T], shape: &[i64], red: &[bool], acc: &mut
     }
 }
 
-fn reduce_host(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor], mean: bool) -> Result<(), String> {
-    if mean {
-        prepare(ins, attrs, outs, validate_reduce_mean, infer_reduce_mean)?;
-    } else {
-        prepare(ins, attrs, outs, validate_reduce_sum, infer_reduce_sum)?;
+/// The f64 fold of reduction `r` (every one but LogSumExp, which [`log_sum_exp_fold`]
+/// does): its start and step. Max and Min propagate NaN, as numpy does.
+fn float_fold(r: Reduction) -> Fold<f64> {
+    match r {
+        Reduction::Mean | Reduction::Sum | Reduction::LogSum | Reduction::LogSumExp => (0.0, |a, v| a + v),
+        Reduction::Max => (f64::NEG_INFINITY, |a, v| if a.is_nan() || v.is_nan() { f64::NAN } else { a.max(v) }),
+        Reduction::Min => (f64::INFINITY, |a, v| if a.is_nan() || v.is_nan() { f64::NAN } else { a.min(v) }),
+        Reduction::Prod => (1.0, |a, v| a * v),
+        Reduction::L1 => (0.0, |a, v| a + v.abs()),
+        Reduction::L2 | Reduction::SumSquare => (0.0, |a, v| a + v * v),
     }
+}
+
+/// LogSumExp in one pass, stably: the running maximum `m` and the sum `s` of `exp(v - m)`,
+/// rescaled when the maximum grows. Infinities and NaN are kept apart so that no
+/// `inf - inf` is taken.
+fn log_sum_exp_fold((m, s): (f64, f64), v: f64) -> (f64, f64) {
+    if m.is_nan() || v.is_nan() {
+        (f64::NAN, f64::NAN)
+    } else if v == f64::NEG_INFINITY {
+        (m, s)
+    } else if m == f64::INFINITY || v == f64::INFINITY {
+        (f64::INFINITY, 1.0)
+    } else if v > m {
+        (v, s * (m - v).exp() + 1.0)
+    } else {
+        (m, s + (v - m).exp())
+    }
+}
+
+/// A fold's start and step.
+type Fold<T> = (T, fn(T, T) -> T);
+
+/// The integer fold of reduction `r` in wrapping i64 arithmetic; `min`/`max` are the
+/// element type's bounds (the Max and Min of nothing).
+fn int_fold(r: Reduction, min: i64, max: i64) -> Result<Fold<i64>, String> {
+    Ok(match r {
+        Reduction::Sum => (0, i64::wrapping_add),
+        Reduction::Max => (min, i64::max),
+        Reduction::Min => (max, i64::min),
+        Reduction::Prod => (1, i64::wrapping_mul),
+        Reduction::L1 => (0, |a, v| a.wrapping_add(v.wrapping_abs())),
+        Reduction::SumSquare => (0, |a, v| a.wrapping_add(v.wrapping_mul(v))),
+        other => return Err(format!("{other:?} computes in f32 only")),
+    })
+}
+
+fn reduce_host(
+    ins: &[Option<&HostTensor>],
+    attrs: &Attrs,
+    outs: &mut [HostTensor],
+    op: Operator,
+) -> Result<(), String> {
+    let def = op.id().def();
+    prepare(ins, attrs, outs, def.validate, def.infer)?;
+    let r = reduction(op).ok_or_else(|| format!("{} is not a reduction", op.name()))?;
     let x = req(ins, 0)?;
     let out = first(outs)?;
     let Some(red) = reduce_axes(&infos(ins), attrs, x.shape.len())? else {
@@ -716,32 +778,41 @@ fn reduce_host(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTenso
     };
     let count: usize = x.shape.iter().zip(&red).filter(|(_, &r)| r).map(|(&d, _)| d.max(0) as usize).product();
     let kept = out.numel() as usize;
-    if x.numel() == 0 {
-        // Sums of nothing are 0 (the zeroed output); means of nothing are NaN.
-        if mean {
-            store(out, &vec![f32::NAN; kept]);
-        }
-        return Ok(());
-    }
     match x.dtype {
         DType::F32 => {
-            let mut acc = vec![0f64; kept];
-            reduce_into(&values::<f32>(x), &x.shape, &red, &mut acc, |a, v| a + v as f64);
-            let y: Vec<f32> = if mean {
-                acc.iter().map(|&a| (a / count as f64) as f32).collect()
+            let xs = values::<f32>(x);
+            let acc: Vec<f64> = if r == Reduction::LogSumExp {
+                let mut acc = vec![(f64::NEG_INFINITY, 0.0); kept];
+                reduce_into(&xs, &x.shape, &red, &mut acc, |a, v| log_sum_exp_fold(a, v as f64));
+                acc.iter().map(|&(m, s)| if m == f64::INFINITY || m.is_nan() { m } else { m + s.ln() }).collect()
             } else {
-                acc.iter().map(|&a| a as f32).collect()
+                let (start, step) = float_fold(r);
+                let mut acc = vec![start; kept];
+                reduce_into(&xs, &x.shape, &red, &mut acc, |a, v| step(a, v as f64));
+                acc
             };
+            let y: Vec<f32> = acc
+                .iter()
+                .map(|&a| match r {
+                    // The mean of nothing is NaN (0 / 0).
+                    Reduction::Mean => (a / count as f64) as f32,
+                    Reduction::L2 => a.sqrt() as f32,
+                    Reduction::LogSum => a.ln() as f32,
+                    _ => a as f32,
+                })
+                .collect();
             store(out, &y);
         }
         DType::I32 => {
-            let mut acc = vec![0i64; kept];
-            reduce_into(&values::<i32>(x), &x.shape, &red, &mut acc, |a, v| a.wrapping_add(v as i64));
+            let (start, step) = int_fold(r, i32::MIN as i64, i32::MAX as i64)?;
+            let mut acc = vec![start; kept];
+            reduce_into(&values::<i32>(x), &x.shape, &red, &mut acc, |a, v| step(a, v as i64));
             store(out, &acc.iter().map(|&a| a as i32).collect::<Vec<_>>());
         }
         DType::I64 => {
-            let mut acc = vec![0i64; kept];
-            reduce_into(&values::<i64>(x), &x.shape, &red, &mut acc, i64::wrapping_add);
+            let (start, step) = int_fold(r, i64::MIN, i64::MAX)?;
+            let mut acc = vec![start; kept];
+            reduce_into(&values::<i64>(x), &x.shape, &red, &mut acc, step);
             store(out, &acc);
         }
         d => return Err(unsupported(d)),
@@ -749,13 +820,18 @@ fn reduce_host(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTenso
     Ok(())
 }
 
-fn reduce_mean(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    reduce_host(ins, attrs, outs, true)
+/// The Reduce operators' host kernels.
+macro_rules! reduce_kernels {
+    ($($name:ident $op:ident),*) => {$(
+        fn $name(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+            reduce_host(ins, attrs, outs, Operator::$op)
+        }
+    )*};
 }
 
-fn reduce_sum(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    reduce_host(ins, attrs, outs, false)
-}
+reduce_kernels!(reduce_mean ReduceMean, reduce_sum ReduceSum, reduce_max ReduceMax, reduce_min ReduceMin,
+    reduce_prod ReduceProd, reduce_l1 ReduceL1, reduce_l2 ReduceL2, reduce_log_sum ReduceLogSum,
+    reduce_log_sum_exp ReduceLogSumExp, reduce_sum_square ReduceSumSquare);
 
 fn batch_norm(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     prepare(ins, attrs, outs, validate_batch_norm, infer_batch_norm)?;
@@ -1271,6 +1347,67 @@ mod tests {
     fn reduce_input() -> HostTensor {
         let v: Vec<f32> = (0..24).map(|v| v as f32 * 0.5 - 3.0).collect();
         t(&[2, 3, 4], &v)
+    }
+
+    /// Each reduction against values computed by hand (numpy's where ONNX's reference uses
+    /// it): rows of [1, -2, 3] and [-4, 5, 0.5], the empty reduction, NaN, and a LogSumExp
+    /// that a naive exp would overflow.
+    #[test]
+    fn every_reduction_matches_its_definition() {
+        let x = t(&[2, 3], &[1.0, -2.0, 3.0, -4.0, 5.0, 0.5]);
+        let rows = attrs(&[("axes", AttrValue::Ints(vec![1])), ("keepdims", int(0))]);
+        let inf = f32::INFINITY;
+        for (op, want) in [
+            ("ReduceMax", [3.0, 5.0]),
+            ("ReduceMin", [-2.0, -4.0]),
+            ("ReduceProd", [-6.0, -10.0]),
+            ("ReduceL1", [6.0, 9.5]),
+            ("ReduceL2", [3.741_657_4, 6.422_616_3]),
+            ("ReduceSumSquare", [14.0, 41.25]),
+            ("ReduceLogSumExp", [3.132_845_2, 5.011_169_8]),
+        ] {
+            assert_close(&run1(op, &[&x], &rows), &[2], &want);
+        }
+        let positive = t(&[2, 2], &[0.5, 1.5, 4.0, 2.0]);
+        assert_close(&run1("ReduceLogSum", &[&positive], &rows), &[2], &[0.693_147_2, 1.791_759_5]);
+        // Over nothing: each fold's start, finalized.
+        let empty = t(&[0, 3], &[]);
+        let first = attrs(&[("axes", AttrValue::Ints(vec![0]))]);
+        for (op, v) in [
+            ("ReduceMax", -inf),
+            ("ReduceMin", inf),
+            ("ReduceProd", 1.0),
+            ("ReduceL2", 0.0),
+            ("ReduceLogSum", -inf),
+            ("ReduceLogSumExp", -inf),
+            ("ReduceMean", f32::NAN),
+        ] {
+            assert_close(&run1(op, &[&empty], &first), &[1, 3], &[v; 3]);
+        }
+        // NaN propagates through Max and Min; LogSumExp stays finite where exp overflows.
+        let nan = t(&[1, 3], &[1.0, f32::NAN, 2.0]);
+        assert!(values::<f32>(&run1("ReduceMax", &[&nan], &rows))[0].is_nan());
+        assert!(values::<f32>(&run1("ReduceMin", &[&nan], &rows))[0].is_nan());
+        let big = t(&[1, 2], &[1000.0, 1000.0]);
+        assert_close(&run1("ReduceLogSumExp", &[&big], &rows), &[1], &[1_000.693_15]);
+        let infs = t(&[1, 3], &[inf, 1.0, inf]);
+        assert_close(&run1("ReduceLogSumExp", &[&infs], &rows), &[1], &[inf]);
+        // Integers: exact, wrapping, and the type's bounds for Max and Min of nothing.
+        let xi = ti32(&[2, 2], &[-5, 7, 2, -9]);
+        let cols = attrs(&[("axes", AttrValue::Ints(vec![0])), ("keepdims", int(0))]);
+        assert_eq!(values::<i32>(&run1("ReduceMax", &[&xi], &cols))[..], [2, 7]);
+        assert_eq!(values::<i32>(&run1("ReduceMin", &[&xi], &cols))[..], [-5, -9]);
+        assert_eq!(values::<i32>(&run1("ReduceProd", &[&xi], &cols))[..], [-10, -63]);
+        assert_eq!(values::<i32>(&run1("ReduceL1", &[&xi], &cols))[..], [7, 16]);
+        assert_eq!(values::<i32>(&run1("ReduceSumSquare", &[&xi], &cols))[..], [29, 130]);
+        let wraps = ti64(&[2, 1], &[i64::MAX, 2]);
+        assert_eq!(values::<i64>(&run1("ReduceProd", &[&wraps], &cols))[..], [-2]);
+        let none = ti32(&[0, 2], &[]);
+        assert_eq!(values::<i32>(&run1("ReduceMax", &[&none], &cols))[..], [i32::MIN, i32::MIN]);
+        assert_eq!(values::<i32>(&run1("ReduceMin", &[&none], &cols))[..], [i32::MAX, i32::MAX]);
+        // The f32-only ones refuse integers.
+        let e = err("ReduceL2", &[Some(&xi)], &cols);
+        assert!(e.contains("i32"), "{e}");
     }
 
     #[test]

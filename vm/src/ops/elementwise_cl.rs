@@ -10,7 +10,7 @@
 use super::cl::{cl_type, float_arg as f32_arg, ClCtx, ClFn, ClTensor};
 use super::{AttrValue, Attrs, Operator, TensorInfo};
 use crate::ir::host_tensor::HostTensor;
-use crate::ir::operators::elementwise::legacy_b_shape;
+use crate::ir::operators::elementwise::{legacy_b_shape, reduction, Reduction};
 use crate::ir::operators::shape::{broadcast, broadcast_strides};
 use crate::ir::types::DType;
 use crate::opencl::device::KernelArg;
@@ -46,6 +46,14 @@ pub static CL: &[(Operator, ClFn)] = &[
     (Operator::LogSoftmax, log_softmax),
     (Operator::ReduceMean, reduce_mean),
     (Operator::ReduceSum, reduce_sum),
+    (Operator::ReduceMax, reduce_max),
+    (Operator::ReduceMin, reduce_min),
+    (Operator::ReduceProd, reduce_prod),
+    (Operator::ReduceL1, reduce_l1),
+    (Operator::ReduceL2, reduce_l2),
+    (Operator::ReduceLogSum, reduce_log_sum),
+    (Operator::ReduceLogSumExp, reduce_log_sum_exp),
+    (Operator::ReduceSumSquare, reduce_sum_square),
     (Operator::BatchNormalization, batch_norm),
     (Operator::InstanceNormalization, instance_norm),
     (Operator::LRN, lrn),
@@ -725,9 +733,17 @@ fn log_softmax(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, o
 // ---------------------------------------------------------------------------------------
 // ReduceMean and ReduceSum.
 
-fn reduce_cl(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor], mean: bool) -> Res {
+fn reduce_cl(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    infos: Infos,
+    attrs: &Attrs,
+    outs: &[ClTensor],
+    op: Operator,
+) -> Res {
+    let r = reduction(op).ok_or_else(|| format!("{} is not a reduction", op.name()))?;
     let x = input(ins, 0, "data")?;
-    check_dtype(x, 0, "data", if mean { &[DType::F32] } else { SIGNED })?;
+    check_dtype(x, 0, "data", r.dtypes())?;
     let y = output(outs, 0)?;
     let keep = attrs.int("keepdims", 1) != 0;
     let Some(red) = crate::ir::operators::elementwise::reduce_axes(infos, attrs, x.shape.len())? else {
@@ -775,15 +791,43 @@ fn reduce_cl(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs,
     let count: u64 = x.shape.iter().zip(&red).filter(|(_, &r)| r).map(|(&d, _)| d.max(0) as u64).product();
     let t = cl_type(x.dtype);
     let acc = Acc::of(ctx);
-    let (a, add, fin, pragma) = match x.dtype {
-        DType::F32 => (
-            acc.ty,
-            format!("s += ({})v;", acc.ty),
-            if mean { "(float)(s / cnt)".to_string() } else { "(float)s".to_string() },
-            acc.pragma(),
-        ),
-        DType::I32 => ("ulong", "s += (ulong)(long)v;".to_string(), "as_int((uint)s)".to_string(), ""),
-        _ => ("ulong", "s += as_ulong(v);".to_string(), "as_long(s)".to_string(), ""),
+    // The accumulator's type, its start, one step `s = f(s, v)` and the result from `s`.
+    let (a, start, step, fin, pragma) = match x.dtype {
+        DType::F32 => {
+            let a = acc.ty;
+            let (start, step, fin) = match r {
+                Reduction::Mean => ("0", format!("s += ({a})v;"), "(float)(s / cnt)".to_string()),
+                Reduction::Sum => ("0", format!("s += ({a})v;"), "(float)s".to_string()),
+                Reduction::Max => {
+                    ("-INFINITY", format!("s = (isnan(s) || isnan(v)) ? NAN : fmax(s, ({a})v);"), "(float)s".into())
+                }
+                Reduction::Min => {
+                    ("INFINITY", format!("s = (isnan(s) || isnan(v)) ? NAN : fmin(s, ({a})v);"), "(float)s".into())
+                }
+                Reduction::Prod => ("1", format!("s *= ({a})v;"), "(float)s".to_string()),
+                Reduction::L1 => ("0", format!("s += fabs(({a})v);"), "(float)s".to_string()),
+                Reduction::L2 => ("0", format!("s += ({a})v * ({a})v;"), "(float)sqrt(s)".to_string()),
+                Reduction::SumSquare => ("0", format!("s += ({a})v * ({a})v;"), "(float)s".to_string()),
+                Reduction::LogSum => ("0", format!("s += ({a})v;"), "(float)log(s)".to_string()),
+                // A first pass finds the maximum m (below); this one sums exp(v - m).
+                Reduction::LogSumExp => (
+                    "0",
+                    format!("if (!isinf(m)) s += exp(({a})v - m);"),
+                    "(float)((isinf(m) || isnan(m)) ? m : m + log(s))".to_string(),
+                ),
+            };
+            (a, start, step, fin, acc.pragma())
+        }
+        // Integers wrap: i32 in the low half of a ulong, i64 as ulong; Max and Min compare
+        // signed.
+        DType::I32 => {
+            let (start, step) = int_step(r, "(long)v", "INT_MIN", "INT_MAX")?;
+            ("long", start, step, "as_int((uint)(ulong)s)".to_string(), "")
+        }
+        _ => {
+            let (start, step) = int_step(r, "v", "LONG_MIN", "LONG_MAX")?;
+            ("long", start, step, "s".to_string(), "")
+        }
     };
     let mut src =
         format!("{pragma}__kernel void k(__global const {t}* x, ulong xo, __global {t}* y, ulong yo, ulong n");
@@ -798,14 +842,19 @@ fn reduce_cl(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs,
     for i in (0..kept.len()).rev() {
         let _ = writeln!(src, "  {{ ulong c = t % kd{i}; t /= kd{i}; p += c * ks{i}; }}");
     }
-    let _ = writeln!(src, "  {a} s = 0;");
     let mut idx = String::from("p");
+    let mut loops = String::new();
     for i in 0..reduced.len() {
-        let _ = writeln!(src, "  for (ulong r{i} = 0; r{i} < rd{i}; r{i}++)");
+        let _ = writeln!(loops, "  for (ulong r{i} = 0; r{i} < rd{i}; r{i}++)");
         let _ = write!(idx, " + r{i} * rs{i}");
     }
-    let _ = writeln!(src, "  {{ {t} v = x[{idx}]; {add} }}");
-    if mean {
+    if r == Reduction::LogSumExp {
+        let _ = writeln!(src, "  {a} m = -INFINITY;");
+        let _ = writeln!(src, "{loops}  {{ {t} v = x[{idx}]; m = (isnan(m) || isnan(v)) ? NAN : fmax(m, ({a})v); }}");
+    }
+    let _ = writeln!(src, "  {a} s = {start};");
+    let _ = writeln!(src, "{loops}  {{ {t} v = x[{idx}]; {step} }}");
+    if r == Reduction::Mean {
         let _ = writeln!(src, "  {a} cnt = ({a})cntu;");
     }
     let _ = write!(src, "  y[yo + i] = {fin};\n}}\n");
@@ -820,13 +869,35 @@ fn reduce_cl(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs,
     ctx.run(&src, &args, n as usize)
 }
 
-fn reduce_mean(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
-    reduce_cl(ctx, ins, infos, attrs, outs, true)
+/// The start and step of an integer reduction, in wrapping `long` arithmetic (`ulong` for
+/// the sums and products, whose overflow C leaves undefined in `long`); `v` as `long` is
+/// `val`, the element type's bounds `min` and `max`.
+fn int_step(r: Reduction, val: &str, min: &'static str, max: &'static str) -> Result<(&'static str, String), String> {
+    Ok(match r {
+        Reduction::Sum => ("0", format!("s = (long)((ulong)s + (ulong){val});")),
+        Reduction::Max => (min, format!("s = max(s, {val});")),
+        Reduction::Min => (max, format!("s = min(s, {val});")),
+        Reduction::Prod => ("1", format!("s = (long)((ulong)s * (ulong){val});")),
+        Reduction::L1 => {
+            ("0", format!("s = (long)((ulong)s + (ulong)({val} < 0 ? 0ul - (ulong){val} : (ulong){val}));"))
+        }
+        Reduction::SumSquare => ("0", format!("s = (long)((ulong)s + (ulong){val} * (ulong){val});")),
+        other => return Err(format!("{other:?} computes in f32 only")),
+    })
 }
 
-fn reduce_sum(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
-    reduce_cl(ctx, ins, infos, attrs, outs, false)
+/// The Reduce operators' OpenCL kernels.
+macro_rules! reduce_kernels {
+    ($($name:ident $op:ident),*) => {$(
+        fn $name(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+            reduce_cl(ctx, ins, infos, attrs, outs, Operator::$op)
+        }
+    )*};
 }
+
+reduce_kernels!(reduce_mean ReduceMean, reduce_sum ReduceSum, reduce_max ReduceMax, reduce_min ReduceMin,
+    reduce_prod ReduceProd, reduce_l1 ReduceL1, reduce_l2 ReduceL2, reduce_log_sum ReduceLogSum,
+    reduce_log_sum_exp ReduceLogSumExp, reduce_sum_square ReduceSumSquare);
 
 // ---------------------------------------------------------------------------------------
 // Normalizations.
@@ -1166,7 +1237,19 @@ mod tests {
             }
             check(&dev, op, &[x.clone()], &opset6);
         }
-        for op in ["ReduceMean", "ReduceSum"] {
+        let reductions = [
+            "ReduceMean",
+            "ReduceSum",
+            "ReduceMax",
+            "ReduceMin",
+            "ReduceProd",
+            "ReduceL1",
+            "ReduceL2",
+            "ReduceLogSum",
+            "ReduceLogSumExp",
+            "ReduceSumSquare",
+        ];
+        for op in reductions {
             let x = t(F32, &[2, 3, 1, 4, 5], 9);
             check(&dev, op, &[x.clone()], &none);
             check(&dev, op, &[x.clone()], &attrs(&[("keepdims", int(0))]));
@@ -1178,7 +1261,10 @@ mod tests {
             check(&dev, op, &[t(F32, &[2, 0], 1)], &attrs(&[("axes", AttrValue::Ints(vec![1]))]));
         }
         for d in [I32, I64] {
-            check(&dev, "ReduceSum", &[t(d, &[2, 3, 4], 2)], &attrs(&[("axes", AttrValue::Ints(vec![0, 2]))]));
+            for op in ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceSumSquare"] {
+                check(&dev, op, &[t(d, &[2, 3, 4], 2)], &attrs(&[("axes", AttrValue::Ints(vec![0, 2]))]));
+                check(&dev, op, &[t(d, &[0, 3], 2)], &attrs(&[("axes", AttrValue::Ints(vec![0]))]));
+            }
         }
         let bn = |x: &[i64], p: i64| {
             vec![

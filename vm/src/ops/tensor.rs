@@ -41,6 +41,7 @@ pub(crate) static HOST: &[(Operator, HostFn)] = &[
     (Operator::Shape, host_shape),
     (Operator::ConstantOfShape, host_constant_of_shape),
     (Operator::Cast, host_cast),
+    (Operator::CastLike, host_cast_like),
 ];
 
 /// `prod` as a usize.
@@ -424,8 +425,7 @@ fn host_shape(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor
     let infos = host_infos(ins, OP)?;
     check_outs(outs, &infer_shape(&infos, attrs)?, OP)?;
     let x = input(&infos, 0, OP)?;
-    let (s, e) = shape_range(x.shape.len(), attrs);
-    for (c, &d) in outs[0].data.chunks_exact_mut(8).zip(&x.shape[s..e]) {
+    for (c, d) in outs[0].data.chunks_exact_mut(8).zip(shape_value(x.shape, attrs)) {
         c.copy_from_slice(&d.to_le_bytes());
     }
     Ok(())
@@ -471,8 +471,18 @@ fn host_cast(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]
     const OP: &str = "Cast";
     let infos = host_infos(ins, OP)?;
     check_outs(outs, &infer_cast(&infos, attrs)?, OP)?;
-    let x = input(&infos, 0, OP)?.value.ok_or(OOB)?;
-    let out = &mut outs[0];
+    cast_into(input(&infos, 0, OP)?.value.ok_or(OOB)?, &mut outs[0])
+}
+
+fn host_cast_like(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    const OP: &str = "CastLike";
+    let infos = host_infos(ins, OP)?;
+    check_outs(outs, &infer_cast_like(&infos, attrs)?, OP)?;
+    cast_into(input(&infos, 0, OP)?.value.ok_or(OOB)?, &mut outs[0])
+}
+
+/// `x`'s elements converted into `out` (of `x`'s shape and the target dtype).
+fn cast_into(x: &HostTensor, out: &mut HostTensor) -> Result<(), String> {
     let (from, to) = (x.dtype, out.dtype);
     if from == to {
         out.data.copy_from_slice(&x.data);
@@ -1003,6 +1013,23 @@ mod tests {
         assert!(e.contains("negative size -1"), "{e}");
         let e = infer_no_values("ConstantOfShape", &[Some(i64s(&[2]))], &[]).unwrap_err();
         assert_eq!(e, "ConstantOfShape needs the value of its shape input to infer the output shape");
+    }
+
+    /// CastLike converts as Cast does, to the dtype of its second input, whose shape and
+    /// values do not matter.
+    #[test]
+    fn cast_like_takes_the_dtype_of_its_second_input() {
+        let v = HostTensor::from_f32(&[5], &[-1.7, 2.5, 0.0, 3.99, -0.2]).unwrap();
+        let like_i32 = HostTensor::new(DType::I32, vec![2, 2], vec![0xEE; 16]).unwrap();
+        let y = run1("CastLike", &[Some(v.clone()), Some(like_i32)], &[]);
+        assert_eq!(y.dtype, DType::I32);
+        check(&y, &[5], &[-1, 2, 0, 3, 0]);
+        let like_bool = HostTensor::new(DType::Bool, vec![0], vec![]).unwrap();
+        let y = run1("CastLike", &[Some(v.clone()), Some(like_bool)], &[("saturate", A::Int(1))]);
+        assert_eq!(y.dtype, DType::Bool);
+        check(&y, &[5], &[1, 1, 0, 1, 1]);
+        let y = run1("CastLike", &[Some(i64s(&[-3, 300])), Some(v)], &[]);
+        assert_eq!((y.dtype, y.to_f64()), (DType::F32, vec![-3.0, 300.0]));
     }
 
     #[test]

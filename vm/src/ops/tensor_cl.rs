@@ -35,6 +35,8 @@ pub static CL: &[(Operator, ClFn)] = &[
     (Operator::Shape, shape),
     (Operator::ConstantOfShape, constant_of_shape),
     (Operator::Cast, cast),
+    // The kernel converts to the output's dtype, which CastLike's second input decided.
+    (Operator::CastLike, cast),
 ];
 
 /// Defines the registered launcher `$name` as `$inner` run on [`unaliased`] inputs.
@@ -902,7 +904,9 @@ mod tests {
                     continue;
                 }
                 let x = if from.is_float() { floats(from, &fv) } else { iota(from, &[3, 5], -7) };
-                check(&dev, "Cast", &[x], &[("to", i(code))], true);
+                check(&dev, "Cast", std::slice::from_ref(&x), &[("to", i(code))], true);
+                let like = Some(HostTensor::zeros(to, &[1]).unwrap());
+                check(&dev, "CastLike", &[x, like], &[], true);
             }
         }
     }

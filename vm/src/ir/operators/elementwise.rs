@@ -2,6 +2,7 @@
 //! (the kernels are in `crate::ops::elementwise`).
 
 use super::shape::broadcast;
+use super::Operator;
 use crate::ir::attrs::*;
 use crate::ir::host_tensor::{numel, HostTensor};
 use crate::ir::schema::*;
@@ -72,6 +73,38 @@ pub static OPS: &[OpDef] = &[
         attrs &[attr!("axes", Ints), attr!("keepdims", Int), attr!("noop_with_empty_axes", Int)],
         validate validate_reduce_sum, infer infer_reduce_sum,
         "f32/i32/i64 sum over `axes` (attribute or constant input 2; default all); keepdims 1, noop_with_empty_axes 0"),
+    op!(ReduceMax, in 1..=2, out 1..=1,
+        attrs &[attr!("axes", Ints), attr!("keepdims", Int), attr!("noop_with_empty_axes", Int)],
+        validate validate_reduce_max, infer infer_reduce_max,
+        "f32/i32/i64 maximum over `axes` (NaN propagates; of nothing: -inf, or the type's minimum); `axes` as for ReduceSum"),
+    op!(ReduceMin, in 1..=2, out 1..=1,
+        attrs &[attr!("axes", Ints), attr!("keepdims", Int), attr!("noop_with_empty_axes", Int)],
+        validate validate_reduce_min, infer infer_reduce_min,
+        "f32/i32/i64 minimum over `axes` (NaN propagates; of nothing: +inf, or the type's maximum); `axes` as for ReduceSum"),
+    op!(ReduceProd, in 1..=2, out 1..=1,
+        attrs &[attr!("axes", Ints), attr!("keepdims", Int), attr!("noop_with_empty_axes", Int)],
+        validate validate_reduce_prod, infer infer_reduce_prod,
+        "f32/i32/i64 product over `axes` (integers wrap; of nothing: 1); `axes` as for ReduceSum"),
+    op!(ReduceL1, in 1..=2, out 1..=1,
+        attrs &[attr!("axes", Ints), attr!("keepdims", Int), attr!("noop_with_empty_axes", Int)],
+        validate validate_reduce_l1, infer infer_reduce_l1,
+        "f32/i32/i64 sum of absolute values over `axes`; `axes` as for ReduceSum"),
+    op!(ReduceL2, in 1..=2, out 1..=1,
+        attrs &[attr!("axes", Ints), attr!("keepdims", Int), attr!("noop_with_empty_axes", Int)],
+        validate validate_reduce_l2, infer infer_reduce_l2,
+        "f32 square root of the sum of squares over `axes`; `axes` as for ReduceSum"),
+    op!(ReduceLogSum, in 1..=2, out 1..=1,
+        attrs &[attr!("axes", Ints), attr!("keepdims", Int), attr!("noop_with_empty_axes", Int)],
+        validate validate_reduce_log_sum, infer infer_reduce_log_sum,
+        "f32 log of the sum over `axes` (of nothing: -inf); `axes` as for ReduceSum"),
+    op!(ReduceLogSumExp, in 1..=2, out 1..=1,
+        attrs &[attr!("axes", Ints), attr!("keepdims", Int), attr!("noop_with_empty_axes", Int)],
+        validate validate_reduce_log_sum_exp, infer infer_reduce_log_sum_exp,
+        "f32 log of the sum of exponentials over `axes`, computed stably (of nothing: -inf); `axes` as for ReduceSum"),
+    op!(ReduceSumSquare, in 1..=2, out 1..=1,
+        attrs &[attr!("axes", Ints), attr!("keepdims", Int), attr!("noop_with_empty_axes", Int)],
+        validate validate_reduce_sum_square, infer infer_reduce_sum_square,
+        "f32/i32/i64 sum of squares over `axes` (integers wrap); `axes` as for ReduceSum"),
     op!(BatchNormalization, in 5..=5, out 1..=5,
         attrs &[attr!("epsilon", Float), attr!("momentum", Float), attr!("spatial", Int), attr!("is_test", Int),
             attr!("training_mode", Int)],
@@ -507,12 +540,74 @@ pub(crate) fn validate_reduce(a: &Attrs, op: &str) -> Result<(), String> {
     Ok(())
 }
 
-pub(crate) fn validate_reduce_mean(a: &Attrs) -> Result<(), String> {
-    validate_reduce(a, "ReduceMean")
+/// What a Reduce operator computes over the elements it reduces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reduction {
+    Mean,
+    Sum,
+    Max,
+    Min,
+    Prod,
+    L1,
+    L2,
+    LogSum,
+    LogSumExp,
+    SumSquare,
 }
 
-pub(crate) fn validate_reduce_sum(a: &Attrs) -> Result<(), String> {
-    validate_reduce(a, "ReduceSum")
+/// The reduction a Reduce operator computes.
+pub(crate) fn reduction(op: Operator) -> Option<Reduction> {
+    Some(match op {
+        Operator::ReduceMean => Reduction::Mean,
+        Operator::ReduceSum => Reduction::Sum,
+        Operator::ReduceMax => Reduction::Max,
+        Operator::ReduceMin => Reduction::Min,
+        Operator::ReduceProd => Reduction::Prod,
+        Operator::ReduceL1 => Reduction::L1,
+        Operator::ReduceL2 => Reduction::L2,
+        Operator::ReduceLogSum => Reduction::LogSum,
+        Operator::ReduceLogSumExp => Reduction::LogSumExp,
+        Operator::ReduceSumSquare => Reduction::SumSquare,
+        _ => return None,
+    })
+}
+
+impl Reduction {
+    /// The dtypes it computes in: the ones with a square root or a logarithm in f32 only.
+    pub(crate) fn dtypes(self) -> &'static [DType] {
+        match self {
+            Reduction::Mean | Reduction::L2 | Reduction::LogSum | Reduction::LogSumExp => F32,
+            _ => SIGNED,
+        }
+    }
+}
+
+/// Each Reduce operator's attribute check and inference, over [`validate_reduce`] and
+/// [`infer_reduce`].
+macro_rules! reductions {
+    ($($op:ident $r:ident $validate:ident $infer:ident;)*) => {$(
+        pub(crate) fn $validate(a: &Attrs) -> Result<(), String> {
+            validate_reduce(a, stringify!($op))
+        }
+
+        pub(crate) fn $infer(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
+            $validate(attrs)?;
+            infer_reduce(ins, attrs, Reduction::$r.dtypes())
+        }
+    )*};
+}
+
+reductions! {
+    ReduceMean Mean validate_reduce_mean infer_reduce_mean;
+    ReduceSum Sum validate_reduce_sum infer_reduce_sum;
+    ReduceMax Max validate_reduce_max infer_reduce_max;
+    ReduceMin Min validate_reduce_min infer_reduce_min;
+    ReduceProd Prod validate_reduce_prod infer_reduce_prod;
+    ReduceL1 L1 validate_reduce_l1 infer_reduce_l1;
+    ReduceL2 L2 validate_reduce_l2 infer_reduce_l2;
+    ReduceLogSum LogSum validate_reduce_log_sum infer_reduce_log_sum;
+    ReduceLogSumExp LogSumExp validate_reduce_log_sum_exp infer_reduce_log_sum_exp;
+    ReduceSumSquare SumSquare validate_reduce_sum_square infer_reduce_sum_square;
 }
 
 /// Which dimensions are reduced; `None` for a no-op (empty axes with
@@ -569,16 +664,6 @@ pub(crate) fn infer_reduce(
             .collect(),
     };
     Ok(vec![(x.dtype, shape)])
-}
-
-pub(crate) fn infer_reduce_mean(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
-    validate_reduce_mean(attrs)?;
-    infer_reduce(ins, attrs, F32)
-}
-
-pub(crate) fn infer_reduce_sum(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
-    validate_reduce_sum(attrs)?;
-    infer_reduce(ins, attrs, SIGNED)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -39,6 +39,8 @@ operators! {
     Conv ConvTranspose MaxPool AveragePool GlobalAveragePool GlobalMaxPool Gemm MatMul
     Concat Transpose Reshape Flatten Squeeze Unsqueeze Split Slice Gather Tile Pad Shape
     ConstantOfShape Cast
+    ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare
+    CastLike
     Equal Less Greater LessOrEqual GreaterOrEqual Not And Or Xor Where Expand Range Mod Size
 }
 

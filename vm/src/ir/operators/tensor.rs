@@ -52,6 +52,9 @@ pub static OPS: &[OpDef] = &[
         \"f32\")"),
     op!(Cast, in 1..=1, out 1..=1, attrs &[attr!("to", Int)], validate validate_cast, infer infer_cast, "converts to the ONNX TensorProto data type `to` (1 f32, 2 u8, 3 i8, 4 u16, 5 i16, \
         6 i32, 7 i64, 9 bool, 10 f16, 11 f64, 12 u32, 13 u64); floats to ints truncate, to bool is != 0"),
+    op!(CastLike, in 2..=2, out 1..=1, attrs &[attr!("saturate", Int)], infer infer_cast_like,
+        "converts input 1 to the dtype of input 2 (whose values are not read), as Cast does; `saturate` \
+        concerns float8 types only"),
 ];
 
 // ---------------------------------------------------------------------------------------
@@ -700,6 +703,13 @@ pub(crate) fn shape_range(rank: usize, attrs: &Attrs) -> (usize, usize) {
     (s, e.max(s))
 }
 
+/// The value of `Shape` of a tensor of shape `x`: its dims from `start` to `end`. It
+/// depends on the shape alone, so a compiler that knows the shape knows the value.
+pub fn shape_value(x: &[i64], attrs: &Attrs) -> Vec<i64> {
+    let (s, e) = shape_range(x.len(), attrs);
+    x[s..e].to_vec()
+}
+
 pub(crate) fn infer_shape(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
     let x = input(ins, 0, "Shape")?;
     let (s, e) = shape_range(x.shape.len(), attrs);
@@ -757,6 +767,13 @@ pub(crate) fn cast_target(attrs: &Attrs) -> Result<DType, String> {
 
 pub(crate) fn validate_cast(attrs: &Attrs) -> Result<(), String> {
     cast_target(attrs).map(|_| ())
+}
+
+pub(crate) fn infer_cast_like(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let x = input(ins, 0, "CastLike")?;
+    check_shape(x.shape, "CastLike")?;
+    let target = input(ins, 1, "CastLike")?;
+    Ok(vec![(target.dtype, x.shape.to_vec())])
 }
 
 pub(crate) fn infer_cast(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
