@@ -255,14 +255,20 @@ pub fn analyze_with<'g>(g: &'g Graph, input_shapes: &[Vec<i64>], fold_budget: u6
             .iter()
             .try_fold(0u64, |acc, (d, s)| acc.checked_add(rxvm_vm::types::dense_bytes(*d, s)?))
             .filter(|&bytes| bytes <= budget);
-        // `Shape` depends on its input's shape alone, which is known here (the input shapes
-        // are given), so it folds whatever computes its input: the shape arithmetic after it
-        // (Gather, Concat, Reshape's shape input...) then folds as well.
-        if let (Operator::Shape, Some(bytes)) = (def.op, out_bytes) {
+        // `Shape` and `Size` depend on their input's shape alone, which is known here (the
+        // input shapes are given), so they fold whatever computes their input: the shape
+        // arithmetic after them (Gather, Concat, Reshape's shape input...) then folds as well.
+        if let (Operator::Shape | Operator::Size, Some(bytes)) = (def.op, out_bytes) {
             if let (Some(Some(x)), Some(y)) = (infos.first(), n.outputs.first()) {
-                let dims = rxvm_vm::ir::operators::tensor::shape_value(x.shape, &n.attrs);
-                let data = dims.iter().flat_map(|d| d.to_le_bytes()).collect();
-                let t = HostTensor::new(DType::I64, vec![dims.len() as i64], data)?;
+                let t = if def.op == Operator::Shape {
+                    let dims = rxvm_vm::ir::operators::tensor::shape_value(x.shape, &n.attrs);
+                    let data = dims.iter().flat_map(|d| d.to_le_bytes()).collect();
+                    HostTensor::new(DType::I64, vec![dims.len() as i64], data)?
+                } else {
+                    // Inference checked that the element count fits.
+                    let count = x.shape.iter().product::<i64>();
+                    HostTensor::new(DType::I64, vec![], count.to_le_bytes().to_vec())?
+                };
                 budget -= bytes;
                 a.consts.insert(y.as_str(), t);
                 for (name, t) in n.outputs.iter().zip(outs) {

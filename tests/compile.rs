@@ -316,3 +316,34 @@ fn shape_of_a_computed_tensor_folds_with_the_arithmetic_after_it() {
     let want: Vec<f64> = weights(&[2, 3, 4], 10).to_f64().into_iter().map(|v| v.max(0.0)).collect();
     assert_eq!(out, vec![want]);
 }
+
+/// `Size` of a computed tensor folds as `Shape` does, and a `Range` over it folds too.
+#[test]
+fn size_of_a_computed_tensor_folds_and_feeds_a_range() {
+    let mut g = Graph::new("positions".into());
+    g.inputs.push(GraphInput { name: "x".into(), dtype: DType::F32, dims: vec![Some(2), Some(3), Some(4)] });
+    g.add_const("zero", i64_const(&[0], &[]));
+    g.add_const("one", i64_const(&[1], &[]));
+    g.add_const("flat", i64_const(&[-1], &[1]));
+    g.nodes.push(node("Relu", &["x"], &["h"], &[]));
+    g.nodes.push(node("Size", &["h"], &["n"], &[]));
+    g.nodes.push(node("Range", &["zero", "n", "one"], &["r"], &[]));
+    g.nodes.push(node("Cast", &["r"], &["rf"], &[("to", AttrValue::Int(1))]));
+    g.nodes.push(node("Reshape", &["h", "flat"], &["hf"], &[]));
+    g.nodes.push(node("Add", &["hf", "rf"], &["y"], &[]));
+    g.outputs.push("y".into());
+    let shapes = vec![vec![2, 3, 4]];
+    let c = compile(&g, &shapes, &Options::default()).expect("compiles: the range's length is known");
+    let text = rxvm::asm::disassemble(&c.module);
+    for op in ["Size", "Range", "Cast"] {
+        assert!(!text.contains(&format!("@onnx.{op}")), "{op} was not folded:\n{text}");
+    }
+    let out = run_module(c.module, &shapes, DeviceCaps::host());
+    let want: Vec<f64> = weights(&[2, 3, 4], 10)
+        .to_f64()
+        .into_iter()
+        .enumerate()
+        .map(|(k, v)| ((v as f32).max(0.0) + k as f32) as f64)
+        .collect();
+    assert_eq!(out, vec![want]);
+}
