@@ -40,7 +40,7 @@ operators! {
     Concat Transpose Reshape Flatten Squeeze Unsqueeze Split Slice Gather Tile Pad Shape
     ConstantOfShape Cast
     ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare
-    CastLike
+    CastLike LayerNormalization
 }
 
 impl Operator {
