@@ -39,6 +39,8 @@ operators! {
     Conv ConvTranspose MaxPool AveragePool GlobalAveragePool GlobalMaxPool Gemm MatMul
     Concat Transpose Reshape Flatten Squeeze Unsqueeze Split Slice Gather Tile Pad Shape
     ConstantOfShape Cast
+    Gelu Erf HardSigmoid HardSwish Mish Celu ThresholdedRelu Log Reciprocal Floor Ceil Round Sign Sin Cos
+    Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh
 }
 
 impl Operator {
