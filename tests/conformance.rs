@@ -112,3 +112,36 @@ fn non_finite_outputs_compare_exactly() {
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// The cases of ONNX's node suite (`.cache/onnx/node`, when generated) that exercise the
+/// activation family directly: every one passes on the host, Intel and PoCL. (Their
+/// `_expanded` forms need `Constant` attribute forms and CastLike, and the f16/bf16 Celu
+/// cases f16 arithmetic, which are not this family's.)
+#[test]
+fn activation_node_cases_pass_on_every_device() {
+    let node = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/onnx/node");
+    if !node.is_dir() {
+        eprintln!("skipping: no ONNX node suite under .cache/onnx/node");
+        return;
+    }
+    let names = "acos acos_example acosh acosh_example asin asin_example asinh asinh_example atan atan_example \
+                 atanh atanh_example ceil ceil_example celu cos cos_example cosh cosh_example erf floor floor_example \
+                 gelu_default_1 gelu_default_2 gelu_tanh_1 gelu_tanh_2 hardsigmoid hardsigmoid_default \
+                 hardsigmoid_example hardswish hardswish_expanded log log_example mish mish_expanded reciprocal \
+                 reciprocal_example round sign sin sin_example sinh sinh_example tan tan_example thresholdedrelu \
+                 thresholdedrelu_default thresholdedrelu_example";
+    let cases: Vec<PathBuf> = names.split_whitespace().map(|n| node.join(format!("test_{n}"))).collect();
+    assert_eq!(cases.len(), 48);
+    let mut devices = vec![("host", DeviceSpec::Host(DeviceCaps::host()))];
+    for name in ["intel", "pocl"] {
+        if let Some(d) = platform(name) {
+            devices.push((name, d));
+        }
+    }
+    for (label, device) in devices {
+        let results = run_all(&cases, &device);
+        let text = report(&results);
+        let passed = results.iter().filter(|r| r.outcome == Outcome::Pass).count();
+        assert_eq!(passed, cases.len(), "{label}: activation node cases:\n{text}");
+    }
+}

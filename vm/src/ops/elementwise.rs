@@ -68,7 +68,7 @@ pub(crate) static HOST: &[(Operator, HostFn)] = &[
 // ---------------------------------------------------------------------------------------
 // Shared helpers.
 
-type Validate = fn(&Attrs) -> Result<(), String>;
+pub(super) type Validate = fn(&Attrs) -> Result<(), String>;
 
 fn view_mut<T: Elem>(data: &mut [u8]) -> Option<&mut [T]> {
     if cfg!(target_endian = "big") {
@@ -167,7 +167,7 @@ fn unsupported(d: DType) -> String {
     format!("unsupported dtype {d}")
 }
 
-fn no_checks(_: &Attrs) -> Result<(), String> {
+pub(super) fn no_checks(_: &Attrs) -> Result<(), String> {
     Ok(())
 }
 
@@ -364,7 +364,7 @@ fn div(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> R
 }
 
 /// A unary f32 operator: `out = f(x)`.
-fn unary_f32(
+pub(super) fn unary_f32(
     ins: &[Option<&HostTensor>],
     attrs: &Attrs,
     outs: &mut [HostTensor],

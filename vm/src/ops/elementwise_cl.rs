@@ -484,8 +484,8 @@ fn sum(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, outs: &[ClTen
 // ---------------------------------------------------------------------------------------
 // Unary operators.
 
-/// A unary f32 operator `y = expr(v)`.
-fn unary_f32(
+/// A unary f32 operator `y = expr(v)` (also the buffer kernel of `super::activation_cl`).
+pub(super) fn unary_f32(
     ctx: &ClCtx,
     ins: &[Option<ClTensor>],
     outs: &[ClTensor],

@@ -41,6 +41,8 @@ operators! {
     ConstantOfShape Cast
     ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare
     CastLike LayerNormalization
+    Gelu Erf HardSigmoid HardSwish Mish Celu ThresholdedRelu Log Reciprocal Floor Ceil Round Sign Sin Cos
+    Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh
 }
 
 impl Operator {
