@@ -93,9 +93,9 @@ pub enum Command {
         #[arg(long)]
         summary: bool,
         /// How long one case may run before it fails as a timeout and the next one starts
-        /// (e.g. 500ms, 30s, 2m).
-        #[arg(long, value_name = "TIME", value_parser = parse_duration, default_value = "60s")]
-        timeout: std::time::Duration,
+        /// (e.g. 500ms, 30s, 2m). Default: 60s, 30m on Oclgrind.
+        #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+        timeout: Option<std::time::Duration>,
     },
 }
 
@@ -505,10 +505,16 @@ pub fn describe_caps(c: &DeviceCaps) -> String {
     s
 }
 
-fn cmd_conformance(dirs: &[PathBuf], device: &str, summary: bool, timeout: std::time::Duration) -> Result<(), Failure> {
+fn cmd_conformance(
+    dirs: &[PathBuf],
+    device: &str,
+    summary: bool,
+    timeout: Option<std::time::Duration>,
+) -> Result<(), Failure> {
     let spec = device_spec(device, None)?;
     let cases = crate::conformance::find_cases(dirs)?;
-    let results = crate::conformance::run_all_within(&cases, &spec, timeout);
+    let limit = timeout.unwrap_or_else(|| crate::conformance::default_time_limit(&spec));
+    let results = crate::conformance::run_all_within(&cases, &spec, limit);
     if summary {
         print!("{}", crate::conformance::summary(&results));
     } else {

@@ -146,7 +146,9 @@ pub fn classify_error(msg: &str, model: Option<&Path>) -> Cause {
             let other = msg[at + d.len()..].strip_prefix(" and ").and_then(dtype_at);
             return Cause::Dtype(format!("{d} with {}", other.unwrap_or(&"?")));
         }
-        if msg.contains(" must be ") {
+        // `must be f32, i32 or i64, found u8`; not `must be f32[3], found f32[4]` (a shape).
+        let wanted = msg[..at].rfind(" must be ").map(|i| &msg[i..at]);
+        if wanted.is_some_and(|w| !w.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == *d)) {
             return Cause::Dtype((*d).to_string());
         }
     }
@@ -362,12 +364,19 @@ pub fn run_case_with_cause(dir: &Path, device: &DeviceSpec) -> (Outcome, Option<
     (Outcome::Pass, None)
 }
 
-/// How long one case may run before [`run_all`] counts it as a timeout and goes on.
-pub const CASE_TIME_LIMIT: Duration = Duration::from_secs(60);
+/// How long one case may run on a device before [`run_all`] counts it as a timeout and
+/// goes on: 60 s, and 30 min on Oclgrind, a simulator that takes minutes on the wheel's
+/// largest convolution (`test_operator_conv`: about 3 min in a debug build).
+pub fn default_time_limit(device: &DeviceSpec) -> Duration {
+    match device {
+        DeviceSpec::OpenCl(info) if info.platform.contains("Oclgrind") => Duration::from_secs(30 * 60),
+        _ => Duration::from_secs(60),
+    }
+}
 
-/// Runs every case with [`CASE_TIME_LIMIT`]; the results in order.
+/// Runs every case within [`default_time_limit`]; the results in order.
 pub fn run_all(cases: &[PathBuf], device: &DeviceSpec) -> Vec<CaseResult> {
-    run_all_within(cases, device, CASE_TIME_LIMIT)
+    run_all_within(cases, device, default_time_limit(device))
 }
 
 /// Runs every case, each on a thread of its own so that a panic fails that case alone and
@@ -385,34 +394,40 @@ pub fn run_all_within(cases: &[PathBuf], device: &DeviceSpec, limit: Duration) -
 }
 
 fn run_guarded(case: &Path, device: &DeviceSpec, limit: Duration) -> (Outcome, Option<Cause>) {
-    let (tx, rx) = std::sync::mpsc::channel();
     let (case, device) = (case.to_path_buf(), device.clone());
+    match guarded(limit, move || run_case_with_cause(&case, &device)) {
+        Ok(r) => r,
+        Err((cause, why)) => (Outcome::Fail(why), Some(cause)),
+    }
+}
+
+/// Runs `f` on a thread of its own and waits at most `limit` for it: its result, or why
+/// there is none — `Cause::Timeout` (the thread is left to finish on its own),
+/// `Cause::Panic` with the panic's message, or `Cause::Other` if no thread could start.
+fn guarded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> Result<T, (Cause, String)> {
+    let (tx, rx) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new().name("conformance case".into()).spawn(move || {
         // The receiver is gone only after a timeout, when nobody waits for the result.
-        let _ = tx.send(run_case_with_cause(&case, &device));
+        let _ = tx.send(f());
     });
-    let handle = match spawned {
-        Ok(h) => h,
-        Err(e) => return (Outcome::Fail(format!("cannot start a thread for the case: {e}")), Some(Cause::Other)),
-    };
+    let handle = spawned.map_err(|e| (Cause::Other, format!("cannot start a thread for the case: {e}")))?;
     match rx.recv_timeout(limit) {
         Ok(r) => {
             let _ = handle.join();
-            r
+            Ok(r)
         }
-        Err(RecvTimeoutError::Timeout) => {
-            (Outcome::Fail(format!("ran longer than the time limit ({} s)", limit.as_secs_f64())), Some(Cause::Timeout))
-        }
+        Err(RecvTimeoutError::Timeout) => Err((Cause::Timeout, format!("ran longer than the time limit ({limit:?})"))),
+        // The sender went without sending: `f` panicked.
         Err(RecvTimeoutError::Disconnected) => {
             let msg = match handle.join() {
                 Err(p) => p
                     .downcast_ref::<&str>()
                     .map(|s| s.to_string())
                     .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a non-text payload".into()),
-                Ok(()) => "no result".into(),
+                    .unwrap_or_else(|| "(not a text)".into()),
+                Ok(()) => "(no message)".into(),
             };
-            (Outcome::Fail(format!("panicked: {msg}")), Some(Cause::Panic))
+            Err((Cause::Panic, format!("panicked: {msg}")))
         }
     }
 }
@@ -513,7 +528,7 @@ mod tests {
     #[test]
     fn errors_are_classified_by_cause() {
         let m = "out/node/test_x/model.onnx: ";
-        let cases: [(String, Cause); 14] = [
+        let cases: [(String, Cause); 15] = [
             (
                 format!("{m}node `Scan_0` (Scan): attribute `body` of type GRAPH is not supported"),
                 Cause::ControlFlow("Scan".into()),
@@ -557,6 +572,7 @@ mod tests {
                 "@onnx.Dropout: training_mode is true, but only inference is supported (Dropout copies its input)".into(),
                 Cause::Attribute("Dropout".into()),
             ),
+            ("node `Add_0` (Add): input 1 (B) must be f32[3], found f32[4]".into(), Cause::Other),
             ("something nobody anticipated".into(), Cause::Other),
         ];
         for (msg, want) in cases {
@@ -628,6 +644,31 @@ mod tests {
              \x20   d: bad value\n\
              1 passed, 4 failed, 3 skipped\n"
         );
+    }
+
+    #[test]
+    fn a_case_that_panics_or_hangs_fails_alone() {
+        let limit = Duration::from_secs(10);
+        assert_eq!(guarded(limit, || 7), Ok(7));
+        assert_eq!(
+            guarded(limit, || -> i32 { panic!("a bug in a kernel") }),
+            Err((Cause::Panic, "panicked: a bug in a kernel".into()))
+        );
+        let n = 3;
+        assert_eq!(
+            guarded(limit, move || -> i32 { panic!("index {n} out of range") }),
+            Err((Cause::Panic, "panicked: index 3 out of range".into()))
+        );
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        // Blocks until the test lets it go: longer than the limit.
+        let hang = move || rx.recv_timeout(Duration::from_secs(60)).is_ok();
+        let started = std::time::Instant::now();
+        assert_eq!(
+            guarded(Duration::from_millis(50), hang),
+            Err((Cause::Timeout, "ran longer than the time limit (50ms)".into()))
+        );
+        assert!(started.elapsed() < Duration::from_secs(30), "the timeout waited for the case");
+        drop(tx);
     }
 
     #[test]

@@ -174,5 +174,17 @@ fn non_finite_outputs_compare_exactly() {
         String::from_utf8_lossy(&out.stdout),
         "1 case(s) did not pass, by cause:\n  wrong result: 1 case\n    flipped: output 0: element 1 is -inf, expected inf (tolerance 0.00001 + 0.001 * |expected|)\n1 passed, 1 failed, 0 skipped\n"
     );
+    // A case over `--timeout` fails as a timeout, and the run goes on (1 µs: no case reads
+    // its model that fast).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rxvm"))
+        .args(["conformance", "--summary", "--timeout", "0.001ms"])
+        .arg(&same)
+        .output()
+        .expect("rxvm runs");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "1 case(s) did not pass, by cause:\n  timeout: 1 case\n    same: ran longer than the time limit (1µs)\n0 passed, 1 failed, 0 skipped\n"
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
