@@ -460,7 +460,8 @@ pub fn report(results: &[CaseResult]) -> String {
 /// group's details ranked by the number of cases (the missing operators; the dtypes; the
 /// operators whose attribute, shape or control flow is not supported), every case of the
 /// groups that point at a bug (wrong result, panic, timeout) or at nothing known (other)
-/// named with its error; then the closing `N passed, M failed, K skipped`.
+/// named with its error; then the closing `N passed, M failed, K skipped` (alone when every
+/// case passed).
 pub fn summary(results: &[CaseResult]) -> String {
     use std::collections::BTreeMap;
     type Group<'a> = (&'static str, Vec<&'a CaseResult>, BTreeMap<&'a str, usize>);
@@ -489,7 +490,10 @@ pub fn summary(results: &[CaseResult]) -> String {
     let order = |l: &str| known.iter().position(|x| *x == l).unwrap_or(usize::MAX);
     // The known kinds first, in a fixed order; then the ones that need a look.
     groups.sort_by_key(|(l, v, _)| (order(l), std::cmp::Reverse(v.len())));
-    let mut s = format!("{} case(s) did not pass, by cause:\n", results.len() - p);
+    let mut s = String::new();
+    if results.len() > p {
+        s.push_str(&format!("{} case(s) did not pass, by cause:\n", results.len() - p));
+    }
     for (label, cases, details) in &groups {
         let unit = if cases.len() == 1 { "case" } else { "cases" };
         s.push_str(&format!("  {label}: {} {unit}", cases.len()));
@@ -644,6 +648,8 @@ mod tests {
              \x20   d: bad value\n\
              1 passed, 4 failed, 3 skipped\n"
         );
+        // When every case passes, only the last line.
+        assert_eq!(summary(&results[..1]), "1 passed, 0 failed, 0 skipped\n");
     }
 
     #[test]
