@@ -59,5 +59,8 @@ for device in host opencl:intel opencl:pocl; do
   printf '%-14s ' "$device"
   ./target/debug/rxvm conformance "$onnx_data/pytorch-converted" "$onnx_data/pytorch-operator" --device "$device" | tail -n 1
 done
+echo "== ONNX's node test suite on the host (asserted by tests/conformance.rs; docs/conformance.md)"
+# It exits with 1 while cases fail: the groups of the summary and its last line are shown.
+{ ./target/debug/rxvm conformance .cache/onnx/node --summary || true; } | grep -v '^    '
 echo "== cargo bench -- --test (each benchmark once: they build, run and check their results)"
 cargo bench --workspace --locked --bench '*' -- --test

@@ -87,6 +87,15 @@ pub enum Command {
         /// Where to run: host, opencl or opencl:NAME.
         #[arg(long, default_value = "host")]
         device: String,
+        /// Instead of a line per case, the cases that do not pass grouped by cause
+        /// (missing operator, ranked; unsupported dtype; unsupported attribute; dynamic
+        /// shape; control flow; wrong result, panic, timeout and other, each case named).
+        #[arg(long)]
+        summary: bool,
+        /// How long one case may run before it fails as a timeout and the next one starts
+        /// (e.g. 500ms, 30s, 2m). Default: 60s, 30m on Oclgrind.
+        #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+        timeout: Option<std::time::Duration>,
     },
 }
 
@@ -285,7 +294,7 @@ pub fn main_with(cli: Cli) -> i32 {
         Command::Run(args) => cmd_run(args),
         Command::Repl { file, timeout } => cmd_repl(file.as_deref(), timeout),
         Command::Devices => cmd_devices(),
-        Command::Conformance { dirs, device } => cmd_conformance(&dirs, &device),
+        Command::Conformance { dirs, device, summary, timeout } => cmd_conformance(&dirs, &device, summary, timeout),
     };
     match r {
         Ok(()) => 0,
@@ -496,11 +505,21 @@ pub fn describe_caps(c: &DeviceCaps) -> String {
     s
 }
 
-fn cmd_conformance(dirs: &[PathBuf], device: &str) -> Result<(), Failure> {
+fn cmd_conformance(
+    dirs: &[PathBuf],
+    device: &str,
+    summary: bool,
+    timeout: Option<std::time::Duration>,
+) -> Result<(), Failure> {
     let spec = device_spec(device, None)?;
     let cases = crate::conformance::find_cases(dirs)?;
-    let results = crate::conformance::run_all(&cases, &spec);
-    print!("{}", crate::conformance::report(&results));
+    let limit = timeout.unwrap_or_else(|| crate::conformance::default_time_limit(&spec));
+    let results = crate::conformance::run_all_within(&cases, &spec, limit);
+    if summary {
+        print!("{}", crate::conformance::summary(&results));
+    } else {
+        print!("{}", crate::conformance::report(&results));
+    }
     let failed = results.iter().filter(|r| matches!(r.outcome, crate::conformance::Outcome::Fail(_))).count();
     if failed > 0 {
         return Err(Failure::Message(format!("{failed} conformance case(s) failed")));

@@ -1,11 +1,11 @@
 //! ONNX's own operator test vectors (the onnx==1.23.2 wheel's pytorch-converted and
-//! pytorch-operator cases, fetched by scripts/fetch-onnx-data.sh) run through the VM's
-//! operators on the host device. Float outputs must match within
-//! `conformance::ATOL + conformance::RTOL * |expected|`; a case that uses an operator the
-//! VM lacks is skipped and named. `RXVM_REQUIRE_ONNX_DATA=1` (set by scripts/test.sh)
-//! makes missing data an error.
+//! pytorch-operator cases, and ONNX's node test suite generated from the wheel, both
+//! written by scripts/fetch-onnx-data.sh) run through the VM's operators on the host
+//! device. Float outputs must match within `conformance::ATOL + conformance::RTOL *
+//! |expected|`; a case that uses an operator the VM lacks is skipped and named.
+//! `RXVM_REQUIRE_ONNX_DATA=1` (set by scripts/test.sh) makes missing data an error.
 
-use rxvm::conformance::{find_cases, report, run_all, Outcome};
+use rxvm::conformance::{find_cases, report, run_all, summary, Cause, Outcome};
 use rxvm::vm::memory::DeviceSpec;
 use rxvm::vm::DeviceCaps;
 use std::path::{Path, PathBuf};
@@ -68,6 +68,58 @@ const MIN_PASSED: usize = 117;
 /// kernel are skipped).
 const MIN_PASSED_OPENCL: usize = 117;
 
+/// ONNX's node test suite (1,884 cases, .cache/onnx/node) on the host: at least
+/// [`NODE_MIN_PASSED`] pass; none panics or hangs; no output is wrong except the cases of
+/// [`NODE_WRONG_RESULTS`]; and every case that does not pass has a known cause (so that
+/// `rxvm conformance --summary` files it). The whole suite runs: it takes about a second
+/// in a debug build. docs/conformance.md has the baseline and the summary.
+#[test]
+fn onnx_node_suite_on_the_host() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/onnx/node");
+    if !dir.join(".complete").is_file() {
+        assert!(
+            std::env::var("RXVM_REQUIRE_ONNX_DATA").is_err(),
+            "ONNX's node test suite is missing: run scripts/fetch-onnx-data.sh"
+        );
+        eprintln!("skipping: no ONNX node test suite (run scripts/fetch-onnx-data.sh)");
+        return;
+    }
+    let cases = find_cases(&[dir]).expect("cases");
+    assert_eq!(cases.len(), 1884, "onnx 1.23.2's node suite has 1,884 cases");
+    let results = run_all(&cases, &DeviceSpec::Host(DeviceCaps::host()));
+    let text = summary(&results);
+    println!("host node-suite conformance:\n{text}");
+    let with = |want: fn(&Cause) -> bool| -> Vec<String> {
+        results
+            .iter()
+            .filter(|r| r.cause.as_ref().is_some_and(want))
+            .map(|r| format!("{}: {:?}", r.name, r.outcome))
+            .collect()
+    };
+    let crashed = with(|c| matches!(c, Cause::Panic | Cause::Timeout));
+    assert!(crashed.is_empty(), "cases that panicked or hung:\n{}", crashed.join("\n"));
+    let wrong: Vec<String> = with(|c| *c == Cause::WrongResult)
+        .into_iter()
+        .filter(|w| !NODE_WRONG_RESULTS.iter().any(|(name, _)| w.starts_with(&format!("{name}: "))))
+        .collect();
+    assert!(wrong.is_empty(), "wrong results (not in NODE_WRONG_RESULTS):\n{}", wrong.join("\n"));
+    let unknown = with(|c| *c == Cause::Other);
+    assert!(
+        unknown.is_empty(),
+        "errors conformance::classify_error does not file under a cause (teach it their kind):\n{}",
+        unknown.join("\n")
+    );
+    let passed = results.iter().filter(|r| r.outcome == Outcome::Pass).count();
+    // Raised as operators land; a drop means a regression.
+    assert!(passed >= NODE_MIN_PASSED, "only {passed} node-suite cases pass on the host:\n{text}");
+}
+
+/// The node-suite cases that pass on the host today (docs/conformance.md).
+const NODE_MIN_PASSED: usize = 232;
+/// Node-suite cases whose output is known to be wrong, each with its cause
+/// (docs/conformance.md): none today.
+const NODE_WRONG_RESULTS: &[(&str, &str)] = &[];
+
 /// A case whose expected outputs hold infinities and NaN: `rxvm conformance` passes it when
 /// the outputs are the same non-finite values (it once failed `inf` against `inf`, as
 /// `inf - inf` is NaN), and fails it when an infinity has the other sign.
@@ -110,5 +162,62 @@ fn non_finite_outputs_compare_exactly() {
         String::from_utf8_lossy(&out.stdout),
         "FAIL  flipped: output 0: element 1 is -inf, expected inf (tolerance 0.00001 + 0.001 * |expected|)\n0 passed, 1 failed, 0 skipped\n"
     );
+    // `--summary` files it as a wrong result, named with its error.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rxvm"))
+        .args(["conformance", "--summary"])
+        .arg(&flipped)
+        .arg(&same)
+        .output()
+        .expect("rxvm runs");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "1 case(s) did not pass, by cause:\n  wrong result: 1 case\n    flipped: output 0: element 1 is -inf, expected inf (tolerance 0.00001 + 0.001 * |expected|)\n1 passed, 1 failed, 0 skipped\n"
+    );
+    // A case over `--timeout` fails as a timeout, and the run goes on (1 µs: no case reads
+    // its model that fast).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rxvm"))
+        .args(["conformance", "--summary", "--timeout", "0.001ms"])
+        .arg(&same)
+        .output()
+        .expect("rxvm runs");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "1 case(s) did not pass, by cause:\n  timeout: 1 case\n    same: ran longer than the time limit (1µs)\n0 passed, 1 failed, 0 skipped\n"
+    );
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The cases of ONNX's node suite (`.cache/onnx/node`, when generated) that exercise the
+/// activation family directly: every one passes on the host, Intel and PoCL. (Their
+/// `_expanded` forms need `Constant` attribute forms and CastLike, and the f16/bf16 Celu
+/// cases f16 arithmetic, which are not this family's.)
+#[test]
+fn activation_node_cases_pass_on_every_device() {
+    let node = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/onnx/node");
+    if !node.is_dir() {
+        eprintln!("skipping: no ONNX node suite under .cache/onnx/node");
+        return;
+    }
+    let names = "acos acos_example acosh acosh_example asin asin_example asinh asinh_example atan atan_example \
+                 atanh atanh_example ceil ceil_example celu cos cos_example cosh cosh_example erf floor floor_example \
+                 gelu_default_1 gelu_default_2 gelu_tanh_1 gelu_tanh_2 hardsigmoid hardsigmoid_default \
+                 hardsigmoid_example hardswish hardswish_expanded log log_example mish mish_expanded reciprocal \
+                 reciprocal_example round sign sin sin_example sinh sinh_example tan tan_example thresholdedrelu \
+                 thresholdedrelu_default thresholdedrelu_example";
+    let cases: Vec<PathBuf> = names.split_whitespace().map(|n| node.join(format!("test_{n}"))).collect();
+    assert_eq!(cases.len(), 48);
+    let mut devices = vec![("host", DeviceSpec::Host(DeviceCaps::host()))];
+    for name in ["intel", "pocl"] {
+        if let Some(d) = platform(name) {
+            devices.push((name, d));
+        }
+    }
+    for (label, device) in devices {
+        let results = run_all(&cases, &device);
+        let text = report(&results);
+        let passed = results.iter().filter(|r| r.outcome == Outcome::Pass).count();
+        assert_eq!(passed, cases.len(), "{label}: activation node cases:\n{text}");
+    }
 }

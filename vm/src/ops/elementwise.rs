@@ -61,13 +61,14 @@ pub(crate) static HOST: &[(Operator, HostFn)] = &[
     (Operator::ReduceSumSquare, reduce_sum_square),
     (Operator::BatchNormalization, batch_norm),
     (Operator::InstanceNormalization, instance_norm),
+    (Operator::LayerNormalization, layer_norm),
     (Operator::LRN, lrn),
 ];
 
 // ---------------------------------------------------------------------------------------
 // Shared helpers.
 
-type Validate = fn(&Attrs) -> Result<(), String>;
+pub(super) type Validate = fn(&Attrs) -> Result<(), String>;
 
 fn view_mut<T: Elem>(data: &mut [u8]) -> Option<&mut [T]> {
     if cfg!(target_endian = "big") {
@@ -166,7 +167,7 @@ fn unsupported(d: DType) -> String {
     format!("unsupported dtype {d}")
 }
 
-fn no_checks(_: &Attrs) -> Result<(), String> {
+pub(super) fn no_checks(_: &Attrs) -> Result<(), String> {
     Ok(())
 }
 
@@ -363,7 +364,7 @@ fn div(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> R
 }
 
 /// A unary f32 operator: `out = f(x)`.
-fn unary_f32(
+pub(super) fn unary_f32(
     ins: &[Option<&HostTensor>],
     attrs: &Attrs,
     outs: &mut [HostTensor],
@@ -883,6 +884,59 @@ fn instance_norm(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTen
     Ok(())
 }
 
+/// `t`'s f32 elements broadcast to `shape` (numpy's rules; the caller checked they apply).
+fn expand_f32(t: &HostTensor, shape: &[i64]) -> Vec<f32> {
+    let v = values::<f32>(t);
+    let strides = broadcast_strides(&t.shape, shape);
+    let n = prod(shape);
+    let mut out = Vec::with_capacity(n);
+    let mut idx = vec![0usize; shape.len()];
+    for _ in 0..n {
+        out.push(v[idx.iter().zip(&strides).map(|(i, s)| i * s).sum::<usize>()]);
+        for k in (0..shape.len()).rev() {
+            idx[k] += 1;
+            if idx[k] < shape[k] as usize {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+    out
+}
+
+fn layer_norm(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    prepare(ins, attrs, outs, validate_layer_norm, infer_layer_norm)?;
+    let x = req(ins, 0)?;
+    let (axis, _) = layer_norm_split(&x.shape, attrs)?;
+    let normalized = &x.shape[axis..];
+    let inner = prod(normalized);
+    if x.numel() == 0 || inner == 0 {
+        return Ok(());
+    }
+    let eps = attrs.float("epsilon", 1e-5);
+    let scale = expand_f32(req(ins, 1)?, normalized);
+    let bias = match ins.get(2).copied().flatten() {
+        Some(b) => expand_f32(b, normalized),
+        None => vec![0.0; inner],
+    };
+    let xv = values::<f32>(x);
+    let rows = xv.len() / inner;
+    let (mut y, mut means, mut inv) = (vec![0f32; xv.len()], vec![0f32; rows], vec![0f32; rows]);
+    for (r, (xs, ys)) in xv.chunks_exact(inner).zip(y.chunks_exact_mut(inner)).enumerate() {
+        let mean = xs.iter().map(|&v| v as f64).sum::<f64>() / inner as f64;
+        let var = xs.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / inner as f64;
+        let k = 1.0 / (var + eps).sqrt();
+        for (j, (o, &v)) in ys.iter_mut().zip(xs).enumerate() {
+            *o = ((v as f64 - mean) * k * scale[j] as f64 + bias[j] as f64) as f32;
+        }
+        (means[r], inv[r]) = (mean as f32, k as f32);
+    }
+    for (i, out) in outs.iter_mut().enumerate() {
+        store(out, [&y, &means, &inv][i]);
+    }
+    Ok(())
+}
+
 fn lrn(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     prepare(ins, attrs, outs, validate_lrn, infer_lrn)?;
     let x = req(ins, 0)?;
@@ -1352,6 +1406,33 @@ mod tests {
     /// Each reduction against values computed by hand (numpy's where ONNX's reference uses
     /// it): rows of [1, -2, 3] and [-4, 5, 0.5], the empty reduction, NaN, and a LogSumExp
     /// that a naive exp would overflow.
+    /// Rows [1, 2, 3] and [2, 4, 9] over the last axis, with a per-element Scale and B,
+    /// against hand-computed values; Mean and InvStdDev too; Scale broadcast over axis 0.
+    #[test]
+    fn layer_normalization_matches_its_definition() {
+        let x = t(&[2, 3], &[1.0, 2.0, 3.0, 2.0, 4.0, 9.0]);
+        let (sc, b) = (t(&[3], &[1.0, 2.0, 0.5]), t(&[3], &[0.0, 1.0, -1.0]));
+        let a = attrs(&[("epsilon", float(0.0))]);
+        let outs = run("LayerNormalization", &[Some(&x), Some(&sc), Some(&b)], &a).unwrap();
+        let (k1, k2) = (1.0 / (2.0f64 / 3.0).sqrt(), 1.0 / (26.0f64 / 3.0).sqrt());
+        let want = [-k1, 1.0, k1 * 0.5 - 1.0, -3.0 * k2, -k2 * 2.0 + 1.0, 4.0 * k2 * 0.5 - 1.0].map(|v| v as f32);
+        assert_close(&outs[0], &[2, 3], &want);
+        assert_close(&outs[1], &[2, 1], &[2.0, 5.0]);
+        assert_close(&outs[2], &[2, 1], &[k1 as f32, k2 as f32]);
+        // Over every dim (axis 0), Scale of one element, no B: the whole tensor's statistics.
+        let outs = run("LayerNormalization", &[Some(&x), Some(&t(&[1], &[2.0]))], &attrs(&[("axis", int(0))])).unwrap();
+        let xs = [1.0f64, 2.0, 3.0, 2.0, 4.0, 9.0];
+        let mean = xs.iter().sum::<f64>() / 6.0;
+        let k = 1.0 / (xs.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / 6.0 + 1e-5).sqrt();
+        assert_close(&outs[0], &[2, 3], &xs.map(|v| ((v - mean) * k * 2.0) as f32));
+        assert_close(&outs[1], &[1, 1], &[mean as f32]);
+        // A Scale that does not broadcast to the normalized dims, and stash_type 0.
+        let e = err("LayerNormalization", &[Some(&x), Some(&t(&[2], &[1.0, 1.0]))], &Attrs::default());
+        assert!(e.contains("does not broadcast to the normalized dims [3]"), "{e}");
+        let e = def("LayerNormalization").check_attrs(&attrs(&[("stash_type", int(0))])).unwrap_err();
+        assert!(e.contains("`stash_type`"), "{e}");
+    }
+
     #[test]
     fn every_reduction_matches_its_definition() {
         let x = t(&[2, 3], &[1.0, -2.0, 3.0, -4.0, 5.0, 0.5]);

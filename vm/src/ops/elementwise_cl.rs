@@ -56,6 +56,7 @@ pub static CL: &[(Operator, ClFn)] = &[
     (Operator::ReduceSumSquare, reduce_sum_square),
     (Operator::BatchNormalization, batch_norm),
     (Operator::InstanceNormalization, instance_norm),
+    (Operator::LayerNormalization, layer_norm),
     (Operator::LRN, lrn),
 ];
 
@@ -483,8 +484,8 @@ fn sum(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, outs: &[ClTen
 // ---------------------------------------------------------------------------------------
 // Unary operators.
 
-/// A unary f32 operator `y = expr(v)`.
-fn unary_f32(
+/// A unary f32 operator `y = expr(v)` (also the buffer kernel of `super::activation_cl`).
+pub(super) fn unary_f32(
     ctx: &ClCtx,
     ins: &[Option<ClTensor>],
     outs: &[ClTensor],
@@ -960,6 +961,69 @@ fn batch_norm(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, ou
     ctx.run(&src, &args, n as usize)
 }
 
+/// LayerNormalization: one work-item per normalized row (mean, variance, then the row),
+/// writing Mean and InvStdDev too when the call names them. Scale and B are the
+/// normalized dims' elements in order, or one element.
+fn layer_norm(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    let x = input(ins, 0, "X")?;
+    check_dtype(x, 0, "X", &[DType::F32])?;
+    let (axis, stats) = crate::ir::operators::elementwise::layer_norm_split(&x.shape, attrs)?;
+    let inner = prod(&x.shape[axis..]);
+    let rows = prod(&x.shape[..axis]);
+    let param = |i: usize, name: &str| -> Result<Option<&ClTensor>, String> {
+        let Some(t) = ins.get(i).and_then(Option::as_ref) else { return Ok(None) };
+        check_dtype(t, i, name, &[DType::F32])?;
+        match t.numel() {
+            n if n == inner || n == 1 => Ok(Some(t)),
+            n => Err(format!(
+                "on OpenCL, input {} ({name}) has the normalized dims' {inner} elements or one; it has {n}",
+                i + 1
+            )),
+        }
+    };
+    let sc = param(1, "Scale")?.ok_or("input 2 (Scale) is required")?;
+    let b = param(2, "B")?;
+    let y = output(outs, 0)?;
+    check_out(y, x.dtype, &x.shape)?;
+    for o in outs.iter().skip(1) {
+        check_out(o, DType::F32, &stats)?;
+    }
+    if y.numel() == 0 || inner == 0 {
+        return Ok(());
+    }
+    let acc = Acc::of(ctx);
+    let a = acc.ty;
+    let (has_b, has_mean, has_inv) = (b.is_some(), outs.len() > 1, outs.len() > 2);
+    let src = format!(
+        "{}__kernel void k(__global const float* x, ulong xo, __global const float* sc, ulong sco, ulong scn, \
+         __global const float* b, ulong bo, ulong bn, __global float* y, ulong yo, __global float* mo, ulong moo, \
+         __global float* io, ulong ioo, ulong rows, ulong inner, {a} eps) {{\n  \
+         ulong r = get_global_id(0);\n  if (r >= rows) return;\n  \
+         ulong xb = xo + r * inner, yb = yo + r * inner;\n  {a} cnt = ({a})inner;\n  \
+         {a} s = 0;\n  for (ulong j = 0; j < inner; j++) s += ({a})x[xb + j];\n  {a} mean = s / cnt;\n  \
+         {a} q = 0;\n  for (ulong j = 0; j < inner; j++) {{ {a} d = ({a})x[xb + j] - mean; q += d * d; }}\n  \
+         {a} k = 1 / sqrt(q / cnt + eps);\n  \
+         for (ulong j = 0; j < inner; j++) {{\n    {a} g = ({a})sc[sco + (scn == 1 ? 0 : j)];\n    \
+         {a} bb = {};\n    y[yb + j] = (float)((({a})x[xb + j] - mean) * k * g + bb);\n  }}\n  \
+         {}{}}}\n",
+        acc.pragma(),
+        if has_b { format!("({a})b[bo + (bn == 1 ? 0 : j)]") } else { "0".to_string() },
+        if has_mean { "mo[moo + r] = (float)mean; " } else { "" },
+        if has_inv { "io[ioo + r] = (float)k; " } else { "" },
+    );
+    // Absent operands pass the input's buffer, never read.
+    let mut args: Vec<KernelArg> = x.args().into();
+    args.extend(sc.args());
+    args.push(KernelArg::U64(sc.numel()));
+    args.extend(b.unwrap_or(x).args());
+    args.push(KernelArg::U64(b.map_or(1, ClTensor::numel)));
+    args.extend(y.args());
+    args.extend(outs.get(1).unwrap_or(y).args());
+    args.extend(outs.get(2).unwrap_or(y).args());
+    args.extend([KernelArg::U64(rows), KernelArg::U64(inner), acc.arg(attrs.float("epsilon", 1e-5))]);
+    ctx.run(&src, &args, rows as usize)
+}
+
 fn instance_norm(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
     let x = input(ins, 0, "input")?;
     check_dtype(x, 0, "input", &[DType::F32])?;
@@ -1286,6 +1350,12 @@ mod tests {
         check(&dev, "BatchNormalization", &bn(&[3], 1), &none);
         check(&dev, "BatchNormalization", &bn(&[4, 5], 5), &none);
         check(&dev, "InstanceNormalization", &[t(F32, &[2, 3, 5], 1), t(F32, &[3], 2), t(F32, &[3], 3)], &none);
+        for (axis, normalized) in [(-1i64, vec![6i64]), (1, vec![4, 6]), (0, vec![3, 4, 6])] {
+            let x = t(F32, &[3, 4, 6], 7);
+            let a = attrs(&[("axis", int(axis)), ("epsilon", AttrValue::Float(1e-3))]);
+            check(&dev, "LayerNormalization", &[x.clone(), t(F32, &normalized, 8), t(F32, &normalized, 9)], &a);
+            check(&dev, "LayerNormalization", &[x.clone(), t(F32, &[1], 8)], &a);
+        }
         check(
             &dev,
             "InstanceNormalization",

@@ -7,6 +7,9 @@
 //! its storages), and the interpreter checks their dtype and shape against the inferred
 //! ones before the kernel runs.
 
+pub mod activation;
+#[cfg(feature = "opencl")]
+pub mod activation_cl;
 #[cfg(feature = "opencl")]
 pub mod cl;
 pub mod elementwise;
@@ -39,11 +42,11 @@ use std::sync::LazyLock;
 static CORE_HOST: &[(Operator, HostFn)] = &[(Operator::Relu, host::relu)];
 
 static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> =
-    LazyLock::new(|| by_id(&[CORE_HOST, elementwise::HOST, nn::HOST, tensor::HOST, logic::HOST]));
+    LazyLock::new(|| by_id(&[CORE_HOST, activation::HOST, elementwise::HOST, nn::HOST, tensor::HOST, logic::HOST]));
 
 #[cfg(feature = "opencl")]
 static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> =
-    LazyLock::new(|| by_id(&[elementwise_cl::CL, nn_cl::CL, tensor_cl::CL, logic_cl::CL]));
+    LazyLock::new(|| by_id(&[activation_cl::CL, elementwise_cl::CL, nn_cl::CL, tensor_cl::CL, logic_cl::CL]));
 
 #[cfg(feature = "opencl")]
 static TEXTURE_KERNELS: LazyLock<Vec<Option<texture_cl::TextureFn>>> = LazyLock::new(|| by_id(&[texture_cl::TEXTURE]));

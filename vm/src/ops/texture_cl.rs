@@ -9,6 +9,7 @@
 //! exactly where the `global.texture` folding puts it. Weights and other parameters stay in
 //! buffers. Padding channels of Conv and BatchNormalization outputs are written as zero.
 
+use super::activation_cl;
 use super::cl::{float_arg as f, long_arg as l, ClCtx, ClTensor};
 use super::elementwise_cl::{f32_fold, f32_map};
 use super::nn_cl::{Geo, GEO_PARAMS, SPLIT_OUT, TAPS_BEGIN, TAPS_END, TAP_COUNTS, WINDOW_START};
@@ -130,6 +131,30 @@ pub static TEXTURE: &[(Operator, TextureFn)] = &[
     (Operator::Softsign, map),
     (Operator::Identity, map),
     (Operator::Dropout, map),
+    (Operator::Gelu, map),
+    (Operator::Erf, map),
+    (Operator::HardSigmoid, map),
+    (Operator::HardSwish, map),
+    (Operator::Mish, map),
+    (Operator::Celu, map),
+    (Operator::ThresholdedRelu, map),
+    (Operator::Log, map),
+    (Operator::Reciprocal, map),
+    (Operator::Floor, map),
+    (Operator::Ceil, map),
+    (Operator::Round, map),
+    (Operator::Sign, map),
+    (Operator::Sin, map),
+    (Operator::Cos, map),
+    (Operator::Tan, map),
+    (Operator::Asin, map),
+    (Operator::Acos, map),
+    (Operator::Atan, map),
+    (Operator::Sinh, map),
+    (Operator::Cosh, map),
+    (Operator::Asinh, map),
+    (Operator::Acosh, map),
+    (Operator::Atanh, map),
 ];
 
 /// An n-ary elementwise operator: its f32 fold over same-shaped textures.
@@ -155,7 +180,11 @@ fn map(
     attrs: &Attrs,
     y: &ClTexture,
 ) -> Res {
-    let (map, params) = f32_map(op, infos, attrs)?.ok_or_else(|| format!("{} is not an f32 map", op.name()))?;
+    let map = match f32_map(op, infos, attrs)? {
+        Some(m) => Some(m),
+        None => activation_cl::f32_map(op, attrs)?,
+    };
+    let (map, params) = map.ok_or_else(|| format!("{} is not an f32 map", op.name()))?;
     elementwise(ctx, &[texture(ins, 0)?], "v", map, params, y)
 }
 

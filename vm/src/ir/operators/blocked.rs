@@ -44,7 +44,9 @@ pub const fn form(op: Operator) -> Option<Form> {
     use Operator::*;
     match op {
         Relu | Clip | LeakyRelu | Sigmoid | Tanh | Exp | Sqrt | Neg | Abs | Elu | Selu | Softplus | Softsign
-        | Identity | Dropout => Some(Form::Unary),
+        | Identity | Dropout | Gelu | Erf | HardSigmoid | HardSwish | Mish | Celu | ThresholdedRelu | Log
+        | Reciprocal | Floor | Ceil | Round | Sign | Sin | Cos | Tan | Asin | Acos | Atan | Sinh | Cosh | Asinh
+        | Acosh | Atanh => Some(Form::Unary),
         Add | Sub | Mul | Div | Pow | Max | Min | Sum => Some(Form::Nary),
         Conv | MaxPool | AveragePool | GlobalAveragePool | GlobalMaxPool | BatchNormalization => Some(Form::Channel),
         Concat => Some(Form::Concat),

@@ -110,6 +110,11 @@ pub static OPS: &[OpDef] = &[
             attr!("training_mode", Int)],
         validate validate_batch_norm, infer infer_batch_norm,
         "inference: scale * (x - mean) / sqrt(var + epsilon) + B per channel (spatial 0: per C×D1×…); only Y"),
+    op!(LayerNormalization, in 2..=3, out 1..=3,
+        attrs &[attr!("axis", Int), attr!("epsilon", Float), attr!("stash_type", Int)],
+        validate validate_layer_norm, infer infer_layer_norm,
+        "(x - mean) / sqrt(var + epsilon) * Scale + B over the dims from `axis` (default -1) on; Scale and B \
+        broadcast to those dims; optional outputs Mean and InvStdDev (epsilon 1e-5; computed in f64)"),
     op!(InstanceNormalization, in 3..=3, out 1..=1, attrs &[attr!("epsilon", Float)],
         validate validate_instance_norm, infer infer_instance_norm,
         "scale * (x - mean) / sqrt(var + epsilon) + B with statistics per (n, c) (epsilon 1e-5)"),
@@ -722,6 +727,47 @@ pub(crate) fn infer_batch_norm(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Res
         }
     }
     Ok(vec![(x.dtype, x.shape.to_vec())])
+}
+
+pub(crate) fn validate_layer_norm(a: &Attrs) -> Result<(), String> {
+    epsilon_attr(a, "LayerNormalization")?;
+    match a.get("stash_type") {
+        None | Some(AttrValue::Int(1)) => Ok(()),
+        Some(v) => Err(format!(
+            "attribute `stash_type` of @onnx.LayerNormalization must be 1 (compute in f32 or wider), found {}",
+            v.describe()
+        )),
+    }
+}
+
+/// LayerNormalization's split of `x`: the first normalized dim, and the shape of Mean and
+/// InvStdDev (`x`'s dims before it, then ones).
+pub(crate) fn layer_norm_split(x: &[i64], attrs: &Attrs) -> Result<(usize, Vec<i64>), String> {
+    if x.is_empty() {
+        return Err("input 1 (X) must have rank ≥ 1, found a scalar".into());
+    }
+    let axis = norm_axis(attrs.int("axis", -1), x.len())?;
+    let stats = x.iter().enumerate().map(|(i, &d)| if i < axis { d } else { 1 }).collect();
+    Ok((axis, stats))
+}
+
+pub(crate) fn infer_layer_norm(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let x = input(ins, 0, "X")?;
+    check_dtype(x, 0, "X", F32)?;
+    let (axis, stats) = layer_norm_split(x.shape, attrs)?;
+    let normalized = &x.shape[axis..];
+    for (i, name) in [(1, "Scale"), (2, "B")] {
+        let Some(t) = (if i == 1 { Some(input(ins, i, name)?) } else { optional(ins, i) }) else { continue };
+        check_dtype(t, i, name, F32)?;
+        if broadcast(t.shape, normalized).ok().as_deref() != Some(normalized) {
+            return Err(format!(
+                "input {} ({name}) has shape {:?}, which does not broadcast to the normalized dims {normalized:?}",
+                i + 1,
+                t.shape
+            ));
+        }
+    }
+    Ok(vec![(x.dtype, x.shape.to_vec()), (DType::F32, stats.clone()), (DType::F32, stats)])
 }
 
 pub(crate) fn validate_instance_norm(a: &Attrs) -> Result<(), String> {

@@ -6,6 +6,7 @@
 //! register in tables keyed by [`Operator`], so a name typo there is a compile error and a
 //! call finds its kernel by index.
 
+pub mod activation;
 pub mod blocked;
 pub mod elementwise;
 pub mod logic;
@@ -27,8 +28,14 @@ static CORE: &[OpDef] = &[op!(Relu, in 1..=1, out 1..=1, attrs &[], infer elemen
 /// Every operator's schema, by [`OpId`]: the families' tables merged in [`Operator`] order
 /// (a test checks that every operator has exactly one schema).
 pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
-    let mut all: Vec<&OpDef> =
-        CORE.iter().chain(elementwise::OPS).chain(nn::OPS).chain(tensor::OPS).chain(logic::OPS).collect();
+    let mut all: Vec<&OpDef> = CORE
+        .iter()
+        .chain(activation::OPS)
+        .chain(elementwise::OPS)
+        .chain(nn::OPS)
+        .chain(tensor::OPS)
+        .chain(logic::OPS)
+        .collect();
     all.sort_by_key(|d| d.op);
     all
 });

@@ -40,7 +40,9 @@ operators! {
     Concat Transpose Reshape Flatten Squeeze Unsqueeze Split Slice Gather Tile Pad Shape
     ConstantOfShape Cast
     ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare
-    CastLike
+    CastLike LayerNormalization
+    Gelu Erf HardSigmoid HardSwish Mish Celu ThresholdedRelu Log Reciprocal Floor Ceil Round Sign Sin Cos
+    Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh
     Equal Less Greater LessOrEqual GreaterOrEqual Not And Or Xor Where Expand Range Mod Size
 }
 
