@@ -221,3 +221,51 @@ fn activation_node_cases_pass_on_every_device() {
         assert_eq!(passed, cases.len(), "{label}: activation node cases:\n{text}");
     }
 }
+
+/// The cases of ONNX's node suite (`.cache/onnx/node`, when generated) that exercise the
+/// comparison and logic family and Expand, Range, Mod and Size directly: every one passes
+/// on the host, Intel and PoCL. (The others need string tensors (Equal), bf16 (Range), Loop
+/// (Range's `_expanded` forms), or the values of graph inputs when compiling: Expand's
+/// shape and Range's scalars are inputs of those models.)
+#[test]
+fn logic_node_cases_pass_on_every_device() {
+    let node = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/onnx/node");
+    if !node.is_dir() {
+        eprintln!("skipping: no ONNX node suite under .cache/onnx/node");
+        return;
+    }
+    let names = "and2d and3d and4d and_bcast3v1d and_bcast3v2d and_bcast4v2d and_bcast4v3d and_bcast4v4d equal \
+                 equal_bcast equal_int16 equal_int8 equal_uint16 equal_uint32 equal_uint64 equal_uint8 greater \
+                 greater_bcast greater_equal greater_equal_bcast greater_equal_bcast_expanded \
+                 greater_equal_expanded greater_equal_int16 greater_equal_int16_expanded greater_equal_int8 \
+                 greater_equal_int8_expanded greater_equal_uint16 greater_equal_uint16_expanded \
+                 greater_equal_uint32 greater_equal_uint32_expanded greater_equal_uint64 \
+                 greater_equal_uint64_expanded greater_equal_uint8 greater_equal_uint8_expanded greater_int16 \
+                 greater_int8 greater_uint16 greater_uint32 greater_uint64 greater_uint8 less less_bcast \
+                 less_equal less_equal_bcast less_equal_bcast_expanded less_equal_expanded less_equal_int16 \
+                 less_equal_int16_expanded less_equal_int8 less_equal_int8_expanded less_equal_uint16 \
+                 less_equal_uint16_expanded less_equal_uint32 less_equal_uint32_expanded less_equal_uint64 \
+                 less_equal_uint64_expanded less_equal_uint8 less_equal_uint8_expanded less_int16 less_int8 \
+                 less_uint16 less_uint32 less_uint64 less_uint8 mod_broadcast mod_float16_mixed_sign_fmod_0 \
+                 mod_float32_mixed_sign_fmod_0 mod_float64_mixed_sign_fmod_0 mod_float_edge_cases_fmod_0_float16 \
+                 mod_float_edge_cases_fmod_0_float32 mod_float_edge_cases_fmod_0_float64 mod_int64_fmod \
+                 mod_mixed_sign_float16 mod_mixed_sign_float32 mod_mixed_sign_float64 mod_mixed_sign_int16 \
+                 mod_mixed_sign_int32 mod_mixed_sign_int64 mod_mixed_sign_int8 mod_uint16 mod_uint32 mod_uint64 \
+                 mod_uint8 not_2d not_3d not_4d or2d or3d or4d or_bcast3v1d or_bcast3v2d or_bcast4v2d \
+                 or_bcast4v3d or_bcast4v4d size size_example where_example where_long_example xor2d xor3d xor4d \
+                 xor_bcast3v1d xor_bcast3v2d xor_bcast4v2d xor_bcast4v3d xor_bcast4v4d";
+    let cases: Vec<PathBuf> = names.split_whitespace().map(|n| node.join(format!("test_{n}"))).collect();
+    assert_eq!(cases.len(), 106);
+    let mut devices = vec![("host", DeviceSpec::Host(DeviceCaps::host()))];
+    for name in ["intel", "pocl"] {
+        if let Some(d) = platform(name) {
+            devices.push((name, d));
+        }
+    }
+    for (label, device) in devices {
+        let results = run_all(&cases, &device);
+        let text = report(&results);
+        let passed = results.iter().filter(|r| r.outcome == Outcome::Pass).count();
+        assert_eq!(passed, cases.len(), "{label}: logic node cases:\n{text}");
+    }
+}
