@@ -62,6 +62,8 @@ pub(crate) static HOST: &[(Operator, HostFn)] = &[
     (Operator::BatchNormalization, batch_norm),
     (Operator::InstanceNormalization, instance_norm),
     (Operator::LayerNormalization, layer_norm),
+    (Operator::ArgMax, arg_max),
+    (Operator::ArgMin, arg_min),
     (Operator::LRN, lrn),
 ];
 
@@ -884,6 +886,60 @@ fn instance_norm(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTen
     Ok(())
 }
 
+/// Along the axis of each (outer, inner) position, the index of the element `better`
+/// prefers (the first of equals, or the last with `last`).
+fn arg_index<T: Copy>(
+    x: &[T],
+    (outer, n, inner): (usize, usize, usize),
+    last: bool,
+    better: impl Fn(T, T) -> bool,
+) -> Vec<i64> {
+    let mut out = Vec::with_capacity(outer * inner);
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |k: usize| x[(o * n + k) * inner + i];
+            let mut best = 0;
+            for k in 1..n {
+                if better(at(k), at(best)) || (last && !better(at(best), at(k))) {
+                    best = k;
+                }
+            }
+            out.push(best as i64);
+        }
+    }
+    out
+}
+
+fn arg_reduce(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor], max: bool) -> Result<(), String> {
+    let def = (if max { Operator::ArgMax } else { Operator::ArgMin }).id().def();
+    prepare(ins, attrs, outs, def.validate, def.infer)?;
+    let x = req(ins, 0)?;
+    let (split, _) = arg_split(&x.shape, attrs)?;
+    let last = attrs.int("select_last_index", 0) != 0;
+    if x.numel() == 0 {
+        return Ok(());
+    }
+    // NaN is preferred to any number (numpy's argmax and argmin stop at the first NaN).
+    let idx = match x.dtype {
+        DType::F32 => arg_index(&values::<f32>(x), split, last, |a: f32, b: f32| {
+            (a.is_nan() && !b.is_nan()) || if max { a > b } else { a < b }
+        }),
+        DType::I32 => arg_index(&values::<i32>(x), split, last, |a, b| if max { a > b } else { a < b }),
+        DType::I64 => arg_index(&values::<i64>(x), split, last, |a, b| if max { a > b } else { a < b }),
+        d => return Err(unsupported(d)),
+    };
+    store(first(outs)?, &idx);
+    Ok(())
+}
+
+fn arg_max(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    arg_reduce(ins, attrs, outs, true)
+}
+
+fn arg_min(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    arg_reduce(ins, attrs, outs, false)
+}
+
 /// `t`'s f32 elements broadcast to `shape` (numpy's rules; the caller checked they apply).
 fn expand_f32(t: &HostTensor, shape: &[i64]) -> Vec<f32> {
     let v = values::<f32>(t);
@@ -1406,6 +1462,31 @@ mod tests {
     /// Each reduction against values computed by hand (numpy's where ONNX's reference uses
     /// it): rows of [1, -2, 3] and [-4, 5, 0.5], the empty reduction, NaN, and a LogSumExp
     /// that a naive exp would overflow.
+    /// ArgMax and ArgMin against hand-computed indices: ties (first or last), NaN (preferred,
+    /// as numpy's), keepdims, integers.
+    #[test]
+    fn arg_max_and_min_pick_the_documented_index() {
+        let x = t(&[2, 3], &[1.0, 5.0, 5.0, 7.0, f32::NAN, 2.0]);
+        let ix = |op: &str, x: &HostTensor, a: &[(&str, AttrValue)]| {
+            let y = run1(op, &[x], &attrs(a));
+            (y.shape.clone(), values::<i64>(&y).to_vec())
+        };
+        let rows = [("axis", int(1)), ("keepdims", int(0))];
+        assert_eq!(ix("ArgMax", &x, &rows), (vec![2], vec![1, 1]));
+        assert_eq!(
+            ix("ArgMax", &x, &[rows[0].clone(), rows[1].clone(), ("select_last_index", int(1))]),
+            (vec![2], vec![2, 1])
+        );
+        assert_eq!(ix("ArgMin", &x, &rows), (vec![2], vec![0, 1]));
+        assert_eq!(ix("ArgMax", &x, &[]), (vec![1, 3], vec![1, 1, 0]));
+        assert_eq!(ix("ArgMin", &x, &[("axis", int(-2))]), (vec![1, 3], vec![0, 1, 1]));
+        let xi = ti32(&[3], &[3, 3, 1]);
+        assert_eq!(ix("ArgMax", &xi, &[]), (vec![1], vec![0]));
+        assert_eq!(ix("ArgMax", &xi, &[("select_last_index", int(1))]), (vec![1], vec![1]));
+        let e = err("ArgMax", &[Some(&t(&[0, 2], &[]))], &Attrs::default());
+        assert!(e.contains("axis 0 has no elements"), "{e}");
+    }
+
     /// Rows [1, 2, 3] and [2, 4, 9] over the last axis, with a per-element Scale and B,
     /// against hand-computed values; Mean and InvStdDev too; Scale broadcast over axis 0.
     #[test]

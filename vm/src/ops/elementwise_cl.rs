@@ -57,6 +57,8 @@ pub static CL: &[(Operator, ClFn)] = &[
     (Operator::BatchNormalization, batch_norm),
     (Operator::InstanceNormalization, instance_norm),
     (Operator::LayerNormalization, layer_norm),
+    (Operator::ArgMax, arg_max),
+    (Operator::ArgMin, arg_min),
     (Operator::LRN, lrn),
 ];
 
@@ -961,6 +963,48 @@ fn batch_norm(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, ou
     ctx.run(&src, &args, n as usize)
 }
 
+/// ArgMax (`max`) or ArgMin: one work-item per output element, walking its axis; NaN is
+/// preferred to any number, as on the host.
+fn arg_reduce(ctx: &ClCtx, ins: &[Option<ClTensor>], attrs: &Attrs, outs: &[ClTensor], max: bool) -> Res {
+    let x = input(ins, 0, "data")?;
+    check_dtype(x, 0, "data", SIGNED)?;
+    let ((outer, n, inner), shape) = crate::ir::operators::elementwise::arg_split(&x.shape, attrs)?;
+    let y = output(outs, 0)?;
+    check_out(y, DType::I64, &shape)?;
+    let count = (outer * inner) as u64;
+    if count == 0 {
+        return Ok(());
+    }
+    let t = cl_type(x.dtype);
+    let cmp = if max { ">" } else { "<" };
+    let last = attrs.int("select_last_index", 0) != 0;
+    // `better(a, b)`: a is preferred to b.
+    let better = |a: &str, b: &str| {
+        let nan = if x.dtype == DType::F32 { format!("(isnan({a}) && !isnan({b})) || ") } else { String::new() };
+        format!("({nan}{a} {cmp} {b})")
+    };
+    let take = if last { format!("{} || !{}", better("v", "b"), better("b", "v")) } else { better("v", "b") };
+    let src = format!(
+        "__kernel void k(__global const {t}* x, ulong xo, __global long* y, ulong yo, ulong count, ulong n, ulong inner) {{\n  \
+         ulong g = get_global_id(0);\n  if (g >= count) return;\n  ulong o = g / inner, i = g % inner;\n  \
+         ulong base = xo + o * n * inner + i;\n  {t} b = x[base];\n  long best = 0;\n  \
+         for (ulong k = 1; k < n; k++) {{ {t} v = x[base + k * inner]; if ({take}) {{ b = v; best = (long)k; }} }}\n  \
+         y[yo + g] = best;\n}}\n"
+    );
+    let [xm, xo] = x.args();
+    let [ym, yo] = y.args();
+    let args = [xm, xo, ym, yo, KernelArg::U64(count), KernelArg::U64(n as u64), KernelArg::U64(inner as u64)];
+    ctx.run(&src, &args, count as usize)
+}
+
+fn arg_max(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    arg_reduce(ctx, ins, attrs, outs, true)
+}
+
+fn arg_min(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    arg_reduce(ctx, ins, attrs, outs, false)
+}
+
 /// LayerNormalization: one work-item per normalized row (mean, variance, then the row),
 /// writing Mean and InvStdDev too when the call names them. Scale and B are the
 /// normalized dims' elements in order, or one element.
@@ -1350,6 +1394,20 @@ mod tests {
         check(&dev, "BatchNormalization", &bn(&[3], 1), &none);
         check(&dev, "BatchNormalization", &bn(&[4, 5], 5), &none);
         check(&dev, "InstanceNormalization", &[t(F32, &[2, 3, 5], 1), t(F32, &[3], 2), t(F32, &[3], 3)], &none);
+        for op in ["ArgMax", "ArgMin"] {
+            for d in [F32, I32, I64] {
+                for axis in [0, 1, -1] {
+                    for last in [0, 1] {
+                        let a = attrs(&[
+                            ("axis", int(axis)),
+                            ("select_last_index", int(last)),
+                            ("keepdims", int(axis & 1)),
+                        ]);
+                        check(&dev, op, &[t(d, &[3, 4, 5], 4)], &a);
+                    }
+                }
+            }
+        }
         for (axis, normalized) in [(-1i64, vec![6i64]), (1, vec![4, 6]), (0, vec![3, 4, 6])] {
             let x = t(F32, &[3, 4, 6], 7);
             let a = attrs(&[("axis", int(axis)), ("epsilon", AttrValue::Float(1e-3))]);

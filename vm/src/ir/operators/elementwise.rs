@@ -110,6 +110,13 @@ pub static OPS: &[OpDef] = &[
             attr!("training_mode", Int)],
         validate validate_batch_norm, infer infer_batch_norm,
         "inference: scale * (x - mean) / sqrt(var + epsilon) + B per channel (spatial 0: per C×D1×…); only Y"),
+    op!(ArgMax, in 1..=1, out 1..=1, attrs &[attr!("axis", Int), attr!("keepdims", Int), attr!("select_last_index", Int)],
+        validate validate_arg_max, infer infer_arg_reduce,
+        "i64 index of the largest element along `axis` (default 0; NaN counts as largest, as in numpy); keepdims 1; \
+        ties: the first, or the last with select_last_index 1"),
+    op!(ArgMin, in 1..=1, out 1..=1, attrs &[attr!("axis", Int), attr!("keepdims", Int), attr!("select_last_index", Int)],
+        validate validate_arg_min, infer infer_arg_reduce,
+        "i64 index of the smallest element along `axis` (NaN counts as smallest, as in numpy); as ArgMax"),
     op!(LayerNormalization, in 2..=3, out 1..=3,
         attrs &[attr!("axis", Int), attr!("epsilon", Float), attr!("stash_type", Int)],
         validate validate_layer_norm, infer infer_layer_norm,
@@ -727,6 +734,47 @@ pub(crate) fn infer_batch_norm(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Res
         }
     }
     Ok(vec![(x.dtype, x.shape.to_vec())])
+}
+
+fn validate_arg(a: &Attrs, op: &str) -> Result<(), String> {
+    flag_attr(a, "keepdims", op)?;
+    flag_attr(a, "select_last_index", op)
+}
+
+pub(crate) fn validate_arg_max(a: &Attrs) -> Result<(), String> {
+    validate_arg(a, "ArgMax")
+}
+
+pub(crate) fn validate_arg_min(a: &Attrs) -> Result<(), String> {
+    validate_arg(a, "ArgMin")
+}
+
+/// A tensor's elements as (outer, axis length, inner) around one axis.
+pub(crate) type AxisSplit = (usize, usize, usize);
+
+/// ArgMax/ArgMin's split of `x` around `axis`, and the output shape.
+pub(crate) fn arg_split(x: &[i64], attrs: &Attrs) -> Result<(AxisSplit, Vec<i64>), String> {
+    let rank = x.len().max(1);
+    let axis = norm_axis(attrs.int("axis", 0), rank)?;
+    let dims: Vec<i64> = if x.is_empty() { vec![1] } else { x.to_vec() };
+    let part = |s: &[i64]| s.iter().map(|&d| d.max(0) as usize).product::<usize>();
+    let split = (part(&dims[..axis]), part(&dims[axis..=axis]), part(&dims[axis + 1..]));
+    if split.1 == 0 {
+        return Err(format!("axis {axis} has no elements, so it has no largest or smallest one"));
+    }
+    let mut out = dims;
+    if attrs.int("keepdims", 1) != 0 {
+        out[axis] = 1;
+    } else {
+        out.remove(axis);
+    }
+    Ok((split, out))
+}
+
+pub(crate) fn infer_arg_reduce(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let x = input(ins, 0, "data")?;
+    check_dtype(x, 0, "data", SIGNED)?;
+    Ok(vec![(DType::I64, arg_split(x.shape, attrs)?.1)])
 }
 
 pub(crate) fn validate_layer_norm(a: &Attrs) -> Result<(), String> {

@@ -43,6 +43,7 @@ operators! {
     CastLike LayerNormalization
     Gelu Erf HardSigmoid HardSwish Mish Celu ThresholdedRelu Log Reciprocal Floor Ceil Round Sign Sin Cos
     Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh
+    ArgMax ArgMin
     Equal Less Greater LessOrEqual GreaterOrEqual Not And Or Xor Where Expand Range Mod Size
 }
 
