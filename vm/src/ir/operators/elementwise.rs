@@ -757,7 +757,7 @@ pub(crate) fn arg_split(x: &[i64], attrs: &Attrs) -> Result<(AxisSplit, Vec<i64>
     let rank = x.len().max(1);
     let axis = norm_axis(attrs.int("axis", 0), rank)?;
     let dims: Vec<i64> = if x.is_empty() { vec![1] } else { x.to_vec() };
-    let part = |s: &[i64]| s.iter().map(|&d| d.max(0) as usize).product::<usize>();
+    let part = |s: &[i64]| s.iter().fold(1usize, |a, &d| a.saturating_mul(d.max(0) as usize));
     let split = (part(&dims[..axis]), part(&dims[axis..=axis]), part(&dims[axis + 1..]));
     if split.1 == 0 {
         return Err(format!("axis {axis} has no elements, so it has no largest or smallest one"));
