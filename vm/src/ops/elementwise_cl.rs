@@ -67,7 +67,7 @@ type Infos<'a, 'b> = &'a [Option<TensorInfo<'b>>];
 /// Scalar kernel parameters: (OpenCL declaration, value).
 pub(super) type Params = Vec<(&'static str, KernelArg)>;
 
-const FP64_PRAGMA: &str = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
+pub(super) const FP64_PRAGMA: &str = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
 
 /// The most dimensions a broadcast kernel takes after coalescing (keeps the argument list
 /// well inside the minimum `CL_DEVICE_MAX_PARAMETER_SIZE`).
@@ -272,32 +272,67 @@ pub(super) fn layout(out: &[i64], shapes: &[&[i64]]) -> Result<(Vec<u64>, Vec<Ve
 
 /// `y = fold(op, operands)` with numpy broadcasting, every tensor of OpenCL type `t`.
 /// `operands` pairs each tensor with the shape it broadcasts as (it must hold that many
-/// elements); `op(acc, next)` is the C expression combining two values (`v` and `w`).
+/// elements); `op(acc, next)` is the C expression combining two values (`v` and `w`),
+/// made a function of the kernel's prelude and applied left to right by [`bcast`].
 fn nary(ctx: &ClCtx, operands: &[(&ClTensor, &[i64])], y: &ClTensor, t: &str, fp64: bool, op: &str) -> Res {
     if operands.is_empty() || operands.len() > MAX_OPERANDS {
         return Err(format!("a broadcast kernel takes 1 to {MAX_OPERANDS} operands, found {}", operands.len()));
     }
-    for (i, (x, s)) in operands.iter().enumerate() {
-        if x.numel() != prod(s) {
-            return Err(format!("operand {} holds {} elements, not the {} of shape {s:?}", i + 1, x.numel(), prod(s)));
+    let acc = if t == "half" { "float" } else { t };
+    let prelude = format!("inline {acc} rxvm_fold({acc} v, {acc} w) {{ return {op}; }}\n");
+    let expr = (1..operands.len()).fold("v0".to_string(), |e, j| format!("rxvm_fold({e}, v{j})"));
+    let list: Vec<Operand> = operands.iter().map(|&(t_, shape)| Operand { t: t_, shape, ty: t }).collect();
+    bcast(ctx, &list, y, t, fp64, &prelude, &expr)
+}
+
+/// One operand of [`bcast`]: the tensor, the shape it broadcasts as, and the OpenCL type
+/// its elements load as (`half` loads as `float` through `vload_half`).
+pub(super) struct Operand<'a> {
+    pub(super) t: &'a ClTensor,
+    pub(super) shape: &'a [i64],
+    pub(super) ty: &'a str,
+}
+
+/// `y[i] = expr` over the broadcast of `operands` to `y`'s shape, where `expr` reads operand
+/// `j`'s element as `v{j}`; `prelude` is OpenCL C placed before the kernel (helper
+/// functions). `out_ty` is the output's OpenCL type (`half` stores through `vstore_half`).
+pub(super) fn bcast(
+    ctx: &ClCtx,
+    operands: &[Operand],
+    y: &ClTensor,
+    out_ty: &str,
+    fp64: bool,
+    prelude: &str,
+    expr: &str,
+) -> Res {
+    for (j, o) in operands.iter().enumerate() {
+        if o.t.numel() != prod(o.shape) {
+            return Err(format!(
+                "operand {} holds {} elements, not the {} of shape {:?}",
+                j + 1,
+                o.t.numel(),
+                prod(o.shape),
+                o.shape
+            ));
         }
     }
     let n = y.numel();
     if n == 0 {
         return Ok(());
     }
-    let shapes: Vec<&[i64]> = operands.iter().map(|(_, s)| *s).collect();
+    let shapes: Vec<&[i64]> = operands.iter().map(|o| o.shape).collect();
     let (dims, strides) = layout(&y.shape, &shapes)?;
     if dims.len() > MAX_DIMS {
         return Err(format!("broadcasting over {} dimensions (at most {MAX_DIMS} are supported)", dims.len()));
     }
     let (k, r) = (operands.len(), dims.len());
     let mut src = String::from(if fp64 { FP64_PRAGMA } else { "" });
+    src.push_str(prelude);
     src.push_str("__kernel void k(");
-    for j in 0..k {
-        let _ = write!(src, "__global const {t}* a{j}, ulong o{j}, ");
+    for (j, o) in operands.iter().enumerate() {
+        let _ = write!(src, "__global const {}* a{j}, ulong o{j}, ", o.ty);
     }
-    let _ = write!(src, "__global {t}* y, ulong yo, ulong n");
+    let _ = write!(src, "__global {out_ty}* y, ulong yo, ulong n");
     for d in 0..r {
         let _ = write!(src, ", ulong d{d}");
     }
@@ -323,14 +358,21 @@ fn nary(ctx: &ClCtx, operands: &[(&ClTensor, &[i64])], y: &ClTensor, t: &str, fp
             }
         }
     }
-    let _ = writeln!(src, "  {t} v = a0[p0];");
-    for j in 1..k {
-        let _ = writeln!(src, "  {{ {t} w = a{j}[p{j}]; v = {op}; }}");
+    for (j, o) in operands.iter().enumerate() {
+        if o.ty == "half" {
+            let _ = writeln!(src, "  float v{j} = vload_half(p{j}, a{j});");
+        } else {
+            let _ = writeln!(src, "  {} v{j} = a{j}[p{j}];", o.ty);
+        }
     }
-    src.push_str("  y[yo + i] = v;\n}\n");
+    if out_ty == "half" {
+        let _ = writeln!(src, "  vstore_half({expr}, yo + i, y);\n}}");
+    } else {
+        let _ = writeln!(src, "  y[yo + i] = {expr};\n}}");
+    }
     let mut args = Vec::with_capacity(2 * k + 3 + r + k * r);
-    for (x, _) in operands {
-        args.extend(x.args());
+    for o in operands {
+        args.extend(o.t.args());
     }
     args.extend(y.args());
     args.push(KernelArg::U64(n));

@@ -6,14 +6,13 @@
 //! element bits, so they take every dtype.
 
 use super::cl::{cl_type, float_arg, ClCtx, ClFn, ClTensor};
-use super::elementwise_cl::{layout, MAX_DIMS};
+use super::elementwise_cl::{bcast, Operand, FP64_PRAGMA};
 use super::{Attrs, Operator, TensorInfo};
 use crate::ir::operators::elementwise::legacy_b_shape;
 use crate::ir::operators::logic::{plan_range, RangeArgs, EQUAL, NUMERIC};
 use crate::ir::operators::shape::broadcast;
 use crate::ir::types::DType;
 use crate::opencl::device::KernelArg;
-use std::fmt::Write;
 
 /// This family's OpenCL buffer kernels, by operator.
 pub static CL: &[(Operator, ClFn)] = &[
@@ -35,8 +34,6 @@ pub static CL: &[(Operator, ClFn)] = &[
 
 type Res = Result<(), String>;
 type Infos<'a, 'b> = &'a [Option<TensorInfo<'b>>];
-
-const FP64_PRAGMA: &str = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
 
 fn input<'a>(ins: &'a [Option<ClTensor>], i: usize, name: &str) -> Result<&'a ClTensor, String> {
     ins.get(i).and_then(Option::as_ref).ok_or_else(|| format!("input {} ({name}) is required", i + 1))
@@ -69,10 +66,6 @@ fn need_fp64(ctx: &ClCtx, d: DType) -> Res {
     Ok(())
 }
 
-fn prod(dims: &[i64]) -> u64 {
-    dims.iter().fold(1u64, |a, &d| a.saturating_mul(d.max(0) as u64))
-}
-
 /// The unsigned OpenCL type of an element of `d`'s width, for moving raw bits.
 fn raw_type(d: DType) -> &'static str {
     match d.size() {
@@ -83,14 +76,6 @@ fn raw_type(d: DType) -> &'static str {
     }
 }
 
-/// One operand of [`bcast`]: the tensor, the shape it broadcasts as, and the OpenCL type
-/// its elements load as (`half` loads as `float` through `vload_half`).
-struct Operand<'a> {
-    t: &'a ClTensor,
-    shape: &'a [i64],
-    ty: &'static str,
-}
-
 /// The loading type of a dtype's elements: its OpenCL type, or `raw` bits of its width.
 fn ty(d: DType, raw: bool) -> &'static str {
     if raw {
@@ -98,88 +83,6 @@ fn ty(d: DType, raw: bool) -> &'static str {
     } else {
         cl_type(d)
     }
-}
-
-/// `y[i] = expr` over the broadcast of `operands` to `y`'s shape, where `expr` reads operand
-/// `j`'s element as `v{j}`; `prelude` is OpenCL C placed before the kernel (helper
-/// functions). `out_ty` is the output's OpenCL type (`half` stores through `vstore_half`).
-fn bcast(ctx: &ClCtx, operands: &[Operand], y: &ClTensor, out_ty: &str, fp64: bool, prelude: &str, expr: &str) -> Res {
-    for (j, o) in operands.iter().enumerate() {
-        if o.t.numel() != prod(o.shape) {
-            return Err(format!(
-                "operand {} holds {} elements, not the {} of shape {:?}",
-                j + 1,
-                o.t.numel(),
-                prod(o.shape),
-                o.shape
-            ));
-        }
-    }
-    let n = y.numel();
-    if n == 0 {
-        return Ok(());
-    }
-    let shapes: Vec<&[i64]> = operands.iter().map(|o| o.shape).collect();
-    let (dims, strides) = layout(&y.shape, &shapes)?;
-    if dims.len() > MAX_DIMS {
-        return Err(format!("broadcasting over {} dimensions (at most {MAX_DIMS} are supported)", dims.len()));
-    }
-    let (k, r) = (operands.len(), dims.len());
-    let mut src = String::from(if fp64 { FP64_PRAGMA } else { "" });
-    src.push_str(prelude);
-    src.push_str("__kernel void k(");
-    for (j, o) in operands.iter().enumerate() {
-        let _ = write!(src, "__global const {}* a{j}, ulong o{j}, ", o.ty);
-    }
-    let _ = write!(src, "__global {out_ty}* y, ulong yo, ulong n");
-    for d in 0..r {
-        let _ = write!(src, ", ulong d{d}");
-    }
-    for j in 0..k {
-        for d in 0..r {
-            let _ = write!(src, ", ulong s{j}_{d}");
-        }
-    }
-    src.push_str(") {\n  ulong i = get_global_id(0);\n  if (i >= n) return;\n  ulong t = i;\n");
-    for j in 0..k {
-        let _ = writeln!(src, "  ulong p{j} = o{j};");
-    }
-    for d in (0..r).rev() {
-        if d > 0 {
-            let _ = write!(src, "  {{ ulong c = t % d{d}; t /= d{d};");
-            for j in 0..k {
-                let _ = write!(src, " p{j} += c * s{j}_{d};");
-            }
-            src.push_str(" }\n");
-        } else {
-            for j in 0..k {
-                let _ = writeln!(src, "  p{j} += t * s{j}_0;");
-            }
-        }
-    }
-    for (j, o) in operands.iter().enumerate() {
-        if o.ty == "half" {
-            let _ = writeln!(src, "  float v{j} = vload_half(p{j}, a{j});");
-        } else {
-            let _ = writeln!(src, "  {} v{j} = a{j}[p{j}];", o.ty);
-        }
-    }
-    if out_ty == "half" {
-        let _ = writeln!(src, "  vstore_half({expr}, yo + i, y);\n}}");
-    } else {
-        let _ = writeln!(src, "  y[yo + i] = {expr};\n}}");
-    }
-    let mut args = Vec::with_capacity(2 * k + 3 + r + k * r);
-    for o in operands {
-        args.extend(o.t.args());
-    }
-    args.extend(y.args());
-    args.push(KernelArg::U64(n));
-    args.extend(dims.iter().map(|&d| KernelArg::U64(d)));
-    for s in &strides {
-        args.extend(s.iter().map(|&d| KernelArg::U64(d)));
-    }
-    ctx.run(&src, &args, n as usize)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -434,7 +337,7 @@ mod tests {
     /// Small values (so comparisons see ties), NaN in floats, both signs where the dtype has
     /// them; nonzero when `nonzero`.
     fn tensor(d: DType, shape: &[i64], seed: u64, nonzero: bool) -> HostTensor {
-        let n = prod(shape) as usize;
+        let n = shape.iter().map(|&d| d.max(0) as usize).product::<usize>();
         let mut t = HostTensor::zeros(d, shape).unwrap();
         let lo = if d.int_range().is_some_and(|(l, _)| l == 0) || d == DType::Bool { 0.0 } else { -4.0 };
         for (i, (c, v)) in t.data.chunks_exact_mut(d.size()).zip(rand(seed, n, lo, 4.0)).enumerate() {
