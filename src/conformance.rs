@@ -406,17 +406,24 @@ fn run_guarded(case: &Path, device: &DeviceSpec, limit: Duration) -> (Outcome, O
 /// `Cause::Panic` with the panic's message, or `Cause::Other` if no thread could start.
 fn guarded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> Result<T, (Cause, String)> {
     let (tx, rx) = std::sync::mpsc::channel();
+    let start = std::time::Instant::now();
     let spawned = std::thread::Builder::new().name("conformance case".into()).spawn(move || {
         // The receiver is gone only after a timeout, when nobody waits for the result.
         let _ = tx.send(f());
     });
     let handle = spawned.map_err(|e| (Cause::Other, format!("cannot start a thread for the case: {e}")))?;
+    let late = || (Cause::Timeout, format!("ran longer than the time limit ({limit:?})"));
     match rx.recv_timeout(limit) {
+        // A result that came in after the limit (the waiting thread was not scheduled in
+        // time) is late all the same: the limit is on the case, not on the wait.
         Ok(r) => {
             let _ = handle.join();
+            if start.elapsed() > limit {
+                return Err(late());
+            }
             Ok(r)
         }
-        Err(RecvTimeoutError::Timeout) => Err((Cause::Timeout, format!("ran longer than the time limit ({limit:?})"))),
+        Err(RecvTimeoutError::Timeout) => Err(late()),
         // The sender went without sending: `f` panicked.
         Err(RecvTimeoutError::Disconnected) => {
             let msg = match handle.join() {
