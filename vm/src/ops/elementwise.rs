@@ -13,6 +13,7 @@
 //! attribute (the importer passes the model's opset); without it the newest semantics apply.
 
 use super::host::HostFn;
+use super::num::{floating, numeric, Arith};
 use super::{Attrs, InferFn, OutInfo, TensorInfo};
 use crate::ir::host_tensor::{numel, HostTensor};
 use crate::ir::operators::elementwise::*;
@@ -310,59 +311,78 @@ fn arith_inputs<'a>(
 
 fn pow(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     let (a, b) = arith_inputs(ins, attrs, outs, validate_pow, infer_pow)?;
-    bin::<f32>(a, b, attrs, first(outs)?, f32::powf)
+    let out = first(outs)?;
+    if a.dtype == DType::F32 && b.dtype == DType::F32 {
+        return bin::<f32>(a, b, attrs, out, f32::powf);
+    }
+    // The exponent may be of another dtype (ONNX's T1): computed in f64, rounded to A's type.
+    let e: Vec<f64> = numeric!(b.dtype, U => values::<U>(b).iter().map(|&v| v.to_f64()).collect());
+    let bsh = legacy_b_shape(&a.shape, &b.shape, attrs)?;
+    numeric!(a.dtype, T => {
+        let (av, shape) = (values::<T>(a), out.shape.clone());
+        let f = |x: T, y: f64| T::from_f64(x.to_f64().powf(y));
+        with_out(out, |o: &mut [T]| broadcast_into(&av, &a.shape, &e, &bsh, &shape, f, o));
+        Ok(())
+    })
+}
+
+/// Add, Sub, Mul or Div on any numeric dtype.
+fn arith(
+    ins: &[Option<&HostTensor>],
+    attrs: &Attrs,
+    outs: &mut [HostTensor],
+    validate: Validate,
+    op: char,
+) -> Result<(), String> {
+    let (a, b) = arith_inputs(ins, attrs, outs, validate, infer_arith)?;
+    let out = first(outs)?;
+    numeric!(a.dtype, T => {
+        // Every element of B is used when the output is not empty.
+        if op == '/' && !a.dtype.is_float() && out.numel() > 0 && values::<T>(b).iter().any(|v| v.is_zero()) {
+            return Err("integer division by zero (input 2 has a zero element)".into());
+        }
+        let g: fn(T, T) -> T = match op {
+            '+' => <T as Arith>::add,
+            '-' => <T as Arith>::sub,
+            '*' => <T as Arith>::mul,
+            _ => <T as Arith>::div,
+        };
+        bin(a, b, attrs, out, g)
+    })
 }
 
 fn add(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    let (a, b) = arith_inputs(ins, attrs, outs, validate_add, infer_arith)?;
-    let out = first(outs)?;
-    match a.dtype {
-        DType::F32 => bin(a, b, attrs, out, |x: f32, y| x + y),
-        DType::F64 => bin(a, b, attrs, out, |x: f64, y| x + y),
-        DType::I32 => bin(a, b, attrs, out, i32::wrapping_add),
-        DType::I64 => bin(a, b, attrs, out, i64::wrapping_add),
-        d => Err(unsupported(d)),
-    }
+    arith(ins, attrs, outs, validate_add, '+')
 }
 
 fn sub(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    let (a, b) = arith_inputs(ins, attrs, outs, validate_sub, infer_arith)?;
-    let out = first(outs)?;
-    match a.dtype {
-        DType::F32 => bin(a, b, attrs, out, |x: f32, y| x - y),
-        DType::F64 => bin(a, b, attrs, out, |x: f64, y| x - y),
-        DType::I32 => bin(a, b, attrs, out, i32::wrapping_sub),
-        DType::I64 => bin(a, b, attrs, out, i64::wrapping_sub),
-        d => Err(unsupported(d)),
-    }
+    arith(ins, attrs, outs, validate_sub, '-')
 }
 
 fn mul(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    let (a, b) = arith_inputs(ins, attrs, outs, validate_mul, infer_arith)?;
-    let out = first(outs)?;
-    match a.dtype {
-        DType::F32 => bin(a, b, attrs, out, |x: f32, y| x * y),
-        DType::F64 => bin(a, b, attrs, out, |x: f64, y| x * y),
-        DType::I32 => bin(a, b, attrs, out, i32::wrapping_mul),
-        DType::I64 => bin(a, b, attrs, out, i64::wrapping_mul),
-        d => Err(unsupported(d)),
-    }
+    arith(ins, attrs, outs, validate_mul, '*')
 }
 
 fn div(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    let (a, b) = arith_inputs(ins, attrs, outs, validate_div, infer_arith)?;
-    let out = first(outs)?;
-    // Every element of B is used when the output is not empty.
-    if !a.dtype.is_float() && out.numel() > 0 && ints_of(b).contains(&0) {
-        return Err("integer division by zero (input 2 has a zero element)".into());
-    }
-    match a.dtype {
-        DType::F32 => bin(a, b, attrs, out, |x: f32, y| x / y),
-        DType::F64 => bin(a, b, attrs, out, |x: f64, y| x / y),
-        DType::I32 => bin(a, b, attrs, out, |x: i32, y| if y == 0 { 0 } else { x.wrapping_div(y) }),
-        DType::I64 => bin(a, b, attrs, out, |x: i64, y| if y == 0 { 0 } else { x.wrapping_div(y) }),
-        d => Err(unsupported(d)),
-    }
+    arith(ins, attrs, outs, validate_div, '/')
+}
+
+/// A unary float operator, `out = $body` for each element `$v`: the body is compiled for
+/// f32 and f64; f16 computes in f32.
+macro_rules! unary_float {
+    ($ins:expr, $attrs:expr, $outs:expr, |$v:ident| $body:expr) => {{
+        prepare($ins, $attrs, $outs, no_checks, infer_float)?;
+        let (x, out) = (req($ins, 0)?, first($outs)?);
+        match x.dtype {
+            DType::F64 => map(x, out, |$v: f64| $body),
+            DType::F16 => map(x, out, |h: half::f16| {
+                let $v = h.to_f32();
+                half::f16::from_f32($body)
+            }),
+            _ => map(x, out, |$v: f32| $body),
+        }
+        Ok(())
+    }};
 }
 
 /// A unary f32 operator: `out = f(x)`.
@@ -380,19 +400,26 @@ pub(super) fn unary_f32(
 
 fn clip(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     prepare(ins, attrs, outs, validate_clip, infer_clip)?;
-    let bound = |i: usize, name: &str, default: f32| match ins.get(i).copied().flatten() {
-        Some(t) => values::<f32>(t).first().copied().unwrap_or(default),
-        None => attrs.float(name, default as f64) as f32,
-    };
-    let (lo, hi) = (bound(1, "min", f32::NEG_INFINITY), bound(2, "max", f32::INFINITY));
-    map::<f32>(req(ins, 0)?, first(outs)?, |v| {
+    let x = req(ins, 0)?;
+    numeric!(x.dtype, T => {
+        let bound = |i: usize, name: &str| -> Option<T> {
+            match ins.get(i).copied().flatten() {
+                Some(t) => values::<T>(t).first().copied(),
+                None => attrs.get(name).map(|_| T::from_f64(attrs.float(name, 0.0))),
+            }
+        };
+        let (lo, hi) = (bound(1, "min"), bound(2, "max"));
         // max(v, lo) then min(., hi), keeping NaN; lo > hi gives hi, as numpy.clip.
-        let v = if v < lo { lo } else { v };
-        if v > hi {
-            hi
-        } else {
-            v
-        }
+        map(x, first(outs)?, |v: T| {
+            let v = match lo {
+                Some(l) if v < l => l,
+                _ => v,
+            };
+            match hi {
+                Some(h) if v > h => h,
+                _ => v,
+            }
+        });
     });
     Ok(())
 }
@@ -403,7 +430,7 @@ fn leaky_relu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor
 }
 
 fn sigmoid(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    unary_f32(ins, attrs, outs, no_checks, |v| {
+    unary_float!(ins, attrs, outs, |v| {
         if v >= 0.0 {
             1.0 / (1.0 + (-v).exp())
         } else {
@@ -414,15 +441,15 @@ fn sigmoid(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) 
 }
 
 fn tanh(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    unary_f32(ins, attrs, outs, no_checks, f32::tanh)
+    unary_float!(ins, attrs, outs, |v| v.tanh())
 }
 
 fn exp(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    unary_f32(ins, attrs, outs, no_checks, f32::exp)
+    unary_float!(ins, attrs, outs, |v| v.exp())
 }
 
 fn sqrt(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    unary_f32(ins, attrs, outs, no_checks, f32::sqrt)
+    unary_float!(ins, attrs, outs, |v| v.sqrt())
 }
 
 fn elu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -440,34 +467,24 @@ fn selu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> 
 
 fn softplus(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     // ln(1 + e^x) = max(x, 0) + ln(1 + e^-|x|): no overflow for large x.
-    unary_f32(ins, attrs, outs, no_checks, |v| v.max(0.0) + (-v.abs()).exp().ln_1p())
+    unary_float!(ins, attrs, outs, |v| v.max(0.0) + (-v.abs()).exp().ln_1p())
 }
 
 fn softsign(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    unary_f32(ins, attrs, outs, no_checks, |v| v / (1.0 + v.abs()))
+    unary_float!(ins, attrs, outs, |v| v / (1.0 + v.abs()))
 }
 
 fn neg(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     prepare(ins, attrs, outs, no_checks, infer_signed)?;
     let (x, out) = (req(ins, 0)?, first(outs)?);
-    match x.dtype {
-        DType::F32 => map(x, out, |v: f32| -v),
-        DType::I32 => map(x, out, i32::wrapping_neg),
-        DType::I64 => map(x, out, i64::wrapping_neg),
-        d => return Err(unsupported(d)),
-    }
+    numeric!(x.dtype, T => map(x, out, <T as Arith>::neg));
     Ok(())
 }
 
 fn abs(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    prepare(ins, attrs, outs, no_checks, infer_signed)?;
+    prepare(ins, attrs, outs, no_checks, infer_abs)?;
     let (x, out) = (req(ins, 0)?, first(outs)?);
-    match x.dtype {
-        DType::F32 => map(x, out, f32::abs),
-        DType::I32 => map(x, out, i32::wrapping_abs),
-        DType::I64 => map(x, out, i64::wrapping_abs),
-        d => return Err(unsupported(d)),
-    }
+    numeric!(x.dtype, T => map(x, out, <T as Arith>::abs));
     Ok(())
 }
 
@@ -525,33 +542,29 @@ fn fold<T: Elem + Default>(
     Ok(())
 }
 
-fn variadic(
-    ins: &[Option<&HostTensor>],
-    outs: &mut [HostTensor],
-    ff: impl Fn(f32, f32) -> f32,
-    fi: impl Fn(i32, i32) -> i32,
-    fl: impl Fn(i64, i64) -> i64,
-) -> Result<(), String> {
+fn variadic(ins: &[Option<&HostTensor>], outs: &mut [HostTensor], op: Operator) -> Result<(), String> {
     prepare(ins, &Attrs::default(), outs, no_checks, infer_variadic)?;
     let out = first(outs)?;
-    match req(ins, 0)?.dtype {
-        DType::F32 => fold(ins, out, ff),
-        DType::I32 => fold(ins, out, fi),
-        DType::I64 => fold(ins, out, fl),
-        d => Err(unsupported(d)),
-    }
+    numeric!(req(ins, 0)?.dtype, T => {
+        let f: fn(T, T) -> T = match op {
+            Operator::Max => T::max_nan,
+            Operator::Min => T::min_nan,
+            _ => <T as Arith>::add,
+        };
+        fold(ins, out, f)
+    })
 }
 
 fn max(ins: &[Option<&HostTensor>], _: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    variadic(ins, outs, |a, b| if a > b || a.is_nan() { a } else { b }, i32::max, i64::max)
+    variadic(ins, outs, Operator::Max)
 }
 
 fn min(ins: &[Option<&HostTensor>], _: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    variadic(ins, outs, |a, b| if a < b || a.is_nan() { a } else { b }, i32::min, i64::min)
+    variadic(ins, outs, Operator::Min)
 }
 
 fn sum(ins: &[Option<&HostTensor>], _: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    variadic(ins, outs, |a, b| a + b, i32::wrapping_add, i64::wrapping_add)
+    variadic(ins, outs, Operator::Sum)
 }
 
 fn dropout(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -781,45 +794,50 @@ fn reduce_host(
     };
     let count: usize = x.shape.iter().zip(&red).filter(|(_, &r)| r).map(|(&d, _)| d.max(0) as usize).product();
     let kept = out.numel() as usize;
-    match x.dtype {
-        DType::F32 => {
-            let xs = values::<f32>(x);
+    if x.dtype.is_float() {
+        floating!(x.dtype, T => {
+            let xs = values::<T>(x);
             let acc: Vec<f64> = if r == Reduction::LogSumExp {
                 let mut acc = vec![(f64::NEG_INFINITY, 0.0); kept];
-                reduce_into(&xs, &x.shape, &red, &mut acc, |a, v| log_sum_exp_fold(a, v as f64));
+                reduce_into(&xs, &x.shape, &red, &mut acc, |a, v| log_sum_exp_fold(a, v.to_f64()));
                 acc.iter().map(|&(m, s)| if m == f64::INFINITY || m.is_nan() { m } else { m + s.ln() }).collect()
             } else {
                 let (start, step) = float_fold(r);
                 let mut acc = vec![start; kept];
-                reduce_into(&xs, &x.shape, &red, &mut acc, |a, v| step(a, v as f64));
+                reduce_into(&xs, &x.shape, &red, &mut acc, |a, v| step(a, v.to_f64()));
                 acc
             };
-            let y: Vec<f32> = acc
+            let y: Vec<T> = acc
                 .iter()
-                .map(|&a| match r {
-                    // The mean of nothing is NaN (0 / 0).
-                    Reduction::Mean => (a / count as f64) as f32,
-                    Reduction::L2 => a.sqrt() as f32,
-                    Reduction::LogSum => a.ln() as f32,
-                    _ => a as f32,
+                .map(|&a| {
+                    T::from_f64(match r {
+                        // The mean of nothing is NaN (0 / 0).
+                        Reduction::Mean => a / count as f64,
+                        Reduction::L2 => a.sqrt(),
+                        Reduction::LogSum => a.ln(),
+                        _ => a,
+                    })
                 })
                 .collect();
             store(out, &y);
-        }
-        DType::I32 => {
-            let (start, step) = int_fold(r, i32::MIN as i64, i32::MAX as i64)?;
-            let mut acc = vec![start; kept];
-            reduce_into(&values::<i32>(x), &x.shape, &red, &mut acc, |a, v| step(a, v as i64));
-            store(out, &acc.iter().map(|&a| a as i32).collect::<Vec<_>>());
-        }
-        DType::I64 => {
-            let (start, step) = int_fold(r, i64::MIN, i64::MAX)?;
-            let mut acc = vec![start; kept];
-            reduce_into(&values::<i64>(x), &x.shape, &red, &mut acc, step);
-            store(out, &acc);
-        }
-        d => return Err(unsupported(d)),
+        });
+        return Ok(());
     }
+    if x.dtype == DType::Bool {
+        // Max is any, Min is all (of nothing: false and true, as numpy's bool bounds).
+        let (start, step) = int_fold(r, 0, 1)?;
+        let mut acc = vec![start; kept];
+        reduce_into(&x.data, &x.shape, &red, &mut acc, |a, v: u8| step(a, (v != 0) as i64));
+        out.data.iter_mut().zip(&acc).for_each(|(o, &a)| *o = (a != 0) as u8);
+        return Ok(());
+    }
+    numeric!(x.dtype, T => {
+        let (lo, hi) = (T::from_f64(f64::NEG_INFINITY).to_i64(), T::from_f64(f64::INFINITY).to_i64());
+        let (start, step) = int_fold(r, lo, hi)?;
+        let mut acc = vec![start; kept];
+        reduce_into(&values::<T>(x), &x.shape, &red, &mut acc, |a, v| step(a, v.to_i64()));
+        store(out, &acc.iter().map(|&a| T::from_i64(a)).collect::<Vec<T>>());
+    });
     Ok(())
 }
 
@@ -1140,6 +1158,60 @@ mod tests {
         );
     }
 
+    fn typed<T: Elem>(d: DType, shape: &[i64], v: &[T]) -> HostTensor {
+        let mut data = vec![0u8; v.len() * T::SIZE];
+        for (c, x) in data.chunks_exact_mut(T::SIZE).zip(v) {
+            x.write(c);
+        }
+        HostTensor::new(d, shape.to_vec(), data).unwrap()
+    }
+
+    #[test]
+    fn arithmetic_covers_every_numeric_dtype() {
+        let none = Attrs::default();
+        // Narrow integers wrap as two's complement.
+        let a = typed(DType::I8, &[3], &[100i8, -128, 7]);
+        let b = typed(DType::I8, &[1], &[100i8]);
+        assert_eq!(values::<i8>(&run1("Add", &[&a, &b], &none)).to_vec(), vec![-56, -28, 107]);
+        assert_eq!(values::<i8>(&run1("Mul", &[&a, &b], &none)).to_vec(), vec![16, 0, -68]);
+        let m1 = typed(DType::I8, &[1], &[-1i8]);
+        assert_eq!(values::<i8>(&run1("Div", &[&a, &m1], &none)).to_vec(), vec![-100, -128, -7]);
+        let u = typed(DType::U16, &[2], &[1u16, 65535]);
+        assert_eq!(
+            values::<u16>(&run1("Sub", &[&u, &typed(DType::U16, &[1], &[2u16])], &none)).to_vec(),
+            vec![65535, 65533]
+        );
+        assert_eq!(values::<u16>(&run1("Abs", &[&u], &none)).to_vec(), vec![1, 65535]);
+        let e = err("Div", &[Some(&u), Some(&typed(DType::U16, &[2], &[3u16, 0]))], &none);
+        assert_eq!(e, "integer division by zero (input 2 has a zero element)");
+        // f16 computes in f32 and rounds once; Max propagates NaN.
+        let h = |v: &[f32]| {
+            typed(DType::F16, &[v.len() as i64], &v.iter().map(|&x| half::f16::from_f32(x)).collect::<Vec<_>>())
+        };
+        let got = run1("Div", &[&h(&[1.0, 3.0]), &h(&[3.0, 0.0])], &none);
+        assert_eq!(values::<half::f16>(&got).to_vec(), vec![half::f16::from_f32(1.0 / 3.0), half::f16::INFINITY]);
+        let got = run1("Max", &[&h(&[1.0, f32::NAN]), &h(&[2.0, 0.0])], &none);
+        assert_eq!(values::<half::f16>(&got)[0], half::f16::from_f32(2.0));
+        assert!(values::<half::f16>(&got)[1].is_nan());
+        // Clip with bounds of the input's dtype.
+        let x = typed(DType::I8, &[4], &[-100i8, -1, 5, 120]);
+        let (lo, hi) = (typed(DType::I8, &[], &[-2i8]), typed(DType::I8, &[], &[100i8]));
+        assert_eq!(values::<i8>(&run1("Clip", &[&x, &lo, &hi], &none)).to_vec(), vec![-2, -1, 5, 100]);
+        // f64 maps compute in f64.
+        let d = typed(DType::F64, &[2], &[1.0f64, -700.0]);
+        assert_eq!(values::<f64>(&run1("Exp", &[&d], &none)).to_vec(), vec![1f64.exp(), (-700f64).exp()]);
+        // Reductions: u8 sums wrap, bool Max is any and Min is all.
+        let r = typed(DType::U8, &[2, 2], &[200u8, 100, 1, 2]);
+        let ax = attrs(&[("axes", AttrValue::Ints(vec![1])), ("keepdims", int(0))]);
+        assert_eq!(values::<u8>(&run1("ReduceSum", &[&r], &ax)).to_vec(), vec![44, 3]);
+        let bools = tbool(&[2, 2], &[true, false, true, true]);
+        assert_eq!(run1("ReduceMax", &[&bools], &ax), tbool(&[2], &[true, true]));
+        assert_eq!(run1("ReduceMin", &[&bools], &ax), tbool(&[2], &[false, true]));
+        let lse =
+            run1("ReduceLogSumExp", &[&typed(DType::F64, &[2], &[1000.0f64, 1000.0])], &attrs(&[("keepdims", int(0))]));
+        assert_eq!(values::<f64>(&lse).to_vec(), vec![1000.0 + 2f64.ln()]);
+    }
+
     #[test]
     fn neg_and_abs_handle_integers() {
         let x = ti32(&[4], &[-3, 0, 5, i32::MIN]);
@@ -1147,9 +1219,9 @@ mod tests {
         assert_eq!(run1("Abs", &[&x], &Attrs::default()), ti32(&[4], &[3, 0, 5, i32::MIN]));
         assert_eq!(run1("Abs", &[&ti64(&[2], &[-7, 7])], &Attrs::default()), ti64(&[2], &[7, 7]));
         let e = err("Sigmoid", &[Some(&x)], &Attrs::default());
-        assert_eq!(e, "input 1 (X) must be f32, found i32");
+        assert_eq!(e, "input 1 (X) must be f32, f16 or f64, found i32");
         let e = err("Neg", &[Some(&tbool(&[1], &[true]))], &Attrs::default());
-        assert_eq!(e, "input 1 (X) must be f32, i32 or i64, found bool");
+        assert_eq!(e, "input 1 (X) must be f32, f16, f64, i8, i16, i32 or i64, found bool");
     }
 
     #[test]
@@ -1211,10 +1283,17 @@ mod tests {
         assert_eq!(e, "shapes [2, 3] and [2] do not broadcast (dimension 1: 3 vs 2)");
         let e = err("Mul", &[Some(&a), Some(&ti32(&[1], &[1]))], &none);
         assert_eq!(e, "inputs 1 and 2 must have the same dtype, found f32 and i32");
-        let e = err("Pow", &[Some(&ti64(&[1], &[2])), Some(&ti64(&[1], &[2]))], &none);
-        assert_eq!(e, "input 1 (A) must be f32, found i64");
+        let e = err("Pow", &[Some(&tbool(&[1], &[true])), Some(&ti64(&[1], &[2]))], &none);
+        assert_eq!(e, "input 1 (X) must be f32, f16, f64, i32 or i64, found bool");
+        let e = err("Pow", &[Some(&ti64(&[1], &[2])), Some(&tbool(&[1], &[true]))], &none);
+        assert_eq!(e, "input 2 (Y) must be f32, f16, f64, i8, i16, i32, i64, u8, u16, u32 or u64, found bool");
         let e = err("Div", &[Some(&tbool(&[1], &[true])), Some(&tbool(&[1], &[true]))], &none);
-        assert_eq!(e, "input 1 (A) must be f32, f64, i32 or i64, found bool");
+        assert_eq!(e, "input 1 (A) must be f32, f16, f64, i8, i16, i32, i64, u8, u16, u32 or u64, found bool");
+        // Integer powers are exact; the exponent may be of another dtype.
+        let p = run1("Pow", &[&ti64(&[3], &[2, -3, 10]), &ti32(&[1], &[3])], &none);
+        assert_eq!(values::<i64>(&p).to_vec(), vec![8, -27, 1000]);
+        let p = run1("Pow", &[&t(&[2], &[2.0, 9.0]), &ti64(&[2], &[-1, 2])], &none);
+        assert_close(&p, &[2], &[0.5, 81.0]);
         let mut outs = vec![HostTensor::zeros(DType::F32, &[2, 3]).unwrap()];
         let e = (def("Sub").op.id().host_kernel().unwrap())(&[Some(&a)], &none, &mut outs).unwrap_err();
         assert_eq!(e, "input 2 (B) is required");
@@ -1629,7 +1708,7 @@ mod tests {
         let e = err("ReduceSum", &[Some(&x), Some(&ti64(&[1, 1], &[0]))], &Attrs::default());
         assert_eq!(e, "input 2 (axes) must be 1-D, found shape [1, 1]");
         let e = err("ReduceMean", &[Some(&ti32(&[1], &[0]))], &Attrs::default());
-        assert_eq!(e, "input 1 (data) must be f32, found i32");
+        assert_eq!(e, "input 1 (data) must be f32, f16 or f64, found i32");
         // Static inference without the axes' value.
         let shape = [2i64, 3, 4];
         let axes_shape = [1i64];

@@ -8,9 +8,10 @@
 //! device has fp64 (else `float`).
 
 use super::cl::{cl_type, float_arg as f32_arg, ClCtx, ClFn, ClTensor};
+use super::num::{numeric, Arith};
 use super::{AttrValue, Attrs, Operator, TensorInfo};
 use crate::ir::host_tensor::HostTensor;
-use crate::ir::operators::elementwise::{legacy_b_shape, reduction, Reduction};
+use crate::ir::operators::elementwise::{legacy_b_shape, reduction, values, Reduction, NUMERIC, POW_BASE, SIGNED};
 use crate::ir::operators::shape::{broadcast, broadcast_strides};
 use crate::ir::types::DType;
 use crate::opencl::device::KernelArg;
@@ -159,16 +160,6 @@ fn norm_axis(axis: i64, rank: usize) -> Result<usize, String> {
         return Err(format!("axis {axis} is out of range for rank {rank}"));
     }
     Ok((if axis < 0 { axis + r } else { axis }) as usize)
-}
-
-fn ints_of(t: &HostTensor) -> Vec<i64> {
-    match t.dtype {
-        DType::I64 => t.data.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect(),
-        DType::I32 => {
-            t.data.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap_or([0; 4])) as i64).collect()
-        }
-        _ => Vec::new(),
-    }
 }
 
 fn u64s(v: &[u64]) -> impl Iterator<Item = KernelArg> + '_ {
@@ -399,23 +390,31 @@ fn relu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &Att
 // ---------------------------------------------------------------------------------------
 // Binary arithmetic with broadcasting.
 
-const ARITH: &[DType] = &[DType::F32, DType::F64, DType::I32, DType::I64];
+const ARITH: &[DType] = NUMERIC;
 
-/// The C expression of `v op w` for dtype `d` (integers wrap; integer division truncates,
-/// and by zero gives 0 as the host's).
+/// The unsigned OpenCL type of an integer dtype's width.
+fn unsigned_type(d: DType) -> &'static str {
+    raw_type(d)
+}
+
+/// The C expression of `v op w` for dtype `d`: floats (f16 loads as float) compute
+/// directly; integers wrap (through their unsigned type, as C leaves signed overflow
+/// undefined and promotes narrow types to int); integer division truncates, and by zero
+/// gives 0 as the host's.
 fn arith_expr(op: char, d: DType) -> String {
-    let (t, u) = match d {
-        DType::I32 => ("int", "uint"),
-        DType::I64 => ("long", "ulong"),
-        _ => {
-            return match op {
-                '^' => "pow(v, w)".into(),
-                _ => format!("v {op} w"),
-            }
-        }
-    };
-    match op {
-        '/' => format!("(w == 0 ? ({t})0 : (w == -1 ? as_{t}(({u})0 - as_{u}(v)) : v / w))"),
+    if d.is_float() {
+        return match op {
+            '^' => "pow(v, w)".into(),
+            _ => format!("v {op} w"),
+        };
+    }
+    let (t, u) = (cl_type(d), unsigned_type(d));
+    let signed = matches!(d, DType::I8 | DType::I16 | DType::I32 | DType::I64);
+    match (op, signed, d.size() < 4) {
+        ('/', true, true) => format!("(w == 0 ? ({t})0 : as_{t}(({u})((int)v / (int)w)))"),
+        ('/', true, false) => format!("(w == 0 ? ({t})0 : (w == -1 ? as_{t}(({u})0 - as_{u}(v)) : v / w))"),
+        ('/', false, _) => format!("(w == 0 ? ({t})0 : ({t})(v / w))"),
+        (_, _, true) => format!("as_{t}(({u})((uint)as_{u}(v) {op} (uint)as_{u}(w)))"),
         _ => format!("as_{t}(as_{u}(v) {op} as_{u}(w))"),
     }
 }
@@ -440,7 +439,7 @@ fn arith(
     check_out(y, a.dtype, &broadcast(&a.shape, &bsh)?)?;
     if op == '/' && !a.dtype.is_float() && y.numel() > 0 {
         if let Some(v) = host_value(infos, 1) {
-            if ints_of(v).contains(&0) {
+            if v.data.chunks_exact(v.dtype.size()).any(|e| e.iter().all(|&b| b == 0)) {
                 return Err("integer division by zero (input 2 has a zero element)".into());
             }
         }
@@ -465,18 +464,41 @@ fn div(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs:
     arith(ctx, ins, infos, attrs, outs, '/', ARITH)
 }
 
+/// Pow: f32 by f32 computes in float; other pairs (an exponent of another dtype) in double
+/// where the device has fp64 (as the host, in f64), else in float, rounded to the base's
+/// dtype (integers truncate and saturate).
 fn pow(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
-    arith(ctx, ins, infos, attrs, outs, '^', &[DType::F32])
+    let (a, b) = (input(ins, 0, "X")?, input(ins, 1, "Y")?);
+    if a.dtype == DType::F32 && b.dtype == DType::F32 {
+        return arith(ctx, ins, infos, attrs, outs, '^', &[DType::F32]);
+    }
+    check_dtype(a, 0, "X", POW_BASE)?;
+    check_dtype(b, 1, "Y", NUMERIC)?;
+    if a.dtype == DType::F64 || b.dtype == DType::F64 {
+        need_fp64(ctx, DType::F64)?;
+    }
+    let y = output(outs, 0)?;
+    let bsh = legacy_b_shape(&a.shape, &b.shape, attrs)?;
+    check_out(y, a.dtype, &broadcast(&a.shape, &bsh)?)?;
+    let c = if ctx.has_fp64() { "double" } else { "float" };
+    let p = format!("pow(({c})v0, ({c})v1)");
+    let expr = match a.dtype {
+        DType::F32 | DType::F16 => format!("(float){p}"),
+        DType::F64 => p,
+        d => format!("convert_{}_sat_rtz({p})", cl_type(d)),
+    };
+    let (ta, tb) = (cl_type(a.dtype), cl_type(b.dtype));
+    let ops = [Operand { t: a, shape: &a.shape, ty: ta }, Operand { t: b, shape: &bsh, ty: tb }];
+    bcast(ctx, &ops, y, ta, ctx.has_fp64(), "", &expr)
 }
 
 // ---------------------------------------------------------------------------------------
 // Variadic Max, Min, Sum.
 
-const SIGNED: &[DType] = &[DType::F32, DType::I32, DType::I64];
-
 fn variadic(ins: &[Option<ClTensor>], outs: &[ClTensor], ctx: &ClCtx, op: &str) -> Res {
     let x = input(ins, 0, "data_0")?;
-    check_dtype(x, 0, "data_0", SIGNED)?;
+    check_dtype(x, 0, "data_0", NUMERIC)?;
+    need_fp64(ctx, x.dtype)?;
     let mut list = vec![x];
     let mut shape = x.shape.clone();
     for i in 1..ins.len() {
@@ -494,9 +516,10 @@ fn variadic(ins: &[Option<ClTensor>], outs: &[ClTensor], ctx: &ClCtx, op: &str) 
     }
     let y = output(outs, 0)?;
     check_out(y, x.dtype, &shape)?;
+    let float = x.dtype.is_float();
     let expr = match (op, x.dtype) {
-        ("max", DType::F32) => f32_fold(Operator::Max).unwrap_or_default(),
-        ("min", DType::F32) => f32_fold(Operator::Min).unwrap_or_default(),
+        ("max", _) if float => f32_fold(Operator::Max).unwrap_or_default(),
+        ("min", _) if float => f32_fold(Operator::Min).unwrap_or_default(),
         ("max", _) => "max(v, w)".to_string(),
         ("min", _) => "min(v, w)".to_string(),
         (_, d) => arith_expr('+', d),
@@ -504,11 +527,12 @@ fn variadic(ins: &[Option<ClTensor>], outs: &[ClTensor], ctx: &ClCtx, op: &str) 
     let t = cl_type(x.dtype);
     // The first chunk writes y; later ones fold y itself with the next inputs.
     let first: Vec<(&ClTensor, &[i64])> = list.iter().take(MAX_OPERANDS).map(|t| (*t, &t.shape[..])).collect();
-    nary(ctx, &first, y, t, false, &expr)?;
+    let fp64 = x.dtype == DType::F64;
+    nary(ctx, &first, y, t, fp64, &expr)?;
     for chunk in list[first.len()..].chunks(MAX_OPERANDS - 1) {
         let mut ops: Vec<(&ClTensor, &[i64])> = vec![(y, &y.shape[..])];
         ops.extend(chunk.iter().map(|t| (*t, &t.shape[..])));
-        nary(ctx, &ops, y, t, false, &expr)?;
+        nary(ctx, &ops, y, t, fp64, &expr)?;
     }
     Ok(())
 }
@@ -632,10 +656,73 @@ fn clip_bounds(infos: Infos, attrs: &Attrs) -> Result<[f32; 2], String> {
     Ok(bounds)
 }
 
-/// A buffer kernel for an f32 map of [`f32_map`].
+/// A buffer kernel for an f32 map of [`f32_map`]; the parameterless float maps also take
+/// f16 (computed in float) and f64, and Clip every numeric dtype.
 fn mapped(op: Operator, ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    let x = input(ins, 0, "X")?;
+    if x.dtype != DType::F32 {
+        let y = output(outs, 0)?;
+        check_out(y, x.dtype, &x.shape)?;
+        if op == Operator::Clip {
+            check_dtype(x, 0, "input", NUMERIC)?;
+            return map_typed(ctx, x, y, &clip_expr(infos, attrs, x.dtype)?);
+        }
+        let float_only = matches!(
+            op,
+            Operator::Sigmoid
+                | Operator::Tanh
+                | Operator::Exp
+                | Operator::Sqrt
+                | Operator::Softplus
+                | Operator::Softsign
+        );
+        if float_only && matches!(x.dtype, DType::F16 | DType::F64) {
+            let (expr, _) = f32_map(op, infos, attrs)?.ok_or_else(|| format!("{} is not an f32 map", op.name()))?;
+            // `1.0f` literals would make double overloads ambiguous.
+            let expr = if x.dtype == DType::F64 { expr.replace(".0f", ".0") } else { expr.to_string() };
+            return map_typed(ctx, x, y, &expr);
+        }
+    }
     let (expr, params) = f32_map(op, infos, attrs)?.ok_or_else(|| format!("{} is not an f32 map", op.name()))?;
     unary_f32(ctx, &ins[..1.min(ins.len())], outs, expr, params)
+}
+
+/// Clip's expression for a dtype other than f32: the bounds (inputs of `d` whose values
+/// are known, or the opset-6 float attributes) as literals.
+fn clip_expr(infos: Infos, attrs: &Attrs, d: DType) -> Result<String, String> {
+    let literal = |i: usize, name: &str| -> Result<Option<String>, String> {
+        let v = match infos.get(i).and_then(Option::as_ref) {
+            Some(t) => {
+                let v =
+                    t.value.ok_or_else(|| format!("input {} ({name}) must be a scalar whose value is known", i + 1))?;
+                if v.dtype != d || v.data.len() != d.size() {
+                    return Err(format!("input {} ({name}) must be a {d} scalar", i + 1));
+                }
+                numeric!(d, T => values::<T>(v).first().map(|&x| if d.is_float() { Err(x.to_f64()) } else { Ok(x.to_i64()) }))
+            }
+            None if attrs.get(name).is_some() => Some(Err(attrs.float(name, 0.0))),
+            None => None,
+        };
+        let t = cl_type(d);
+        Ok(v.map(|v| match v {
+            Ok(i64::MIN) => format!("(({t})(-9223372036854775807L - 1))"),
+            Ok(i) => format!("(({t}){i}L)"),
+            Err(f) if f.is_nan() => "NAN".to_string(),
+            Err(f) if f.is_infinite() => if f > 0.0 { "INFINITY" } else { "-INFINITY" }.to_string(),
+            Err(f) if d == DType::F64 => format!("({f:?})"),
+            Err(f) if d.is_float() => format!("({:?}f)", f as f32),
+            Err(f) => format!("(({t}){})", f.trunc() as i64),
+        }))
+    };
+    let (lo, hi) = (literal(1, "min")?, literal(2, "max")?);
+    let mut e = "v".to_string();
+    if let Some(lo) = lo {
+        e = format!("(v < {lo} ? {lo} : v)");
+    }
+    if let Some(hi) = hi {
+        e = format!("({e} > {hi} ? {hi} : {e})");
+    }
+    Ok(e)
 }
 
 macro_rules! mapped {
@@ -649,21 +736,32 @@ macro_rules! mapped {
 mapped!(sigmoid Sigmoid, tanh Tanh, exp Exp, sqrt Sqrt, softplus Softplus, softsign Softsign,
     leaky_relu LeakyRelu, elu Elu, selu Selu, clip Clip);
 
+/// `y = expr(v)` elementwise on `x`'s own dtype (`half` computes in float), through a
+/// one-operand [`bcast`].
+fn map_typed(ctx: &ClCtx, x: &ClTensor, y: &ClTensor, expr: &str) -> Res {
+    need_fp64(ctx, x.dtype)?;
+    let t = cl_type(x.dtype);
+    let acc = if t == "half" { "float" } else { t };
+    let prelude = format!("inline {acc} rxvm_map({acc} v) {{ return {expr}; }}\n");
+    let ops = [Operand { t: x, shape: &x.shape, ty: t }];
+    bcast(ctx, &ops, y, t, x.dtype == DType::F64, &prelude, "rxvm_map(v0)")
+}
+
 fn signed_unary(ctx: &ClCtx, ins: &[Option<ClTensor>], outs: &[ClTensor], neg: bool) -> Res {
     let x = input(ins, 0, "X")?;
-    check_dtype(x, 0, "X", SIGNED)?;
+    check_dtype(x, 0, "X", if neg { SIGNED } else { NUMERIC })?;
     let y = output(outs, 0)?;
     check_out(y, x.dtype, &x.shape)?;
-    let expr = match (x.dtype, neg) {
-        (DType::F32, true) => "-v",
-        (DType::F32, false) => "fabs(v)",
-        (DType::I32, true) => "as_int(0u - as_uint(v))",
-        (DType::I32, false) => "as_int(abs(v))",
-        (_, true) => "as_long(0ul - as_ulong(v))",
-        (_, false) => "as_long(abs(v))",
+    let (t, u) = (cl_type(x.dtype), unsigned_type(x.dtype));
+    let signed = matches!(x.dtype, DType::I8 | DType::I16 | DType::I32 | DType::I64);
+    let expr = match (x.dtype.is_float(), neg) {
+        (true, true) => "-v".to_string(),
+        (true, false) => "fabs(v)".to_string(),
+        (false, true) => format!("as_{t}(({u})(({u})0 - as_{u}(v)))"),
+        (false, false) if signed => format!("as_{t}(({u})abs(v))"),
+        (false, false) => "v".to_string(),
     };
-    let t = cl_type(x.dtype);
-    map_kernel(ctx, x, y, t, t, false, expr, Vec::new())
+    map_typed(ctx, x, y, &expr)
 }
 
 fn neg(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, outs: &[ClTensor]) -> Res {
@@ -837,43 +935,61 @@ fn reduce_cl(
     let t = cl_type(x.dtype);
     let acc = Acc::of(ctx);
     // The accumulator's type, its start, one step `s = f(s, v)` and the result from `s`.
-    let (a, start, step, fin, pragma) = match x.dtype {
-        DType::F32 => {
-            let a = acc.ty;
-            let (start, step, fin) = match r {
-                Reduction::Mean => ("0", format!("s += ({a})v;"), "(float)(s / cnt)".to_string()),
-                Reduction::Sum => ("0", format!("s += ({a})v;"), "(float)s".to_string()),
-                Reduction::Max => {
-                    ("-INFINITY", format!("s = (isnan(s) || isnan(v)) ? NAN : fmax(s, ({a})v);"), "(float)s".into())
-                }
-                Reduction::Min => {
-                    ("INFINITY", format!("s = (isnan(s) || isnan(v)) ? NAN : fmin(s, ({a})v);"), "(float)s".into())
-                }
-                Reduction::Prod => ("1", format!("s *= ({a})v;"), "(float)s".to_string()),
-                Reduction::L1 => ("0", format!("s += fabs(({a})v);"), "(float)s".to_string()),
-                Reduction::L2 => ("0", format!("s += ({a})v * ({a})v;"), "(float)sqrt(s)".to_string()),
-                Reduction::SumSquare => ("0", format!("s += ({a})v * ({a})v;"), "(float)s".to_string()),
-                Reduction::LogSum => ("0", format!("s += ({a})v;"), "(float)log(s)".to_string()),
-                // A first pass finds the maximum m (below); this one sums exp(v - m).
-                Reduction::LogSumExp => (
-                    "0",
-                    format!("if (!isinf(m)) s += exp(({a})v - m);"),
-                    "(float)((isinf(m) || isnan(m)) ? m : m + log(s))".to_string(),
-                ),
-            };
-            (a, start, step, fin, acc.pragma())
-        }
-        // Integers wrap: i32 in the low half of a ulong, i64 as ulong; Max and Min compare
-        // signed.
-        DType::I32 => {
-            let (start, step) = int_step(r, "(long)v", "INT_MIN", "INT_MAX")?;
-            ("long", start, step, "as_int((uint)(ulong)s)".to_string(), "")
-        }
-        _ => {
-            let (start, step) = int_step(r, "v", "LONG_MIN", "LONG_MAX")?;
-            ("long", start, step, "s".to_string(), "")
-        }
+    need_fp64(ctx, x.dtype)?;
+    let half = x.dtype == DType::F16;
+    // The accumulator's type, its start, one step `s = f(s, v)` and the result from `s`.
+    let (a, start, step, fin, pragma) = if x.dtype.is_float() {
+        let (a, pragma) = if x.dtype == DType::F64 { ("double", FP64_PRAGMA) } else { (acc.ty, acc.pragma()) };
+        // The result's type (f16 stores a float through vstore_half).
+        let o = if half { "float" } else { t };
+        let (start, step, fin) = match r {
+            Reduction::Mean => ("0", format!("s += ({a})v;"), format!("({o})(s / cnt)")),
+            Reduction::Sum => ("0", format!("s += ({a})v;"), format!("({o})s")),
+            Reduction::Max => {
+                ("-INFINITY", format!("s = (isnan(s) || isnan(v)) ? NAN : fmax(s, ({a})v);"), format!("({o})s"))
+            }
+            Reduction::Min => {
+                ("INFINITY", format!("s = (isnan(s) || isnan(v)) ? NAN : fmin(s, ({a})v);"), format!("({o})s"))
+            }
+            Reduction::Prod => ("1", format!("s *= ({a})v;"), format!("({o})s")),
+            Reduction::L1 => ("0", format!("s += fabs(({a})v);"), format!("({o})s")),
+            Reduction::L2 => ("0", format!("s += ({a})v * ({a})v;"), format!("({o})sqrt(s)")),
+            Reduction::SumSquare => ("0", format!("s += ({a})v * ({a})v;"), format!("({o})s")),
+            Reduction::LogSum => ("0", format!("s += ({a})v;"), format!("({o})log(s)")),
+            // A first pass finds the maximum m (below); this one sums exp(v - m).
+            Reduction::LogSumExp => (
+                "0",
+                format!("if (!isinf(m)) s += exp(({a})v - m);"),
+                format!("({o})((isinf(m) || isnan(m)) ? m : m + log(s))"),
+            ),
+        };
+        (a, start, step, fin, pragma)
+    } else if x.dtype == DType::Bool {
+        // Max is any, Min is all.
+        let (start, step) = int_step(r, "(long)(v != 0)", "0", "1")?;
+        ("long", start, step, "(uchar)(s != 0)".to_string(), "")
+    } else {
+        // Integers wrap in a ulong (the low bits are the element); Max and Min compare
+        // signed, which holds every value of the widths up to 32 bits and i64.
+        let (min, max) = match x.dtype {
+            DType::I8 => ("CHAR_MIN", "CHAR_MAX"),
+            DType::I16 => ("SHRT_MIN", "SHRT_MAX"),
+            DType::I32 => ("INT_MIN", "INT_MAX"),
+            DType::U8 => ("0", "UCHAR_MAX"),
+            DType::U16 => ("0", "USHRT_MAX"),
+            DType::U32 => ("0", "UINT_MAX"),
+            DType::I64 => ("LONG_MIN", "LONG_MAX"),
+            d => return Err(format!("{} does not reduce {d} tensors on OpenCL", op.name())),
+        };
+        let (start, step) = int_step(r, "(long)v", min, max)?;
+        let fin = if x.dtype == DType::I64 {
+            "s".to_string()
+        } else {
+            format!("as_{t}(({})(ulong)s)", unsigned_type(x.dtype))
+        };
+        ("long", start, step, fin, "")
     };
+    let load = |idx: &str| if half { format!("float v = vload_half({idx}, x);") } else { format!("{t} v = x[{idx}];") };
     let mut src =
         format!("{pragma}__kernel void k(__global const {t}* x, ulong xo, __global {t}* y, ulong yo, ulong n");
     for i in 0..kept.len() {
@@ -895,14 +1011,18 @@ fn reduce_cl(
     }
     if r == Reduction::LogSumExp {
         let _ = writeln!(src, "  {a} m = -INFINITY;");
-        let _ = writeln!(src, "{loops}  {{ {t} v = x[{idx}]; m = (isnan(m) || isnan(v)) ? NAN : fmax(m, ({a})v); }}");
+        let _ = writeln!(src, "{loops}  {{ {} m = (isnan(m) || isnan(v)) ? NAN : fmax(m, ({a})v); }}", load(&idx));
     }
     let _ = writeln!(src, "  {a} s = {start};");
-    let _ = writeln!(src, "{loops}  {{ {t} v = x[{idx}]; {step} }}");
+    let _ = writeln!(src, "{loops}  {{ {} {step} }}", load(&idx));
     if r == Reduction::Mean {
         let _ = writeln!(src, "  {a} cnt = ({a})cntu;");
     }
-    let _ = write!(src, "  y[yo + i] = {fin};\n}}\n");
+    if half {
+        let _ = write!(src, "  vstore_half({fin}, yo + i, y);\n}}\n");
+    } else {
+        let _ = write!(src, "  y[yo + i] = {fin};\n}}\n");
+    }
     let [xm, xo] = x.args();
     let [ym, yo] = y.args();
     let mut args = vec![xm, xo, ym, yo, KernelArg::U64(n)];
@@ -1260,7 +1380,14 @@ mod tests {
             // Nonzero integers (divisors), negative ones included.
             DType::I32 => v.iter().flat_map(|&x| ((x * 7.0) as i32 | 1).to_le_bytes()).collect(),
             DType::I64 => v.iter().flat_map(|&x| ((x * 7.0) as i64 | 1).to_le_bytes()).collect(),
-            DType::F16 => v.iter().flat_map(|&x| (((x + 3.0) * 1000.0) as u16).to_le_bytes()).collect(),
+            // Wide enough that products and sums wrap.
+            DType::I8 => v.iter().map(|&x| ((x * 40.0) as i8 | 1) as u8).collect(),
+            DType::U8 => v.iter().map(|&x| ((x + 3.0) * 40.0) as u8 | 1).collect(),
+            DType::I16 => v.iter().flat_map(|&x| ((x * 9000.0) as i16 | 1).to_le_bytes()).collect(),
+            DType::U16 => v.iter().flat_map(|&x| (((x + 3.0) * 9000.0) as u16 | 1).to_le_bytes()).collect(),
+            DType::U32 => v.iter().flat_map(|&x| (((x + 3.0) * 7e8) as u32 | 1).to_le_bytes()).collect(),
+            DType::U64 => v.iter().flat_map(|&x| (((x + 3.0) * 3e18) as u64 | 1).to_le_bytes()).collect(),
+            DType::F16 => v.iter().flat_map(|&x| half::f16::from_f64(x).to_le_bytes()).collect(),
             _ => v.iter().map(|&x| (x > 0.0) as u8).collect(),
         };
         HostTensor::new(dtype, shape.to_vec(), data).unwrap()
@@ -1307,6 +1434,13 @@ mod tests {
                 DType::F64 => w.data.chunks_exact(8).zip(got.chunks_exact(8)).all(|(x, y)| {
                     close(f64::from_le_bytes(y.try_into().unwrap()), f64::from_le_bytes(x.try_into().unwrap()))
                 }),
+                // Within two f16 ulps: the device folds n-ary sums in float and may round exp or
+                // log otherwise; the host rounds each step to f16, as numpy.
+                DType::F16 => w.data.chunks_exact(2).zip(got.chunks_exact(2)).all(|(x, y)| {
+                    let (x, y) = (u16::from_le_bytes([x[0], x[1]]), u16::from_le_bytes([y[0], y[1]]));
+                    let (fx, fy) = (half::f16::from_bits(x).to_f64(), half::f16::from_bits(y).to_f64());
+                    (fx.is_nan() && fy.is_nan()) || x.abs_diff(y) <= 2 || close(fy, fx)
+                }),
                 _ => w.data == got,
             };
             assert!(ok, "{name} {a}: output {} differs\nhost {:?}\ncl   {:?}", i + 1, w.data, got);
@@ -1319,7 +1453,7 @@ mod tests {
         let t = |d: DType, s: &[i64], seed: u64| Some(tensor(d, s, seed));
         let none = Attrs::default();
         use DType::*;
-        let mut dtypes = vec![F32, I32, I64];
+        let mut dtypes = vec![F32, F16, I8, I16, I32, I64, U8, U16, U32, U64];
         if dev.has_fp64 {
             dtypes.push(F64);
         }
@@ -1339,8 +1473,34 @@ mod tests {
             &[Some(f32s(&[2, 3], &[1.5, 2.0, 0.5, -2.0, 3.0, 0.0])), Some(f32s(&[3], &[2.0, 0.5, 3.0]))],
             &none,
         );
+        // Pow with an exponent of another dtype, and integer powers.
+        let small = |d: DType, seed: u64| {
+            let v = rand(seed, 6, 0.0, 4.0);
+            let data: Vec<f64> = v.iter().map(|x| x.floor()).collect();
+            Some(
+                match d {
+                    I32 => HostTensor::new(d, vec![6], data.iter().flat_map(|&x| (x as i32).to_le_bytes()).collect()),
+                    I64 => {
+                        HostTensor::new(d, vec![6], data.iter().flat_map(|&x| (x as i64 - 1).to_le_bytes()).collect())
+                    }
+                    U8 => HostTensor::new(d, vec![6], data.iter().map(|&x| x as u8).collect()),
+                    F16 => HostTensor::new(
+                        d,
+                        vec![6],
+                        data.iter().flat_map(|&x| half::f16::from_f64(x + 0.5).to_le_bytes()).collect(),
+                    ),
+                    _ => {
+                        HostTensor::new(d, vec![6], data.iter().flat_map(|&x| (x as f32 + 0.5).to_le_bytes()).collect())
+                    }
+                }
+                .unwrap(),
+            )
+        };
+        for (a, b) in [(F32, I64), (F32, U8), (I32, I32), (I64, I64), (I64, F32), (F16, I32)] {
+            check(&dev, "Pow", &[small(a, 1), small(b, 2)], &none);
+        }
         for op in ["Max", "Min", "Sum"] {
-            for d in [F32, I32, I64] {
+            for &d in &dtypes {
                 check(&dev, op, &[t(d, &[3, 4], 1)], &none);
                 let many: Vec<_> = (0..9).map(|i| t(d, if i % 3 == 0 { &[4] } else { &[3, 1] }, 10 + i)).collect();
                 check(&dev, op, &many, &none);
@@ -1363,9 +1523,28 @@ mod tests {
         check(&dev, "LeakyRelu", &[x.clone()], &attrs(&[("alpha", float(0.3))]));
         check(&dev, "Elu", &[x.clone()], &attrs(&[("alpha", float(0.7))]));
         check(&dev, "Selu", &[x.clone()], &attrs(&[("alpha", float(2.0)), ("gamma", float(3.0))]));
-        for op in ["Neg", "Abs"] {
-            for d in [F32, I32, I64] {
-                check(&dev, op, &[t(d, &[5, 7], 4)], &none);
+        for &d in &dtypes {
+            if !matches!(d, U8 | U16 | U32 | U64) {
+                check(&dev, "Neg", &[t(d, &[5, 7], 4)], &none);
+            }
+            check(&dev, "Abs", &[t(d, &[5, 7], 4)], &none);
+            // Clip's bounds are inputs of the dtype (taken from two elements of another tensor).
+            let b = tensor(d, &[2], 11);
+            let (lo, hi) = (d.size(), 2 * d.size());
+            let scalar = |r: std::ops::Range<usize>| Some(HostTensor::new(d, vec![], b.data[r].to_vec()).unwrap());
+            check(&dev, "Clip", &[t(d, &[4, 9], 3), scalar(0..lo), scalar(lo..hi)], &none);
+            check(&dev, "Clip", &[t(d, &[4, 9], 3), None, scalar(lo..hi)], &none);
+        }
+        let mut floats = vec![F16];
+        if dev.has_fp64 {
+            floats.push(F64);
+        }
+        for d in floats {
+            for op in ["Sigmoid", "Tanh", "Exp", "Sqrt", "Softplus", "Softsign"] {
+                check(&dev, op, &[t(d, &[4, 9], 3)], &none);
+            }
+            for op in ["ReduceMean", "ReduceL2", "ReduceLogSumExp", "ReduceSum", "ReduceMax"] {
+                check(&dev, op, &[t(d, &[2, 3, 4], 2)], &attrs(&[("axes", AttrValue::Ints(vec![0, 2]))]));
             }
         }
         let opset6 = attrs(&[("onnx_opset", int(6))]);
@@ -1410,7 +1589,10 @@ mod tests {
             check(&dev, op, &[x.clone(), Some(i64s(&[]))], &attrs(&[("noop_with_empty_axes", int(1))]));
             check(&dev, op, &[t(F32, &[2, 0], 1)], &attrs(&[("axes", AttrValue::Ints(vec![1]))]));
         }
-        for d in [I32, I64] {
+        for op in ["ReduceMax", "ReduceMin"] {
+            check(&dev, op, &[t(Bool, &[2, 3, 4], 2)], &attrs(&[("axes", AttrValue::Ints(vec![0, 2]))]));
+        }
+        for d in [I8, I16, I32, I64, U8, U16, U32] {
             for op in ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceSumSquare"] {
                 check(&dev, op, &[t(d, &[2, 3, 4], 2)], &attrs(&[("axes", AttrValue::Ints(vec![0, 2]))]));
                 check(&dev, op, &[t(d, &[0, 3], 2)], &attrs(&[("axes", AttrValue::Ints(vec![0]))]));

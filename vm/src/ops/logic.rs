@@ -10,8 +10,10 @@
 //! ([`prepare`]), so it only indexes tensors whose sizes are known to be right.
 
 use super::host::HostFn;
+use super::num::numeric;
 use super::{Attrs, InferFn, TensorInfo};
 use crate::ir::host_tensor::{store_f64, store_i64, HostTensor};
+use crate::ir::operators::elementwise::Elem;
 use crate::ir::operators::logic::*;
 use crate::ir::operators::shape::broadcast_strides;
 use crate::ir::operators::tensor::check_data;
@@ -104,87 +106,12 @@ fn walk<const N: usize>(out: &[i64], shapes: [&[i64]; N], mut f: impl FnMut(usiz
     }
 }
 
-/// A number read from and written to little-endian element bytes.
-trait Num: Copy + PartialOrd {
-    const SIZE: usize;
-    fn read(b: &[u8]) -> Self;
-    fn write(self, b: &mut [u8]);
-}
-
-macro_rules! num {
-    ($($t:ty),*) => {$(
-        impl Num for $t {
-            const SIZE: usize = std::mem::size_of::<$t>();
-            #[inline(always)]
-            fn read(b: &[u8]) -> Self {
-                let mut a = [0u8; std::mem::size_of::<$t>()];
-                a.copy_from_slice(&b[..Self::SIZE]);
-                <$t>::from_le_bytes(a)
-            }
-            #[inline(always)]
-            fn write(self, b: &mut [u8]) {
-                b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
-            }
-        }
-    )*};
-}
-num!(f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, f16);
+/// A number of a numeric dtype, compared as ONNX compares.
+trait Num: Elem + PartialOrd {}
+impl<T: Elem + PartialOrd> Num for T {}
 
 fn elems<T: Num>(t: &HostTensor) -> Vec<T> {
     t.data.chunks_exact(T::SIZE).map(T::read).collect()
-}
-
-/// Runs `$body` with `$T` the Rust type of the numeric dtype `$d` (an error for bool).
-macro_rules! numeric {
-    ($d:expr, $T:ident => $body:expr) => {
-        match $d {
-            DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            DType::F16 => {
-                type $T = f16;
-                $body
-            }
-            DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            DType::I8 => {
-                type $T = i8;
-                $body
-            }
-            DType::I16 => {
-                type $T = i16;
-                $body
-            }
-            DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            DType::U8 => {
-                type $T = u8;
-                $body
-            }
-            DType::U16 => {
-                type $T = u16;
-                $body
-            }
-            DType::U32 => {
-                type $T = u32;
-                $body
-            }
-            DType::U64 => {
-                type $T = u64;
-                $body
-            }
-            DType::Bool => return Err("bool tensors have no numeric value here".to_string()),
-        }
-    };
 }
 
 // ---------------------------------------------------------------------------------------

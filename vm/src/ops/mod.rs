@@ -22,6 +22,7 @@ pub mod logic_cl;
 pub mod nn;
 #[cfg(feature = "opencl")]
 pub mod nn_cl;
+pub(crate) mod num;
 pub mod tensor;
 #[cfg(feature = "opencl")]
 pub mod tensor_cl;

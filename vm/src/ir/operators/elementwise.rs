@@ -17,43 +17,43 @@ pub static OPS: &[OpDef] = &[
         "clamp to [min, max]: attributes (opset 6) or scalar inputs 2, 3 (opset 11+); default ±inf"),
     op!(LeakyRelu, in 1..=1, out 1..=1, attrs &[attr!("alpha", Float)],
         validate validate_leaky_relu, infer infer_f32, "x > 0 ? x : alpha * x (alpha 0.01)"),
-    op!(Sigmoid, in 1..=1, out 1..=1, attrs &[], infer infer_f32, "1 / (1 + exp(-x))"),
-    op!(Tanh, in 1..=1, out 1..=1, attrs &[], infer infer_f32, "tanh(x)"),
-    op!(Exp, in 1..=1, out 1..=1, attrs &[], infer infer_f32, "exp(x)"),
-    op!(Sqrt, in 1..=1, out 1..=1, attrs &[], infer infer_f32, "sqrt(x) (NaN for x < 0)"),
+    op!(Sigmoid, in 1..=1, out 1..=1, attrs &[], infer infer_float, "1 / (1 + exp(-x))"),
+    op!(Tanh, in 1..=1, out 1..=1, attrs &[], infer infer_float, "tanh(x)"),
+    op!(Exp, in 1..=1, out 1..=1, attrs &[], infer infer_float, "exp(x)"),
+    op!(Sqrt, in 1..=1, out 1..=1, attrs &[], infer infer_float, "sqrt(x) (NaN for x < 0)"),
     op!(Pow, in 2..=2, out 1..=1, attrs &[attr!("broadcast", Int), attr!("axis", Int)],
         validate validate_pow, infer infer_pow,
-        "x ^ y for f32 x and y with numpy broadcasting (opset ≤ 6 `broadcast`/`axis` accepted)"),
-    op!(Neg, in 1..=1, out 1..=1, attrs &[], infer infer_signed, "-x (f32, i32, i64; integers wrap)"),
-    op!(Abs, in 1..=1, out 1..=1, attrs &[], infer infer_signed, "|x| (f32, i32, i64; integers wrap)"),
+        "x ^ y with numpy broadcasting: x f32, f16, f64, i32 or i64, y any numeric dtype (computed in f64 unless both are f32); opset ≤ 6 `broadcast`/`axis` accepted"),
+    op!(Neg, in 1..=1, out 1..=1, attrs &[], infer infer_signed, "-x (floats and signed integers; integers wrap)"),
+    op!(Abs, in 1..=1, out 1..=1, attrs &[], infer infer_abs, "|x| (every numeric dtype; integers wrap)"),
     op!(Elu, in 1..=1, out 1..=1, attrs &[attr!("alpha", Float)],
         validate validate_elu, infer infer_f32, "x > 0 ? x : alpha * (exp(x) - 1) (alpha 1.0)"),
     op!(Selu, in 1..=1, out 1..=1, attrs &[attr!("alpha", Float), attr!("gamma", Float)],
         validate validate_selu, infer infer_f32,
         "gamma * (x > 0 ? x : alpha * (exp(x) - 1)) (alpha 1.6732632, gamma 1.0507010)"),
-    op!(Softplus, in 1..=1, out 1..=1, attrs &[], infer infer_f32, "ln(1 + exp(x)), computed stably"),
-    op!(Softsign, in 1..=1, out 1..=1, attrs &[], infer infer_f32, "x / (1 + |x|)"),
+    op!(Softplus, in 1..=1, out 1..=1, attrs &[], infer infer_float, "ln(1 + exp(x)), computed stably"),
+    op!(Softsign, in 1..=1, out 1..=1, attrs &[], infer infer_float, "x / (1 + |x|)"),
     op!(PRelu, in 2..=2, out 1..=1, attrs &[attr!("onnx_opset", Int)],
         validate validate_prelu, infer infer_prelu,
         "x > 0 ? x : slope * x; slope broadcasts to x, or is 1-D per channel (opset 6, preferred if `onnx_opset` < 7)"),
     op!(Add, in 2..=2, out 1..=1, attrs &[attr!("broadcast", Int), attr!("axis", Int)],
         validate validate_add, infer infer_arith,
-        "a + b with numpy broadcasting (f32, f64, i32, i64; opset ≤ 6 `broadcast`/`axis` accepted)"),
+        "a + b with numpy broadcasting (every numeric dtype: integers wrap, f16 computes in f32; opset ≤ 6 `broadcast`/`axis` accepted)"),
     op!(Sub, in 2..=2, out 1..=1, attrs &[attr!("broadcast", Int), attr!("axis", Int)],
         validate validate_sub, infer infer_arith,
-        "a - b with numpy broadcasting (f32, i32, i64; opset ≤ 6 `broadcast`/`axis` accepted)"),
+        "a - b with numpy broadcasting (every numeric dtype; opset ≤ 6 `broadcast`/`axis` accepted)"),
     op!(Mul, in 2..=2, out 1..=1, attrs &[attr!("broadcast", Int), attr!("axis", Int)],
         validate validate_mul, infer infer_arith,
-        "a * b with numpy broadcasting (f32, i32, i64; opset ≤ 6 `broadcast`/`axis` accepted)"),
+        "a * b with numpy broadcasting (every numeric dtype; opset ≤ 6 `broadcast`/`axis` accepted)"),
     op!(Div, in 2..=2, out 1..=1, attrs &[attr!("broadcast", Int), attr!("axis", Int)],
         validate validate_div, infer infer_arith,
-        "a / b with numpy broadcasting (f32, i32, i64; integer division truncates, by zero is an error)"),
+        "a / b with numpy broadcasting (every numeric dtype; integer division truncates, by zero is an error)"),
     op!(Max, in 1..=64, out 1..=1, attrs &[], infer infer_variadic,
-        "elementwise maximum of 1 to 64 inputs with broadcasting (f32 propagates NaN, i32, i64)"),
+        "elementwise maximum of 1 to 64 inputs with broadcasting (every numeric dtype; NaN propagates)"),
     op!(Min, in 1..=64, out 1..=1, attrs &[], infer infer_variadic,
-        "elementwise minimum of 1 to 64 inputs with broadcasting (f32 propagates NaN, i32, i64)"),
+        "elementwise minimum of 1 to 64 inputs with broadcasting (every numeric dtype; NaN propagates)"),
     op!(Sum, in 1..=64, out 1..=1, attrs &[], infer infer_variadic,
-        "elementwise sum of 1 to 64 inputs with broadcasting (f32, i32, i64)"),
+        "elementwise sum of 1 to 64 inputs with broadcasting (every numeric dtype)"),
     op!(Dropout, in 1..=3, out 1..=2,
         attrs &[attr!("ratio", Float), attr!("seed", Int), attr!("is_test", Int)],
         validate validate_dropout, infer infer_dropout,
@@ -133,13 +133,58 @@ pub static OPS: &[OpDef] = &[
 
 pub(crate) const F32: &[DType] = &[DType::F32];
 pub(crate) const FLOATS: &[DType] = &[DType::F32, DType::F16, DType::F64];
-pub(crate) const SIGNED: &[DType] = &[DType::F32, DType::I32, DType::I64];
+/// Every numeric dtype: what arithmetic, the comparisons and Mod take.
+pub(crate) const NUMERIC: &[DType] = &[
+    DType::F32,
+    DType::F16,
+    DType::F64,
+    DType::I8,
+    DType::I16,
+    DType::I32,
+    DType::I64,
+    DType::U8,
+    DType::U16,
+    DType::U32,
+    DType::U64,
+];
+/// The signed numeric dtypes (Neg).
+pub(crate) const SIGNED: &[DType] =
+    &[DType::F32, DType::F16, DType::F64, DType::I8, DType::I16, DType::I32, DType::I64];
+/// The dtypes the arithmetic reductions (Sum, Prod, L1, SumSquare) take.
+pub(crate) const REDUCE_ARITH: &[DType] = &[
+    DType::F32,
+    DType::F16,
+    DType::F64,
+    DType::I8,
+    DType::I16,
+    DType::I32,
+    DType::I64,
+    DType::U8,
+    DType::U16,
+    DType::U32,
+];
+/// ReduceMax and ReduceMin take bool too (any, all).
+pub(crate) const REDUCE_ORDERED: &[DType] = &[
+    DType::F32,
+    DType::F16,
+    DType::F64,
+    DType::I8,
+    DType::I16,
+    DType::I32,
+    DType::I64,
+    DType::U8,
+    DType::U16,
+    DType::U32,
+    DType::Bool,
+];
 /// The dtypes Add, Sub, Mul and Div compute in.
-pub(crate) const ARITH: &[DType] = &[DType::F32, DType::F64, DType::I32, DType::I64];
+pub(crate) const ARITH: &[DType] = NUMERIC;
 
 /// An element type the kernels compute in, read from and written to little-endian bytes.
 /// (Every implementor is a plain number: any bit pattern is a valid value.)
 pub(crate) trait Elem: Copy {
+    /// The element's size in bytes.
+    const SIZE: usize;
     fn read(b: &[u8]) -> Self;
     fn write(self, b: &mut [u8]);
 }
@@ -147,6 +192,7 @@ pub(crate) trait Elem: Copy {
 macro_rules! elem {
     ($t:ty, $n:literal) => {
         impl Elem for $t {
+            const SIZE: usize = $n;
             #[inline(always)]
             fn read(b: &[u8]) -> Self {
                 let mut a = [0u8; $n];
@@ -162,8 +208,15 @@ macro_rules! elem {
 }
 elem!(f32, 4);
 elem!(f64, 8);
+elem!(half::f16, 2);
+elem!(i8, 1);
+elem!(i16, 2);
 elem!(i32, 4);
 elem!(i64, 8);
+elem!(u8, 1);
+elem!(u16, 2);
+elem!(u32, 4);
+elem!(u64, 8);
 
 /// Little-endian bytes viewed in place as elements, when they are aligned for `T` (and
 /// a whole number of elements).
@@ -339,9 +392,15 @@ pub(crate) fn infer_arith(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<V
     Ok(vec![(dtype, shape)])
 }
 
+/// Pow's base takes these dtypes (ONNX's T); its exponent any numeric dtype (T1).
+pub(crate) const POW_BASE: &[DType] = &[DType::F32, DType::F16, DType::F64, DType::I32, DType::I64];
+
 pub(crate) fn infer_pow(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
-    let (dtype, shape) = arith_shapes(ins, attrs, F32)?;
-    Ok(vec![(dtype, shape)])
+    let (a, b) = (input(ins, 0, "X")?, input(ins, 1, "Y")?);
+    check_dtype(a, 0, "X", POW_BASE)?;
+    check_dtype(b, 1, "Y", NUMERIC)?;
+    let bsh = legacy_b_shape(a.shape, b.shape, attrs)?;
+    Ok(vec![(a.dtype, broadcast(a.shape, &bsh)?)])
 }
 
 pub(crate) fn validate_add(a: &Attrs) -> Result<(), String> {
@@ -357,9 +416,21 @@ pub(crate) fn infer_f32(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<Out
     Ok(vec![(x.dtype, x.shape.to_vec())])
 }
 
+pub(crate) fn infer_float(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let x = input(ins, 0, "X")?;
+    check_dtype(x, 0, "X", FLOATS)?;
+    Ok(vec![(x.dtype, x.shape.to_vec())])
+}
+
 pub(crate) fn infer_signed(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
     let x = input(ins, 0, "X")?;
     check_dtype(x, 0, "X", SIGNED)?;
+    Ok(vec![(x.dtype, x.shape.to_vec())])
+}
+
+pub(crate) fn infer_abs(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let x = input(ins, 0, "X")?;
+    check_dtype(x, 0, "X", NUMERIC)?;
     Ok(vec![(x.dtype, x.shape.to_vec())])
 }
 
@@ -379,13 +450,13 @@ pub(crate) fn validate_clip(a: &Attrs) -> Result<(), String> {
 
 pub(crate) fn infer_clip(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
     let x = input(ins, 0, "input")?;
-    check_dtype(x, 0, "input", F32)?;
+    check_dtype(x, 0, "input", NUMERIC)?;
     for (i, name) in [(1, "min"), (2, "max")] {
         if let Some(t) = optional(ins, i) {
             if attrs.get(name).is_some() {
                 return Err(format!("`{name}` is given both as an attribute and as input {}", i + 1));
             }
-            check_dtype(t, i, name, F32)?;
+            check_dtype(t, i, name, &[x.dtype])?;
             check_scalar(t, i, name)?;
         }
     }
@@ -455,7 +526,7 @@ pub(crate) fn infer_prelu(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<V
 
 pub(crate) fn infer_variadic(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
     let x = input(ins, 0, "data_0")?;
-    check_dtype(x, 0, "data_0", SIGNED)?;
+    check_dtype(x, 0, "data_0", NUMERIC)?;
     let mut shape = x.shape.to_vec();
     for i in 1..ins.len() {
         let t = input(ins, i, &format!("data_{i}"))?;
@@ -588,8 +659,9 @@ impl Reduction {
     /// The dtypes it computes in: the ones with a square root or a logarithm in f32 only.
     pub(crate) fn dtypes(self) -> &'static [DType] {
         match self {
-            Reduction::Mean | Reduction::L2 | Reduction::LogSum | Reduction::LogSumExp => F32,
-            _ => SIGNED,
+            Reduction::Mean | Reduction::L2 | Reduction::LogSum | Reduction::LogSumExp => FLOATS,
+            Reduction::Max | Reduction::Min => REDUCE_ORDERED,
+            _ => REDUCE_ARITH,
         }
     }
 }

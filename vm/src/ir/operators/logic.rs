@@ -47,20 +47,7 @@ pub static OPS: &[OpDef] = &[
     op!(Size, in 1..=1, out 1..=1, attrs &[], infer infer_size, "the input's element count as an i64 scalar (any dtype)"),
 ];
 
-/// The numeric dtypes the comparisons and Mod take.
-pub(crate) const NUMERIC: &[DType] = &[
-    DType::F32,
-    DType::F16,
-    DType::F64,
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-];
+pub(crate) use super::elementwise::NUMERIC;
 
 /// Equal takes bool too.
 pub(crate) const EQUAL: &[DType] = &[

@@ -1,6 +1,7 @@
 //! Operator schemas of the tensor family: attributes, validation and shape inference
 //! (the kernels are in `crate::ops::tensor`).
 
+use super::elementwise::flag_attr;
 use super::shape::input;
 use crate::ir::attrs::*;
 use crate::ir::host_tensor::{load_i64, HostTensor};
@@ -50,8 +51,11 @@ pub static OPS: &[OpDef] = &[
         "a tensor of the shape given by input 1 (i64) filled with `value` (default 0.0); rxvm takes the ONNX \
         tensor attribute as a number `value` (an integer is stored exactly) and a dtype name `dtype` (default \
         \"f32\")"),
-    op!(Cast, in 1..=1, out 1..=1, attrs &[attr!("to", Int)], validate validate_cast, infer infer_cast, "converts to the ONNX TensorProto data type `to` (1 f32, 2 u8, 3 i8, 4 u16, 5 i16, \
-        6 i32, 7 i64, 9 bool, 10 f16, 11 f64, 12 u32, 13 u64); floats to ints truncate, to bool is != 0"),
+    op!(Cast, in 1..=1, out 1..=1, attrs &[attr!("to", Int), attr!("saturate", Int), attr!("round_mode", Str)],
+        validate validate_cast, infer infer_cast,
+        "converts to the ONNX TensorProto data type `to` (1 f32, 2 u8, 3 i8, 4 u16, 5 i16, \
+        6 i32, 7 i64, 9 bool, 10 f16, 11 f64, 12 u32, 13 u64); floats to ints truncate, to bool is != 0; \
+        `saturate` and `round_mode` (opset 19, 25) concern float8 and float4 targets only"),
     op!(CastLike, in 2..=2, out 1..=1, attrs &[attr!("saturate", Int)], infer infer_cast_like,
         "converts input 1 to the dtype of input 2 (whose values are not read), as Cast does; `saturate` \
         concerns float8 types only"),
@@ -766,6 +770,15 @@ pub(crate) fn cast_target(attrs: &Attrs) -> Result<DType, String> {
 }
 
 pub(crate) fn validate_cast(attrs: &Attrs) -> Result<(), String> {
+    flag_attr(attrs, "saturate", "Cast")?;
+    if attrs.get("round_mode").is_some() {
+        let m = attrs.str("round_mode").unwrap_or_default();
+        if !["up", "down", "nearest"].contains(&m) {
+            return Err(format!(
+                "attribute `round_mode` of @onnx.Cast must be \"up\", \"down\" or \"nearest\", found {m:?}"
+            ));
+        }
+    }
     cast_target(attrs).map(|_| ())
 }
 

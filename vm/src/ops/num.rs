@@ -1,0 +1,251 @@
+//! Element arithmetic shared by the host kernels: [`numeric!`] picks the Rust type of a
+//! numeric dtype, and [`Arith`] computes on every one of them the way ONNX runtimes do:
+//! integers wrap (two's complement), f16 computes in f32 and rounds once to nearest even.
+
+use crate::ir::operators::elementwise::Elem;
+use half::f16;
+
+/// Runs `$body` with `$T` the Rust type of the numeric dtype `$d`; bool returns an error
+/// from the enclosing function.
+macro_rules! numeric {
+    ($d:expr, $T:ident => $body:expr) => {
+        match $d {
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::F16 => {
+                type $T = half::f16;
+                $body
+            }
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            DType::I8 => {
+                type $T = i8;
+                $body
+            }
+            DType::I16 => {
+                type $T = i16;
+                $body
+            }
+            DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            DType::U16 => {
+                type $T = u16;
+                $body
+            }
+            DType::U32 => {
+                type $T = u32;
+                $body
+            }
+            DType::U64 => {
+                type $T = u64;
+                $body
+            }
+            DType::Bool => return Err("bool tensors have no numeric value here".to_string()),
+        }
+    };
+}
+pub(crate) use numeric;
+
+/// Runs `$body` with `$T` the Rust type of the float dtype `$d`; other dtypes return an
+/// error from the enclosing function.
+macro_rules! floating {
+    ($d:expr, $T:ident => $body:expr) => {
+        match $d {
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::F16 => {
+                type $T = half::f16;
+                $body
+            }
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            d => return Err(format!("{d} is not a float dtype")),
+        }
+    };
+}
+pub(crate) use floating;
+
+/// Arithmetic on one numeric element type.
+pub(crate) trait Arith: Elem + PartialOrd + Default {
+    fn add(self, o: Self) -> Self;
+    fn sub(self, o: Self) -> Self;
+    fn mul(self, o: Self) -> Self;
+    /// Integers: truncating; by zero gives 0 (kernels refuse a zero divisor first) and
+    /// `MIN / -1` wraps to `MIN`.
+    fn div(self, o: Self) -> Self;
+    fn neg(self) -> Self;
+    fn abs(self) -> Self;
+    fn is_nan(self) -> bool;
+    fn to_f64(self) -> f64;
+    /// Floats round; integers truncate toward zero and saturate (NaN gives 0), as Rust's
+    /// `as`.
+    fn from_f64(v: f64) -> Self;
+    /// Integers: the value (u64 wraps); floats truncate and saturate.
+    fn to_i64(self) -> i64;
+    /// Integers: the low bits (wrapping); floats: the nearest value.
+    fn from_i64(v: i64) -> Self;
+    fn is_zero(self) -> bool {
+        self == Self::default()
+    }
+    /// The larger of two values; NaN if either is.
+    fn max_nan(self, o: Self) -> Self {
+        if self > o || self.is_nan() {
+            self
+        } else {
+            o
+        }
+    }
+    /// The smaller of two values; NaN if either is.
+    fn min_nan(self, o: Self) -> Self {
+        if self < o || self.is_nan() {
+            self
+        } else {
+            o
+        }
+    }
+}
+
+macro_rules! arith_int {
+    (|$a:ident| $abs:expr; $($t:ty),*) => {$(
+        impl Arith for $t {
+            #[inline(always)]
+            fn add(self, o: Self) -> Self { self.wrapping_add(o) }
+            #[inline(always)]
+            fn sub(self, o: Self) -> Self { self.wrapping_sub(o) }
+            #[inline(always)]
+            fn mul(self, o: Self) -> Self { self.wrapping_mul(o) }
+            #[inline(always)]
+            fn div(self, o: Self) -> Self { if o == 0 { 0 } else { self.wrapping_div(o) } }
+            #[inline(always)]
+            fn neg(self) -> Self { self.wrapping_neg() }
+            #[inline(always)]
+            fn abs(self) -> Self { let $a = self; $abs }
+            #[inline(always)]
+            fn is_nan(self) -> bool { false }
+            #[inline(always)]
+            fn to_f64(self) -> f64 { self as f64 }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self { v as $t }
+            #[inline(always)]
+            fn to_i64(self) -> i64 { self as i64 }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self { v as $t }
+        }
+    )*};
+}
+arith_int!(|v| v.wrapping_abs(); i8, i16, i32, i64);
+arith_int!(|v| v; u8, u16, u32, u64);
+
+macro_rules! arith_float {
+    ($($t:ty),*) => {$(
+        impl Arith for $t {
+            #[inline(always)]
+            fn add(self, o: Self) -> Self { self + o }
+            #[inline(always)]
+            fn sub(self, o: Self) -> Self { self - o }
+            #[inline(always)]
+            fn mul(self, o: Self) -> Self { self * o }
+            #[inline(always)]
+            fn div(self, o: Self) -> Self { self / o }
+            #[inline(always)]
+            fn neg(self) -> Self { -self }
+            #[inline(always)]
+            fn abs(self) -> Self { <$t>::abs(self) }
+            #[inline(always)]
+            fn is_nan(self) -> bool { <$t>::is_nan(self) }
+            #[inline(always)]
+            fn to_f64(self) -> f64 { self as f64 }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self { v as $t }
+            #[inline(always)]
+            fn to_i64(self) -> i64 { self as i64 }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self { v as $t }
+        }
+    )*};
+}
+arith_float!(f32, f64);
+
+/// f16 computes in f32: each result is the f32 result rounded once.
+impl Arith for f16 {
+    fn add(self, o: Self) -> Self {
+        f16::from_f32(self.to_f32() + o.to_f32())
+    }
+    fn sub(self, o: Self) -> Self {
+        f16::from_f32(self.to_f32() - o.to_f32())
+    }
+    fn mul(self, o: Self) -> Self {
+        f16::from_f32(self.to_f32() * o.to_f32())
+    }
+    fn div(self, o: Self) -> Self {
+        f16::from_f32(self.to_f32() / o.to_f32())
+    }
+    fn neg(self) -> Self {
+        -self
+    }
+    fn abs(self) -> Self {
+        f16::from_bits(self.to_bits() & 0x7fff)
+    }
+    fn is_nan(self) -> bool {
+        f16::is_nan(self)
+    }
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+    fn from_f64(v: f64) -> Self {
+        // Through f32, as the OpenCL kernels round (f64 → f16 directly could differ by a
+        // double rounding only where f32 → f16 would too).
+        f16::from_f32(v as f32)
+    }
+    fn to_i64(self) -> i64 {
+        self.to_f32() as i64
+    }
+    fn from_i64(v: i64) -> Self {
+        f16::from_f32(v as f32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_wrap_and_division_truncates() {
+        assert_eq!(Arith::add(i8::MAX, 1), i8::MIN);
+        assert_eq!(Arith::sub(0u16, 1), u16::MAX);
+        assert_eq!(Arith::mul(200u8, 2), 144);
+        assert_eq!(Arith::div(-7i32, 2), -3);
+        assert_eq!(Arith::div(i64::MIN, -1), i64::MIN);
+        assert_eq!(Arith::neg(1u32), u32::MAX);
+        assert_eq!(Arith::abs(i16::MIN), i16::MIN);
+        assert_eq!(Arith::abs(7u64), 7);
+    }
+
+    #[test]
+    fn f16_rounds_once_from_f32() {
+        let (a, b) = (f16::from_f32(1.0), f16::from_f32(0.000_488_281_25));
+        // 1 + 2^-11 is a tie between 1 and 1 + 2^-10: nearest even is 1.
+        assert_eq!(Arith::add(a, b), f16::from_f32(1.0));
+        assert_eq!(Arith::abs(f16::from_f32(-2.5)), f16::from_f32(2.5));
+        assert!(Arith::max_nan(f16::NAN, a).is_nan());
+        assert!(Arith::min_nan(a, f16::NAN).is_nan());
+    }
+}
