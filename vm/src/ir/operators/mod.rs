@@ -10,6 +10,7 @@ pub mod activation;
 pub mod blocked;
 pub mod elementwise;
 pub mod logic;
+pub mod loss;
 pub mod nn;
 mod operator;
 pub mod shape;
@@ -35,6 +36,7 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(nn::OPS)
         .chain(tensor::OPS)
         .chain(logic::OPS)
+        .chain(loss::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all
