@@ -25,6 +25,9 @@ pub mod loss_cl;
 pub mod nn;
 #[cfg(feature = "opencl")]
 pub mod nn_cl;
+pub mod resize;
+#[cfg(feature = "opencl")]
+pub mod resize_cl;
 pub mod tensor;
 #[cfg(feature = "opencl")]
 pub mod tensor_cl;
@@ -45,12 +48,21 @@ use std::sync::LazyLock;
 static CORE_HOST: &[(Operator, HostFn)] = &[(Operator::Relu, host::relu)];
 
 static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
-    by_id(&[CORE_HOST, activation::HOST, elementwise::HOST, nn::HOST, tensor::HOST, logic::HOST, loss::HOST])
+    by_id(&[
+        CORE_HOST,
+        activation::HOST,
+        elementwise::HOST,
+        nn::HOST,
+        tensor::HOST,
+        logic::HOST,
+        loss::HOST,
+        resize::HOST,
+    ])
 });
 
 #[cfg(feature = "opencl")]
 static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
-    by_id(&[activation_cl::CL, elementwise_cl::CL, nn_cl::CL, tensor_cl::CL, logic_cl::CL, loss_cl::CL])
+    by_id(&[activation_cl::CL, elementwise_cl::CL, nn_cl::CL, tensor_cl::CL, logic_cl::CL, loss_cl::CL, resize_cl::CL])
 });
 
 #[cfg(feature = "opencl")]

@@ -13,6 +13,7 @@ pub mod logic;
 pub mod loss;
 pub mod nn;
 mod operator;
+pub mod resize;
 pub mod shape;
 pub mod tensor;
 
@@ -37,6 +38,7 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(tensor::OPS)
         .chain(logic::OPS)
         .chain(loss::OPS)
+        .chain(resize::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all
