@@ -19,10 +19,16 @@ pub mod host;
 pub mod logic;
 #[cfg(feature = "opencl")]
 pub mod logic_cl;
+pub mod loss;
+#[cfg(feature = "opencl")]
+pub mod loss_cl;
 pub mod nn;
 #[cfg(feature = "opencl")]
 pub mod nn_cl;
 pub(crate) mod num;
+pub mod resize;
+#[cfg(feature = "opencl")]
+pub mod resize_cl;
 pub mod tensor;
 #[cfg(feature = "opencl")]
 pub mod tensor_cl;
@@ -42,12 +48,23 @@ use std::sync::LazyLock;
 /// Host kernels of the operators defined in `ir::operators` itself.
 static CORE_HOST: &[(Operator, HostFn)] = &[(Operator::Relu, host::relu)];
 
-static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> =
-    LazyLock::new(|| by_id(&[CORE_HOST, activation::HOST, elementwise::HOST, nn::HOST, tensor::HOST, logic::HOST]));
+static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
+    by_id(&[
+        CORE_HOST,
+        activation::HOST,
+        elementwise::HOST,
+        nn::HOST,
+        tensor::HOST,
+        logic::HOST,
+        loss::HOST,
+        resize::HOST,
+    ])
+});
 
 #[cfg(feature = "opencl")]
-static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> =
-    LazyLock::new(|| by_id(&[activation_cl::CL, elementwise_cl::CL, nn_cl::CL, tensor_cl::CL, logic_cl::CL]));
+static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
+    by_id(&[activation_cl::CL, elementwise_cl::CL, nn_cl::CL, tensor_cl::CL, logic_cl::CL, loss_cl::CL, resize_cl::CL])
+});
 
 #[cfg(feature = "opencl")]
 static TEXTURE_KERNELS: LazyLock<Vec<Option<texture_cl::TextureFn>>> = LazyLock::new(|| by_id(&[texture_cl::TEXTURE]));

@@ -10,8 +10,10 @@ pub mod activation;
 pub mod blocked;
 pub mod elementwise;
 pub mod logic;
+pub mod loss;
 pub mod nn;
 mod operator;
+pub mod resize;
 pub mod shape;
 pub mod tensor;
 
@@ -35,6 +37,8 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(nn::OPS)
         .chain(tensor::OPS)
         .chain(logic::OPS)
+        .chain(loss::OPS)
+        .chain(resize::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all

@@ -1,0 +1,273 @@
+//! Operators: the sampling family (GridSample, AffineGrid): the host kernels and their
+//! `HOST` table (the schemas are in `crate::ir::operators::resize`).
+//!
+//! They follow ONNX's reference implementation; coordinates of f16 and f32 tensors are
+//! rounded to f32 where the reference computes in f32, so that ties and floors agree.
+
+use super::host::HostFn;
+use super::loss::{floats, ints, next_index, prepare, put, req, strides};
+use super::Attrs;
+use crate::ir::host_tensor::HostTensor;
+use crate::ir::operators::resize::*;
+use crate::ir::operators::Operator;
+use crate::ir::types::DType;
+
+/// This family's host kernels.
+pub(crate) static HOST: &[(Operator, HostFn)] =
+    &[(Operator::GridSample, grid_sample), (Operator::AffineGrid, affine_grid)];
+
+// ---------------------------------------------------------------------------------------
+// GridSample.
+
+/// Reflects `x` into `[lo, hi]` by the nearer border, repeatedly.
+pub(crate) fn reflect(x: f64, lo: f64, hi: f64) -> f64 {
+    let rng = hi - lo;
+    if rng <= 0.0 {
+        return lo;
+    }
+    if x < lo {
+        let dx = lo - x;
+        let n = (dx / rng).trunc();
+        let r = dx - n * rng;
+        if n % 2.0 == 0.0 {
+            lo + r
+        } else {
+            hi - r
+        }
+    } else if x > hi {
+        let dx = x - hi;
+        let n = (dx / rng).trunc();
+        let r = dx - n * rng;
+        if n % 2.0 == 0.0 {
+            hi - r
+        } else {
+            lo + r
+        }
+    } else {
+        x
+    }
+}
+
+/// Keys' cubic convolution weights (A = -0.75) of the 4 taps around a point `t` ∈ [0, 1)
+/// past the second.
+pub(crate) fn cubic_weights(t: f64, a: f64) -> [f64; 4] {
+    let w = |x: f64| {
+        let x = x.abs();
+        if x <= 1.0 {
+            ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+        } else if x < 2.0 {
+            ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
+        } else {
+            0.0
+        }
+    };
+    [w(t + 1.0), w(t), w(1.0 - t), w(2.0 - t)]
+}
+
+fn grid_sample(ins: &[Option<&HostTensor>], a: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    prepare(ins, a, outs, infer_grid_sample)?;
+    let (x, g) = (req(ins, 0)?, req(ins, 1)?);
+    let (mode, pad, align) = grid_sample_attrs(a)?;
+    let (xv, gv) = (floats(x), floats(g));
+    let r = x.shape.len() - 2;
+    let (n, c) = (x.shape[0] as usize, x.shape[1] as usize);
+    let sp: Vec<usize> = x.shape[2..].iter().map(|&d| d as usize).collect();
+    let plane: usize = sp.iter().product();
+    let st = strides(&sp);
+    let points: usize = g.shape[1..=r].iter().map(|&d| d as usize).product();
+    // The reference computes coordinates in f32 for f32 (and f16) tensors.
+    let round = |v: f64| if g.dtype == DType::F64 { v } else { v as f32 as f64 };
+    let taps = match mode {
+        SampleMode::Nearest => 1,
+        SampleMode::Linear => 2,
+        SampleMode::Cubic => 4,
+    };
+    let mut y = vec![0.0; n * c * points];
+    let (mut lo, mut hi) = (vec![0.0; r], vec![0.0; r]);
+    let mut w = vec![[0.0f64; 4]; r];
+    let mut base = vec![0i64; r];
+    let tap_dims = vec![taps; r];
+    for b in 0..n {
+        for p in 0..points {
+            for i in 0..r {
+                let nv = gv[(b * points + p) * r + (r - 1 - i)];
+                let len = sp[i] as f64;
+                let mut v = round(if align { (nv + 1.0) / 2.0 * (len - 1.0) } else { ((nv + 1.0) * len - 1.0) / 2.0 });
+                if mode == SampleMode::Nearest {
+                    v = v.round_ties_even();
+                }
+                (lo[i], hi[i]) = if align { (0.0, len - 1.0) } else { (-0.5, len - 0.5) };
+                if v < lo[i] || v > hi[i] {
+                    match pad {
+                        Padding::Border => v = v.clamp(0.0, (len - 1.0).max(0.0)),
+                        Padding::Reflection => v = round(reflect(v, lo[i], hi[i])),
+                        Padding::Zeros => {}
+                    }
+                }
+                match mode {
+                    SampleMode::Nearest => {
+                        base[i] = v.trunc() as i64;
+                        w[i] = [1.0, 0.0, 0.0, 0.0];
+                    }
+                    SampleMode::Linear => {
+                        let f = v.floor();
+                        base[i] = f as i64;
+                        let t = v - f;
+                        w[i] = [1.0 - t, t, 0.0, 0.0];
+                    }
+                    SampleMode::Cubic => {
+                        let f = v.floor();
+                        base[i] = f as i64 - 1;
+                        w[i] = cubic_weights(v - f, -0.75);
+                    }
+                }
+            }
+            for ch in 0..c {
+                let xp = &xv[(b * c + ch) * plane..][..plane];
+                let mut tap = vec![0usize; r];
+                let mut sum = 0.0;
+                loop {
+                    let (mut off, mut wt, mut ok) = (0usize, 1.0, true);
+                    for i in 0..r {
+                        let d = sp[i] as i64;
+                        let mut at = base[i] + tap[i] as i64;
+                        match pad {
+                            Padding::Zeros => ok &= at >= 0 && at < d,
+                            Padding::Border => at = at.clamp(0, d - 1),
+                            Padding::Reflection => {
+                                at = (reflect(at as f64, lo[i], hi[i]).trunc() as i64).clamp(0, d - 1)
+                            }
+                        }
+                        if ok {
+                            off += at as usize * st[i];
+                        }
+                        wt *= w[i][tap[i]];
+                    }
+                    if ok && plane > 0 {
+                        sum += wt * xp[off];
+                    }
+                    if !next_index(&mut tap, &tap_dims) {
+                        break;
+                    }
+                }
+                y[(b * c + ch) * points + p] = sum;
+            }
+        }
+    }
+    put(&mut outs[0], &y);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// AffineGrid.
+
+/// The normalized coordinate of position `i` of `len` along an axis.
+pub(crate) fn base_coord(i: usize, len: usize, align: bool) -> f64 {
+    if align {
+        if len <= 1 {
+            -1.0
+        } else {
+            -1.0 + i as f64 * 2.0 / (len - 1) as f64
+        }
+    } else {
+        -1.0 + (2 * i + 1) as f64 / len as f64
+    }
+}
+
+fn affine_grid(ins: &[Option<&HostTensor>], a: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    prepare(ins, a, outs, infer_affine_grid)?;
+    let (t, s) = (req(ins, 0)?, req(ins, 1)?);
+    let (sp, _) = affine_grid_shape(&t.shape, &ints(s))?;
+    let align = a.int("align_corners", 0) == 1;
+    let tv = floats(t);
+    let r = sp.len();
+    let sp: Vec<usize> = sp.iter().map(|&d| d as usize).collect();
+    let points: usize = sp.iter().product();
+    let n = t.shape[0] as usize;
+    let mut y = vec![0.0; n * points * r];
+    if points > 0 {
+        for b in 0..n {
+            let th = &tv[b * r * (r + 1)..][..r * (r + 1)];
+            let mut pos = vec![0usize; r];
+            for p in 0..points {
+                // Homogeneous (x, y[, z], 1): x along the last axis.
+                let mut h: Vec<f64> = (0..r).map(|i| base_coord(pos[r - 1 - i], sp[r - 1 - i], align)).collect();
+                h.push(1.0);
+                for row in 0..r {
+                    y[(b * points + p) * r + row] = (0..=r).map(|k| th[row * (r + 1) + k] * h[k]).sum();
+                }
+                next_index(&mut pos, &sp);
+            }
+        }
+    }
+    put(&mut outs[0], &y);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::attrs::AttrValue;
+    use crate::ir::bytecode::OpId;
+    use crate::ops::loss::infos;
+
+    fn t(d: DType, shape: &[i64], v: &[f64]) -> HostTensor {
+        let mut h = HostTensor::zeros(d, shape).unwrap();
+        put(&mut h, v);
+        h
+    }
+
+    fn run(op: &str, ins: &[&HostTensor], a: &[(&str, AttrValue)]) -> Result<Vec<f64>, String> {
+        let a = Attrs(a.iter().map(|(k, v)| (k.to_string(), v.clone())).collect());
+        let def = OpId::from_name(op).unwrap().def();
+        def.check_attrs(&a)?;
+        let ins: Vec<Option<&HostTensor>> = ins.iter().map(|&t| Some(t)).collect();
+        let inferred = (def.infer)(&infos(&ins), &a)?;
+        let mut outs: Vec<HostTensor> = inferred.iter().map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();
+        (def.op.id().host_kernel().unwrap())(&ins, &a, &mut outs)?;
+        Ok(floats(&outs[0]))
+    }
+
+    fn s(v: &str) -> AttrValue {
+        AttrValue::Str(v.into())
+    }
+
+    #[test]
+    fn grid_sample_modes_and_padding() {
+        // X [1, 1, 2, 2] = [[1, 2], [3, 4]]; points (x, y) normalized with align_corners.
+        let x = t(DType::F32, &[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+        let g = t(DType::F32, &[1, 1, 3, 2], &[-1.0, -1.0, 0.0, 0.0, 1.0, -1.0]);
+        let ac = ("align_corners", AttrValue::Int(1));
+        assert_eq!(run("GridSample", &[&x, &g], std::slice::from_ref(&ac)).unwrap(), vec![1.0, 2.5, 2.0]);
+        // Nearest rounds ties to even: (0.5, 0.5) → (0, 0).
+        assert_eq!(run("GridSample", &[&x, &g], &[ac.clone(), ("mode", s("nearest"))]).unwrap(), vec![1.0, 1.0, 2.0]);
+        // Outside: zeros gives 0, border clamps.
+        let g = t(DType::F32, &[1, 1, 1, 2], &[3.0, -1.0]);
+        assert_eq!(run("GridSample", &[&x, &g], std::slice::from_ref(&ac)).unwrap(), vec![0.0]);
+        assert_eq!(run("GridSample", &[&x, &g], &[ac.clone(), ("padding_mode", s("border"))]).unwrap(), vec![2.0]);
+        assert_eq!(reflect(-1.25, -0.5, 1.5), 0.25);
+        assert_eq!(reflect(3.75, -0.5, 1.5), -0.25);
+        let e = run("GridSample", &[&x, &g], &[("mode", s("area"))]).unwrap_err();
+        assert!(e.contains("must be linear, nearest or cubic"), "{e}");
+        let e = run("GridSample", &[&x, &t(DType::F32, &[1, 1, 1, 3], &[0.0; 3])], &[]).unwrap_err();
+        assert!(e.contains("the grid must be [N, H1, ..., H2, 2]"), "{e}");
+        // Cubic weights sum to 1.
+        assert!((cubic_weights(0.3, -0.75).iter().sum::<f64>() - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn affine_grid_maps_the_base_grid() {
+        // Identity theta: the base grid itself.
+        let th = t(DType::F32, &[1, 2, 3], &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0]);
+        let size = HostTensor::new(DType::I64, vec![4], [1i64, 1, 2, 3].iter().flat_map(|v| v.to_le_bytes()).collect())
+            .unwrap();
+        let y = run("AffineGrid", &[&th, &size], &[("align_corners", AttrValue::Int(1))]).unwrap();
+        assert_eq!(y, vec![-1.0, -1.0, 0.0, -1.0, 1.0, -1.0, -1.0, 1.0, 0.0, 1.0, 1.0, 1.0]);
+        let y = run("AffineGrid", &[&th, &size], &[]).unwrap();
+        let third = 2.0 / 3.0;
+        let want = [-third, -0.5, 0.0, -0.5, third, -0.5, -third, 0.5, 0.0, 0.5, third, 0.5];
+        assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6), "{y:?}");
+        let e = run("AffineGrid", &[&t(DType::F32, &[1, 3, 4], &[0.0; 12]), &size], &[]).unwrap_err();
+        assert!(e.contains("theta must be [N, 2, 3]"), "{e}");
+    }
+}
