@@ -16,6 +16,9 @@ pub mod elementwise;
 #[cfg(feature = "opencl")]
 pub mod elementwise_cl;
 pub mod host;
+pub mod indexing;
+#[cfg(feature = "opencl")]
+pub mod indexing_cl;
 pub mod logic;
 #[cfg(feature = "opencl")]
 pub mod logic_cl;
@@ -41,12 +44,14 @@ use std::sync::LazyLock;
 /// Host kernels of the operators defined in `ir::operators` itself.
 static CORE_HOST: &[(Operator, HostFn)] = &[(Operator::Relu, host::relu)];
 
-static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> =
-    LazyLock::new(|| by_id(&[CORE_HOST, activation::HOST, elementwise::HOST, nn::HOST, tensor::HOST, logic::HOST]));
+static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
+    by_id(&[CORE_HOST, activation::HOST, elementwise::HOST, nn::HOST, tensor::HOST, logic::HOST, indexing::HOST])
+});
 
 #[cfg(feature = "opencl")]
-static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> =
-    LazyLock::new(|| by_id(&[activation_cl::CL, elementwise_cl::CL, nn_cl::CL, tensor_cl::CL, logic_cl::CL]));
+static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
+    by_id(&[activation_cl::CL, elementwise_cl::CL, nn_cl::CL, tensor_cl::CL, logic_cl::CL, indexing_cl::CL])
+});
 
 #[cfg(feature = "opencl")]
 static TEXTURE_KERNELS: LazyLock<Vec<Option<texture_cl::TextureFn>>> = LazyLock::new(|| by_id(&[texture_cl::TEXTURE]));

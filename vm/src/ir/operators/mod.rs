@@ -9,6 +9,7 @@
 pub mod activation;
 pub mod blocked;
 pub mod elementwise;
+pub mod indexing;
 pub mod logic;
 pub mod nn;
 mod operator;
@@ -35,6 +36,7 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(nn::OPS)
         .chain(tensor::OPS)
         .chain(logic::OPS)
+        .chain(indexing::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all
