@@ -1495,11 +1495,14 @@ impl FuncVerifier<'_> {
             return Ok(());
         }
         let mut guard = self.shared.borrow_mut();
-        // Only integer constants can be shape-like; float weights are not copied.
+        // Shape-like constants are integers, or small floats (OneHot's depth may be one); float
+        // weights are not copied.
         let have = guard.const_values.len();
         guard.const_values.extend(self.m.consts.as_values_slice()[have.min(self.m.consts.len())..].iter().map(|c| {
             match &c.data {
-                ConstData::Bytes(b) if !c.dtype.is_float() => HostTensor::new(c.dtype, c.shape.clone(), b.clone()).ok(),
+                ConstData::Bytes(b) if !c.dtype.is_float() || b.len() <= 64 * c.dtype.size() => {
+                    HostTensor::new(c.dtype, c.shape.clone(), b.clone()).ok()
+                }
                 _ => None,
             }
         }));

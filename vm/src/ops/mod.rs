@@ -16,6 +16,9 @@ pub mod elementwise;
 #[cfg(feature = "opencl")]
 pub mod elementwise_cl;
 pub mod host;
+pub mod indexing;
+#[cfg(feature = "opencl")]
+pub mod indexing_cl;
 pub mod logic;
 #[cfg(feature = "opencl")]
 pub mod logic_cl;
@@ -58,12 +61,22 @@ static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
         logic::HOST,
         loss::HOST,
         resize::HOST,
+        indexing::HOST,
     ])
 });
 
 #[cfg(feature = "opencl")]
 static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
-    by_id(&[activation_cl::CL, elementwise_cl::CL, nn_cl::CL, tensor_cl::CL, logic_cl::CL, loss_cl::CL, resize_cl::CL])
+    by_id(&[
+        activation_cl::CL,
+        elementwise_cl::CL,
+        nn_cl::CL,
+        tensor_cl::CL,
+        logic_cl::CL,
+        loss_cl::CL,
+        resize_cl::CL,
+        indexing_cl::CL,
+    ])
 });
 
 #[cfg(feature = "opencl")]

@@ -9,6 +9,7 @@
 pub mod activation;
 pub mod blocked;
 pub mod elementwise;
+pub mod indexing;
 pub mod logic;
 pub mod loss;
 pub mod nn;
@@ -39,6 +40,7 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(logic::OPS)
         .chain(loss::OPS)
         .chain(resize::OPS)
+        .chain(indexing::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all

@@ -46,6 +46,7 @@ operators! {
     ArgMax ArgMin
     Equal Less Greater LessOrEqual GreaterOrEqual Not And Or Xor Where Expand Range Mod Size
     NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss Shrink LpPool MaxUnpool Col2Im GridSample AffineGrid
+    GatherElements Trilu CumSum CumProd TopK ScatterElements ScatterND Hardmax OneHot GatherND EyeLike DepthToSpace SpaceToDepth ReverseSequence Scatter Compress CenterCropPad
 }
 
 impl Operator {
