@@ -10,6 +10,9 @@
 pub mod activation;
 #[cfg(feature = "opencl")]
 pub mod activation_cl;
+pub mod attention;
+#[cfg(feature = "opencl")]
+pub mod attention_cl;
 #[cfg(feature = "opencl")]
 pub mod cl;
 pub mod elementwise;
@@ -22,6 +25,9 @@ pub mod logic_cl;
 pub mod nn;
 #[cfg(feature = "opencl")]
 pub mod nn_cl;
+pub mod normalization;
+#[cfg(feature = "opencl")]
+pub mod normalization_cl;
 pub mod tensor;
 #[cfg(feature = "opencl")]
 pub mod tensor_cl;
@@ -41,12 +47,31 @@ use std::sync::LazyLock;
 /// Host kernels of the operators defined in `ir::operators` itself.
 static CORE_HOST: &[(Operator, HostFn)] = &[(Operator::Relu, host::relu)];
 
-static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> =
-    LazyLock::new(|| by_id(&[CORE_HOST, activation::HOST, elementwise::HOST, nn::HOST, tensor::HOST, logic::HOST]));
+static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
+    by_id(&[
+        CORE_HOST,
+        activation::HOST,
+        elementwise::HOST,
+        nn::HOST,
+        tensor::HOST,
+        logic::HOST,
+        attention::HOST,
+        normalization::HOST,
+    ])
+});
 
 #[cfg(feature = "opencl")]
-static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> =
-    LazyLock::new(|| by_id(&[activation_cl::CL, elementwise_cl::CL, nn_cl::CL, tensor_cl::CL, logic_cl::CL]));
+static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
+    by_id(&[
+        activation_cl::CL,
+        elementwise_cl::CL,
+        nn_cl::CL,
+        tensor_cl::CL,
+        logic_cl::CL,
+        attention_cl::CL,
+        normalization_cl::CL,
+    ])
+});
 
 #[cfg(feature = "opencl")]
 static TEXTURE_KERNELS: LazyLock<Vec<Option<texture_cl::TextureFn>>> = LazyLock::new(|| by_id(&[texture_cl::TEXTURE]));

@@ -7,10 +7,12 @@
 //! call finds its kernel by index.
 
 pub mod activation;
+pub mod attention;
 pub mod blocked;
 pub mod elementwise;
 pub mod logic;
 pub mod nn;
+pub mod normalization;
 mod operator;
 pub mod shape;
 pub mod tensor;
@@ -35,6 +37,8 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(nn::OPS)
         .chain(tensor::OPS)
         .chain(logic::OPS)
+        .chain(attention::OPS)
+        .chain(normalization::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all

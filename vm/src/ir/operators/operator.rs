@@ -45,6 +45,7 @@ operators! {
     Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh
     ArgMax ArgMin
     Equal Less Greater LessOrEqual GreaterOrEqual Not And Or Xor Where Expand Range Mod Size
+    Attention RMSNormalization RotaryEmbedding GroupNormalization LpNormalization MeanVarianceNormalization Swish SwiGLU
 }
 
 impl Operator {
