@@ -6,8 +6,8 @@
 //! Attention is one program with a `phase` argument, launched once per phase over its own
 //! range: (0) the biased scores Q·Kᵀ of every (b, head, query, key) into a scratch buffer,
 //! (1) each row's softmax in place, with the fully-masked-row guard, (2) Y = P·V per output
-//! element, (3, 4) present_key and present_value. The geometry travels as arguments; the
-//! program is specialized only on dtypes and options.
+//! element, (3, 4) present_key and present_value. The geometry and the options travel as
+//! arguments, so a program is specialized only on the dtype and the softmax's precision.
 
 use super::cl::{cl_type, float_arg, ClCtx, ClFn, ClTensor};
 use super::elementwise_cl::FP64_PRAGMA;
@@ -99,7 +99,7 @@ pub(super) fn real_arg(ty: &str, v: f64) -> KernelArg {
 // Attention.
 
 /// The program of one Attention configuration (see the module docs for the phases).
-fn attention_source(p: &AttentionPlan, r: &str, s: &str, has_qk: bool) -> String {
+fn attention_source(p: &AttentionPlan, r: &str, s: &str) -> String {
     let t = cl_type(p.dtype);
     let fp64 = r == "double" || s == "double";
     // The softmax's rounding, in its compute type `s`.
@@ -108,34 +108,35 @@ fn attention_source(p: &AttentionPlan, r: &str, s: &str, has_qk: bool) -> String
         DType::F32 if s == "double" => format!("return ({s})(float)x;"),
         _ => "return x;".to_string(),
     };
-    let (mt, mask_load) = match &p.mask {
-        None => ("uchar", "0".to_string()),
-        Some(m) if m.dtype == DType::Bool => ("uchar", "(mask[mi] ? (R)0 : (R)(-INFINITY))".to_string()),
-        Some(_) => (t, "LD(mask, mi)".to_string()),
-    };
     format!(
         "{pragma}typedef {r} R;\ntypedef {s} S;\n{prelude}\
 S rp(S x) {{ {rp} }}\n\
-#define HAS_MASK {has_mask}\n#define CAUSAL {causal}\n#define NONPAD {nonpad}\n#define MODE {mode}\n#define HAS_QK {has_qk}\n\
 #define KEY(b, h, j, c) ((j) < PAST ? LD(pk, pko + (((b) * HKV + (h)) * PAST + (j)) * D + (c)) \\\n\
   : LD(k, ko + (b) * kb + (h) * kh + ((j) - PAST) * ks + (c)))\n\
 #define VAL(b, h, j, c) ((j) < PAST ? LD(pv, pvo + (((b) * HKV + (h)) * PAST + (j)) * DV + (c)) \\\n\
   : LD(v, vo + (b) * vb + (h) * vh + ((j) - PAST) * vs + (c)))\n\
-R bias(__global const {mt}* mask, ulong mo, __global const long* np, ulong npo, long ms0, long ms1, long ms2, \
-long mkv, long SQ, long PAST, long left, long right, long b, long h, long i, long j) {{\n\
+R bias(__global const uchar* mask, ulong mo, __global const long* np, ulong npo, long mk, long causal, long nonpad, \
+long ms0, long ms1, long ms2, long mkv, long SQ, long PAST, long left, long right, long b, long h, long i, long j) {{\n\
   R m = 0;\n\
-#if HAS_MASK\n  if (j < mkv) {{ ulong mi = mo + b * ms0 + h * ms1 + i * ms2 + j; m = {mask_load}; }} else m = -INFINITY;\n#endif\n\
-  long valid = NONPAD ? np[npo + b] : 0;\n  long diff = i + (NONPAD ? valid - SQ : PAST) - j;\n\
-  if (CAUSAL && diff < 0) m += -INFINITY;\n\
+  if (mk != 0) {{\n\
+    ulong mi = mo + b * ms0 + h * ms1 + i * ms2 + j;\n\
+    if (j >= mkv) m = -INFINITY;\n\
+    else if (mk == 1) m = mask[mi] ? (R)0 : (R)(-INFINITY);\n\
+    else m = LD((__global const {t}*)mask, mi);\n\
+  }}\n\
+  long valid = nonpad ? np[npo + b] : 0;\n  long diff = i + (nonpad ? valid - SQ : PAST) - j;\n\
+  if (causal && diff < 0) m += -INFINITY;\n\
   if ((left >= 0 && diff > left) || (right >= 0 && -diff > right)) m += -INFINITY;\n\
-  if (NONPAD && j >= valid) m += -INFINITY;\n  return m;\n}}\n\
+  if (nonpad && j >= valid) m += -INFINITY;\n  return m;\n}}\n\
+#define BIAS(b, h, i, j) bias(mask, mo, np, npo, mk, causal, nonpad, ms0, ms1, ms2, mkv, SQ, PAST, left, right, b, h, i, j)\n\
 __kernel void k(long phase, __global const {t}* q, ulong qo, __global const {t}* k, ulong ko, __global const {t}* v, ulong vo,\n\
-  __global const {mt}* mask, ulong mo, __global const {t}* pk, ulong pko, __global const {t}* pv, ulong pvo,\n\
+  __global const uchar* mask, ulong mo, __global const {t}* pk, ulong pko, __global const {t}* pv, ulong pvo,\n\
   __global const long* np, ulong npo, __global S* x, __global {t}* y, ulong yo, __global {t}* ok, ulong oko,\n\
   __global {t}* ov, ulong ovo, __global {t}* oqk, ulong oqko,\n\
   long B, long HQ, long HKV, long SQ, long KVL, long PAST, long D, long DV,\n\
   long qb, long qh, long qs, long kb, long kh, long ks, long vb, long vh, long vs, long yb, long yh, long ys,\n\
-  long ms0, long ms1, long ms2, long mkv, long left, long right, R scale, R softcap) {{\n\
+  long ms0, long ms1, long ms2, long mkv, long left, long right, long mk, long causal, long nonpad, long mode,\n\
+  long has_qk, R scale, R softcap) {{\n\
   long T = PAST + KVL, g = get_global_id(0), G = HQ / HKV;\n\
   if (phase == 0) {{\n\
     if (g >= B * HQ * SQ * T) return;\n\
@@ -144,9 +145,9 @@ __kernel void k(long phase, __global const {t}* q, ulong qo, __global const {t}*
     for (long c = 0; c < D; c++) acc += rt(LD(q, qo + b * qb + h * qh + i * qs + c) * scale) * rt(KEY(b, kvh, j, c) * scale);\n\
     R qk = rt(acc);\n\
     if (softcap > 0) qk = rt(rt(tanh(rt(qk / softcap))) * softcap);\n\
-    R xv = rt(qk + bias(mask, mo, np, npo, ms0, ms1, ms2, mkv, SQ, PAST, left, right, b, h, i, j));\n\
+    R xv = rt(qk + BIAS(b, h, i, j));\n\
     x[g] = (S)xv;\n\
-#if HAS_QK && MODE < 3\n    ST(oqk, oqko + g, MODE == 2 ? xv : qk);\n#endif\n\
+    if (has_qk && mode < 3) ST(oqk, oqko + g, mode == 2 ? xv : qk);\n\
   }} else if (phase == 1) {{\n\
     if (g >= B * HQ * SQ) return;\n\
     long i = g % SQ, bh = g / SQ, h = bh % HQ, b = bh / HQ;\n\
@@ -159,10 +160,10 @@ __kernel void k(long phase, __global const {t}* q, ulong qo, __global const {t}*
     sum = rp(sum);\n    if (sum == 0) sum = 1;\n\
     int masked = 1;\n\
     for (long j = 0; j < T && masked; j++)\n\
-      if (bias(mask, mo, np, npo, ms0, ms1, ms2, mkv, SQ, PAST, left, right, b, h, i, j) != -INFINITY) masked = 0;\n\
+      if (BIAS(b, h, i, j) != -INFINITY) masked = 0;\n\
     for (long j = 0; j < T; j++) {{\n\
       S pr = masked ? 0 : rp(xr[j] / sum);\n\
-#if HAS_QK && MODE == 3\n      ST(oqk, oqko + g * T + j, pr);\n#endif\n\
+      if (has_qk && mode == 3) ST(oqk, oqko + g * T + j, pr);\n\
       xr[j] = (S)rt((R)pr);\n\
     }}\n\
   }} else if (phase == 2) {{\n\
@@ -182,11 +183,6 @@ __kernel void k(long phase, __global const {t}* q, ulong qo, __global const {t}*
   }}\n}}\n",
         pragma = if fp64 { FP64_PRAGMA } else { "" },
         prelude = dtype_prelude(p.dtype, r),
-        has_mask = p.mask.is_some() as u8,
-        causal = p.causal as u8,
-        nonpad = p.nonpad as u8,
-        mode = p.mode,
-        has_qk = has_qk as u8,
     )
 }
 
@@ -205,7 +201,7 @@ fn attention_run(ctx: &ClCtx, ins: &[Option<ClTensor>], p: &AttentionPlan, outs:
     let r = if p.dtype == DType::F64 { "double" } else { "float" };
     let s = if p.dtype == DType::F64 || (p.softmax == DType::F64 && ctx.has_fp64()) { "double" } else { "float" };
     let has_qk = outs.len() > 3;
-    let src = attention_source(p, r, s, has_qk);
+    let src = attention_source(p, r, s);
     let (b, hq, hkv, sq, t) = (p.batch as u64, p.q_heads as u64, p.kv_heads as u64, p.q_len as u64, p.total() as u64);
     let rows = b * hq * sq;
     let scores = rows * t;
@@ -230,6 +226,12 @@ fn attention_run(ctx: &ClCtx, ins: &[Option<ClTensor>], p: &AttentionPlan, outs:
     let (ms, mkv) = p.mask.as_ref().map_or(([0; 4], 0), |m| (m.strides, m.kv));
     args.extend([ms[0], ms[1], ms[2], mkv].map(l));
     args.extend([KernelArg::U64(p.left as u64), KernelArg::U64(p.right as u64)]);
+    let mk = match &p.mask {
+        None => 0,
+        Some(m) if m.dtype == DType::Bool => 1,
+        Some(_) => 2,
+    };
+    args.extend([mk, p.causal as usize, p.nonpad as usize, p.mode as usize, has_qk as usize].map(l));
     // Q and K are scaled by sqrt(scale) rounded to the dtype, as the reference does.
     let rt = super::attention::rounder(p.dtype);
     args.extend([real_arg(r, rt(p.scale_sqrt)), real_arg(r, p.softcap)]);
@@ -259,6 +261,10 @@ fn attention_run(ctx: &ClCtx, ins: &[Option<ClTensor>], p: &AttentionPlan, outs:
 // RotaryEmbedding.
 
 fn rotary(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    unaliased(ctx, ins, outs, |ins| rotary_k(ctx, ins, infos, attrs, outs))
+}
+
+fn rotary_k(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
     let x = input(ins, 0, "input")?;
     let (cos, sin) = (input(ins, 1, "cos_cache")?, input(ins, 2, "sin_cache")?);
     let p = rotary_plan(&shapes(ins), attrs)?;
@@ -372,4 +378,189 @@ fn swish(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &
 
 fn swiglu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
     gated(ctx, ins, attrs, outs, true)
+}
+
+/// Each kernel against the host kernel on the device named by `RXVM_TEST_CL_DEVICE`
+/// (default: the first); skipped when no OpenCL runtime is usable.
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::ir::host_tensor::{store_f64, HostTensor};
+    use crate::opencl::device::ClDevice;
+    use crate::ops::attention::tests::{attrs, float, int};
+    use crate::ops::cl::testing::{device, run_kernel, upload};
+    use crate::ops::OPS;
+
+    /// Random values in [-2, 2) of dtype `d`.
+    pub(crate) fn rand(d: DType, shape: &[i64], seed: u64) -> HostTensor {
+        let mut t = HostTensor::random(d, shape, seed).unwrap();
+        let es = d.size();
+        for c in t.data.chunks_exact_mut(es) {
+            let v = crate::ir::host_tensor::load_f64(d, c);
+            store_f64(d, v * 2.0, c);
+        }
+        t
+    }
+
+    fn i64s(shape: &[i64], v: &[i64]) -> HostTensor {
+        HostTensor::new(DType::I64, shape.to_vec(), v.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap()
+    }
+
+    /// A bool mask with a pattern of falses, and its row 0 all false when `empty_row`.
+    fn mask(shape: &[i64], empty_row: bool) -> HostTensor {
+        let n: i64 = shape.iter().product();
+        let last = *shape.last().unwrap();
+        let v: Vec<u8> = (0..n).map(|i| u8::from(!(empty_row && i < last) && (i * 7 + 3) % 5 != 0)).collect();
+        HostTensor::new(DType::Bool, shape.to_vec(), v).unwrap()
+    }
+
+    /// Runs `name` on the host and on the device with `n_outs` outputs and compares them
+    /// (within a few ulps of the dtype: the host computes in f64, the device in float).
+    /// `known` passes the inputs' values to the kernel, as the interpreter does for small ones.
+    pub(crate) fn check(dev: &ClDevice, name: &str, ins: &[Option<HostTensor>], a: &Attrs, n_outs: usize, known: bool) {
+        let def = OPS.iter().find(|o| o.name == name).unwrap();
+        let infos: Vec<Option<TensorInfo>> = ins
+            .iter()
+            .map(|t| t.as_ref().map(|t| TensorInfo { dtype: t.dtype, shape: &t.shape, value: known.then_some(t) }))
+            .collect();
+        let inferred = (def.infer)(&infos, a).unwrap_or_else(|e| panic!("{name} {a}: {e}"));
+        let mut want: Vec<HostTensor> =
+            inferred.iter().take(n_outs).map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();
+        let refs: Vec<Option<&HostTensor>> = ins.iter().map(Option::as_ref).collect();
+        (def.op.id().host_kernel().unwrap())(&refs, a, &mut want).unwrap_or_else(|e| panic!("{name} (host): {e}"));
+        let got = run_kernel(dev, name, ins, &infos, a, &want);
+        for (k, (w, g)) in want.iter().zip(got).enumerate() {
+            let g = HostTensor::new(w.dtype, w.shape.clone(), g).unwrap();
+            let (tol, rel) = match w.dtype {
+                DType::F16 => (4e-3, 4e-3),
+                DType::F32 => (2e-5, 2e-5),
+                _ => (1e-9, 1e-9),
+            };
+            for (i, (x, y)) in w.to_f64().iter().zip(g.to_f64()).enumerate() {
+                let ok = (x.is_nan() && y.is_nan()) || *x == y || (x - y).abs() <= tol + rel * x.abs();
+                assert!(
+                    ok,
+                    "{name} {a} on {:?}: output {} element {i} is {y} on the device, {x} on the host",
+                    ins.iter().map(|t| t.as_ref().map(|t| (t.dtype, t.shape.clone()))).collect::<Vec<_>>(),
+                    k + 1
+                );
+            }
+        }
+    }
+
+    fn floats(dev: &ClDevice) -> Vec<DType> {
+        let mut v = vec![DType::F32, DType::F16];
+        if dev.has_fp64 {
+            v.push(DType::F64);
+        }
+        v
+    }
+
+    #[test]
+    fn attention_matches_the_host() {
+        let Some(dev) = device() else { return };
+        let none = Attrs::default();
+        for d in floats(&dev) {
+            let r = |s: &[i64], seed| Some(rand(d, s, seed));
+            let (q, k, v) = (r(&[2, 4, 3, 8], 1), r(&[2, 2, 5, 8], 2), r(&[2, 2, 5, 6], 3));
+            let base = [q.clone(), k.clone(), v.clone()];
+            check(&dev, "Attention", &base, &none, 1, false);
+            check(&dev, "Attention", &base, &attrs(&[("scale", float(0.3)), ("softcap", float(1.5))]), 4, false);
+            for mode in 0..4 {
+                let a = attrs(&[("qk_matmul_output_mode", int(mode)), ("is_causal", int(1)), ("softcap", float(2.0))]);
+                let ins = [q.clone(), k.clone(), v.clone(), Some(mask(&[3, 5], true))];
+                check(&dev, "Attention", &ins, &a, 4, false);
+            }
+            // Additive masks, broadcast and shorter than the keys; the past.
+            let (pk, pv) = (r(&[2, 2, 4, 8], 4), r(&[2, 2, 4, 6], 5));
+            for m in [r(&[2, 1, 3, 9], 6), r(&[3, 7], 7), r(&[4, 1, 9], 8)] {
+                let ins = [q.clone(), k.clone(), v.clone(), m, pk.clone(), pv.clone()];
+                check(&dev, "Attention", &ins, &none, 3, false);
+                check(
+                    &dev,
+                    "Attention",
+                    &ins,
+                    &attrs(&[("is_causal", int(1)), ("qk_matmul_output_mode", int(2))]),
+                    4,
+                    false,
+                );
+            }
+            // nonpad_kv_seqlen with a causal window; softmax precisions.
+            let np = Some(i64s(&[2], &[4, 1]));
+            let ins = [q.clone(), k.clone(), v.clone(), None, None, None, np.clone()];
+            let a = attrs(&[("is_causal", int(1)), ("left_window_size", int(1)), ("softmax_precision", int(11))]);
+            check(&dev, "Attention", &ins, &a, 1, false);
+            let a = attrs(&[
+                ("right_window_size", int(0)),
+                ("softmax_precision", int(1)),
+                ("qk_matmul_output_mode", int(3)),
+            ]);
+            let ins = [q.clone(), k.clone(), v.clone(), Some(mask(&[2, 1, 1, 5], false)), None, None, np];
+            check(&dev, "Attention", &ins, &a, 4, false);
+            // 3-D inputs.
+            let heads = attrs(&[("q_num_heads", int(4)), ("kv_num_heads", int(2)), ("is_causal", int(1))]);
+            let ins = [r(&[2, 3, 32], 9), r(&[2, 5, 16], 10), r(&[2, 5, 12], 11), None, pk.clone(), pv.clone()];
+            check(&dev, "Attention", &ins, &heads, 3, false);
+        }
+    }
+
+    #[test]
+    fn rotary_swish_and_swiglu_match_the_host() {
+        let Some(dev) = device() else { return };
+        let none = Attrs::default();
+        for d in floats(&dev) {
+            let r = |s: &[i64], seed| Some(rand(d, s, seed));
+            let pos = Some(i64s(&[2, 3], &[0, 5, 9, 2, 2, 7]));
+            for (il, dim) in [(0, 0), (1, 0), (0, 4), (1, 6)] {
+                let a = attrs(&[("interleaved", int(il)), ("rotary_embedding_dim", int(dim))]);
+                let half = if dim == 0 { 4 } else { dim / 2 };
+                let ins = [r(&[2, 2, 3, 8], 1), r(&[10, half], 2), r(&[10, half], 3), pos.clone()];
+                check(&dev, "RotaryEmbedding", &ins, &a, 1, false);
+                check(&dev, "RotaryEmbedding", &ins, &a, 1, true);
+                let ins = [r(&[2, 3, 8], 4), r(&[2, 3, half], 5), r(&[2, 3, half], 6)];
+                let a = attrs(&[("interleaved", int(il)), ("rotary_embedding_dim", int(dim)), ("num_heads", int(1))]);
+                check(&dev, "RotaryEmbedding", &ins, &a, 1, false);
+            }
+            check(&dev, "Swish", &[r(&[3, 7], 1)], &none, 1, false);
+            check(&dev, "Swish", &[r(&[5], 2)], &attrs(&[("alpha", float(0.7))]), 1, false);
+            check(&dev, "SwiGLU", &[r(&[4, 6], 3), r(&[4, 6], 4)], &attrs(&[("alpha", float(1.702))]), 1, false);
+        }
+        // A position id past the caches is an error, found by the kernel.
+        let ctx = ClCtx { dev: &dev };
+        let host = [
+            rand(DType::F32, &[1, 1, 2, 4], 1),
+            rand(DType::F32, &[3, 2], 2),
+            rand(DType::F32, &[3, 2], 3),
+            i64s(&[1, 2], &[1, 3]),
+        ];
+        let mut keep = Vec::new();
+        let ins: Vec<Option<ClTensor>> = host
+            .iter()
+            .map(|t| {
+                let (b, ct) = upload(&dev, t, None);
+                keep.push(b);
+                Some(ct)
+            })
+            .collect();
+        let (b, y) = upload(&dev, &host[0], Some(0));
+        keep.push(b);
+        let f = crate::ops::cl_fn("RotaryEmbedding").unwrap();
+        let infos: Vec<Option<TensorInfo>> =
+            host.iter().map(|t| Some(TensorInfo { dtype: t.dtype, shape: &t.shape, value: None })).collect();
+        let e = f(&ctx, &ins, &infos, &none, &[y]).unwrap_err();
+        assert!(e.contains("out of range"), "{e}");
+        for b in keep {
+            dev.release(b);
+        }
+    }
+
+    #[test]
+    fn missing_inputs_are_errors() {
+        let Some(dev) = device() else { return };
+        let ctx = ClCtx { dev: &dev };
+        for (name, f) in CL.iter().chain(crate::ops::normalization_cl::CL) {
+            let e = f(&ctx, &[], &[], &Attrs::default(), &[]).unwrap_err();
+            assert!(e.contains("required"), "{}: {e}", name.name());
+        }
+    }
 }

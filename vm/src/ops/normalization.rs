@@ -162,3 +162,92 @@ fn mvn(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> R
     put(&mut outs[0], &y);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::attrs::AttrValue;
+    use crate::ir::types::DType;
+    use crate::ops::attention::tests::{assert_close, attrs, def, f, float, int, run};
+    use crate::ops::Attrs;
+
+    #[test]
+    fn rms_normalization() {
+        let x = f(&[2, 2], &[3.0, 4.0, 1.0, -1.0]);
+        let w = f(&[2], &[1.0, 2.0]);
+        let eps0 = attrs(&[("epsilon", float(0.0))]);
+        let y = run("RMSNormalization", &[Some(&x), Some(&w)], &eps0).unwrap();
+        let r = 12.5f64.sqrt();
+        assert_close(&y[0].to_f64(), &[3.0 / r, 8.0 / r, 1.0, -2.0]);
+        // axis 0: one row of everything; Scale broadcasts to X.
+        let a = attrs(&[("epsilon", float(0.0)), ("axis", int(0))]);
+        let w1 = f(&[2, 1], &[1.0, 10.0]);
+        let y = run("RMSNormalization", &[Some(&x), Some(&w1)], &a).unwrap();
+        let r = 6.75f64.sqrt();
+        assert_close(&y[0].to_f64(), &[3.0 / r, 4.0 / r, 10.0 / r, -10.0 / r]);
+        // Default epsilon 1e-5.
+        let y = run("RMSNormalization", &[Some(&x), Some(&w)], &Attrs::default()).unwrap();
+        let k = 1.0 / (1.0 + 1e-5f64).sqrt();
+        assert_close(&y[0].to_f64()[2..], &[k, -2.0 * k]);
+        let e = run("RMSNormalization", &[Some(&x), Some(&f(&[3], &[1.0; 3]))], &Attrs::default()).unwrap_err();
+        assert!(e.contains("does not broadcast"), "{e}");
+        let e = def("RMSNormalization").check_attrs(&attrs(&[("stash_type", int(0))])).unwrap_err();
+        assert!(e.contains("stash_type"), "{e}");
+        let e = run("RMSNormalization", &[Some(&x), Some(&w)], &attrs(&[("axis", int(2))])).unwrap_err();
+        assert!(e.contains("out of range"), "{e}");
+    }
+
+    #[test]
+    fn group_normalization() {
+        // N 1, C 4, 2 groups of 2 channels × 2 elements.
+        let x = f(&[1, 4, 2], &[1.0, 3.0, 1.0, 3.0, 0.0, 0.0, 2.0, 2.0]);
+        let sc = f(&[4], &[1.0, 2.0, 1.0, 1.0]);
+        let b = f(&[4], &[0.0, 0.0, 5.0, 0.0]);
+        let a = attrs(&[("num_groups", int(2)), ("epsilon", float(0.0))]);
+        let y = run("GroupNormalization", &[Some(&x), Some(&sc), Some(&b)], &a).unwrap();
+        assert_close(&y[0].to_f64(), &[-1.0, 1.0, -2.0, 2.0, 4.0, 4.0, 1.0, 1.0]);
+        // Opset 18: scale and bias per group.
+        let (sg, bg) = (f(&[2], &[2.0, 1.0]), f(&[2], &[0.0, 1.0]));
+        let y = run("GroupNormalization", &[Some(&x), Some(&sg), Some(&bg)], &a).unwrap();
+        assert_close(&y[0].to_f64(), &[-2.0, 2.0, -2.0, 2.0, 0.0, 0.0, 2.0, 2.0]);
+        let e =
+            run("GroupNormalization", &[Some(&x), Some(&sc), Some(&b)], &attrs(&[("num_groups", int(3))])).unwrap_err();
+        assert!(e.contains("not a multiple"), "{e}");
+        let e = run("GroupNormalization", &[Some(&x), Some(&f(&[3], &[1.0; 3])), Some(&b)], &a).unwrap_err();
+        assert!(e.contains("expected [4]"), "{e}");
+        let e = def("GroupNormalization").check_attrs(&Attrs::default()).unwrap_err();
+        assert!(e.contains("num_groups"), "{e}");
+    }
+
+    #[test]
+    fn lp_normalization() {
+        let x = f(&[2, 2], &[3.0, 4.0, 0.0, 0.0]);
+        let y = run("LpNormalization", &[Some(&x)], &Attrs::default()).unwrap();
+        assert_close(&y[0].to_f64(), &[0.6, 0.8, 0.0, 0.0]);
+        let y = run("LpNormalization", &[Some(&x)], &attrs(&[("p", int(1)), ("axis", int(0))])).unwrap();
+        assert_close(&y[0].to_f64(), &[1.0, 1.0, 0.0, 0.0]);
+        let x = f(&[2], &[-3.0, 4.0]);
+        let y = run("LpNormalization", &[Some(&x)], &attrs(&[("p", int(1))])).unwrap();
+        assert_close(&y[0].to_f64(), &[-3.0 / 7.0, 4.0 / 7.0]);
+        let e = def("LpNormalization").check_attrs(&attrs(&[("p", int(3))])).unwrap_err();
+        assert!(e.contains("1 or 2"), "{e}");
+    }
+
+    #[test]
+    fn mean_variance_normalization() {
+        // Statistics over axes 0 and 2 of (2, 2, 1): channel 0 holds 1 and 3, channel 1 5 and 5.
+        let x = f(&[2, 2, 1], &[1.0, 5.0, 3.0, 5.0]);
+        let y =
+            run("MeanVarianceNormalization", &[Some(&x)], &attrs(&[("axes", AttrValue::Ints(vec![0, 2]))])).unwrap();
+        let k = 1.0 / (1.0 + 1e-9);
+        assert_close(&y[0].to_f64(), &[-k, 0.0, k, 0.0]);
+        let e = run("MeanVarianceNormalization", &[Some(&x)], &Attrs::default()).unwrap_err();
+        assert!(e.contains("out of range"), "{e}");
+        let e =
+            def("MeanVarianceNormalization").check_attrs(&attrs(&[("axes", AttrValue::Ints(vec![1, 1]))])).unwrap_err();
+        assert!(e.contains("repeats"), "{e}");
+        let i = HostTensor::zeros(DType::I64, &[2]).unwrap();
+        let e = run("MeanVarianceNormalization", &[Some(&i)], &Attrs::default()).unwrap_err();
+        assert!(e.contains("must be f32"), "{e}");
+    }
+}

@@ -1,11 +1,13 @@
 //! OpenCL buffer kernels for the newer normalizations (RMSNormalization,
 //! GroupNormalization, LpNormalization, MeanVarianceNormalization; see `super::cl`). They
 //! mirror the host kernels in `super::normalization`, accumulating in double where the
-//! device has fp64 (else float) and storing in the input's dtype.
+//! device has fp64 (else float) and storing in the input's dtype. An input that overlaps the
+//! output is copied first (`unaliased`).
 
 use super::attention_cl::{check_outs, dtype_prelude, global, need_fp64, real_arg, shapes};
 use super::cl::{cl_type, ClCtx, ClFn, ClTensor};
 use super::elementwise_cl::{bcast, Operand, FP64_PRAGMA};
+use super::tensor_cl::unaliased;
 use super::{Attrs, Operator, TensorInfo};
 use crate::ir::operators::normalization::*;
 use crate::ir::types::DType;
@@ -51,6 +53,10 @@ fn l(v: usize) -> KernelArg {
 /// RMSNormalization: one work-item per normalized row computes 1 / rms into a scratch
 /// buffer, then a broadcast kernel writes X · that · Scale.
 fn rms_norm(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    unaliased(ctx, ins, outs, |ins| rms_norm_k(ctx, ins, attrs, outs))
+}
+
+fn rms_norm_k(ctx: &ClCtx, ins: &[Option<ClTensor>], attrs: &Attrs, outs: &[ClTensor]) -> Res {
     let (x, w) = (input(ins, 0, "X")?, input(ins, 1, "Scale")?);
     check_outs(outs, &infer_rms(&shapes(ins), attrs)?)?;
     need_fp64(ctx, x.dtype)?;
@@ -105,6 +111,10 @@ fn rms_norm(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs
 /// GroupNormalization: one work-item per (n, group) computes the statistics and writes the
 /// group's elements.
 fn group_norm(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    unaliased(ctx, ins, outs, |ins| group_norm_k(ctx, ins, attrs, outs))
+}
+
+fn group_norm_k(ctx: &ClCtx, ins: &[Option<ClTensor>], attrs: &Attrs, outs: &[ClTensor]) -> Res {
     let x = input(ins, 0, "X")?;
     let (sc, b) = (input(ins, 1, "scale")?, input(ins, 2, "bias")?);
     check_outs(outs, &infer_group_norm(&shapes(ins), attrs)?)?;
@@ -139,6 +149,10 @@ fn group_norm(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, ou
 
 /// LpNormalization: one work-item per (outer, inner) line along the axis.
 fn lp_norm(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    unaliased(ctx, ins, outs, |ins| lp_norm_k(ctx, ins, attrs, outs))
+}
+
+fn lp_norm_k(ctx: &ClCtx, ins: &[Option<ClTensor>], attrs: &Attrs, outs: &[ClTensor]) -> Res {
     let x = input(ins, 0, "input")?;
     check_outs(outs, &infer_lp_norm(&shapes(ins), attrs)?)?;
     need_fp64(ctx, x.dtype)?;
@@ -171,6 +185,10 @@ fn lp_norm(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs:
 /// MeanVarianceNormalization: one work-item per group of the kept dims, walking the reduced
 /// dims (the shape is baked into the source).
 fn mvn(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    unaliased(ctx, ins, outs, |ins| mvn_k(ctx, ins, attrs, outs))
+}
+
+fn mvn_k(ctx: &ClCtx, ins: &[Option<ClTensor>], attrs: &Attrs, outs: &[ClTensor]) -> Res {
     let x = input(ins, 0, "X")?;
     check_outs(outs, &infer_mvn(&shapes(ins), attrs)?)?;
     need_fp64(ctx, x.dtype)?;
@@ -208,4 +226,42 @@ fn mvn(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[C
     let mut args: Vec<KernelArg> = x.args().into();
     args.extend(outs[0].args());
     ctx.run(&src, &args, global(groups as u64)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ir::attrs::AttrValue;
+    use crate::ir::types::DType;
+    use crate::ops::attention::tests::{attrs, float, int};
+    use crate::ops::attention_cl::tests::{check, rand};
+    use crate::ops::cl::testing::device;
+    use crate::ops::Attrs;
+
+    #[test]
+    fn kernels_match_the_host() {
+        let Some(dev) = device() else { return };
+        let mut dtypes = vec![DType::F32, DType::F16];
+        if dev.has_fp64 {
+            dtypes.push(DType::F64);
+        }
+        for d in dtypes {
+            let r = |s: &[i64], seed| Some(rand(d, s, seed));
+            for (axis, w) in [(-1i64, vec![6i64]), (1, vec![4, 6]), (0, vec![3, 1, 6]), (1, vec![3, 1, 1])] {
+                let a = attrs(&[("axis", int(axis)), ("epsilon", float(1e-3))]);
+                check(&dev, "RMSNormalization", &[r(&[3, 4, 6], 1), r(&w, 2)], &a, 1, false);
+            }
+            for (shape, g, params) in [(vec![2i64, 6, 5], 3, 6), (vec![2, 6, 2, 3], 2, 2), (vec![1, 4, 1, 2, 3], 4, 4)]
+            {
+                let a = attrs(&[("num_groups", int(g)), ("epsilon", float(1e-2))]);
+                check(&dev, "GroupNormalization", &[r(&shape, 3), r(&[params], 4), r(&[params], 5)], &a, 1, false);
+            }
+            for (axis, p) in [(-1, 2), (0, 1), (1, 2)] {
+                let a = attrs(&[("axis", int(axis)), ("p", int(p))]);
+                check(&dev, "LpNormalization", &[r(&[3, 4, 5], 6)], &a, 1, false);
+            }
+            check(&dev, "MeanVarianceNormalization", &[r(&[2, 3, 4, 5], 7)], &Attrs::default(), 1, false);
+            let a = attrs(&[("axes", AttrValue::Ints(vec![1, -1]))]);
+            check(&dev, "MeanVarianceNormalization", &[r(&[2, 3, 4], 8)], &a, 1, false);
+        }
+    }
 }
