@@ -440,6 +440,15 @@ fn model_in(bytes: &[u8], show: &str, dir: Option<&Path>) -> Result<Graph, Strin
     }
     // ONNX does not enforce unique node names; ours are, so errors name one node.
     let mut seen = std::collections::HashSet::new();
+    // Every tensor name, so that an omitted output can be given a fresh one.
+    let mut tensor_names: std::collections::HashSet<String> = g
+        .initializer
+        .iter()
+        .map(|t| t.name.clone())
+        .chain(g.input.iter().map(|v| v.name.clone()))
+        .chain(g.output.iter().map(|v| v.name.clone()))
+        .chain(g.node.iter().flat_map(|n| n.input.iter().chain(&n.output).cloned()))
+        .collect();
     for (i, n) in g.node.iter().enumerate() {
         let mut name = if n.name.is_empty() { format!("{}_{i}", n.op_type) } else { n.name.clone() };
         if !seen.insert(name.clone()) {
@@ -471,13 +480,27 @@ fn model_in(bytes: &[u8], show: &str, dir: Option<&Path>) -> Result<Graph, Strin
                 if OPSET_SENSITIVE.contains(&n.op_type.as_str()) {
                     attrs.0.push(("onnx_opset".into(), AttrValue::Int(opset)));
                 }
-                graph.nodes.push(Node {
-                    name,
-                    op: n.op_type.clone(),
-                    inputs: n.input.clone(),
-                    outputs: n.output.clone(),
-                    attrs,
-                });
+                // A call names a prefix of its operator's outputs: an omitted output before a
+                // named one (Attention's `Y, "", "", qk_matmul_output`) gets a fresh name, a
+                // tensor nothing reads.
+                let last = n.output.iter().rposition(|o| !o.is_empty());
+                let outputs = n
+                    .output
+                    .iter()
+                    .enumerate()
+                    .map(|(k, o)| {
+                        if !o.is_empty() || Some(k) > last {
+                            return o.clone();
+                        }
+                        let mut fresh = format!("{name}.unused{k}");
+                        while tensor_names.contains(&fresh) {
+                            fresh.push('_');
+                        }
+                        tensor_names.insert(fresh.clone());
+                        fresh
+                    })
+                    .collect();
+                graph.nodes.push(Node { name, op: n.op_type.clone(), inputs: n.input.clone(), outputs, attrs });
             }
             Err(e) => problems.push(format!("node `{name}` ({}): {e}", n.op_type)),
         }

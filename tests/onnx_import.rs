@@ -144,3 +144,22 @@ fn every_constant_form_is_read() {
     let e = constant("value_ints", AttributeType::FLOAT, |a| a.f = 1.0).expect_err("refused");
     assert!(e.contains("attribute `value_ints` of type FLOAT is not a Constant value"), "{e}");
 }
+
+/// A call names a prefix of its operator's outputs, so an omitted output before a named one
+/// (Attention's `Y, "", "", qk_matmul_output`) is given a fresh name, unlike any other tensor's;
+/// omitted outputs after the last named one stay omitted.
+#[test]
+fn omitted_outputs_before_named_ones_get_fresh_names() {
+    let mut g = GraphProto::new();
+    g.name = "attention".into();
+    for x in ["q", "k", "v", "attn.unused1"] {
+        g.input.push(value_info(x, F32, &[1, 1, 2, 2]));
+    }
+    let mut n = node("Attention", &["q", "k", "v"], &["y", "", "", "s", ""]);
+    n.name = "attn".into();
+    g.node.push(n);
+    g.output.push(value_info("y", F32, &[1, 1, 2, 2]));
+    g.output.push(value_info("s", F32, &[1, 1, 2, 2]));
+    let graph = rxvm::onnx::model_from_bytes(&bytes(&model(g)), "attention").expect("reads");
+    assert_eq!(graph.nodes[0].outputs, ["y", "attn.unused1_", "attn.unused2", "s", ""]);
+}

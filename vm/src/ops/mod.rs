@@ -10,6 +10,9 @@
 pub mod activation;
 #[cfg(feature = "opencl")]
 pub mod activation_cl;
+pub mod attention;
+#[cfg(feature = "opencl")]
+pub mod attention_cl;
 #[cfg(feature = "opencl")]
 pub mod cl;
 pub mod elementwise;
@@ -32,6 +35,9 @@ pub(crate) mod num;
 pub mod resize;
 #[cfg(feature = "opencl")]
 pub mod resize_cl;
+pub mod normalization;
+#[cfg(feature = "opencl")]
+pub mod normalization_cl;
 pub mod tensor;
 #[cfg(feature = "opencl")]
 pub mod tensor_cl;
@@ -62,6 +68,8 @@ static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
         loss::HOST,
         resize::HOST,
         indexing::HOST,
+        attention::HOST,
+        normalization::HOST,
     ])
 });
 
@@ -76,6 +84,8 @@ static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
         loss_cl::CL,
         resize_cl::CL,
         indexing_cl::CL,
+        attention_cl::CL,
+        normalization_cl::CL,
     ])
 });
 

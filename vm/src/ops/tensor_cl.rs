@@ -63,7 +63,7 @@ unaliased!(
 /// overlap an output's in the same `cl_mem` (an in-place call such as `Transpose(%x) ->
 /// (%x)`: the operator must read all of its input before writing its output, which the
 /// work-items of one launch do not).
-fn unaliased(
+pub(super) fn unaliased(
     ctx: &ClCtx,
     ins: &[Option<ClTensor>],
     outs: &[ClTensor],

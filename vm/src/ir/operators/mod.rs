@@ -7,12 +7,14 @@
 //! call finds its kernel by index.
 
 pub mod activation;
+pub mod attention;
 pub mod blocked;
 pub mod elementwise;
 pub mod indexing;
 pub mod logic;
 pub mod loss;
 pub mod nn;
+pub mod normalization;
 mod operator;
 pub mod resize;
 pub mod shape;
@@ -41,6 +43,8 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(loss::OPS)
         .chain(resize::OPS)
         .chain(indexing::OPS)
+        .chain(attention::OPS)
+        .chain(normalization::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all
