@@ -166,6 +166,15 @@ def randomize(model, seed):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for m in model.modules():
+            # torchvision zero-initialises some heads (ViT's): every Linear gets variance-
+            # preserving random weights, every LayerNorm a random affine.
+            if isinstance(m, nn.Linear):
+                m.weight.copy_(torch.randn(m.weight.shape, generator=g) / math.sqrt(m.in_features))
+                if m.bias is not None:
+                    m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
+            if isinstance(m, nn.LayerNorm) and m.weight is not None:
+                m.weight.copy_(1.0 + 0.1 * torch.randn(m.weight.shape, generator=g))
+                m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=g))
             if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
                 m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=g) * 0.1)
                 m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)

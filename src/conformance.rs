@@ -269,6 +269,11 @@ pub fn run_case(dir: &Path, device: &DeviceSpec) -> Outcome {
 
 /// Runs one case on `device`: how it ended, and why when it did not pass.
 pub fn run_case_with_cause(dir: &Path, device: &DeviceSpec) -> (Outcome, Option<Cause>) {
+    run_case_with_options(dir, device, &Options::default())
+}
+
+/// [`run_case_with_cause`], compiling with `options` (e.g. `--textures auto`).
+pub fn run_case_with_options(dir: &Path, device: &DeviceSpec, options: &Options) -> (Outcome, Option<Cause>) {
     let model_path = dir.join("model.onnx");
     let fail = |e: String| {
         let cause = classify_error(&e, Some(&model_path));
@@ -333,7 +338,7 @@ pub fn run_case_with_cause(dir: &Path, device: &DeviceSpec) -> (Outcome, Option<
             );
         }
         let shapes: Vec<Vec<i64>> = inputs.iter().map(|t| t.shape.clone()).collect();
-        let module = match compile(&model, &shapes, &Options::default()) {
+        let module = match compile(&model, &shapes, options) {
             Ok(c) => c.module,
             Err(e) => return fail(e),
         };
