@@ -31,13 +31,13 @@ pub mod loss_cl;
 pub mod nn;
 #[cfg(feature = "opencl")]
 pub mod nn_cl;
+pub mod normalization;
+#[cfg(feature = "opencl")]
+pub mod normalization_cl;
 pub(crate) mod num;
 pub mod resize;
 #[cfg(feature = "opencl")]
 pub mod resize_cl;
-pub mod normalization;
-#[cfg(feature = "opencl")]
-pub mod normalization_cl;
 pub mod tensor;
 #[cfg(feature = "opencl")]
 pub mod tensor_cl;
