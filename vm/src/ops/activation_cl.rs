@@ -4,12 +4,10 @@
 //! mirror the host kernels in `super::activation`, in f32 with OpenCL's built-ins (`erf`,
 //! `erfc`, `rint` rounds halves to even in the default rounding mode).
 
-use super::cl::{float_arg as f32_arg, ClCtx, ClFn, ClTensor};
+use super::cl::{float_arg as f32_arg, ClCtx, ClFn, ClTensor, Res};
 use super::elementwise_cl::{unary_f32, Params};
 use super::{Attrs, Operator, TensorInfo};
 use crate::ir::operators::activation::{gelu_tanh, validate_celu, validate_hard_sigmoid, validate_thresholded_relu};
-
-type Res = Result<(), String>;
 
 macro_rules! table {
     ($($op:ident)*) => {

@@ -7,11 +7,10 @@
 //! f16 arithmetic rather than only an exact computation. Every kernel re-runs the shape
 //! inference on its actual inputs and checks the data sizes first ([`prepare`]).
 
-use super::host::HostFn;
-use super::{Attrs, InferFn, TensorInfo};
+use super::host::{infos, prepare, req, HostFn};
+use super::Attrs;
 use crate::ir::host_tensor::{load_f64, store_f64, HostTensor};
 use crate::ir::operators::attention::*;
-use crate::ir::operators::tensor::check_data;
 use crate::ir::operators::Operator;
 use crate::ir::types::DType;
 
@@ -27,41 +26,6 @@ type Res = Result<(), String>;
 
 // ---------------------------------------------------------------------------------------
 // Helpers (shared with `super::normalization`).
-
-/// The inputs as inference sees them, their data checked against their shapes.
-pub(super) fn infos<'a>(ins: &[Option<&'a HostTensor>]) -> Result<Vec<Option<TensorInfo<'a>>>, String> {
-    let mut infos = Vec::with_capacity(ins.len());
-    for (i, t) in ins.iter().enumerate() {
-        infos.push(match t {
-            Some(t) => {
-                check_data(t, &format!("input {}", i + 1))?;
-                Some(TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) })
-            }
-            None => None,
-        });
-    }
-    Ok(infos)
-}
-
-/// Checks the inputs' data, infers the outputs from the actual inputs and checks the given
-/// outputs (at least one; a prefix of the inferred ones) against them.
-pub(super) fn prepare(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &[HostTensor], infer: InferFn) -> Res {
-    let inferred = infer(&infos(ins)?, attrs)?;
-    if outs.is_empty() || outs.len() > inferred.len() {
-        return Err(format!("expected 1 to {} output tensors, found {}", inferred.len(), outs.len()));
-    }
-    for (i, (o, (dtype, shape))) in outs.iter().zip(&inferred).enumerate() {
-        if o.dtype != *dtype || o.shape != *shape {
-            return Err(format!("output {} is {}{:?}, expected {dtype}{shape:?}", i + 1, o.dtype, o.shape));
-        }
-        check_data(o, &format!("output {}", i + 1))?;
-    }
-    Ok(())
-}
-
-pub(super) fn req<'a>(ins: &[Option<&'a HostTensor>], i: usize) -> Result<&'a HostTensor, String> {
-    ins.get(i).copied().flatten().ok_or_else(|| format!("input {} is required", i + 1))
-}
 
 /// Rounding of an f64 to `d`'s precision (and back).
 pub(super) fn rounder(d: DType) -> fn(f64) -> f64 {
@@ -351,8 +315,10 @@ pub(crate) mod tests {
     pub(crate) fn run(name: &str, ins: &[Option<&HostTensor>], a: &Attrs) -> Result<Vec<HostTensor>, String> {
         let d = def(name);
         d.check_attrs(a)?;
-        let infos: Vec<Option<TensorInfo>> =
-            ins.iter().map(|t| t.map(|t| TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) })).collect();
+        let infos: Vec<Option<crate::ops::TensorInfo>> = ins
+            .iter()
+            .map(|t| t.map(|t| crate::ops::TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) }))
+            .collect();
         let inferred = (d.infer)(&infos, a)?;
         let mut outs: Vec<HostTensor> = inferred.iter().map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();
         (d.op.id().host_kernel()?)(ins, a, &mut outs)?;

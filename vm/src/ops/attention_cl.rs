@@ -9,7 +9,7 @@
 //! element, (3, 4) present_key and present_value. The geometry and the options travel as
 //! arguments, so a program is specialized only on the dtype and the softmax's precision.
 
-use super::cl::{cl_type, float_arg, ClCtx, ClFn, ClTensor};
+use super::cl::{cl_type, float_arg, input, ClCtx, ClFn, ClTensor, Infos, Res};
 use super::elementwise_cl::FP64_PRAGMA;
 use super::tensor_cl::unaliased;
 use super::{Attrs, Operator, TensorInfo};
@@ -24,13 +24,6 @@ pub static CL: &[(Operator, ClFn)] = &[
     (Operator::Swish, swish),
     (Operator::SwiGLU, swiglu),
 ];
-
-type Res = Result<(), String>;
-type Infos<'a, 'b> = &'a [Option<TensorInfo<'b>>];
-
-fn input<'a>(ins: &'a [Option<ClTensor>], i: usize, name: &str) -> Result<&'a ClTensor, String> {
-    ins.get(i).and_then(Option::as_ref).ok_or_else(|| format!("input {} ({name}) is required", i + 1))
-}
 
 /// The operands' dtypes and shapes as inference sees them (no values).
 pub(super) fn shapes(ins: &[Option<ClTensor>]) -> Vec<Option<TensorInfo<'_>>> {

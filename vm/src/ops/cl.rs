@@ -67,6 +67,57 @@ impl ClCtx<'_> {
 /// Launches an operator on the device.
 pub type ClFn = fn(&ClCtx, &[Option<ClTensor>], &[Option<TensorInfo>], &Attrs, &[ClTensor]) -> Result<(), String>;
 
+/// What a kernel launcher returns.
+pub(crate) type Res = Result<(), String>;
+/// The inference view of a call's inputs (their values where the interpreter read them).
+pub(crate) type Infos<'a, 'b> = &'a [Option<TensorInfo<'b>>];
+
+/// Required input `i`, named `name` in the error.
+pub(crate) fn input<'a>(ins: &'a [Option<ClTensor>], i: usize, name: &str) -> Result<&'a ClTensor, String> {
+    ins.get(i).and_then(Option::as_ref).ok_or_else(|| format!("input {} ({name}) is required", i + 1))
+}
+
+/// Required output `i`.
+pub(crate) fn output(outs: &[ClTensor], i: usize) -> Result<&ClTensor, String> {
+    outs.get(i).ok_or_else(|| format!("output {} is required", i + 1))
+}
+
+/// Input `i` has one of the `allowed` dtypes.
+pub(crate) fn check_dtype(t: &ClTensor, i: usize, name: &str, allowed: &[DType]) -> Res {
+    if allowed.contains(&t.dtype) {
+        Ok(())
+    } else {
+        let names: Vec<&str> = allowed.iter().map(|d| d.name()).collect();
+        Err(format!("input {} ({name}) must be {} on OpenCL, found {}", i + 1, names.join(" or "), t.dtype))
+    }
+}
+
+/// An output is of the inferred dtype and shape.
+pub(crate) fn check_out(y: &ClTensor, dtype: DType, shape: &[i64]) -> Res {
+    if y.dtype != dtype || y.shape != shape {
+        return Err(format!("output is {}{:?}, expected {dtype}{shape:?}", y.dtype, y.shape));
+    }
+    Ok(())
+}
+
+/// f64 tensors need a device with `cl_khr_fp64`.
+pub(crate) fn need_fp64(ctx: &ClCtx, d: DType) -> Res {
+    if d == DType::F64 && !ctx.has_fp64() {
+        return Err("the device has no fp64 support (cl_khr_fp64), so it cannot compute f64 tensors".into());
+    }
+    Ok(())
+}
+
+/// The unsigned OpenCL type of an element of `d`'s width, for moving raw bits.
+pub(crate) fn raw_type(d: DType) -> &'static str {
+    match d.size() {
+        1 => "uchar",
+        2 => "ushort",
+        4 => "uint",
+        _ => "ulong",
+    }
+}
+
 /// OpenCL C element type of a dtype (`half` elements are read with `vload_half`).
 pub fn cl_type(d: DType) -> &'static str {
     match d {

@@ -12,7 +12,7 @@
 //! Operators whose semantics changed between ONNX opsets take an optional `onnx_opset`
 //! attribute (the importer passes the model's opset); without it the newest semantics apply.
 
-use super::host::HostFn;
+use super::host::{self, first, req, HostFn};
 use super::num::{floating, numeric, Arith};
 use super::{Attrs, InferFn, OutInfo, TensorInfo};
 use crate::ir::host_tensor::{numel, HostTensor};
@@ -121,17 +121,7 @@ fn infos<'a>(ins: &[Option<&'a HostTensor>]) -> Vec<Option<TensorInfo<'a>>> {
     ins.iter().map(|t| t.map(|t| TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) })).collect()
 }
 
-/// Checks that a tensor's data holds exactly its shape's elements.
-fn check_data(t: &HostTensor, what: &str) -> Result<(), String> {
-    match numel(&t.shape).and_then(|n| n.checked_mul(t.dtype.size() as u64)) {
-        Some(n) if n == t.data.len() as u64 => Ok(()),
-        Some(n) => Err(format!("{what} ({}{:?}) holds {} bytes, expected {n}", t.dtype, t.shape, t.data.len())),
-        None => Err(format!("{what} has an invalid shape {:?}", t.shape)),
-    }
-}
-
-/// The prologue of every kernel: checks the inputs' data, validates the attributes, infers
-/// the outputs and checks the given outputs against them.
+/// The prologue of every kernel: validates the attributes, then [`host::prepare`].
 fn prepare(
     ins: &[Option<&HostTensor>],
     attrs: &Attrs,
@@ -139,31 +129,8 @@ fn prepare(
     validate: Validate,
     infer: InferFn,
 ) -> Result<Vec<OutInfo>, String> {
-    for (i, t) in ins.iter().enumerate() {
-        if let Some(t) = t {
-            check_data(t, &format!("input {}", i + 1))?;
-        }
-    }
     validate(attrs)?;
-    let inferred = infer(&infos(ins), attrs)?;
-    if outs.is_empty() || outs.len() > inferred.len() {
-        return Err(format!("expected 1 to {} output tensors, found {}", inferred.len(), outs.len()));
-    }
-    for (i, (o, (dtype, shape))) in outs.iter().zip(&inferred).enumerate() {
-        if o.dtype != *dtype || o.shape != *shape {
-            return Err(format!("output {} is {}{:?}, expected {dtype}{shape:?}", i + 1, o.dtype, o.shape));
-        }
-        check_data(o, &format!("output {}", i + 1))?;
-    }
-    Ok(inferred)
-}
-
-fn req<'a>(ins: &[Option<&'a HostTensor>], i: usize) -> Result<&'a HostTensor, String> {
-    ins.get(i).copied().flatten().ok_or_else(|| format!("input {} is required", i + 1))
-}
-
-fn first(outs: &mut [HostTensor]) -> Result<&mut HostTensor, String> {
-    outs.first_mut().ok_or_else(|| "an output tensor is required".to_string())
+    host::prepare(ins, attrs, outs, infer)
 }
 
 fn unsupported(d: DType) -> String {
@@ -1869,7 +1836,7 @@ mod tests {
             let mut outs = vec![HostTensor::zeros(DType::F32, &[4]).unwrap()];
             let ins = vec![Some(&bad); op.min_inputs.max(1)];
             let e = (op.op.id().host_kernel().unwrap())(&ins, &attrs(&[("size", int(1))]), &mut outs).unwrap_err();
-            assert!(e.contains("holds 3 bytes, expected 16") || e.contains("attribute"), "{}: {e}", op.name);
+            assert!(e.contains("needs 16 bytes, found 3") || e.contains("attribute"), "{}: {e}", op.name);
         }
         // A wrong output shape or a missing output is an error.
         let mut outs = vec![HostTensor::zeros(DType::F32, &[5]).unwrap()];

@@ -7,7 +7,10 @@
 //! one work-item per output element or per reduced row and accumulate in `double` when the
 //! device has fp64 (else `float`).
 
-use super::cl::{cl_type, float_arg as f32_arg, ClCtx, ClFn, ClTensor};
+use super::cl::{
+    check_dtype, check_out, cl_type, float_arg as f32_arg, input, need_fp64, output, raw_type, ClCtx, ClFn, ClTensor,
+    Infos, Res,
+};
 use super::num::{numeric, Arith};
 use super::{AttrValue, Attrs, Operator, TensorInfo};
 use crate::ir::host_tensor::HostTensor;
@@ -63,8 +66,6 @@ pub static CL: &[(Operator, ClFn)] = &[
     (Operator::LRN, lrn),
 ];
 
-type Res = Result<(), String>;
-type Infos<'a, 'b> = &'a [Option<TensorInfo<'b>>];
 /// Scalar kernel parameters: (OpenCL declaration, value).
 pub(super) type Params = Vec<(&'static str, KernelArg)>;
 
@@ -79,40 +80,9 @@ const MAX_OPERANDS: usize = 4;
 // ---------------------------------------------------------------------------------------
 // Helpers.
 
-fn input<'a>(ins: &'a [Option<ClTensor>], i: usize, name: &str) -> Result<&'a ClTensor, String> {
-    ins.get(i).and_then(Option::as_ref).ok_or_else(|| format!("input {} ({name}) is required", i + 1))
-}
-
-fn output(outs: &[ClTensor], i: usize) -> Result<&ClTensor, String> {
-    outs.get(i).ok_or_else(|| format!("output {} is required", i + 1))
-}
-
 /// The host value of input `i`, when the interpreter read it back.
 fn host_value<'b>(infos: Infos<'_, 'b>, i: usize) -> Option<&'b HostTensor> {
     infos.get(i).and_then(|t| t.as_ref()).and_then(|t| t.value)
-}
-
-fn check_dtype(t: &ClTensor, i: usize, name: &str, allowed: &[DType]) -> Res {
-    if allowed.contains(&t.dtype) {
-        Ok(())
-    } else {
-        let names: Vec<&str> = allowed.iter().map(|d| d.name()).collect();
-        Err(format!("input {} ({name}) must be {} on OpenCL, found {}", i + 1, names.join(" or "), t.dtype))
-    }
-}
-
-fn check_out(y: &ClTensor, dtype: DType, shape: &[i64]) -> Res {
-    if y.dtype != dtype || y.shape != shape {
-        return Err(format!("output is {}{:?}, expected {dtype}{shape:?}", y.dtype, y.shape));
-    }
-    Ok(())
-}
-
-fn need_fp64(ctx: &ClCtx, d: DType) -> Res {
-    if d == DType::F64 && !ctx.has_fp64() {
-        return Err("the device has no fp64 support (cl_khr_fp64), so it cannot compute f64 tensors".into());
-    }
-    Ok(())
 }
 
 /// The accumulation type: `double` when the device has fp64, else `float`.
@@ -203,16 +173,6 @@ fn map_kernel(
     let mut args = vec![xm, xo, ym, yo, KernelArg::U64(n)];
     args.extend(params.into_iter().map(|(_, a)| a));
     ctx.run(&src, &args, n as usize)
-}
-
-/// The unsigned OpenCL type of the same width as an element of `d`, for raw copies.
-fn raw_type(d: DType) -> &'static str {
-    match d.size() {
-        1 => "uchar",
-        2 => "ushort",
-        4 => "uint",
-        _ => "ulong",
-    }
 }
 
 /// A raw element copy `y = x` (any dtype).

@@ -1,13 +1,65 @@
 //! Host kernels: the reference implementations. They read inputs and write outputs as
 //! dense row-major host tensors.
 
-use super::Attrs;
+use super::{Attrs, InferFn, OutInfo, TensorInfo};
 use crate::ir::host_tensor::HostTensor;
 use crate::ir::operators::shape::broadcast_strides;
+use crate::ir::operators::tensor::check_data;
 use crate::ir::types::DType;
 
 /// A host kernel: computes the outputs (pre-shaped, zeroed) from the inputs on the host.
 pub type HostFn = fn(&[Option<&HostTensor>], &Attrs, &mut [HostTensor]) -> Result<(), String>;
+
+// ---------------------------------------------------------------------------------------
+// The prologue the kernels share: the inputs' data checked against their shapes, the
+// outputs inferred from the actual inputs and the given ones checked against them, so a
+// kernel only indexes tensors whose sizes are known to be right.
+
+/// The inputs as inference sees them (values included), their data checked.
+pub(crate) fn infos<'a>(ins: &[Option<&'a HostTensor>]) -> Result<Vec<Option<TensorInfo<'a>>>, String> {
+    let mut infos = Vec::with_capacity(ins.len());
+    for (i, t) in ins.iter().enumerate() {
+        infos.push(match t {
+            Some(t) => {
+                check_data(t, &format!("input {}", i + 1))?;
+                Some(TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) })
+            }
+            None => None,
+        });
+    }
+    Ok(infos)
+}
+
+/// Checks the inputs' data, infers the outputs and checks the given ones (at least one, a
+/// prefix of the inferred) against them; returns the inferred outputs.
+pub(crate) fn prepare(
+    ins: &[Option<&HostTensor>],
+    attrs: &Attrs,
+    outs: &[HostTensor],
+    infer: InferFn,
+) -> Result<Vec<OutInfo>, String> {
+    let inferred = infer(&infos(ins)?, attrs)?;
+    if outs.is_empty() || outs.len() > inferred.len() {
+        return Err(format!("expected 1 to {} output tensors, found {}", inferred.len(), outs.len()));
+    }
+    for (i, (o, (dtype, shape))) in outs.iter().zip(&inferred).enumerate() {
+        if o.dtype != *dtype || o.shape != *shape {
+            return Err(format!("output {} is {}{:?}, expected {dtype}{shape:?}", i + 1, o.dtype, o.shape));
+        }
+        check_data(o, &format!("output {}", i + 1))?;
+    }
+    Ok(inferred)
+}
+
+/// Required input `i`.
+pub(crate) fn req<'a>(ins: &[Option<&'a HostTensor>], i: usize) -> Result<&'a HostTensor, String> {
+    ins.get(i).copied().flatten().ok_or_else(|| format!("input {} is required", i + 1))
+}
+
+/// The first output.
+pub(crate) fn first(outs: &mut [HostTensor]) -> Result<&mut HostTensor, String> {
+    outs.first_mut().ok_or_else(|| "an output tensor is required".to_string())
+}
 
 /// The f32 elements of a tensor (an error for other dtypes).
 pub fn f32s(t: &HostTensor, op: &str) -> Result<Vec<f32>, String> {

@@ -10,11 +10,10 @@
 //! ([`prepare`]), and checks every index against its axis, so a bad input is an error,
 //! never an out-of-bounds access.
 
-use super::host::HostFn;
-use super::{Attrs, InferFn, TensorInfo};
+use super::host::{first, infos, prepare, req, HostFn};
+use super::Attrs;
 use crate::ir::host_tensor::{load_i64, store_f64, HostTensor};
 use crate::ir::operators::indexing::*;
-use crate::ir::operators::tensor::check_data;
 use crate::ir::operators::Operator;
 use crate::ir::types::DType;
 use half::f16;
@@ -46,39 +45,6 @@ type Res = Result<(), String>;
 
 // ---------------------------------------------------------------------------------------
 // Helpers.
-
-fn infos<'a>(ins: &[Option<&'a HostTensor>]) -> Vec<Option<TensorInfo<'a>>> {
-    ins.iter().map(|t| t.map(|t| TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) })).collect()
-}
-
-/// Checks the inputs' data, infers the outputs from the actual inputs and checks the given
-/// outputs against them.
-fn prepare(ins: Ins, attrs: &Attrs, outs: &[HostTensor], infer: InferFn) -> Res {
-    for (i, t) in ins.iter().enumerate() {
-        if let Some(t) = t {
-            check_data(t, &format!("input {}", i + 1))?;
-        }
-    }
-    let inferred = infer(&infos(ins), attrs)?;
-    if outs.len() != inferred.len() {
-        return Err(format!("expected {} output tensors, found {}", inferred.len(), outs.len()));
-    }
-    for (i, (o, (dtype, shape))) in outs.iter().zip(&inferred).enumerate() {
-        if o.dtype != *dtype || o.shape != *shape {
-            return Err(format!("output {} is {}{:?}, expected {dtype}{shape:?}", i + 1, o.dtype, o.shape));
-        }
-        check_data(o, &format!("output {}", i + 1))?;
-    }
-    Ok(())
-}
-
-fn req<'a>(ins: Ins<'_, 'a>, i: usize) -> Result<&'a HostTensor, String> {
-    ins.get(i).copied().flatten().ok_or_else(|| format!("input {} is required", i + 1))
-}
-
-fn first(outs: &mut [HostTensor]) -> Result<&mut HostTensor, String> {
-    outs.first_mut().ok_or_else(|| "an output tensor is required".to_string())
-}
 
 /// Row-major strides (in elements) of a shape.
 pub(crate) fn strides(shape: &[usize]) -> Vec<usize> {
@@ -317,7 +283,7 @@ fn gather_elements(ins: Ins, attrs: &Attrs, outs: &mut [HostTensor]) -> Res {
     const OP: &str = "GatherElements";
     prepare(ins, attrs, outs, infer_gather_elements)?;
     let (x, idx) = (req(ins, 0)?, req(ins, 1)?);
-    let (axis, _) = plan_elements(&infos(ins), attrs, OP, false)?;
+    let (axis, _) = plan_elements(&infos(ins)?, attrs, OP, false)?;
     let xs = udims(&x.shape);
     let st = strides(&xs);
     let es = x.dtype.size();
@@ -331,7 +297,7 @@ fn gather_elements(ins: Ins, attrs: &Attrs, outs: &mut [HostTensor]) -> Res {
 
 fn scatter_common(ins: Ins, attrs: &Attrs, outs: &mut [HostTensor], op: &str, red: Reduction) -> Res {
     let (x, idx, u) = (req(ins, 0)?, req(ins, 1)?, req(ins, 2)?);
-    let (axis, _) = plan_elements(&infos(ins), attrs, op, true)?;
+    let (axis, _) = plan_elements(&infos(ins)?, attrs, op, true)?;
     let f = combiner(red, x.dtype)?;
     let st = strides(&udims(&x.shape));
     let es = x.dtype.size();
@@ -375,7 +341,7 @@ fn gather_nd(ins: Ins, attrs: &Attrs, outs: &mut [HostTensor]) -> Res {
     const OP: &str = "GatherND";
     prepare(ins, attrs, outs, infer_gather_nd)?;
     let (x, idx) = (req(ins, 0)?, req(ins, 1)?);
-    let (b, k, _) = plan_gather_nd(&infos(ins), attrs)?;
+    let (b, k, _) = plan_gather_nd(&infos(ins)?, attrs)?;
     let xs = udims(&x.shape);
     let q = idx.shape.len();
     let batches: usize = xs[..b].iter().product();
@@ -403,7 +369,7 @@ fn scatter_nd(ins: Ins, attrs: &Attrs, outs: &mut [HostTensor]) -> Res {
     const OP: &str = "ScatterND";
     prepare(ins, attrs, outs, infer_scatter_nd)?;
     let (x, idx, u) = (req(ins, 0)?, req(ins, 1)?, req(ins, 2)?);
-    let (k, red) = plan_scatter_nd(&infos(ins), attrs)?;
+    let (k, red) = plan_scatter_nd(&infos(ins)?, attrs)?;
     let f = combiner(red, x.dtype)?;
     let xs = udims(&x.shape);
     let tuples: usize = udims(&idx.shape[..idx.shape.len() - 1]).iter().product();
@@ -541,7 +507,7 @@ fn top_k_as<T: Num>(x: &HostTensor, outs: &mut [HostTensor], axis: usize, k: usi
 fn top_k(ins: Ins, attrs: &Attrs, outs: &mut [HostTensor]) -> Res {
     prepare(ins, attrs, outs, infer_topk)?;
     let x = req(ins, 0)?;
-    let (axis, k, _) = plan_topk(&infos(ins), attrs)?;
+    let (axis, k, _) = plan_topk(&infos(ins)?, attrs)?;
     let largest = attrs.int("largest", 1) != 0;
     numeric!(x.dtype, T => top_k_as::<T>(x, outs, axis, k as usize, largest))
 }
@@ -585,7 +551,7 @@ fn hardmax(ins: Ins, attrs: &Attrs, outs: &mut [HostTensor]) -> Res {
 fn one_hot(ins: Ins, attrs: &Attrs, outs: &mut [HostTensor]) -> Res {
     prepare(ins, attrs, outs, infer_one_hot)?;
     let (idx, vals) = (req(ins, 0)?, req(ins, 2)?);
-    let (axis, (_, shape)) = plan_one_hot(&infos(ins), attrs)?;
+    let (axis, (_, shape)) = plan_one_hot(&infos(ins)?, attrs)?;
     let depth = shape[axis];
     let s = udims(&shape);
     let (outer, n, inner) = (s[..axis].iter().product::<usize>(), s[axis], s[axis + 1..].iter().product::<usize>());
@@ -665,7 +631,7 @@ fn reverse_sequence(ins: Ins, attrs: &Attrs, outs: &mut [HostTensor]) -> Res {
 fn compress(ins: Ins, attrs: &Attrs, outs: &mut [HostTensor]) -> Res {
     prepare(ins, attrs, outs, infer_compress)?;
     let x = req(ins, 0)?;
-    let (axis, keep, _) = plan_compress(&infos(ins), attrs)?;
+    let (axis, keep, _) = plan_compress(&infos(ins)?, attrs)?;
     let s = udims(&x.shape);
     let (outer, n, inner) = match axis {
         Some(a) => (s[..a].iter().product::<usize>(), s[a], s[a + 1..].iter().product::<usize>()),
@@ -764,8 +730,10 @@ mod tests {
     fn run(name: &str, ins: &[&HostTensor], a: &Attrs) -> Result<Vec<HostTensor>, String> {
         let d = def(name);
         d.check_attrs(a)?;
-        let infos: Vec<Option<TensorInfo>> =
-            ins.iter().map(|t| Some(TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) })).collect();
+        let infos: Vec<Option<crate::ops::TensorInfo>> = ins
+            .iter()
+            .map(|t| Some(crate::ops::TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) }))
+            .collect();
         let inferred = (d.infer)(&infos, a)?;
         let mut outs: Vec<HostTensor> = inferred.iter().map(|(dt, s)| HostTensor::zeros(*dt, s).unwrap()).collect();
         let ins: Vec<Option<&HostTensor>> = ins.iter().map(|&t| Some(t)).collect();

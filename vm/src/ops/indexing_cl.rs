@@ -15,7 +15,7 @@
 //! so duplicates resolve as on the host (the last write wins, reductions in order).
 //! Inputs that overlap an output in memory are staged in a temporary buffer first.
 
-use super::cl::{cl_type, ClCtx, ClFn, ClTensor};
+use super::cl::{check_out, cl_type, input, need_fp64, output, ClCtx, ClFn, ClTensor, Infos, Res};
 use super::{Attrs, Operator, TensorInfo};
 use crate::ir::host_tensor::{load_i64, store_f64, HostTensor};
 use crate::ir::operators::indexing::*;
@@ -43,9 +43,6 @@ pub static CL: &[(Operator, ClFn)] = &[
     (Operator::Compress, compress),
     (Operator::CenterCropPad, center_crop_pad),
 ];
-
-type Res = Result<(), String>;
-type Infos<'a, 'b> = &'a [Option<TensorInfo<'b>>];
 
 /// Defines the registered launcher `$name` as `$inner` run on inputs staged away from the
 /// outputs' memory.
@@ -78,28 +75,6 @@ staged!(
 
 // ---------------------------------------------------------------------------------------
 // Helpers.
-
-fn input<'a>(ins: &'a [Option<ClTensor>], i: usize, name: &str) -> Result<&'a ClTensor, String> {
-    ins.get(i).and_then(Option::as_ref).ok_or_else(|| format!("input {} ({name}) is required", i + 1))
-}
-
-fn output(outs: &[ClTensor], i: usize) -> Result<&ClTensor, String> {
-    outs.get(i).ok_or_else(|| format!("output {} is required", i + 1))
-}
-
-fn check_out(y: &ClTensor, dtype: DType, shape: &[i64]) -> Res {
-    if y.dtype != dtype || y.shape != shape {
-        return Err(format!("output is {}{:?}, expected {dtype}{shape:?}", y.dtype, y.shape));
-    }
-    Ok(())
-}
-
-fn need_fp64(ctx: &ClCtx, d: DType) -> Res {
-    if d == DType::F64 && !ctx.has_fp64() {
-        return Err("the device has no fp64 support (cl_khr_fp64), so it cannot compute f64 tensors".into());
-    }
-    Ok(())
-}
 
 /// The unsigned OpenCL type of an element of `d`'s width.
 fn bits(d: DType) -> &'static str {

@@ -9,14 +9,13 @@
 //! re-runs the shape inference on its actual inputs and checks the data sizes first
 //! ([`prepare`]), so it only indexes tensors whose sizes are known to be right.
 
-use super::host::HostFn;
+use super::host::{first, prepare, req, HostFn};
 use super::num::numeric;
-use super::{Attrs, InferFn, TensorInfo};
+use super::{Attrs, TensorInfo};
 use crate::ir::host_tensor::{store_f64, store_i64, HostTensor};
 use crate::ir::operators::elementwise::Elem;
 use crate::ir::operators::logic::*;
 use crate::ir::operators::shape::broadcast_strides;
-use crate::ir::operators::tensor::check_data;
 use crate::ir::operators::Operator;
 use crate::ir::types::DType;
 use half::f16;
@@ -41,36 +40,6 @@ pub(crate) static HOST: &[(Operator, HostFn)] = &[
 
 // ---------------------------------------------------------------------------------------
 // Helpers.
-
-/// Checks the inputs' data, infers the output from the actual inputs and checks the given
-/// output against it.
-fn prepare(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &[HostTensor], infer: InferFn) -> Result<(), String> {
-    let mut infos = Vec::with_capacity(ins.len());
-    for (i, t) in ins.iter().enumerate() {
-        infos.push(match t {
-            Some(t) => {
-                check_data(t, &format!("input {}", i + 1))?;
-                Some(TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) })
-            }
-            None => None,
-        });
-    }
-    let inferred = infer(&infos, attrs)?;
-    let [o] = outs else { return Err(format!("expected 1 output tensor, found {}", outs.len())) };
-    let (dtype, shape) = inferred.first().ok_or("the operator infers no output")?;
-    if o.dtype != *dtype || o.shape != *shape {
-        return Err(format!("output 1 is {}{:?}, expected {dtype}{shape:?}", o.dtype, o.shape));
-    }
-    check_data(o, "output 1")
-}
-
-fn req<'a>(ins: &[Option<&'a HostTensor>], i: usize) -> Result<&'a HostTensor, String> {
-    ins.get(i).copied().flatten().ok_or_else(|| format!("input {} is required", i + 1))
-}
-
-fn first(outs: &mut [HostTensor]) -> Result<&mut HostTensor, String> {
-    outs.first_mut().ok_or_else(|| "an output tensor is required".to_string())
-}
 
 /// Calls `f(k, offsets)` for every element `k` of the row-major tensor of shape `out`, with
 /// the element offset in each operand broadcast to `out` (each of `shapes` must broadcast

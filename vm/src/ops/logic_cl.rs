@@ -5,9 +5,11 @@
 //! (`half` through `vload_half`) and bools written as 0 or 1. Where and Expand move raw
 //! element bits, so they take every dtype.
 
-use super::cl::{cl_type, float_arg, ClCtx, ClFn, ClTensor};
+use super::cl::{
+    check_dtype, check_out, cl_type, float_arg, input, need_fp64, raw_type, ClCtx, ClFn, ClTensor, Infos, Res,
+};
 use super::elementwise_cl::{bcast, Operand, FP64_PRAGMA};
-use super::{Attrs, Operator, TensorInfo};
+use super::{Attrs, Operator};
 use crate::ir::operators::elementwise::legacy_b_shape;
 use crate::ir::operators::logic::{plan_range, RangeArgs, EQUAL, NUMERIC};
 use crate::ir::operators::shape::broadcast;
@@ -32,48 +34,8 @@ pub static CL: &[(Operator, ClFn)] = &[
     (Operator::Size, size),
 ];
 
-type Res = Result<(), String>;
-type Infos<'a, 'b> = &'a [Option<TensorInfo<'b>>];
-
-fn input<'a>(ins: &'a [Option<ClTensor>], i: usize, name: &str) -> Result<&'a ClTensor, String> {
-    ins.get(i).and_then(Option::as_ref).ok_or_else(|| format!("input {} ({name}) is required", i + 1))
-}
-
 fn output(outs: &[ClTensor]) -> Result<&ClTensor, String> {
     outs.first().ok_or_else(|| "output 1 is required".to_string())
-}
-
-fn check_dtype(t: &ClTensor, i: usize, name: &str, allowed: &[DType]) -> Res {
-    if allowed.contains(&t.dtype) {
-        Ok(())
-    } else {
-        let names: Vec<&str> = allowed.iter().map(|d| d.name()).collect();
-        Err(format!("input {} ({name}) must be {} on OpenCL, found {}", i + 1, names.join(" or "), t.dtype))
-    }
-}
-
-fn check_out(y: &ClTensor, dtype: DType, shape: &[i64]) -> Res {
-    if y.dtype != dtype || y.shape != shape {
-        return Err(format!("output is {}{:?}, expected {dtype}{shape:?}", y.dtype, y.shape));
-    }
-    Ok(())
-}
-
-fn need_fp64(ctx: &ClCtx, d: DType) -> Res {
-    if d == DType::F64 && !ctx.has_fp64() {
-        return Err("the device has no fp64 support (cl_khr_fp64), so it cannot compute f64 tensors".into());
-    }
-    Ok(())
-}
-
-/// The unsigned OpenCL type of an element of `d`'s width, for moving raw bits.
-fn raw_type(d: DType) -> &'static str {
-    match d.size() {
-        1 => "uchar",
-        2 => "ushort",
-        4 => "uint",
-        _ => "ulong",
-    }
 }
 
 /// The loading type of a dtype's elements: its OpenCL type, or `raw` bits of its width.
@@ -372,9 +334,11 @@ mod tests {
     /// Runs `name` on the host and on the device and compares the output.
     fn check(dev: &ClDevice, name: &str, ins: &[HostTensor], a: &Attrs) {
         let def = OPS.iter().find(|o| o.name == name).unwrap();
-        let infos: Vec<Option<TensorInfo>> = ins
+        let infos: Vec<Option<crate::ops::TensorInfo>> = ins
             .iter()
-            .map(|t| Some(TensorInfo { dtype: t.dtype, shape: &t.shape, value: (t.numel() <= 64).then_some(t) }))
+            .map(|t| {
+                Some(crate::ops::TensorInfo { dtype: t.dtype, shape: &t.shape, value: (t.numel() <= 64).then_some(t) })
+            })
             .collect();
         let inferred = (def.infer)(&infos, a).unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut want: Vec<HostTensor> = inferred.iter().map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();

@@ -6,12 +6,11 @@
 //! the losses accumulate in f64. Every kernel re-runs the shape inference on its actual
 //! inputs first ([`prepare`]), so it only indexes tensors whose sizes are known to be right.
 
-use super::host::HostFn;
-use super::{Attrs, InferFn, TensorInfo};
+use super::host::{prepare, req, HostFn};
+use super::Attrs;
 use crate::ir::host_tensor::{load_f64, load_i64, store_f64, HostTensor};
 use crate::ir::operators::loss::*;
 use crate::ir::operators::nn::pool_dims;
-use crate::ir::operators::tensor::check_data;
 use crate::ir::operators::Operator;
 
 /// This family's host kernels.
@@ -26,41 +25,6 @@ pub(crate) static HOST: &[(Operator, HostFn)] = &[
 
 // ---------------------------------------------------------------------------------------
 // Helpers.
-
-/// The inference view of host inputs.
-pub(crate) fn infos<'a>(ins: &[Option<&'a HostTensor>]) -> Vec<Option<TensorInfo<'a>>> {
-    ins.iter().map(|t| t.map(|t| TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) })).collect()
-}
-
-/// Checks the inputs' data, infers the outputs from the actual inputs and checks the given
-/// outputs (a prefix of the inferred ones) against them.
-pub(crate) fn prepare(
-    ins: &[Option<&HostTensor>],
-    attrs: &Attrs,
-    outs: &[HostTensor],
-    infer: InferFn,
-) -> Result<(), String> {
-    for (i, t) in ins.iter().enumerate() {
-        if let Some(t) = t {
-            check_data(t, &format!("input {}", i + 1))?;
-        }
-    }
-    let inferred = infer(&infos(ins), attrs)?;
-    if outs.is_empty() || outs.len() > inferred.len() {
-        return Err(format!("expected 1 to {} output tensors, found {}", inferred.len(), outs.len()));
-    }
-    for (i, (o, (dtype, shape))) in outs.iter().zip(&inferred).enumerate() {
-        if o.dtype != *dtype || o.shape != *shape {
-            return Err(format!("output {} is {}{:?}, expected {dtype}{shape:?}", i + 1, o.dtype, o.shape));
-        }
-        check_data(o, &format!("output {}", i + 1))?;
-    }
-    Ok(())
-}
-
-pub(crate) fn req<'a>(ins: &[Option<&'a HostTensor>], i: usize) -> Result<&'a HostTensor, String> {
-    ins.get(i).copied().flatten().ok_or_else(|| format!("input {} is required", i + 1))
-}
 
 /// Every element as f64.
 pub(crate) fn floats(t: &HostTensor) -> Vec<f64> {
@@ -383,7 +347,7 @@ mod tests {
     fn run(op: &str, ins: &[Option<&HostTensor>], a: &Attrs) -> Result<Vec<HostTensor>, String> {
         let def = OpId::from_name(op).unwrap().def();
         def.check_attrs(a)?;
-        let inferred = (def.infer)(&infos(ins), a)?;
+        let inferred = (def.infer)(&crate::ops::host::infos(ins)?, a)?;
         let mut outs: Vec<HostTensor> = inferred.iter().map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();
         (def.op.id().host_kernel().unwrap())(ins, a, &mut outs)?;
         Ok(outs)

@@ -7,10 +7,10 @@
 //! float; f64 needs `cl_khr_fp64`. A target outside the classes (which the host refuses)
 //! gives NaN.
 
-use super::cl::{float_arg, long_arg as l, ClCtx, ClFn, ClTensor};
+use super::cl::{check_out, float_arg, input, long_arg as l, ClCtx, ClFn, ClTensor, Infos, Res};
 use super::elementwise_cl::FP64_PRAGMA;
 use super::nn_cl::{Geo, GEO_PARAMS, SPLIT_OUT, TAPS_BEGIN, TAPS_END, WINDOW_START};
-use super::{Attrs, Operator, TensorInfo};
+use super::{Attrs, Operator};
 use crate::ir::operators::loss::*;
 use crate::ir::types::DType;
 use crate::opencl::device::KernelArg;
@@ -24,20 +24,6 @@ pub static CL: &[(Operator, ClFn)] = &[
     (Operator::MaxUnpool, max_unpool),
     (Operator::Col2Im, col2im),
 ];
-
-type Res = Result<(), String>;
-type Infos<'a, 'b> = &'a [Option<TensorInfo<'b>>];
-
-pub(super) fn input<'a>(ins: &'a [Option<ClTensor>], i: usize, name: &str) -> Result<&'a ClTensor, String> {
-    ins.get(i).and_then(Option::as_ref).ok_or_else(|| format!("input {} ({name}) is required", i + 1))
-}
-
-pub(super) fn check_out(y: &ClTensor, dtype: DType, shape: &[i64]) -> Res {
-    if y.dtype != dtype || y.shape != shape {
-        return Err(format!("output is {}{:?}, expected {dtype}{shape:?}", y.dtype, y.shape));
-    }
-    Ok(())
-}
 
 /// The element type of a float buffer in OpenCL C.
 pub(super) fn ptr_ty(d: DType) -> &'static str {
@@ -397,7 +383,8 @@ pub(crate) mod tests {
     use crate::ir::host_tensor::{store_f64, HostTensor};
     use crate::opencl::device::ClDevice;
     use crate::ops::cl::testing::{device, run_kernel};
-    use crate::ops::loss::{floats, infos};
+    use crate::ops::host::infos;
+    use crate::ops::loss::floats;
     use crate::ops::OPS;
 
     /// Deterministic pseudo-random values in `[lo, hi)`.
@@ -433,7 +420,7 @@ pub(crate) mod tests {
     pub(crate) fn check(dev: &ClDevice, name: &str, ins: &[Option<HostTensor>], a: &Attrs, outputs: usize) {
         let def = OPS.iter().find(|o| o.name == name).unwrap();
         let refs: Vec<Option<&HostTensor>> = ins.iter().map(Option::as_ref).collect();
-        let inf = infos(&refs);
+        let inf = infos(&refs).unwrap();
         let inferred = (def.infer)(&inf, a).unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut want: Vec<HostTensor> = inferred.iter().map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();
         (def.op.id().host_kernel().unwrap())(&refs, a, &mut want).unwrap_or_else(|e| panic!("{name} (host): {e}"));

@@ -3,8 +3,9 @@
 //! schemas are in `crate::ir::operators::normalization`). They compute in f64 and store in
 //! the input's dtype; each re-runs the shape inference on its actual inputs first.
 
-use super::attention::{infos, prepare, put, req};
+use super::attention::put;
 use super::host::HostFn;
+use super::host::{infos, prepare, req};
 use super::Attrs;
 use crate::ir::host_tensor::HostTensor;
 use crate::ir::operators::normalization::*;

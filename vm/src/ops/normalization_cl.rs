@@ -5,10 +5,10 @@
 //! output is copied first (`unaliased`).
 
 use super::attention_cl::{check_outs, dtype_prelude, global, need_fp64, real_arg, shapes};
-use super::cl::{cl_type, ClCtx, ClFn, ClTensor};
+use super::cl::{cl_type, input, ClCtx, ClFn, ClTensor, Infos, Res};
 use super::elementwise_cl::{bcast, Operand, FP64_PRAGMA};
 use super::tensor_cl::unaliased;
-use super::{Attrs, Operator, TensorInfo};
+use super::{Attrs, Operator};
 use crate::ir::operators::normalization::*;
 use crate::ir::types::DType;
 use crate::opencl::device::KernelArg;
@@ -21,13 +21,6 @@ pub static CL: &[(Operator, ClFn)] = &[
     (Operator::LpNormalization, lp_norm),
     (Operator::MeanVarianceNormalization, mvn),
 ];
-
-type Res = Result<(), String>;
-type Infos<'a, 'b> = &'a [Option<TensorInfo<'b>>];
-
-fn input<'a>(ins: &'a [Option<ClTensor>], i: usize, name: &str) -> Result<&'a ClTensor, String> {
-    ins.get(i).and_then(Option::as_ref).ok_or_else(|| format!("input {} ({name}) is required", i + 1))
-}
 
 /// The accumulation type: double for f64 tensors or where the device has fp64, else float.
 fn acc(ctx: &ClCtx, d: DType) -> &'static str {

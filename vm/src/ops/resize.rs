@@ -5,7 +5,8 @@
 //! rounded to f32 where the reference computes in f32, so that ties and floors agree.
 
 use super::host::HostFn;
-use super::loss::{floats, ints, next_index, prepare, put, req, strides};
+use super::host::{prepare, req};
+use super::loss::{floats, ints, next_index, put, strides};
 use super::Attrs;
 use crate::ir::host_tensor::HostTensor;
 use crate::ir::operators::resize::*;
@@ -209,7 +210,7 @@ mod tests {
     use super::*;
     use crate::ir::attrs::AttrValue;
     use crate::ir::bytecode::OpId;
-    use crate::ops::loss::infos;
+    use crate::ops::host::infos;
 
     fn t(d: DType, shape: &[i64], v: &[f64]) -> HostTensor {
         let mut h = HostTensor::zeros(d, shape).unwrap();
@@ -222,7 +223,7 @@ mod tests {
         let def = OpId::from_name(op).unwrap().def();
         def.check_attrs(&a)?;
         let ins: Vec<Option<&HostTensor>> = ins.iter().map(|&t| Some(t)).collect();
-        let inferred = (def.infer)(&infos(&ins), &a)?;
+        let inferred = (def.infer)(&infos(&ins)?, &a)?;
         let mut outs: Vec<HostTensor> = inferred.iter().map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();
         (def.op.id().host_kernel().unwrap())(&ins, &a, &mut outs)?;
         Ok(floats(&outs[0]))

@@ -2,18 +2,16 @@
 //! mirroring the host kernels in `super::resize`: one work-item per output point, the
 //! mode, padding and rank compiled into the source.
 
-use super::cl::{long_arg as l, ClCtx, ClFn, ClTensor};
-use super::loss_cl::{calc_ty, check_out, input, load, pragmas, ptr_ty, store, work};
-use super::{Attrs, Operator, TensorInfo};
+use super::cl::{check_out, input};
+use super::cl::{long_arg as l, ClCtx, ClFn, ClTensor, Infos, Res};
+use super::loss_cl::{calc_ty, load, pragmas, ptr_ty, store, work};
+use super::{Attrs, Operator};
 use crate::ir::operators::loss::FLOATS;
 use crate::ir::operators::resize::*;
 use crate::ir::types::DType;
 
 /// This family's OpenCL buffer kernels, by operator.
 pub static CL: &[(Operator, ClFn)] = &[(Operator::GridSample, grid_sample), (Operator::AffineGrid, affine_grid)];
-
-type Res = Result<(), String>;
-type Infos<'a, 'b> = &'a [Option<TensorInfo<'b>>];
 
 fn float_in<'a>(ins: &'a [Option<ClTensor>], i: usize, name: &str) -> Result<&'a ClTensor, String> {
     let t = input(ins, i, name)?;

@@ -13,7 +13,7 @@
 //! range is checked on the host against the operands' sizes first, and the kernels check
 //! again, so a bad plan is an error, never an out-of-bounds access.
 
-use super::cl::{cl_type, pragmas, ClCtx, ClFn, ClTensor};
+use super::cl::{cl_type, pragmas, ClCtx, ClFn, ClTensor, Res};
 use super::{AttrValue, Attrs, Operator, TensorInfo};
 use crate::ir::host_tensor::{load_i64, store_f64, store_i64, HostTensor};
 use crate::ir::types::DType;
@@ -336,8 +336,6 @@ fn same_bytes(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _
     }
     unaliased(ctx, ins, outs, |ins| Strided::dense(x.numel() as i64).run(ctx, input(ins, 0)?, y))
 }
-
-type Res = Result<(), String>;
 
 fn concat_k(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], attrs: &Attrs, outs: &[ClTensor]) -> Res {
     let y = output(outs, 0)?;

@@ -10,7 +10,7 @@
 //! buffers. Padding channels of Conv and BatchNormalization outputs are written as zero.
 
 use super::activation_cl;
-use super::cl::{float_arg as f, long_arg as l, ClCtx, ClTensor};
+use super::cl::{float_arg as f, long_arg as l, ClCtx, ClTensor, Res};
 use super::elementwise_cl::{f32_fold, f32_map};
 use super::nn_cl::{Geo, GEO_PARAMS, SPLIT_OUT, TAPS_BEGIN, TAPS_END, TAP_COUNTS, WINDOW_START};
 use super::{Attrs, Operator, TensorInfo};
@@ -61,8 +61,6 @@ pub enum ClOperand {
     Texture(ClTexture),
     Buffer(ClTensor),
 }
-
-type Res = Result<(), String>;
 
 /// Shared OpenCL: the sampler, a lane of a `float4` by index, and texel coordinates.
 const PRELUDE: &str =
