@@ -56,8 +56,23 @@ macro_rules! for_each_dtype {
                 type $T = bool;
                 $body
             }
+            d @ (DType::BF16
+            | DType::F8E4M3FN
+            | DType::F8E5M2
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0) => return Err(no_numpy_dtype(d)),
         }
     };
+}
+
+/// Why a dtype numpy lacks has no `.npy` form: ml_dtypes saves bfloat16 and float8 arrays
+/// as raw void bytes (`<V2`, `<V1`), which do not say which format they hold.
+fn no_numpy_dtype(d: DType) -> String {
+    format!(
+        "{d} tensors have no .npy form (numpy has no {d} dtype; ml_dtypes saves one as untyped void bytes); \
+         Cast it to f32 for .npy I/O"
+    )
 }
 
 /// The dtype of a numpy type string such as `<f4` or `|b1`.
@@ -92,7 +107,16 @@ pub fn read_npy(path: &Path) -> Result<HostTensor, String> {
     if descr.starts_with('>') && !descr.ends_with('1') {
         return Err(format!("{show}: big-endian data ({descr}) is not supported"));
     }
-    let dtype = dtype_of(&descr).ok_or_else(|| format!("{show}: dtype {descr} is not supported"))?;
+    let dtype = dtype_of(&descr).ok_or_else(|| {
+        if descr.trim_start_matches(['<', '|', '=']).starts_with('V') {
+            format!(
+                "{show}: dtype {descr} (untyped void bytes, as ml_dtypes saves bfloat16 and float8 arrays) is not \
+                 supported; save the array as float32"
+            )
+        } else {
+            format!("{show}: dtype {descr} is not supported")
+        }
+    })?;
     if npy.order() == npyz::Order::Fortran && npy.shape().len() > 1 {
         return Err(format!("{show}: Fortran-order arrays are not supported; save with C order"));
     }
@@ -173,9 +197,22 @@ mod tests {
         for d in DType::ALL {
             let t = HostTensor::random(d, &[2, 3], 5).unwrap();
             let p = dir.join(format!("{d}.npy"));
+            if d == DType::BF16 || d.is_float8() {
+                let e = write_npy(&p, &t).unwrap_err();
+                assert!(e.contains("have no .npy form") && e.contains("Cast it to f32"), "{e}");
+                continue;
+            }
             write_npy(&p, &t).unwrap();
             assert_eq!(read_npy(&p).unwrap(), t, "{d}");
         }
+        // ml_dtypes' bf16 array (`np.save` of `np.array([1, 2], ml_dtypes.bfloat16)`) is void bytes.
+        let mut v2 = b"\x93NUMPY\x01\x00v\x00{'descr': '<V2', 'fortran_order': False, 'shape': (2,), }".to_vec();
+        v2.resize(10 + 0x76 - 1, b' ');
+        v2.push(b'\n');
+        v2.extend_from_slice(&[0x80, 0x3f, 0x00, 0x40]);
+        std::fs::write(dir.join("bf16.npy"), &v2).unwrap();
+        let e = read_npy(&dir.join("bf16.npy")).unwrap_err();
+        assert!(e.contains("V2"), "{e}");
         std::fs::write(dir.join("bad.npy"), b"not numpy").unwrap();
         assert!(read_npy(&dir.join("bad.npy")).unwrap_err().contains("not a valid .npy"));
         std::fs::remove_dir_all(&dir).ok();

@@ -262,8 +262,12 @@ fn tensor_in(t: &TensorProto, dir: Option<&Path>) -> Result<HostTensor, String> 
             DType::F64 => t.double_data.iter().for_each(|&v| push(v, 0)),
             DType::I64 => t.int64_data.iter().for_each(|&v| push(0.0, v)),
             DType::U32 | DType::U64 => t.uint64_data.iter().for_each(|&v| push(0.0, v as i64)),
-            // f16 values are stored as their bit patterns in int32_data.
-            DType::F16 => t.int32_data.iter().for_each(|&v| out.extend_from_slice(&(v as u16).to_le_bytes())),
+            // f16 and bf16 values are stored as their bit patterns in int32_data, float8
+            // values as their codes (one per int32).
+            DType::F16 | DType::BF16 => {
+                t.int32_data.iter().for_each(|&v| out.extend_from_slice(&(v as u16).to_le_bytes()))
+            }
+            d if d.is_float8() => t.int32_data.iter().for_each(|&v| out.push(v as u8)),
             _ => t.int32_data.iter().for_each(|&v| push(0.0, v as i64)),
         }
         out
@@ -544,6 +548,38 @@ mod tests {
             "{e}"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// bf16 and float8 tensors as ONNX writes them without `raw_data`: bf16 bit patterns and
+    /// float8 codes in `int32_data`, one element per int32.
+    #[test]
+    fn narrow_floats_read_from_int32_data_and_raw_data() {
+        let read = |code: i32, int32: Vec<i32>, raw: Vec<u8>| {
+            let mut t = TensorProto::new();
+            t.dims = vec![3];
+            t.data_type = code;
+            t.int32_data = int32;
+            t.raw_data = raw;
+            tensor_from_proto(&t).unwrap()
+        };
+        // bf16 1.0, -2.0, NaN.
+        let bf = read(16, vec![0x3f80, 0xc000, 0x7fc0], vec![]);
+        assert_eq!(bf.dtype, DType::BF16);
+        assert_eq!(bf.data, [0x80, 0x3f, 0x00, 0xc0, 0xc0, 0x7f]);
+        assert_eq!(bf, read(16, vec![], vec![0x80, 0x3f, 0x00, 0xc0, 0xc0, 0x7f]));
+        // E4M3FN 1.0 (0x38), -448 (0xfe), NaN (0x7f); E8M0 2^0, 2^-127, NaN.
+        let f8 = read(17, vec![0x38, 0xfe, 0x7f], vec![]);
+        assert_eq!((f8.dtype, f8.data.as_slice()), (DType::F8E4M3FN, &[0x38u8, 0xfe, 0x7f][..]));
+        let v = f8.to_f64();
+        assert_eq!(&v[..2], [1.0, -448.0]);
+        assert!(v[2].is_nan());
+        assert_eq!(read(17, vec![], vec![0x38, 0xfe, 0x7f]), f8);
+        let e8 = read(24, vec![127, 0, 255], vec![]);
+        assert_eq!(e8.dtype, DType::F8E8M0);
+        assert_eq!(&e8.to_f64()[..2], [1.0, 2f64.powi(-127)]);
+        for (code, d) in [(18, DType::F8E4M3FNUZ), (19, DType::F8E5M2), (20, DType::F8E5M2FNUZ)] {
+            assert_eq!(read(code, vec![1, 2, 3], vec![]).dtype, d);
+        }
     }
 
     #[test]

@@ -154,6 +154,30 @@ fn push_f16(out: &mut String, bits: u16) {
     }
 }
 
+fn push_bf16(out: &mut String, bits: u16) {
+    let h = half::bf16::from_bits(bits);
+    if h.is_nan() {
+        push_nan(out, bits >> 15 == 1, (bits & 0x7f) as u64, 1 << 6);
+    } else {
+        // Every bf16 is an f32; the f32's shortest form re-parses (via f64) to the same bf16.
+        push_f32(out, f32::from(h));
+    }
+}
+
+/// A float8 code: its value, which re-parses to the same code (NaN: `nan`, signed for
+/// E4M3FN, with the payload for E5M2).
+fn push_f8(out: &mut String, d: DType, b: u8) {
+    let v = rxvm_vm::minifloat::float8_decode(d, b).unwrap_or(f64::NAN);
+    if !v.is_nan() {
+        return push_f64(out, v);
+    }
+    match d {
+        DType::F8E5M2 => push_nan(out, b >> 7 == 1, (b & 3) as u64, 2),
+        DType::F8E4M3FN => push_nan(out, b >> 7 == 1, 0, 0),
+        _ => out.push_str("nan"),
+    }
+}
+
 /// `{ a = 1, b = [2, 3], c = [0.5, 1.0], d = "x" }`: the form of [`Attrs`]'s `Display`,
 /// with floats (NaN payloads included) and strings written so that they read back exactly;
 /// every element of a float list is written as a float.
@@ -232,6 +256,10 @@ fn print_const(out: &mut String, c: &Constant) {
                     DType::F64 => push_f64(out, f64::from_bits(raw)),
                     DType::F32 => push_f32(out, f32::from_bits(raw as u32)),
                     DType::F16 => push_f16(out, raw as u16),
+                    DType::BF16 => push_bf16(out, raw as u16),
+                    d @ (DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ | DType::F8E8M0) => {
+                        push_f8(out, d, raw as u8)
+                    }
                     DType::I8 => push_i64(out, raw as u8 as i8 as i64),
                     DType::I16 => push_i64(out, raw as u16 as i16 as i64),
                     DType::I32 => push_i64(out, raw as u32 as i32 as i64),

@@ -38,7 +38,7 @@ pub mod runtime;
 
 // The modules' public paths from before the layers had folders of their own.
 pub use interp::{debug, error, exec, io};
-pub use ir::{binary, builder, builtins, bytecode, host_tensor, module, types, verify};
+pub use ir::{binary, builder, builtins, bytecode, host_tensor, minifloat, module, types, verify};
 #[cfg(feature = "opencl")]
 pub use opencl::builtins as cl_kernels;
 pub use runtime::{device, shared, value};

@@ -2,6 +2,7 @@
 //! payloads), and the encoding of `const` declarations (lists, `fill`) into their bytes.
 
 use super::state::*;
+use rxvm_vm::minifloat::{e8m0_encode, Minifloat, RoundMode, E5M2};
 
 /// Decodes a string literal's escapes (`\\ \" \n \t \r \0`).
 pub fn decode_string(s: StrLit<'_>) -> Result<String, Diagnostic> {
@@ -52,6 +53,8 @@ pub(super) fn int_range(d: DType) -> Option<(i128, i128)> {
 pub(super) fn float_layout(d: DType) -> (u32, u64, u64) {
     match d {
         DType::F16 => (10, 0x7c00, 0x8000),
+        DType::BF16 => (7, 0x7f80, 0x8000),
+        DType::F8E5M2 => (2, 0x7c, 0x80),
         DType::F32 => (23, 0x7f80_0000, 0x8000_0000),
         _ => (52, 0x7ff0_0000_0000_0000, 0x8000_0000_0000_0000),
     }
@@ -59,6 +62,20 @@ pub(super) fn float_layout(d: DType) -> (u32, u64, u64) {
 
 /// The raw bits of a NaN literal in a float dtype.
 pub(super) fn nan_bits(d: DType, negative: bool, payload: Option<u64>, span: Span) -> Result<u64, Diagnostic> {
+    // The float8 formats without IEEE NaNs have one NaN code (of each sign, for E4M3FN)
+    // and no payload.
+    if matches!(d, DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ | DType::F8E8M0) {
+        if payload.is_some() {
+            return Err(Diagnostic::new(span, format!("{} has no NaN payloads", d.name()))
+                .with_label("write `nan`")
+                .with_note(format!("{} has a single NaN code", d.name())));
+        }
+        return Ok(match d {
+            DType::F8E4M3FN => 0x7f | if negative { 0x80 } else { 0 },
+            DType::F8E8M0 => 0xff,
+            _ => 0x80,
+        });
+    }
     let (mant, exp, sign) = float_layout(d);
     let payload = payload.unwrap_or(1u64 << (mant - 1));
     if payload == 0 || payload >= 1u64 << mant {
@@ -156,6 +173,34 @@ pub(super) fn encode_float(d: DType, v: f64, span: Span, out: &mut Vec<u8>) -> R
                 return Err(float_out_of_range(span, d));
             }
             out.extend_from_slice(&x.to_bits().to_le_bytes())
+        }
+        DType::BF16 => {
+            let x = half::bf16::from_f64(v);
+            if x.is_infinite() && v.is_finite() {
+                return Err(float_out_of_range(span, d));
+            }
+            out.extend_from_slice(&x.to_bits().to_le_bytes())
+        }
+        DType::F8E8M0 => {
+            // A power of two 2^-127 ..= 2^127: rounded to the nearer exponent.
+            if v.is_nan() || v <= 0.0 || v.is_infinite() {
+                return Err(Diagnostic::new(span, "f8e8m0 holds positive finite powers of two only")
+                    .with_label("not positive and finite"));
+            }
+            let b = e8m0_encode(v as f32, false, RoundMode::Nearest);
+            if b == 0xff || (v as f32).is_infinite() {
+                return Err(float_out_of_range(span, d));
+            }
+            out.push(b)
+        }
+        d if d.is_float8() => {
+            let f = Minifloat::of(d).unwrap_or(E5M2);
+            // Rounded once to nearest even; a finite value past the largest is an error.
+            let b = f.encode(v, false);
+            if v.is_finite() && !f.decode(b).is_finite() {
+                return Err(float_out_of_range(span, d));
+            }
+            out.push(b)
         }
         _ => {
             let x = half::f16::from_f64(v);

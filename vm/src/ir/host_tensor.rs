@@ -1,5 +1,6 @@
 //! Tensors and values in host memory, as the embedding API passes them in and out.
 
+use crate::ir::minifloat::{bf16_from_f64, float8_decode, float8_encode, RoundMode};
 use crate::ir::types::DType;
 use std::fmt;
 
@@ -43,6 +44,8 @@ pub fn load_f64(dtype: DType, b: &[u8]) -> f64 {
         DType::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
         DType::F16 => half::f16::from_le_bytes([b[0], b[1]]).to_f64(),
         DType::F64 => f64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8])),
+        DType::BF16 => half::bf16::from_le_bytes([b[0], b[1]]).to_f64(),
+        d if d.is_float8() => float8_decode(d, b[0]).unwrap_or(f64::NAN),
         _ => load_i64(dtype, b) as f64,
     }
 }
@@ -57,16 +60,22 @@ pub fn load_i64(dtype: DType, b: &[u8]) -> i64 {
         DType::I32 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
         DType::U32 => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
         DType::I64 | DType::U64 => i64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8])),
-        DType::F32 | DType::F16 | DType::F64 => load_f64(dtype, b) as i64,
+        DType::F32 | DType::F16 | DType::F64 | DType::BF16 => load_f64(dtype, b) as i64,
+        DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ | DType::F8E8M0 => {
+            load_f64(dtype, b) as i64
+        }
     }
 }
 
-/// Writes `v` converted to `dtype` (floats round to nearest, ints truncate, bool is v != 0).
+/// Writes `v` converted to `dtype` (floats round to nearest, ints truncate, bool is v != 0;
+/// float8 saturates as ONNX's Cast does by default, E8M0 rounds up).
 pub fn store_f64(dtype: DType, v: f64, out: &mut [u8]) {
     match dtype {
         DType::F32 => out[..4].copy_from_slice(&(v as f32).to_le_bytes()),
         DType::F16 => out[..2].copy_from_slice(&half::f16::from_f64(v).to_le_bytes()),
         DType::F64 => out[..8].copy_from_slice(&v.to_le_bytes()),
+        DType::BF16 => out[..2].copy_from_slice(&bf16_from_f64(v).to_le_bytes()),
+        d if d.is_float8() => out[0] = float8_encode(d, v, true, RoundMode::Up).unwrap_or(0),
         DType::Bool => out[0] = (v != 0.0) as u8,
         _ => store_i64(dtype, v as i64, out),
     }
@@ -80,7 +89,10 @@ pub fn store_i64(dtype: DType, v: i64, out: &mut [u8]) {
         DType::I16 | DType::U16 => out[..2].copy_from_slice(&(v as u16).to_le_bytes()),
         DType::I32 | DType::U32 => out[..4].copy_from_slice(&(v as u32).to_le_bytes()),
         DType::I64 | DType::U64 => out[..8].copy_from_slice(&v.to_le_bytes()),
-        DType::F32 | DType::F16 | DType::F64 => store_f64(dtype, v as f64, out),
+        DType::F32 | DType::F16 | DType::F64 | DType::BF16 => store_f64(dtype, v as f64, out),
+        DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ | DType::F8E8M0 => {
+            store_f64(dtype, v as f64, out)
+        }
     }
 }
 

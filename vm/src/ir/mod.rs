@@ -8,6 +8,7 @@ pub mod builder;
 pub mod builtins;
 pub mod bytecode;
 pub mod host_tensor;
+pub mod minifloat;
 pub mod module;
 pub(crate) mod names;
 pub mod operators;

@@ -18,10 +18,23 @@ pub enum DType {
     U32 = 9,
     U64 = 10,
     Bool = 11,
+    /// bfloat16: f32's exponent with 7 mantissa bits; computes in f32.
+    BF16 = 12,
+    /// float8 E4M3FN (bias 7, no infinities, NaN S.1111.111): a storage type.
+    F8E4M3FN = 13,
+    /// float8 E5M2 (bias 15, IEEE-like with infinities): a storage type.
+    F8E5M2 = 14,
+    /// float8 E4M3FNUZ (bias 8, no infinities, no -0, NaN 0x80): a storage type.
+    F8E4M3FNUZ = 15,
+    /// float8 E5M2FNUZ (bias 16, no infinities, no -0, NaN 0x80): a storage type.
+    F8E5M2FNUZ = 16,
+    /// float8 E8M0 (a power of two 2^(e - 127), no sign, no zero, NaN 0xFF): a storage type.
+    F8E8M0 = 17,
 }
 
 impl DType {
-    pub const ALL: [DType; 12] = [
+    /// Every dtype, in encoding order (`ALL[d as usize] == d`).
+    pub const ALL: [DType; 18] = [
         DType::F32,
         DType::F16,
         DType::F64,
@@ -34,7 +47,22 @@ impl DType {
         DType::U32,
         DType::U64,
         DType::Bool,
+        DType::BF16,
+        DType::F8E4M3FN,
+        DType::F8E5M2,
+        DType::F8E4M3FNUZ,
+        DType::F8E5M2FNUZ,
+        DType::F8E8M0,
     ];
+
+    /// The float8 dtypes: storage types that only Cast, CastLike, the quantizers and the
+    /// operators that move bytes take.
+    pub const FLOAT8: [DType; 5] =
+        [DType::F8E4M3FN, DType::F8E5M2, DType::F8E4M3FNUZ, DType::F8E5M2FNUZ, DType::F8E8M0];
+
+    pub fn is_float8(self) -> bool {
+        DType::FLOAT8.contains(&self)
+    }
 
     /// The values an integer dtype holds (bool: 0 ..= 1); `None` for floats.
     pub fn int_range(self) -> Option<(i128, i128)> {
@@ -48,7 +76,8 @@ impl DType {
             DType::U32 => (0, u32::MAX as i128),
             DType::U64 => (0, u64::MAX as i128),
             DType::Bool => (0, 1),
-            DType::F16 | DType::F32 | DType::F64 => return None,
+            DType::F16 | DType::F32 | DType::F64 | DType::BF16 => return None,
+            DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ | DType::F8E8M0 => return None,
         })
     }
 
@@ -70,6 +99,12 @@ impl DType {
             DType::U32 => "u32",
             DType::U64 => "u64",
             DType::Bool => "bool",
+            DType::BF16 => "bf16",
+            DType::F8E4M3FN => "f8e4m3fn",
+            DType::F8E5M2 => "f8e5m2",
+            DType::F8E4M3FNUZ => "f8e4m3fnuz",
+            DType::F8E5M2FNUZ => "f8e5m2fnuz",
+            DType::F8E8M0 => "f8e8m0",
         }
     }
 
@@ -81,7 +116,8 @@ impl DType {
     pub fn size(self) -> usize {
         match self {
             DType::I8 | DType::U8 | DType::Bool => 1,
-            DType::F16 | DType::I16 | DType::U16 => 2,
+            DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ | DType::F8E8M0 => 1,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F64 | DType::I64 | DType::U64 => 8,
         }
@@ -102,12 +138,43 @@ impl DType {
             11 => DType::F64,
             12 => DType::U32,
             13 => DType::U64,
+            16 => DType::BF16,
+            17 => DType::F8E4M3FN,
+            18 => DType::F8E4M3FNUZ,
+            19 => DType::F8E5M2,
+            20 => DType::F8E5M2FNUZ,
+            24 => DType::F8E8M0,
             _ => return None,
         })
     }
 
+    /// Every float dtype, the float8 storage types included.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F16 | DType::F64)
+        matches!(self, DType::F32 | DType::F16 | DType::F64 | DType::BF16) || self.is_float8()
+    }
+
+    /// The ONNX `TensorProto.DataType` code of this dtype.
+    pub fn onnx_code(self) -> i64 {
+        match self {
+            DType::F32 => 1,
+            DType::U8 => 2,
+            DType::I8 => 3,
+            DType::U16 => 4,
+            DType::I16 => 5,
+            DType::I32 => 6,
+            DType::I64 => 7,
+            DType::Bool => 9,
+            DType::F16 => 10,
+            DType::F64 => 11,
+            DType::U32 => 12,
+            DType::U64 => 13,
+            DType::BF16 => 16,
+            DType::F8E4M3FN => 17,
+            DType::F8E4M3FNUZ => 18,
+            DType::F8E5M2 => 19,
+            DType::F8E5M2FNUZ => 20,
+            DType::F8E8M0 => 24,
+        }
     }
 }
 
@@ -399,7 +466,11 @@ mod tests {
         for d in DType::ALL {
             assert_eq!(DType::from_name(d.name()), Some(d));
             assert_eq!(DType::from_u8(d as u8), Some(d));
+            assert_eq!(DType::from_onnx(d.onnx_code()), Some(d));
         }
+        // The codes of the first dtypes are the .rxb encoding of files written before the
+        // others were appended.
+        assert_eq!((DType::Bool as u8, DType::BF16 as u8, DType::F8E8M0 as u8), (11, 12, 17));
         for s in Scope::ALL {
             assert_eq!(Scope::from_name(s.name()), Some(s));
         }

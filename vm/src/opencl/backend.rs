@@ -206,7 +206,7 @@ fn buffer(o: &Operand) -> ClTensor {
 fn compute_scalar(dtype: DType, v: f64) -> KernelArg {
     let mut b = [0u8; 8];
     match dtype {
-        DType::F32 | DType::F16 => {
+        DType::F32 | DType::F16 | DType::BF16 => {
             let mut e = [0u8; 8];
             store_f64(dtype, v, &mut e);
             b[..4].copy_from_slice(&(load_f64(dtype, &e) as f32).to_le_bytes());

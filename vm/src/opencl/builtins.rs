@@ -5,6 +5,7 @@
 //! channels at once). Sources are cached by text on each device, so each variant is built
 //! once per device.
 
+use super::narrow;
 use crate::ir::builtins::Builtin;
 use crate::ir::types::DType;
 use std::fmt::Write;
@@ -25,11 +26,14 @@ pub enum Access {
     Image { channels: u64 },
 }
 
-/// The OpenCL element type and the type arithmetic happens in.
+/// The OpenCL element type and the type arithmetic happens in (float8 elements are only
+/// filled and copied, as their codes).
 pub fn cl_types(d: DType) -> Option<(&'static str, &'static str)> {
     Some(match d {
         DType::F32 => ("float", "float"),
         DType::F16 => ("half", "float"),
+        DType::BF16 => ("ushort", "float"),
+        DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ | DType::F8E8M0 => ("uchar", "uchar"),
         DType::F64 => ("double", "double"),
         DType::I8 => ("char", "char"),
         DType::I16 => ("short", "short"),
@@ -52,17 +56,29 @@ pub fn source(b: Builtin, dtype: DType, ops: &[Access]) -> Option<String> {
     }
     let (t, ct) = cl_types(dtype)?;
     let is_float = dtype.is_float();
+    // float8 elements are codes: filled with an encoded value or copied, nothing else.
+    if dtype.is_float8() && (!matches!(b, Builtin::Fill | Builtin::Copy) || ops.iter().any(|a| *a != Access::Buffer)) {
+        return None;
+    }
+    let bf16 = dtype == DType::BF16;
+    if bf16 && ops.iter().any(|a| *a != Access::Buffer) {
+        return None;
+    }
     let mut s = String::new();
     if dtype == DType::F64 {
         s.push_str("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n");
     }
     s.push_str(PRELUDE);
+    s.push_str(&narrow::defs(dtype, false));
     let last = ops.len() - 1;
     // Loads for inputs.
     for (k, a) in ops.iter().enumerate().take(last) {
         match a {
             Access::Buffer if dtype == DType::F16 => {
                 let _ = writeln!(s, "#define L{k}(i) vload_half(o{k} + (i), p{k})");
+            }
+            Access::Buffer if bf16 => {
+                let _ = writeln!(s, "#define L{k}(i) {}", narrow::load(dtype, &format!("p{k}[o{k} + (i)]")));
             }
             Access::Buffer => {
                 let _ = writeln!(s, "#define L{k}(i) (({ct})p{k}[o{k} + (i)])");
@@ -105,6 +121,8 @@ pub fn source(b: Builtin, dtype: DType, ops: &[Access]) -> Option<String> {
             let _ = writeln!(s, "  ulong i = get_global_id(0);\n  if (i >= n) return;\n  {ct} v = {expr};");
             if dtype == DType::F16 {
                 let _ = writeln!(s, "  vstore_half(v, o{last} + i, p{last});");
+            } else if bf16 {
+                let _ = writeln!(s, "  p{last}[o{last} + i] = {};", narrow::store_default(dtype, "v"));
             } else if dtype == DType::Bool {
                 let _ = writeln!(s, "  p{last}[o{last} + i] = (v != 0);");
             } else {
@@ -134,6 +152,9 @@ pub fn scalar_params(b: Builtin, ct: &str) -> Vec<String> {
 
 /// Matmul: output element i = (r, c) accumulates row r of a times column c of b.
 fn matmul_source(dtype: DType, ops: &[Access]) -> Option<String> {
+    if narrow::is_narrow(dtype) {
+        return None;
+    }
     let (t, ct) = cl_types(dtype)?;
     let acc = ct;
     let mut s = String::new();

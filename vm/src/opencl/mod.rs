@@ -4,5 +4,6 @@
 pub mod backend;
 pub mod builtins;
 pub mod device;
+pub mod narrow;
 
 pub use device::*;

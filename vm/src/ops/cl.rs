@@ -118,9 +118,13 @@ pub(crate) fn raw_type(d: DType) -> &'static str {
     }
 }
 
-/// OpenCL C element type of a dtype (`half` elements are read with `vload_half`).
+/// OpenCL C element type of a dtype (`half` elements are read with `vload_half`; bf16
+/// elements are their `ushort` bit patterns and float8 elements their `uchar` codes, read
+/// and written through `crate::opencl::narrow`).
 pub fn cl_type(d: DType) -> &'static str {
     match d {
+        DType::BF16 => "ushort",
+        DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ | DType::F8E8M0 => "uchar",
         DType::F32 => "float",
         DType::F16 => "half",
         DType::F64 => "double",

@@ -16,7 +16,7 @@ use crate::ir::host_tensor::{load_i64, store_f64, HostTensor};
 use crate::ir::operators::indexing::*;
 use crate::ir::operators::Operator;
 use crate::ir::types::DType;
-use half::f16;
+use half::{bf16, f16};
 use std::cmp::Ordering;
 
 /// This family's host kernels.
@@ -155,34 +155,39 @@ macro_rules! float_num {
 }
 float_num!(f32, f64);
 
-impl Num for f16 {
-    const SIZE: usize = 2;
-    fn read(b: &[u8]) -> Self {
-        f16::from_le_bytes([b[0], b[1]])
-    }
-    fn write(self, b: &mut [u8]) {
-        b[..2].copy_from_slice(&self.to_le_bytes());
-    }
-    // Computed in f32 and rounded once, as numpy does for half.
-    fn add(self, o: Self) -> Self {
-        f16::from_f32(self.to_f32() + o.to_f32())
-    }
-    fn mul(self, o: Self) -> Self {
-        f16::from_f32(self.to_f32() * o.to_f32())
-    }
-    fn zero() -> Self {
-        f16::ZERO
-    }
-    fn one() -> Self {
-        f16::ONE
-    }
-    fn order(self, o: Self) -> Ordering {
-        self.to_f32().order(o.to_f32())
-    }
-    fn is_nan(self) -> bool {
-        f16::is_nan(self)
-    }
+macro_rules! half_num {
+    ($($t:ident),*) => {$(
+        impl Num for $t {
+            const SIZE: usize = 2;
+            fn read(b: &[u8]) -> Self {
+                $t::from_le_bytes([b[0], b[1]])
+            }
+            fn write(self, b: &mut [u8]) {
+                b[..2].copy_from_slice(&self.to_le_bytes());
+            }
+            // Computed in f32 and rounded once, as numpy does for half.
+            fn add(self, o: Self) -> Self {
+                $t::from_f32(self.to_f32() + o.to_f32())
+            }
+            fn mul(self, o: Self) -> Self {
+                $t::from_f32(self.to_f32() * o.to_f32())
+            }
+            fn zero() -> Self {
+                $t::ZERO
+            }
+            fn one() -> Self {
+                $t::ONE
+            }
+            fn order(self, o: Self) -> Ordering {
+                self.to_f32().order(o.to_f32())
+            }
+            fn is_nan(self) -> bool {
+                $t::is_nan(self)
+            }
+        }
+    )*};
 }
+half_num!(f16, bf16);
 
 /// Runs `$body` with `$T` the Rust type of the numeric dtype `$d` (an error for bool).
 macro_rules! numeric {
@@ -232,7 +237,14 @@ macro_rules! numeric {
                 type $T = u64;
                 $body
             }
+            DType::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
             DType::Bool => return Err("bool tensors have no numeric value here".to_string()),
+            d @ (DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ | DType::F8E8M0) => {
+                return Err(format!("{d} is a storage type: Cast it to a wider float to compute on it"))
+            }
         }
     };
 }

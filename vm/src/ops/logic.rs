@@ -18,7 +18,7 @@ use crate::ir::operators::logic::*;
 use crate::ir::operators::shape::broadcast_strides;
 use crate::ir::operators::Operator;
 use crate::ir::types::DType;
-use half::f16;
+use half::{bf16, f16};
 
 /// This family's host kernels.
 pub(crate) static HOST: &[(Operator, HostFn)] = &[
@@ -329,17 +329,22 @@ impl Rem for f64 {
     }
 }
 
-impl Rem for f16 {
-    fn c(self, b: Self) -> Self {
-        // The remainder is exact, so computing it in f32 and rounding back loses nothing.
-        f16::from_f32(self.to_f32() % b.to_f32())
-    }
-    fn python(self, b: Self) -> Self {
-        // numpy computes half remainders in f32 and rounds once.
-        let (x, y) = (self.to_f32(), b.to_f32());
-        f16::from_f32(python_f32(x % y, y))
-    }
+macro_rules! rem_half {
+    ($($t:ident),*) => {$(
+        impl Rem for $t {
+            fn c(self, b: Self) -> Self {
+                // The remainder is exact, so computing it in f32 and rounding back loses nothing.
+                $t::from_f32(self.to_f32() % b.to_f32())
+            }
+            fn python(self, b: Self) -> Self {
+                // numpy (ml_dtypes for bf16) computes half remainders in f32 and rounds once.
+                let (x, y) = (self.to_f32(), b.to_f32());
+                $t::from_f32(python_f32(x % y, y))
+            }
+        }
+    )*};
 }
+rem_half!(f16, bf16);
 
 fn mod_as<T: Rem>(a: &HostTensor, b: &HostTensor, out: &mut HostTensor, fmod: bool) {
     let (av, bv) = (elems::<T>(a), elems::<T>(b));

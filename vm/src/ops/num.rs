@@ -1,9 +1,10 @@
 //! Element arithmetic shared by the host kernels: [`numeric!`] picks the Rust type of a
 //! numeric dtype, and [`Arith`] computes on every one of them the way ONNX runtimes do:
-//! integers wrap (two's complement), f16 computes in f32 and rounds once to nearest even.
+//! integers wrap (two's complement), f16 and bf16 compute in f32 and round once to nearest
+//! even. The float8 dtypes are storage types: these macros refuse them.
 
 use crate::ir::operators::elementwise::Elem;
-use half::f16;
+use half::{bf16, f16};
 
 /// Runs `$body` with `$T` the Rust type of the numeric dtype `$d`; bool returns an error
 /// from the enclosing function.
@@ -54,7 +55,14 @@ macro_rules! numeric {
                 type $T = u64;
                 $body
             }
+            DType::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
             DType::Bool => return Err("bool tensors have no numeric value here".to_string()),
+            d @ (DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ | DType::F8E8M0) => {
+                return Err(format!("{d} is a storage type: Cast it to a wider float to compute on it"))
+            }
         }
     };
 }
@@ -77,7 +85,11 @@ macro_rules! floating {
                 type $T = f64;
                 $body
             }
-            d => return Err(format!("{d} is not a float dtype")),
+            DType::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
+            d => return Err(format!("{d} is not a float dtype this operator computes in")),
         }
     };
 }
@@ -184,28 +196,30 @@ macro_rules! arith_float {
 }
 arith_float!(f32, f64);
 
-/// f16 computes in f32: each result is the f32 result rounded once.
-impl Arith for f16 {
+/// f16 and bf16 compute in f32: each result is the f32 result rounded once.
+macro_rules! arith_half {
+    ($($t:ident),*) => {$(
+impl Arith for $t {
     fn add(self, o: Self) -> Self {
-        f16::from_f32(self.to_f32() + o.to_f32())
+        $t::from_f32(self.to_f32() + o.to_f32())
     }
     fn sub(self, o: Self) -> Self {
-        f16::from_f32(self.to_f32() - o.to_f32())
+        $t::from_f32(self.to_f32() - o.to_f32())
     }
     fn mul(self, o: Self) -> Self {
-        f16::from_f32(self.to_f32() * o.to_f32())
+        $t::from_f32(self.to_f32() * o.to_f32())
     }
     fn div(self, o: Self) -> Self {
-        f16::from_f32(self.to_f32() / o.to_f32())
+        $t::from_f32(self.to_f32() / o.to_f32())
     }
     fn neg(self) -> Self {
         -self
     }
     fn abs(self) -> Self {
-        f16::from_bits(self.to_bits() & 0x7fff)
+        $t::from_bits(self.to_bits() & 0x7fff)
     }
     fn is_nan(self) -> bool {
-        f16::is_nan(self)
+        $t::is_nan(self)
     }
     fn to_f64(self) -> f64 {
         self.to_f64()
@@ -213,15 +227,18 @@ impl Arith for f16 {
     fn from_f64(v: f64) -> Self {
         // Through f32, as the OpenCL kernels round (f64 → f16 directly could differ by a
         // double rounding only where f32 → f16 would too).
-        f16::from_f32(v as f32)
+        $t::from_f32(v as f32)
     }
     fn to_i64(self) -> i64 {
         self.to_f32() as i64
     }
     fn from_i64(v: i64) -> Self {
-        f16::from_f32(v as f32)
+        $t::from_f32(v as f32)
     }
 }
+    )*};
+}
+arith_half!(f16, bf16);
 
 #[cfg(test)]
 mod tests {
@@ -247,5 +264,16 @@ mod tests {
         assert_eq!(Arith::abs(f16::from_f32(-2.5)), f16::from_f32(2.5));
         assert!(Arith::max_nan(f16::NAN, a).is_nan());
         assert!(Arith::min_nan(a, f16::NAN).is_nan());
+    }
+
+    #[test]
+    fn bf16_rounds_once_from_f32() {
+        let (a, b) = (bf16::from_f32(1.0), bf16::from_f32(2f32.powi(-8)));
+        // 1 + 2^-8 is a tie between 1 and 1 + 2^-7: nearest even is 1.
+        assert_eq!(Arith::add(a, b), bf16::from_f32(1.0));
+        assert_eq!(Arith::add(Arith::add(a, b), Arith::add(b, b)), bf16::from_f32(1.0 + 2f32.powi(-7)));
+        assert_eq!(Arith::abs(bf16::from_f32(-2.5)), bf16::from_f32(2.5));
+        assert_eq!(Arith::div(bf16::from_f32(1.0), bf16::from_f32(3.0)).to_bits(), 0x3eab);
+        assert!(Arith::max_nan(bf16::NAN, a).is_nan());
     }
 }

@@ -20,6 +20,7 @@
 use super::host::HostFn;
 use super::{AttrValue, Attrs, OutInfo, TensorInfo};
 use crate::ir::host_tensor::{load_f64, load_i64, store_f64, store_i64, HostTensor};
+use crate::ir::minifloat::{float8_encode, RoundMode};
 use crate::ir::operators::shape::input;
 use crate::ir::operators::tensor::*;
 use crate::ir::operators::Operator;
@@ -447,8 +448,20 @@ fn host_constant_of_shape(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut
     Ok(())
 }
 
-/// Converts one element (`b` of dtype `from`) into `out` (of dtype `to`).
-fn cast_elem(from: DType, b: &[u8], to: DType, out: &mut [u8]) {
+/// Converts one element (`b` of dtype `from`) into `out` (of dtype `to`); a float8 target
+/// saturates or not, and E8M0 rounds by `mode`.
+fn cast_elem(from: DType, b: &[u8], to: DType, out: &mut [u8], sat: bool, mode: RoundMode) {
+    if to.is_float8() {
+        let v = if from.is_float() {
+            load_f64(from, b)
+        } else if from == DType::U64 {
+            load_i64(from, b) as u64 as f64
+        } else {
+            load_i64(from, b) as f64
+        };
+        out[0] = float8_encode(to, v, sat, mode).unwrap_or(0);
+        return;
+    }
     if from.is_float() {
         let v = load_f64(from, b);
         match to {
@@ -471,25 +484,27 @@ fn host_cast(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]
     const OP: &str = "Cast";
     let infos = host_infos(ins, OP)?;
     check_outs(outs, &infer_cast(&infos, attrs)?, OP)?;
-    cast_into(input(&infos, 0, OP)?.value.ok_or(OOB)?, &mut outs[0])
+    let (sat, mode) = cast_mode(attrs, OP)?;
+    cast_into(input(&infos, 0, OP)?.value.ok_or(OOB)?, &mut outs[0], sat, mode)
 }
 
 fn host_cast_like(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     const OP: &str = "CastLike";
     let infos = host_infos(ins, OP)?;
     check_outs(outs, &infer_cast_like(&infos, attrs)?, OP)?;
-    cast_into(input(&infos, 0, OP)?.value.ok_or(OOB)?, &mut outs[0])
+    let (sat, mode) = cast_mode(attrs, OP)?;
+    cast_into(input(&infos, 0, OP)?.value.ok_or(OOB)?, &mut outs[0], sat, mode)
 }
 
 /// `x`'s elements converted into `out` (of `x`'s shape and the target dtype).
-fn cast_into(x: &HostTensor, out: &mut HostTensor) -> Result<(), String> {
+fn cast_into(x: &HostTensor, out: &mut HostTensor, sat: bool, mode: RoundMode) -> Result<(), String> {
     let (from, to) = (x.dtype, out.dtype);
     if from == to {
         out.data.copy_from_slice(&x.data);
         return Ok(());
     }
     for (b, o) in x.data.chunks_exact(from.size()).zip(out.data.chunks_exact_mut(to.size())) {
-        cast_elem(from, b, to, o);
+        cast_elem(from, b, to, o, sat, mode);
     }
     Ok(())
 }

@@ -18,6 +18,7 @@ use super::{AttrValue, Attrs, Operator, TensorInfo};
 use crate::ir::host_tensor::{load_i64, store_f64, store_i64, HostTensor};
 use crate::ir::types::DType;
 use crate::opencl::device::{ClView, KernelArg, ViewKind};
+use crate::opencl::narrow;
 
 /// This family's OpenCL buffer kernels, by operator.
 pub static CL: &[(Operator, ClFn)] = &[
@@ -698,7 +699,7 @@ fn constant_of_shape(
 // ---------------------------------------------------------------------------------------
 // Cast.
 
-fn cast_k(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &Attrs, outs: &[ClTensor]) -> Res {
+fn cast_k(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], attrs: &Attrs, outs: &[ClTensor]) -> Res {
     let (x, y) = (input(ins, 0)?, output(outs, 0)?);
     let (from, to) = (x.dtype, y.dtype);
     if x.numel() != y.numel() {
@@ -710,13 +711,17 @@ fn cast_k(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &A
     if (from == DType::F64 || to == DType::F64) && !ctx.has_fp64() {
         return Err(format!("Cast from {from} to {to} needs f64, which this device does not support (cl_khr_fp64)"));
     }
+    let (sat, mode) = crate::ir::operators::tensor::cast_mode(attrs, "Cast")?;
     let n = x.numel();
     if n == 0 {
         return Ok(());
     }
-    // The loaded value `v` in the source's compute type (half is loaded as float).
+    // The loaded value `v` in the source's compute type (half, bf16 and float8 are loaded
+    // as float).
     let load = if from == DType::F16 {
         "float v = vload_half(xo + i, x);".to_string()
+    } else if narrow::is_narrow(from) {
+        format!("float v = {};", narrow::load(from, "x[xo + i]"))
     } else {
         format!("{} v = x[xo + i];", cl_type(from))
     };
@@ -725,19 +730,25 @@ fn cast_k(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &A
         DType::Bool => "(uchar)(v != 0)".to_string(),
         DType::F16 | DType::F32 => "convert_float_rte(v)".to_string(),
         DType::F64 => "convert_double_rte(v)".to_string(),
+        // float8 rounds once from a double source. Other sources go through float, exactly
+        // but for integers beyond 2^24: those saturate or overflow as float8 either way, and
+        // to bf16 they round as the host's (through f64 and f32) does.
+        t if narrow::is_narrow(t) && from == DType::F64 => narrow::store(t, "v", true, sat, mode),
+        t if narrow::is_narrow(t) => narrow::store(t, "convert_float_rte(v)", false, sat, mode),
         // NaN becomes 0, as in Rust's saturating `as` (spelled out: Oclgrind gets it wrong).
         DType::U64 if fl => "(isnan(v) ? (ulong)0 : convert_ulong_sat(v))".to_string(),
         t if fl => format!("({})(isnan(v) ? (long)0 : convert_long_sat(v))", cl_type(t)),
         t => format!("({})v", cl_type(t)),
     };
     // f64 → f16 rounds once, from the double. A NaN keeps its sign and top payload bits
-    // (quieted), as the host's conversion does.
+    // (quieted), as the host's conversion does (from a double, or from the float every
+    // other float source loads as).
     let store = match to {
         DType::F16 if from == DType::F64 => "if (isnan(v)) { ulong b = as_ulong(v); ((__global ushort*)y)[yo + i] = \
             (ushort)(((b >> 48) & 0x8000) | 0x7e00 | ((b & 0xfffffffffffffUL) >> 42)); } \
             else vstore_half_rte(v, yo + i, y);"
             .to_string(),
-        DType::F16 if from == DType::F32 => "if (isnan(v)) { uint b = as_uint(v); ((__global ushort*)y)[yo + i] = \
+        DType::F16 if fl => "if (isnan(v)) { uint b = as_uint(v); ((__global ushort*)y)[yo + i] = \
             (ushort)(((b >> 16) & 0x8000) | 0x7e00 | ((b & 0x7fffff) >> 13)); } \
             else vstore_half_rte(v, yo + i, y);"
             .to_string(),
@@ -747,8 +758,9 @@ fn cast_k(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &A
     let xt = cl_type(from);
     let yt = cl_type(to);
     let pr = if from == DType::F64 || to == DType::F64 { pragmas(DType::F64) } else { "" };
+    let (dx, dy) = (narrow::defs(from, false), narrow::defs(to, from == DType::F64));
     let src = format!(
-        "{pr}__kernel void k(__global const {xt}* x, ulong xo, __global {yt}* y, ulong yo, ulong n) {{\n  \
+        "{pr}{dx}{dy}__kernel void k(__global const {xt}* x, ulong xo, __global {yt}* y, ulong yo, ulong n) {{\n  \
          ulong i = get_global_id(0);\n  if (i >= n) return;\n  {load}\n  {store}\n}}\n"
     );
     let [xm, xo] = x.args();
@@ -881,6 +893,23 @@ mod tests {
             3e-8,
             f64::NAN,
             f64::INFINITY,
+            // Rounding ties and ranges of the narrow floats: bf16's 1 + 2^-8, float8's
+            // largest values and the midpoints past them, subnormal ties, E8M0's 1.5.
+            1.0 + 1.0 / 256.0,
+            -(1.0 + 3.0 / 256.0),
+            448.0,
+            464.0,
+            -465.0,
+            240.0,
+            248.0,
+            57344.0,
+            61440.0,
+            -0.0,
+            0.5 * 2f64.powi(-9),
+            0.75 * 2f64.powi(-16),
+            1e-39,
+            f64::NEG_INFINITY,
+            3.0 * 2f64.powi(100),
         ];
         let codes = [
             (1, F32),
@@ -895,6 +924,12 @@ mod tests {
             (11, F64),
             (12, U32),
             (13, U64),
+            (16, BF16),
+            (17, F8E4M3FN),
+            (18, F8E4M3FNUZ),
+            (19, F8E5M2),
+            (20, F8E5M2FNUZ),
+            (24, F8E8M0),
         ];
         for (_, from) in codes {
             for (code, to) in codes {
@@ -904,7 +939,14 @@ mod tests {
                 let x = if from.is_float() { floats(from, &fv) } else { iota(from, &[3, 5], -7) };
                 check(&dev, "Cast", std::slice::from_ref(&x), &[("to", i(code))], true);
                 let like = Some(HostTensor::zeros(to, &[1]).unwrap());
-                check(&dev, "CastLike", &[x, like], &[], true);
+                check(&dev, "CastLike", &[x.clone(), like.clone()], &[], true);
+                if to.is_float8() {
+                    for m in ["up", "down", "nearest"] {
+                        let a = [("to", i(code)), ("saturate", i(0)), ("round_mode", s(m))];
+                        check(&dev, "Cast", std::slice::from_ref(&x), &a, true);
+                    }
+                    check(&dev, "CastLike", &[x, like], &[("saturate", i(0))], true);
+                }
             }
         }
     }

@@ -209,6 +209,7 @@ macro_rules! elem {
 elem!(f32, 4);
 elem!(f64, 8);
 elem!(half::f16, 2);
+elem!(half::bf16, 2);
 elem!(i8, 1);
 elem!(i16, 2);
 elem!(i32, 4);

@@ -5,6 +5,7 @@ use super::elementwise::flag_attr;
 use super::shape::input;
 use crate::ir::attrs::*;
 use crate::ir::host_tensor::{load_i64, HostTensor};
+use crate::ir::minifloat::RoundMode;
 use crate::ir::schema::*;
 use crate::ir::types::DType;
 
@@ -54,11 +55,14 @@ pub static OPS: &[OpDef] = &[
     op!(Cast, in 1..=1, out 1..=1, attrs &[attr!("to", Int), attr!("saturate", Int), attr!("round_mode", Str)],
         validate validate_cast, infer infer_cast,
         "converts to the ONNX TensorProto data type `to` (1 f32, 2 u8, 3 i8, 4 u16, 5 i16, \
-        6 i32, 7 i64, 9 bool, 10 f16, 11 f64, 12 u32, 13 u64); floats to ints truncate, to bool is != 0; \
-        `saturate` and `round_mode` (opset 19, 25) concern float8 and float4 targets only"),
-    op!(CastLike, in 2..=2, out 1..=1, attrs &[attr!("saturate", Int)], infer infer_cast_like,
-        "converts input 1 to the dtype of input 2 (whose values are not read), as Cast does; `saturate` \
-        concerns float8 types only"),
+        6 i32, 7 i64, 9 bool, 10 f16, 11 f64, 12 u32, 13 u64, 16 bf16, 17 f8e4m3fn, 18 f8e4m3fnuz, 19 f8e5m2, \
+        20 f8e5m2fnuz, 24 f8e8m0); floats to ints truncate, to bool is != 0, to floats round to nearest even; \
+        to float8, `saturate` 1 (default) clamps to the largest finite value, 0 overflows to inf or NaN; to \
+        f8e8m0, `round_mode` up (default), down or nearest"),
+    op!(CastLike, in 2..=2, out 1..=1, attrs &[attr!("saturate", Int), attr!("round_mode", Str)],
+        validate validate_cast_like, infer infer_cast_like,
+        "converts input 1 to the dtype of input 2 (whose values are not read), as Cast does (`saturate`, \
+        `round_mode` as for Cast)"),
 ];
 
 // ---------------------------------------------------------------------------------------
@@ -764,22 +768,34 @@ pub(crate) fn cast_target(attrs: &Attrs) -> Result<DType, String> {
     DType::from_onnx(code).ok_or_else(|| {
         format!(
             "Cast: `to` = {v} is not a supported ONNX data type; supported: 1 (f32), 2 (u8), 3 (i8), 4 (u16), \
-             5 (i16), 6 (i32), 7 (i64), 9 (bool), 10 (f16), 11 (f64), 12 (u32), 13 (u64)"
+             5 (i16), 6 (i32), 7 (i64), 9 (bool), 10 (f16), 11 (f64), 12 (u32), 13 (u64), 16 (bf16), \
+             17 (f8e4m3fn), 18 (f8e4m3fnuz), 19 (f8e5m2), 20 (f8e5m2fnuz), 24 (f8e8m0)"
         )
     })
 }
 
-pub(crate) fn validate_cast(attrs: &Attrs) -> Result<(), String> {
-    flag_attr(attrs, "saturate", "Cast")?;
-    if attrs.get("round_mode").is_some() {
-        let m = attrs.str("round_mode").unwrap_or_default();
-        if !["up", "down", "nearest"].contains(&m) {
-            return Err(format!(
-                "attribute `round_mode` of @onnx.Cast must be \"up\", \"down\" or \"nearest\", found {m:?}"
-            ));
+/// The `saturate` (default 1) and `round_mode` (default up) of Cast and CastLike.
+pub(crate) fn cast_mode(attrs: &Attrs, op: &str) -> Result<(bool, RoundMode), String> {
+    flag_attr(attrs, "saturate", op)?;
+    let mode = match attrs.get("round_mode") {
+        None => RoundMode::Up,
+        Some(_) => {
+            let m = attrs.str("round_mode").unwrap_or_default();
+            RoundMode::from_name(m).ok_or_else(|| {
+                format!("attribute `round_mode` of @onnx.{op} must be \"up\", \"down\" or \"nearest\", found {m:?}")
+            })?
         }
-    }
+    };
+    Ok((attrs.int("saturate", 1) != 0, mode))
+}
+
+pub(crate) fn validate_cast(attrs: &Attrs) -> Result<(), String> {
+    cast_mode(attrs, "Cast")?;
     cast_target(attrs).map(|_| ())
+}
+
+pub(crate) fn validate_cast_like(attrs: &Attrs) -> Result<(), String> {
+    cast_mode(attrs, "CastLike").map(|_| ())
 }
 
 pub(crate) fn infer_cast_like(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
