@@ -29,14 +29,23 @@ pub mod nn;
 #[cfg(feature = "opencl")]
 pub mod nn_cl;
 pub(crate) mod num;
+pub mod recurrent;
+#[cfg(feature = "opencl")]
+pub mod recurrent_cl;
 pub mod resize;
 #[cfg(feature = "opencl")]
 pub mod resize_cl;
+pub mod signal;
+#[cfg(feature = "opencl")]
+pub mod signal_cl;
 pub mod tensor;
 #[cfg(feature = "opencl")]
 pub mod tensor_cl;
 #[cfg(feature = "opencl")]
 pub mod texture_cl;
+pub mod vision;
+#[cfg(feature = "opencl")]
+pub mod vision_cl;
 
 pub use crate::ir::attrs::{AttrKind, AttrSpec, AttrTable, AttrValue, Attrs};
 pub use crate::ir::bytecode::OpId;
@@ -62,6 +71,9 @@ static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
         loss::HOST,
         resize::HOST,
         indexing::HOST,
+        recurrent::HOST,
+        signal::HOST,
+        vision::HOST,
     ])
 });
 
@@ -76,6 +88,9 @@ static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
         loss_cl::CL,
         resize_cl::CL,
         indexing_cl::CL,
+        recurrent_cl::CL,
+        signal_cl::CL,
+        vision_cl::CL,
     ])
 });
 

@@ -14,9 +14,12 @@ pub mod logic;
 pub mod loss;
 pub mod nn;
 mod operator;
+pub mod recurrent;
 pub mod resize;
 pub mod shape;
+pub mod signal;
 pub mod tensor;
+pub mod vision;
 
 pub use operator::Operator;
 
@@ -41,6 +44,9 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(loss::OPS)
         .chain(resize::OPS)
         .chain(indexing::OPS)
+        .chain(recurrent::OPS)
+        .chain(signal::OPS)
+        .chain(vision::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all
