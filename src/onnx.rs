@@ -330,6 +330,15 @@ fn node_attrs(n: &NodeProto, dir: Option<&Path>) -> Result<(Attrs, Option<HostTe
             AttributeType::INTS => AttrValue::Ints(a.ints.clone()),
             AttributeType::FLOATS => AttrValue::Floats(a.floats.iter().map(|&f| f as f64).collect()),
             AttributeType::STRING => AttrValue::Str(String::from_utf8_lossy(&a.s).into_owned()),
+            // A list of strings (the recurrent operators' `activations`) is one string, its
+            // items joined by commas.
+            AttributeType::STRINGS => {
+                let items: Vec<String> = a.strings.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect();
+                if items.iter().any(|s| s.contains(',')) {
+                    return Err(format!("attribute `{}`: a string list item holds a comma", a.name));
+                }
+                AttrValue::Str(items.join(","))
+            }
             AttributeType::TENSOR if n.op_type == "Constant" && a.name == "value" => {
                 let t = a.t.as_ref().ok_or_else(|| "attribute `value` has no tensor".to_string())?;
                 value = Some(tensor_in(t, dir)?);
@@ -385,7 +394,7 @@ fn model_opset(m: &ModelProto, warnings: &mut Vec<String>) -> Result<i64, String
 
 /// Operators whose meaning changed across opsets in a way their attributes cannot tell:
 /// the importer records the opset on them as the `onnx_opset` attribute.
-const OPSET_SENSITIVE: &[&str] = &["Softmax", "LogSoftmax", "Hardmax"];
+const OPSET_SENSITIVE: &[&str] = &["Softmax", "LogSoftmax", "Hardmax", "DFT"];
 
 /// Reads an ONNX model into a graph. Errors list every problem found, not just the first.
 pub fn read_model(path: &Path) -> Result<Graph, String> {

@@ -35,14 +35,23 @@ pub mod normalization;
 #[cfg(feature = "opencl")]
 pub mod normalization_cl;
 pub(crate) mod num;
+pub mod recurrent;
+#[cfg(feature = "opencl")]
+pub mod recurrent_cl;
 pub mod resize;
 #[cfg(feature = "opencl")]
 pub mod resize_cl;
+pub mod signal;
+#[cfg(feature = "opencl")]
+pub mod signal_cl;
 pub mod tensor;
 #[cfg(feature = "opencl")]
 pub mod tensor_cl;
 #[cfg(feature = "opencl")]
 pub mod texture_cl;
+pub mod vision;
+#[cfg(feature = "opencl")]
+pub mod vision_cl;
 
 pub use crate::ir::attrs::{AttrKind, AttrSpec, AttrTable, AttrValue, Attrs};
 pub use crate::ir::bytecode::OpId;
@@ -70,6 +79,9 @@ static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
         indexing::HOST,
         attention::HOST,
         normalization::HOST,
+        recurrent::HOST,
+        signal::HOST,
+        vision::HOST,
     ])
 });
 
@@ -86,6 +98,9 @@ static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
         indexing_cl::CL,
         attention_cl::CL,
         normalization_cl::CL,
+        recurrent_cl::CL,
+        signal_cl::CL,
+        vision_cl::CL,
     ])
 });
 

@@ -16,9 +16,12 @@ pub mod loss;
 pub mod nn;
 pub mod normalization;
 mod operator;
+pub mod recurrent;
 pub mod resize;
 pub mod shape;
+pub mod signal;
 pub mod tensor;
+pub mod vision;
 
 pub use operator::Operator;
 
@@ -45,6 +48,9 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(indexing::OPS)
         .chain(attention::OPS)
         .chain(normalization::OPS)
+        .chain(recurrent::OPS)
+        .chain(signal::OPS)
+        .chain(vision::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all

@@ -48,6 +48,7 @@ operators! {
     NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss Shrink LpPool MaxUnpool Col2Im GridSample AffineGrid
     GatherElements Trilu CumSum CumProd TopK ScatterElements ScatterND Hardmax OneHot GatherND EyeLike DepthToSpace SpaceToDepth ReverseSequence Scatter Compress CenterCropPad
     Attention RMSNormalization RotaryEmbedding GroupNormalization LpNormalization MeanVarianceNormalization Swish SwiGLU
+    RNN GRU LSTM DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix CausalConvWithState LinearAttention TensorScatter
 }
 
 impl Operator {
