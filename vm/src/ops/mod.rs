@@ -10,6 +10,9 @@
 pub mod activation;
 #[cfg(feature = "opencl")]
 pub mod activation_cl;
+pub mod bitwise;
+#[cfg(feature = "opencl")]
+pub mod bitwise_cl;
 #[cfg(feature = "opencl")]
 pub mod cl;
 pub mod elementwise;
@@ -62,6 +65,7 @@ static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
         loss::HOST,
         resize::HOST,
         indexing::HOST,
+        bitwise::HOST,
     ])
 });
 
@@ -76,6 +80,7 @@ static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
         loss_cl::CL,
         resize_cl::CL,
         indexing_cl::CL,
+        bitwise_cl::CL,
     ])
 });
 

@@ -7,6 +7,7 @@
 //! call finds its kernel by index.
 
 pub mod activation;
+pub mod bitwise;
 pub mod blocked;
 pub mod elementwise;
 pub mod indexing;
@@ -41,6 +42,7 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(loss::OPS)
         .chain(resize::OPS)
         .chain(indexing::OPS)
+        .chain(bitwise::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all
