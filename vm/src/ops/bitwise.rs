@@ -163,7 +163,6 @@ macro_rules! integer {
         }
     };
 }
-pub(crate) use integer;
 
 /// Bit operations on one integer element type.
 pub(crate) trait Bits: Elem {

@@ -102,6 +102,12 @@ impl<'a> Scratch<'a> {
         KernelArg::Mem(self.block.as_ref().map(ClBlock::raw).unwrap_or(std::ptr::null_mut()))
     }
 
+    /// A tensor of `dtype` and `shape` at the start of the buffer.
+    pub(super) fn tensor(&self, dtype: DType, shape: &[i64]) -> ClTensor {
+        let mem = self.block.as_ref().map(ClBlock::raw).unwrap_or(std::ptr::null_mut());
+        ClTensor { mem, offset: 0, dtype, shape: shape.to_vec() }
+    }
+
     /// Reads the first `n` bytes back.
     pub(super) fn read(&self, n: usize) -> Result<Vec<u8>, String> {
         let mut b = vec![0u8; n];

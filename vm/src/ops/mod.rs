@@ -32,6 +32,9 @@ pub mod nn;
 #[cfg(feature = "opencl")]
 pub mod nn_cl;
 pub(crate) mod num;
+pub mod quantize;
+#[cfg(feature = "opencl")]
+pub mod quantize_cl;
 pub mod resize;
 #[cfg(feature = "opencl")]
 pub mod resize_cl;
@@ -66,6 +69,7 @@ static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
         resize::HOST,
         indexing::HOST,
         bitwise::HOST,
+        quantize::HOST,
     ])
 });
 
@@ -81,6 +85,7 @@ static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
         resize_cl::CL,
         indexing_cl::CL,
         bitwise_cl::CL,
+        quantize_cl::CL,
     ])
 });
 

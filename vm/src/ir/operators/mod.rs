@@ -15,6 +15,7 @@ pub mod logic;
 pub mod loss;
 pub mod nn;
 mod operator;
+pub mod quantize;
 pub mod resize;
 pub mod shape;
 pub mod tensor;
@@ -43,6 +44,7 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(resize::OPS)
         .chain(indexing::OPS)
         .chain(bitwise::OPS)
+        .chain(quantize::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all
