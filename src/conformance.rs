@@ -90,7 +90,6 @@ impl Cause {
 const CONTROL_FLOW: [&str; 4] = ["If", "Loop", "Scan", "SequenceMap"];
 
 /// rxvm's dtype names, as operators' errors print them (`..., found u8`).
-const DTYPES: [&str; 13] = ["bool", "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"];
 
 /// The operator an error names: `node `n` (Op): ...` or `@onnx.Op: ...`; `?` if none.
 fn error_op(msg: &str) -> String {
@@ -133,10 +132,12 @@ pub fn classify_error(msg: &str, model: Option<&Path>) -> Cause {
     if msg.contains(" is not a tensor") {
         return Cause::Dtype("non-tensor value".into());
     }
+    // Every dtype the VM names (`f8e4m3fn` is not read as a prefix of `f8e4m3fnuz`).
     let dtype_at = |rest: &str| {
-        DTYPES
+        rxvm_vm::types::DType::ALL
             .iter()
-            .find(|d| rest.starts_with(*d) && !rest[d.len()..].starts_with(|c: char| c.is_ascii_alphanumeric()))
+            .map(|d| d.name())
+            .find(|d| rest.starts_with(d) && !rest[d.len()..].starts_with(|c: char| c.is_ascii_alphanumeric()))
     };
     let found =
         msg.match_indices(", found ").find_map(|(i, m)| dtype_at(&msg[i + m.len()..]).map(|d| (i + m.len(), d)));
@@ -148,7 +149,7 @@ pub fn classify_error(msg: &str, model: Option<&Path>) -> Cause {
         }
         // `must be f32, i32 or i64, found u8`; not `must be f32[3], found f32[4]` (a shape).
         let wanted = msg[..at].rfind(" must be ").map(|i| &msg[i..at]);
-        if wanted.is_some_and(|w| !w.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == *d)) {
+        if wanted.is_some_and(|w| !w.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == d)) {
             return Cause::Dtype((*d).to_string());
         }
     }

@@ -13,6 +13,9 @@ pub mod activation_cl;
 pub mod attention;
 #[cfg(feature = "opencl")]
 pub mod attention_cl;
+pub mod bitwise;
+#[cfg(feature = "opencl")]
+pub mod bitwise_cl;
 #[cfg(feature = "opencl")]
 pub mod cl;
 pub mod elementwise;
@@ -35,6 +38,9 @@ pub mod normalization;
 #[cfg(feature = "opencl")]
 pub mod normalization_cl;
 pub(crate) mod num;
+pub mod quantize;
+#[cfg(feature = "opencl")]
+pub mod quantize_cl;
 pub mod recurrent;
 #[cfg(feature = "opencl")]
 pub mod recurrent_cl;
@@ -82,6 +88,8 @@ static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
         recurrent::HOST,
         signal::HOST,
         vision::HOST,
+        bitwise::HOST,
+        quantize::HOST,
     ])
 });
 
@@ -101,6 +109,8 @@ static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
         recurrent_cl::CL,
         signal_cl::CL,
         vision_cl::CL,
+        bitwise_cl::CL,
+        quantize_cl::CL,
     ])
 });
 

@@ -8,6 +8,7 @@
 
 pub mod activation;
 pub mod attention;
+pub mod bitwise;
 pub mod blocked;
 pub mod elementwise;
 pub mod indexing;
@@ -16,6 +17,7 @@ pub mod loss;
 pub mod nn;
 pub mod normalization;
 mod operator;
+pub mod quantize;
 pub mod recurrent;
 pub mod resize;
 pub mod shape;
@@ -51,6 +53,8 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(recurrent::OPS)
         .chain(signal::OPS)
         .chain(vision::OPS)
+        .chain(bitwise::OPS)
+        .chain(quantize::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all

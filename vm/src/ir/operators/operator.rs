@@ -49,6 +49,7 @@ operators! {
     GatherElements Trilu CumSum CumProd TopK ScatterElements ScatterND Hardmax OneHot GatherND EyeLike DepthToSpace SpaceToDepth ReverseSequence Scatter Compress CenterCropPad
     Attention RMSNormalization RotaryEmbedding GroupNormalization LpNormalization MeanVarianceNormalization Swish SwiGLU
     RNN GRU LSTM DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix CausalConvWithState LinearAttention TensorScatter
+    BitShift BitwiseAnd BitwiseOr BitwiseXor BitwiseNot IsInf IsNaN Mean BitCast QuantizeLinear DequantizeLinear DynamicQuantizeLinear QLinearMatMul QLinearConv MatMulInteger ConvInteger
 }
 
 impl Operator {
