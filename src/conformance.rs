@@ -89,8 +89,6 @@ impl Cause {
 /// Operators that hold subgraphs: a case using one is counted as control flow.
 const CONTROL_FLOW: [&str; 4] = ["If", "Loop", "Scan", "SequenceMap"];
 
-/// rxvm's dtype names, as operators' errors print them (`..., found u8`).
-
 /// The operator an error names: `node `n` (Op): ...` or `@onnx.Op: ...`; `?` if none.
 fn error_op(msg: &str) -> String {
     let from_node = msg.find("` (").and_then(|i| {
@@ -145,7 +143,7 @@ pub fn classify_error(msg: &str, model: Option<&Path>) -> Cause {
         if msg.contains("must have the same dtype") {
             // `..., found f32 and u32`: the pair.
             let other = msg[at + d.len()..].strip_prefix(" and ").and_then(dtype_at);
-            return Cause::Dtype(format!("{d} with {}", other.unwrap_or(&"?")));
+            return Cause::Dtype(format!("{d} with {}", other.unwrap_or("?")));
         }
         // `must be f32, i32 or i64, found u8`; not `must be f32[3], found f32[4]` (a shape).
         let wanted = msg[..at].rfind(" must be ").map(|i| &msg[i..at]);

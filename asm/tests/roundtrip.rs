@@ -435,6 +435,49 @@ fn float_bit_patterns_survive() {
     round_trip("floats.rxa", &m);
 }
 
+/// Every bf16 bit pattern and every code of each float8 format prints as a literal that
+/// assembles back to the same bits (NaNs: `nan` with E5M2's and bf16's payloads, `-nan`
+/// for E4M3FN's negative NaN).
+#[test]
+fn narrow_float_constants_round_trip_every_code() {
+    let narrow = [DType::BF16, DType::F8E4M3FN, DType::F8E5M2, DType::F8E4M3FNUZ, DType::F8E5M2FNUZ, DType::F8E8M0];
+    let mut src = String::new();
+    for (i, d) in narrow.iter().enumerate() {
+        let n = if *d == DType::BF16 { 65536 } else { 256 };
+        src.push_str(&format!("const @c{i}: {d}[{n}] = fill(0.0)\n"));
+    }
+    let mut m = assemble_unverified(&src, "narrow.rxa").unwrap_or_else(|d| panic!("{}", d.render()));
+    for (i, d) in narrow.iter().enumerate() {
+        m.consts[ConstId(i as u32)].data = ConstData::Bytes(if *d == DType::BF16 {
+            (0..=u16::MAX).flat_map(u16::to_le_bytes).collect()
+        } else {
+            (0..=u8::MAX).collect()
+        });
+    }
+    let text = round_trip("narrow.rxa", &m);
+    assert!(text.contains("const @c1: f8e4m3fn[256] = [0.0, 0.001953125,"), "{}", &text[..200]);
+    assert!(text.contains("448.0, nan, -0.0,"));
+}
+
+#[test]
+fn narrow_float_literals_round_and_refuse_what_does_not_fit() {
+    let bytes = |src: &str| match assemble_unverified(src, "t.rxa") {
+        Ok(m) => match &m.consts[ConstId(0)].data {
+            ConstData::Bytes(b) => Ok(b.clone()),
+            other => panic!("{other:?}"),
+        },
+        Err(d) => Err(d.render()),
+    };
+    // Rounded once to nearest even: 0.3 is 0.3125 in E4M3FN, 1 + 2^-8 is 1 in bf16.
+    assert_eq!(bytes("const @a: f8e4m3fn[3] = [0.3, -448, nan]\n").unwrap(), [0x2a, 0xfe, 0x7f]);
+    assert_eq!(bytes("const @a: bf16[1] = [1.00390625]\n").unwrap(), [0x80, 0x3f]);
+    assert_eq!(bytes("const @a: f8e5m2[2] = [-inf, nan(0x1)]\n").unwrap(), [0xfc, 0x7d]);
+    assert_eq!(bytes("const @a: f8e8m0[2] = [1.0, 0.125]\n").unwrap(), [127, 124]);
+    assert!(bytes("const @a: f8e4m3fn[1] = [500.0]\n").unwrap_err().contains("out of range for f8e4m3fn"));
+    assert!(bytes("const @a: f8e4m3fnuz[1] = [nan(0x1)]\n").unwrap_err().contains("no NaN payloads"));
+    assert!(bytes("const @a: f8e8m0[1] = [-2.0]\n").unwrap_err().contains("positive"));
+}
+
 #[test]
 fn disassembly_of_a_stripped_module_uses_generated_names() {
     let (path, text) = program("loops.rxa");

@@ -118,12 +118,14 @@ pub(crate) fn raw_type(d: DType) -> &'static str {
     }
 }
 
-/// OpenCL C element type of a dtype (`half` elements are read with `vload_half`; bf16
-/// elements are their `ushort` bit patterns and float8 elements their `uchar` codes, read
-/// and written through `crate::opencl::narrow`).
+/// OpenCL C element type of a dtype (`half` elements are read with `vload_half`). `bf16`
+/// is no OpenCL type but a marker, as `half` is one for the kernels that special-case it:
+/// its buffers are `ushort` bit patterns ([`storage_type`]) read and written through
+/// `crate::opencl::narrow`, so a kernel that does not handle bf16 fails to build rather
+/// than compute on bit patterns. float8 elements are their `uchar` codes (storage only).
 pub fn cl_type(d: DType) -> &'static str {
     match d {
-        DType::BF16 => "ushort",
+        DType::BF16 => "bf16",
         DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ | DType::F8E8M0 => "uchar",
         DType::F32 => "float",
         DType::F16 => "half",
@@ -136,6 +138,20 @@ pub fn cl_type(d: DType) -> &'static str {
         DType::U16 => "ushort",
         DType::U32 => "uint",
         DType::U64 => "ulong",
+    }
+}
+
+/// The OpenCL type a buffer of `d` is declared with: [`cl_type`], but `ushort` for bf16.
+pub fn storage_type(d: DType) -> &'static str {
+    storage_of(cl_type(d))
+}
+
+/// The OpenCL type a buffer of [`cl_type`] `t` is declared with (`ushort` for `bf16`).
+pub fn storage_of(t: &str) -> &str {
+    if t == "bf16" {
+        "ushort"
+    } else {
+        t
     }
 }
 

@@ -361,7 +361,13 @@ pub(super) fn unary_f32(
     f: impl Fn(f32) -> f32,
 ) -> Result<(), String> {
     prepare(ins, attrs, outs, validate, infer_f32)?;
-    map::<f32>(req(ins, 0)?, first(outs)?, f);
+    let x = req(ins, 0)?;
+    if x.dtype == DType::BF16 {
+        // Computed in f32 and rounded once.
+        map::<half::bf16>(x, first(outs)?, |v| half::bf16::from_f32(f(v.to_f32())));
+    } else {
+        map::<f32>(x, first(outs)?, f);
+    }
     Ok(())
 }
 
@@ -1255,7 +1261,7 @@ mod tests {
         let e = err("Pow", &[Some(&ti64(&[1], &[2])), Some(&tbool(&[1], &[true]))], &none);
         assert_eq!(e, "input 2 (Y) must be f32, f16, f64, i8, i16, i32, i64, u8, u16, u32 or u64, found bool");
         let e = err("Div", &[Some(&tbool(&[1], &[true])), Some(&tbool(&[1], &[true]))], &none);
-        assert_eq!(e, "input 1 (A) must be f32, f16, f64, i8, i16, i32, i64, u8, u16, u32 or u64, found bool");
+        assert_eq!(e, "input 1 (A) must be f32, f16, f64, i8, i16, i32, i64, u8, u16, u32, u64 or bf16, found bool");
         // Integer powers are exact; the exponent may be of another dtype.
         let p = run1("Pow", &[&ti64(&[3], &[2, -3, 10]), &ti32(&[1], &[3])], &none);
         assert_eq!(values::<i64>(&p).to_vec(), vec![8, -27, 1000]);

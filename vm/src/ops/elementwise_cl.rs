@@ -8,16 +8,19 @@
 //! device has fp64 (else `float`).
 
 use super::cl::{
-    check_dtype, check_out, cl_type, float_arg as f32_arg, input, need_fp64, output, raw_type, ClCtx, ClFn, ClTensor,
-    Infos, Res,
+    check_dtype, check_out, cl_type, float_arg as f32_arg, input, need_fp64, output, raw_type, storage_of, ClCtx, ClFn,
+    ClTensor, Infos, Res,
 };
 use super::num::{numeric, Arith};
 use super::{AttrValue, Attrs, Operator, TensorInfo};
 use crate::ir::host_tensor::HostTensor;
-use crate::ir::operators::elementwise::{legacy_b_shape, reduction, values, Reduction, NUMERIC, POW_BASE, SIGNED};
+use crate::ir::operators::elementwise::{
+    legacy_b_shape, reduction, values, Reduction, ARITH, F32_BF16, NUMERIC, POW_BASE, SIGNED,
+};
 use crate::ir::operators::shape::{broadcast, broadcast_strides};
 use crate::ir::types::DType;
 use crate::opencl::device::KernelArg;
+use crate::opencl::narrow;
 use std::fmt::Write;
 
 /// This family's OpenCL buffer kernels, by operator.
@@ -163,9 +166,22 @@ fn map_kernel(
     for (d, _) in &params {
         let _ = write!(decl, ", {d}");
     }
+    // bf16 loads as float and stores rounded to nearest even.
+    let (mut pre, mut load, mut store) =
+        (String::new(), format!("{in_t} v = x[xo + i];"), format!("y[yo + i] = {expr};"));
+    if in_t == "bf16" || out_t == "bf16" {
+        pre = narrow::defs(DType::BF16, false);
+    }
+    if in_t == "bf16" {
+        load = format!("float v = {};", narrow::load(DType::BF16, "x[xo + i]"));
+    }
+    if out_t == "bf16" {
+        store = format!("y[yo + i] = {};", narrow::store_default(DType::BF16, &format!("({expr})")));
+    }
+    let (in_s, out_s) = (storage_of(in_t), storage_of(out_t));
     let src = format!(
-        "{}__kernel void k(__global const {in_t}* x, ulong xo, __global {out_t}* y, ulong yo, ulong n{decl}) {{\n  \
-         ulong i = get_global_id(0);\n  if (i < n) {{\n    {in_t} v = x[xo + i];\n    y[yo + i] = {expr};\n  }}\n}}\n",
+        "{}{pre}__kernel void k(__global const {in_s}* x, ulong xo, __global {out_s}* y, ulong yo, ulong n{decl}) {{\n  \
+         ulong i = get_global_id(0);\n  if (i < n) {{\n    {load}\n    {store}\n  }}\n}}\n",
         if fp64 { FP64_PRAGMA } else { "" }
     );
     let [xm, xo] = x.args();
@@ -229,7 +245,7 @@ fn nary(ctx: &ClCtx, operands: &[(&ClTensor, &[i64])], y: &ClTensor, t: &str, fp
     if operands.is_empty() || operands.len() > MAX_OPERANDS {
         return Err(format!("a broadcast kernel takes 1 to {MAX_OPERANDS} operands, found {}", operands.len()));
     }
-    let acc = if t == "half" { "float" } else { t };
+    let acc = if t == "half" || t == "bf16" { "float" } else { t };
     let prelude = format!("inline {acc} rxvm_fold({acc} v, {acc} w) {{ return {op}; }}\n");
     let expr = (1..operands.len()).fold("v0".to_string(), |e, j| format!("rxvm_fold({e}, v{j})"));
     let list: Vec<Operand> = operands.iter().map(|&(t_, shape)| Operand { t: t_, shape, ty: t }).collect();
@@ -278,12 +294,16 @@ pub(super) fn bcast(
     }
     let (k, r) = (operands.len(), dims.len());
     let mut src = String::from(if fp64 { FP64_PRAGMA } else { "" });
+    // bf16 loads as float and stores rounded to nearest even (as half through vload_half).
+    if out_ty == "bf16" || operands.iter().any(|o| o.ty == "bf16") {
+        src.push_str(&narrow::defs(DType::BF16, false));
+    }
     src.push_str(prelude);
     src.push_str("__kernel void k(");
     for (j, o) in operands.iter().enumerate() {
-        let _ = write!(src, "__global const {}* a{j}, ulong o{j}, ", o.ty);
+        let _ = write!(src, "__global const {}* a{j}, ulong o{j}, ", storage_of(o.ty));
     }
-    let _ = write!(src, "__global {out_ty}* y, ulong yo, ulong n");
+    let _ = write!(src, "__global {}* y, ulong yo, ulong n", storage_of(out_ty));
     for d in 0..r {
         let _ = write!(src, ", ulong d{d}");
     }
@@ -312,12 +332,16 @@ pub(super) fn bcast(
     for (j, o) in operands.iter().enumerate() {
         if o.ty == "half" {
             let _ = writeln!(src, "  float v{j} = vload_half(p{j}, a{j});");
+        } else if o.ty == "bf16" {
+            let _ = writeln!(src, "  float v{j} = {};", narrow::load(DType::BF16, &format!("a{j}[p{j}]")));
         } else {
             let _ = writeln!(src, "  {} v{j} = a{j}[p{j}];", o.ty);
         }
     }
     if out_ty == "half" {
         let _ = writeln!(src, "  vstore_half({expr}, yo + i, y);\n}}");
+    } else if out_ty == "bf16" {
+        let _ = writeln!(src, "  y[yo + i] = {};\n}}", narrow::store_default(DType::BF16, &format!("({expr})")));
     } else {
         let _ = writeln!(src, "  y[yo + i] = {expr};\n}}");
     }
@@ -349,8 +373,6 @@ fn relu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &Att
 
 // ---------------------------------------------------------------------------------------
 // Binary arithmetic with broadcasting.
-
-const ARITH: &[DType] = NUMERIC;
 
 /// The unsigned OpenCL type of an integer dtype's width.
 fn unsigned_type(d: DType) -> &'static str {
@@ -512,7 +534,8 @@ fn sum(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, outs: &[ClTen
 // ---------------------------------------------------------------------------------------
 // Unary operators.
 
-/// A unary f32 operator `y = expr(v)` (also the buffer kernel of `super::activation_cl`).
+/// A unary f32 operator `y = expr(v)` (also the buffer kernel of `super::activation_cl`);
+/// bf16 computes it in float.
 pub(super) fn unary_f32(
     ctx: &ClCtx,
     ins: &[Option<ClTensor>],
@@ -521,10 +544,12 @@ pub(super) fn unary_f32(
     params: Vec<(&str, KernelArg)>,
 ) -> Res {
     let x = input(ins, 0, "X")?;
-    check_dtype(x, 0, "X", &[DType::F32])?;
+    check_dtype(x, 0, "X", F32_BF16)?;
     let y = output(outs, 0)?;
     check_out(y, x.dtype, &x.shape)?;
-    map_kernel(ctx, x, y, "float", "float", false, expr, params)
+    // bf16 computes in float and rounds once.
+    let t = if x.dtype == DType::BF16 { "bf16" } else { "float" };
+    map_kernel(ctx, x, y, t, t, false, expr, params)
 }
 
 /// The f32 expression `y = expr(v)` of a unary operator (and its scalar parameters), shared
@@ -1348,6 +1373,7 @@ mod tests {
             DType::U32 => v.iter().flat_map(|&x| (((x + 3.0) * 7e8) as u32 | 1).to_le_bytes()).collect(),
             DType::U64 => v.iter().flat_map(|&x| (((x + 3.0) * 3e18) as u64 | 1).to_le_bytes()).collect(),
             DType::F16 => v.iter().flat_map(|&x| half::f16::from_f64(x).to_le_bytes()).collect(),
+            DType::BF16 => v.iter().flat_map(|&x| half::bf16::from_f64(x).to_le_bytes()).collect(),
             _ => v.iter().map(|&x| (x > 0.0) as u8).collect(),
         };
         HostTensor::new(dtype, shape.to_vec(), data).unwrap()
@@ -1400,6 +1426,13 @@ mod tests {
                     let (x, y) = (u16::from_le_bytes([x[0], x[1]]), u16::from_le_bytes([y[0], y[1]]));
                     let (fx, fy) = (half::f16::from_bits(x).to_f64(), half::f16::from_bits(y).to_f64());
                     (fx.is_nan() && fy.is_nan()) || x.abs_diff(y) <= 2 || close(fy, fx)
+                }),
+                // Within one bf16 ulp: both compute in float and round once, but the device's
+                // exp or expm1 may differ from the host's in the last float bits.
+                DType::BF16 => w.data.chunks_exact(2).zip(got.chunks_exact(2)).all(|(x, y)| {
+                    let (x, y) = (u16::from_le_bytes([x[0], x[1]]), u16::from_le_bytes([y[0], y[1]]));
+                    let (fx, fy) = (half::bf16::from_bits(x).to_f64(), half::bf16::from_bits(y).to_f64());
+                    (fx.is_nan() && fy.is_nan()) || x.abs_diff(y) <= 1
                 }),
                 _ => w.data == got,
             };
@@ -1482,6 +1515,15 @@ mod tests {
         }
         check(&dev, "LeakyRelu", &[x.clone()], &attrs(&[("alpha", float(0.3))]));
         check(&dev, "Elu", &[x.clone()], &attrs(&[("alpha", float(0.7))]));
+        // bf16 computes in float and rounds once: arithmetic and the f32 maps.
+        for op in ["Add", "Sub", "Mul", "Div"] {
+            check(&dev, op, &[t(BF16, &[2, 3, 4], 1), t(BF16, &[3, 1], 2)], &none);
+            check(&dev, op, &[t(BF16, &[7, 300], 5), t(BF16, &[7, 300], 6)], &none);
+        }
+        let xb = t(BF16, &[4, 50], 3);
+        for op in ["LeakyRelu", "Elu", "Selu", "Celu", "Erf", "Log", "Reciprocal", "Floor", "Round", "Sin", "Sign"] {
+            check(&dev, op, &[xb.clone()], &none);
+        }
         check(&dev, "Selu", &[x.clone()], &attrs(&[("alpha", float(2.0)), ("gamma", float(3.0))]));
         for &d in &dtypes {
             if !matches!(d, U8 | U16 | U32 | U64) {

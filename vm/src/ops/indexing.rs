@@ -841,7 +841,10 @@ mod tests {
         let y = ok("EyeLike", &[&x], &attrs(&[("k", int(1)), ("dtype", int(11))]));
         assert_eq!((y.dtype, vals(&y)), (DType::F64, vec![0., 1., 0., 0., 0., 0., 1., 0., 0., 0., 0., 1.]));
         assert!(err("EyeLike", &[&iota(DType::F32, &[2])], &Attrs::default()).contains("2-D"));
-        assert!(def("EyeLike").check_attrs(&attrs(&[("dtype", int(16))])).is_err());
+        // UINT4 is no dtype of the VM; bf16 (16) and the float8 types are.
+        assert!(def("EyeLike").check_attrs(&attrs(&[("dtype", int(21))])).is_err());
+        let y = ok("EyeLike", &[&x], &attrs(&[("dtype", int(17))]));
+        assert_eq!((y.dtype, y.data[..5].to_vec()), (DType::F8E4M3FN, vec![0x38, 0, 0, 0, 0]));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use crate::ir::operators::indexing::*;
 use crate::ir::operators::tensor::norm_axis;
 use crate::ir::types::DType;
 use crate::opencl::device::{ClView, KernelArg, ViewKind};
+use crate::opencl::narrow;
 
 /// This family's OpenCL buffer kernels, by operator.
 pub static CL: &[(Operator, ClFn)] = &[
@@ -126,13 +127,24 @@ fn typed(d: DType) -> String {
              float rnd(float v) { ushort h; vstore_half(v, 0, (half*)&h); return vload_half(0, (const half*)&h); }\n\
              #define RND(v) rnd(v)\n",
         );
+    } else if d == DType::BF16 {
+        // Computed in float, stored rounded to nearest even.
+        s.push_str(&narrow::defs(d, false));
+        s.push_str(&format!(
+            "#define CT float\n#define LD(p, i) {}\n#define ST(p, i, v) (((__global ushort*)(p))[i] = {})\n\
+             #define RND(v) {}\n",
+            narrow::load(d, "((__global const ushort*)(p))[i]"),
+            narrow::store_default(d, "(v)"),
+            narrow::load(d, &narrow::store_default(d, "(v)")),
+        ));
     } else {
         s.push_str(&format!(
             "#define CT {t}\n#define LD(p, i) (((__global const {t}*)(p))[i])\n\
              #define ST(p, i, v) (((__global {t}*)(p))[i] = (v))\n#define RND(v) (v)\n"
         ));
     }
-    if d.is_float() {
+    // float8 codes only move (no operator computes on them): the integer forms compile.
+    if d.is_float() && !d.is_float8() {
         s.push_str(
             "#define ISNAN(a) isnan(a)\n#define GT(a, b) ((isnan(a) && !isnan(b)) || (a) > (b))\n\
              #define EQ(a, b) ((isnan(a) && isnan(b)) || (a) == (b))\n#define ADD(a, b) ((a) + (b))\n\
@@ -1043,10 +1055,6 @@ mod tests {
         e
     }
 
-    fn onnx_code(d: DType) -> i64 {
-        (1..=13).find(|&c| DType::from_onnx(c) == Some(d)).unwrap()
-    }
-
     const ALL: [DType; 12] = [
         DType::F32,
         DType::F16,
@@ -1067,7 +1075,10 @@ mod tests {
         let Some(dev) = device() else { return };
         let none = Attrs::default();
         // The moving kernels depend only on the element width: one dtype of each (and bool).
-        for d in [DType::F32, DType::F16, DType::I64, DType::U8, DType::Bool] {
+        // bf16 and float8 move as bytes too.
+        for d in
+            [DType::F32, DType::F16, DType::I64, DType::U8, DType::Bool, DType::BF16, DType::F8E4M3FN, DType::F8E8M0]
+        {
             let x = tensor(d, &[3, 4, 5], 1, 0.0, 2.0);
             // GatherElements along each axis, i64 and i32 indices with negatives.
             for axis in 0..3i64 {
@@ -1128,8 +1139,8 @@ mod tests {
             }
             check(&dev, "EyeLike", &[tensor(d, &[4, 2], 0, 0.0, 1.0)], &attrs(&[("k", int(1))]), false);
         }
-        for d in ALL {
-            let a = attrs(&[("k", int(-1)), ("dtype", int(onnx_code(d)))]);
+        for d in DType::ALL {
+            let a = attrs(&[("k", int(-1)), ("dtype", int(d.onnx_code()))]);
             check(&dev, "EyeLike", &[tensor(DType::I32, &[3, 5], 0, 0.0, 1.0)], &a, false);
         }
     }

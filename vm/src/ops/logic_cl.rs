@@ -15,6 +15,7 @@ use crate::ir::operators::logic::{plan_range, RangeArgs, EQUAL, NUMERIC};
 use crate::ir::operators::shape::broadcast;
 use crate::ir::types::DType;
 use crate::opencl::device::KernelArg;
+use crate::opencl::narrow;
 
 /// This family's OpenCL buffer kernels, by operator.
 pub static CL: &[(Operator, ClFn)] = &[
@@ -250,6 +251,14 @@ fn range(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, _: &Attrs, outs: &
                         "{pragma}__kernel void k(__global half* y, ulong yo, ulong n, {c} s, {c} d) {{\n  \
                          ulong i = get_global_id(0);\n  if (i < n) vstore_half((float)(s + ({c})i * d), yo + i, y);\n}}\n"
                     )
+                } else if d == DType::BF16 {
+                    // Through float, as the host rounds (f64, f32, then bf16 to nearest even).
+                    let st = narrow::store_default(d, &format!("(float)(s + ({c})i * d)"));
+                    format!(
+                        "{pragma}{}__kernel void k(__global ushort* y, ulong yo, ulong n, {c} s, {c} d) {{\n  \
+                         ulong i = get_global_id(0);\n  if (i < n) y[yo + i] = {st};\n}}\n",
+                        narrow::defs(d, false)
+                    )
                 } else {
                     format!(
                         "{pragma}__kernel void k(__global {t}* y, ulong yo, ulong n, {c} s, {c} d) {{\n  \
@@ -397,7 +406,7 @@ mod tests {
             check(&dev, op, &[t(Bool, &[4, 1], 1), t(Bool, &[1, 6], 2)], &none);
             check(&dev, op, &[t(Bool, &[100], 3), t(Bool, &[100], 4)], &none);
         }
-        for d in [F32, F16, I64, U8, Bool] {
+        for d in [F32, F16, I64, U8, Bool, BF16, F8E4M3FN, F8E8M0] {
             check(&dev, "Where", &[t(Bool, &[3, 1], 1), t(d, &[1, 4], 2), t(d, &[], 3)], &none);
             check(&dev, "Where", &[t(Bool, &[4], 4), t(d, &[2, 3, 4], 5), t(d, &[3, 1], 6)], &none);
             let shape =
@@ -420,7 +429,7 @@ mod tests {
                 check(&dev, "Range", &[scalar(d, s), scalar(d, l), scalar(d, dl)], &none);
             }
         }
-        let mut floats = vec![F32, F16];
+        let mut floats = vec![F32, F16, BF16];
         if dev.has_fp64 {
             floats.push(F64);
         }

@@ -1076,13 +1076,48 @@ mod tests {
     }
 
     #[test]
+    fn cast_to_narrow_floats_saturates_and_rounds_as_onnx() {
+        let f = |v: &[f32]| HostTensor::from_f32(&[v.len() as i64], v).unwrap();
+        let x = f(&[1e9, -1e9, 0.3, f32::INFINITY, 1.5]);
+        // E4M3FN: ±448 saturated, NaN without saturation (no infinities); 0.3 is 0.3125.
+        let sat = run1("Cast", &[Some(x.clone())], &[("to", A::Int(17))]);
+        assert_eq!((sat.dtype, sat.data.as_slice()), (DType::F8E4M3FN, &[0x7e, 0xfe, 0x2a, 0x7e, 0x3c][..]));
+        let raw = run1("Cast", &[Some(x.clone())], &[("to", A::Int(17)), ("saturate", A::Int(0))]);
+        assert_eq!(raw.data, [0x7f, 0xff, 0x2a, 0x7f, 0x3c]);
+        // E5M2 without saturation overflows to ±inf; FNUZ to its one NaN, 0x80.
+        let e5 = run1("Cast", &[Some(x.clone())], &[("to", A::Int(19)), ("saturate", A::Int(0))]);
+        assert_eq!(e5.data, [0x7c, 0xfc, 0x35, 0x7c, 0x3e]);
+        let uz = run1("Cast", &[Some(x.clone())], &[("to", A::Int(18)), ("saturate", A::Int(0))]);
+        assert_eq!(uz.data, [0x80, 0x80, 0x32, 0x80, 0x44]);
+        // E8M0: 1.5 is 2^0 rounded down, 2^1 up or to nearest; infinity is NaN (0xff).
+        for (mode, b) in [("down", 127), ("up", 128), ("nearest", 128)] {
+            let y = run1("Cast", &[Some(x.clone())], &[("to", A::Int(24)), ("round_mode", A::Str(mode.into()))]);
+            assert_eq!(y.data[3..], [0xff, b], "{mode}");
+        }
+        // And back: every code decodes exactly (CastLike takes the target from its input 2).
+        let back = run1("CastLike", &[Some(sat), Some(f(&[0.0]))], &[]);
+        assert_eq!(back.to_f64(), [448.0, -448.0, 0.3125, 448.0, 1.5]);
+        // bf16 rounds to nearest even: 1 + 2^-8 is a tie (to 1), 1 + 3 * 2^-8 rounds up.
+        let b = run1("Cast", &[Some(f(&[1.0 + 1.0 / 256.0, 1.0 + 3.0 / 256.0]))], &[("to", A::Int(16))]);
+        assert_eq!((b.dtype, b.to_f64()), (DType::BF16, vec![1.0, 1.0 + 4.0 / 256.0]));
+        // Integers convert by value.
+        let y = run1("Cast", &[Some(i64s(&[-3, 1000]))], &[("to", A::Int(17))]);
+        assert_eq!(y.to_f64(), [-3.0, 448.0]);
+        assert!(
+            err("Cast", &[Some(x)], &[("to", A::Int(24)), ("round_mode", A::Str("odd".into()))]).contains("round_mode")
+        );
+    }
+
+    #[test]
     fn cast_errors() {
         let def = OpId::from_name("Cast").unwrap().def();
         assert!(def.check_attrs(&Attrs::default()).unwrap_err().contains("needs the `to` attribute"));
         let e = def.check_attrs(&attrs(&[("to", A::Int(8))])).unwrap_err();
         assert!(e.contains("`to` = 8 is not a supported ONNX data type"), "{e}");
-        assert!(def.check_attrs(&attrs(&[("to", A::Int(16))])).is_err());
-        for code in [1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13] {
+        // UINT4 and FLOAT4E2M1 are not dtypes of the VM.
+        assert!(def.check_attrs(&attrs(&[("to", A::Int(21))])).is_err());
+        assert!(def.check_attrs(&attrs(&[("to", A::Int(23))])).is_err());
+        for code in [1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16, 17, 18, 19, 20, 24] {
             assert!(def.check_attrs(&attrs(&[("to", A::Int(code))])).is_ok(), "{code}");
         }
     }

@@ -13,7 +13,7 @@
 //! range is checked on the host against the operands' sizes first, and the kernels check
 //! again, so a bad plan is an error, never an out-of-bounds access.
 
-use super::cl::{cl_type, pragmas, ClCtx, ClFn, ClTensor, Res};
+use super::cl::{cl_type, pragmas, storage_type, ClCtx, ClFn, ClTensor, Res};
 use super::{AttrValue, Attrs, Operator, TensorInfo};
 use crate::ir::host_tensor::{load_i64, store_f64, store_i64, HostTensor};
 use crate::ir::types::DType;
@@ -755,8 +755,8 @@ fn cast_k(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], attrs
         DType::F16 => format!("vstore_half_rte({conv}, yo + i, y);"),
         _ => format!("y[yo + i] = {conv};"),
     };
-    let xt = cl_type(from);
-    let yt = cl_type(to);
+    let xt = storage_type(from);
+    let yt = storage_type(to);
     let pr = if from == DType::F64 || to == DType::F64 { pragmas(DType::F64) } else { "" };
     let (dx, dy) = (narrow::defs(from, false), narrow::defs(to, from == DType::F64));
     let src = format!(
@@ -877,6 +877,28 @@ mod tests {
         check(&dev, "ConstantOfShape", &[ints(&[2, 3])], &[("value", A::Float(1.5))], true);
         check(&dev, "ConstantOfShape", &[ints(&[4])], &[("value", i(-7)), ("dtype", s("i64"))], true);
         check(&dev, "ConstantOfShape", &[ints(&[3])], &[("value", A::Float(0.25)), ("dtype", s("f16"))], true);
+        // bf16 and float8 tensors move as bytes.
+        for d in [BF16, F8E4M3FN, F8E5M2FNUZ, F8E8M0] {
+            check(&dev, "Transpose", &[iota(d, &[2, 3, 4], 0)], &[], true);
+            check(&dev, "Concat", &[iota(d, &[2, 2, 3], 0), iota(d, &[2, 1, 3], 50)], &[("axis", i(1))], true);
+            check(&dev, "Tile", &[iota(d, &[2, 1, 3], 0), ints(&[1, 4, 2])], &[], true);
+            check(&dev, "Reshape", &[iota(d, &[2, 3, 4], 0), ints(&[4, 0, -1])], &[], true);
+            check(&dev, "Flatten", &[iota(d, &[2, 3, 4], 0)], &[("axis", i(-1))], true);
+            check(&dev, "Squeeze", &[iota(d, &[1, 3, 1], 0)], &[], true);
+            check(&dev, "Unsqueeze", &[iota(d, &[2, 3], 0), ints(&[1, -1])], &[], true);
+            check(&dev, "Split", &[iota(d, &[7, 2], 0)], &[("num_outputs", i(3))], true);
+            check(
+                &dev,
+                "Slice",
+                &[iota(d, &[3, 4], 0), ints(&[2, 0]), ints(&[0, big]), ints(&[0, 1]), ints(&[-1, 3])],
+                &[],
+                true,
+            );
+            check(&dev, "Gather", &[iota(d, &[3, 4], 0), idx.clone()], &[], true);
+            check(&dev, "Pad", &[iota(d, &[2, 3], 0), ints(&[1, 2, 1, 2])], &[("mode", s("reflect"))], true);
+            check(&dev, "Pad", &[iota(d, &[2, 3], 0), ints(&[1, 0, 0, 1]), floats(d, &[2.0])], &[], true);
+            check(&dev, "ConstantOfShape", &[ints(&[3])], &[("value", A::Float(0.25)), ("dtype", s(d.name()))], true);
+        }
         let fv = [
             0.0,
             1.5,

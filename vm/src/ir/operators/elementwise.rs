@@ -177,8 +177,24 @@ pub(crate) const REDUCE_ORDERED: &[DType] = &[
     DType::U32,
     DType::Bool,
 ];
-/// The dtypes Add, Sub, Mul and Div compute in.
-pub(crate) const ARITH: &[DType] = NUMERIC;
+/// The dtypes Add, Sub, Mul and Div compute in: every numeric dtype and bf16 (in f32).
+pub(crate) const ARITH: &[DType] = &[
+    DType::F32,
+    DType::F16,
+    DType::F64,
+    DType::I8,
+    DType::I16,
+    DType::I32,
+    DType::I64,
+    DType::U8,
+    DType::U16,
+    DType::U32,
+    DType::U64,
+    DType::BF16,
+];
+/// The f32 maps (the activation family, LeakyRelu, Elu, Selu) take bf16 too, computed in
+/// f32 and rounded once.
+pub(crate) const F32_BF16: &[DType] = &[DType::F32, DType::BF16];
 
 /// An element type the kernels compute in, read from and written to little-endian bytes.
 /// (Every implementor is a plain number: any bit pattern is a valid value.)
@@ -413,7 +429,7 @@ pub(crate) fn validate_add(a: &Attrs) -> Result<(), String> {
 
 pub(crate) fn infer_f32(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
     let x = input(ins, 0, "X")?;
-    check_dtype(x, 0, "X", F32)?;
+    check_dtype(x, 0, "X", F32_BF16)?;
     Ok(vec![(x.dtype, x.shape.to_vec())])
 }
 

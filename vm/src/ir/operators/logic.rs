@@ -66,7 +66,8 @@ pub(crate) const EQUAL: &[DType] = &[
 ];
 
 /// Range's dtypes.
-pub(crate) const RANGE: &[DType] = &[DType::F32, DType::F16, DType::F64, DType::I16, DType::I32, DType::I64];
+pub(crate) const RANGE: &[DType] =
+    &[DType::F32, DType::F16, DType::F64, DType::BF16, DType::I16, DType::I32, DType::I64];
 
 fn validate_equal(a: &Attrs) -> Result<(), String> {
     flag_attr(a, "broadcast", "Equal")
@@ -184,6 +185,10 @@ pub(crate) fn plan_range(ins: &[Option<TensorInfo>]) -> Result<(DType, RangeArgs
             DType::F32 => ((l as f32 - s as f32) / dl as f32).ceil() as f64,
             DType::F16 => {
                 let h = |v: f32| half::f16::from_f32(v).to_f32();
+                h(h(l as f32 - s as f32) / dl as f32).ceil() as f64
+            }
+            DType::BF16 => {
+                let h = |v: f32| half::bf16::from_f32(v).to_f32();
                 h(h(l as f32 - s as f32) / dl as f32).ceil() as f64
             }
             _ => ((l - s) / dl).ceil(),
