@@ -314,6 +314,8 @@ pub(crate) fn infer_qlinear_matmul(ins: &[Option<TensorInfo>], _: &Attrs) -> Res
 pub(crate) struct QConvPlan {
     pub(crate) dims: ConvDims,
     pub(crate) w_len: usize,
+    /// Read by the OpenCL kernel only (the host kernel indexes the zero point directly).
+    #[cfg_attr(not(feature = "opencl"), allow(dead_code))]
     pub(crate) w_zp_len: usize,
     pub(crate) out: DType,
 }
