@@ -423,8 +423,8 @@ mod tests {
         assert!(run("QuantizeLinear", &[&x, &f(&[1, 3], &[1.0; 3])], &blocked)
             .unwrap_err()
             .contains("needs a scale of shape [1, 2]"));
-        let e = def("QuantizeLinear").check_attrs(&attrs(&[("output_dtype", AttrValue::Int(17))])).unwrap_err();
-        assert!(e.contains("the ONNX data type 17, which the VM does not have"), "{e}");
+        let e = def("QuantizeLinear").check_attrs(&attrs(&[("output_dtype", AttrValue::Int(21))])).unwrap_err();
+        assert!(e.contains("the ONNX data type 21, which the VM does not have"), "{e}");
         assert_eq!(
             run("QuantizeLinear", &[&x, &f(&[], &[1.0]), &u8s(&[], &[0])], &i16s).unwrap_err(),
             "output_dtype is i16 but the zero point is u8"
