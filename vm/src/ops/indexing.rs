@@ -11,6 +11,7 @@
 //! never an out-of-bounds access.
 
 use super::host::{first, infos, prepare, req, HostFn};
+use super::num::numeric;
 use super::Attrs;
 use crate::ir::host_tensor::{load_i64, store_f64, HostTensor};
 use crate::ir::operators::indexing::*;
@@ -188,66 +189,6 @@ macro_rules! half_num {
     )*};
 }
 half_num!(f16, bf16);
-
-/// Runs `$body` with `$T` the Rust type of the numeric dtype `$d` (an error for bool).
-macro_rules! numeric {
-    ($d:expr, $T:ident => $body:expr) => {
-        match $d {
-            DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            DType::F16 => {
-                type $T = f16;
-                $body
-            }
-            DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            DType::I8 => {
-                type $T = i8;
-                $body
-            }
-            DType::I16 => {
-                type $T = i16;
-                $body
-            }
-            DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            DType::U8 => {
-                type $T = u8;
-                $body
-            }
-            DType::U16 => {
-                type $T = u16;
-                $body
-            }
-            DType::U32 => {
-                type $T = u32;
-                $body
-            }
-            DType::U64 => {
-                type $T = u64;
-                $body
-            }
-            DType::BF16 => {
-                type $T = half::bf16;
-                $body
-            }
-            DType::Bool => return Err("bool tensors have no numeric value here".to_string()),
-            d @ (DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ | DType::F8E8M0) => {
-                return Err(format!("{d} is a storage type: Cast it to a wider float to compute on it"))
-            }
-        }
-    };
-}
 
 /// `dst = dst ⊕ src` for one element of a numeric type (max/min propagate NaN, as numpy's
 /// maximum/minimum do).
