@@ -11,7 +11,7 @@ use crate::ir::operators::bitwise::{bit_cast_target, inf_signs, shift_left, INTE
 use crate::ir::operators::elementwise::FLOATS;
 use crate::ir::operators::shape::broadcast;
 use crate::ir::types::DType;
-use crate::opencl::device::{ClBlock, ClView, KernelArg, ViewKind};
+use crate::opencl::device::{ClBlock, KernelArg};
 
 /// This family's OpenCL buffer kernels, by operator.
 pub static CL: &[(Operator, ClFn)] = &[
@@ -106,16 +106,6 @@ impl<'a> Scratch<'a> {
     pub(super) fn tensor(&self, dtype: DType, shape: &[i64]) -> ClTensor {
         let mem = self.block.as_ref().map(ClBlock::raw).unwrap_or(std::ptr::null_mut());
         ClTensor { mem, offset: 0, dtype, shape: shape.to_vec() }
-    }
-
-    /// Reads the first `n` bytes back.
-    pub(super) fn read(&self, n: usize) -> Result<Vec<u8>, String> {
-        let mut b = vec![0u8; n];
-        if let (Some(block), true) = (&self.block, n > 0) {
-            let v = ClView { mem: block.raw(), offset: 0, kind: ViewKind::Buffer };
-            self.ctx.dev.read(&v, n, None, &mut b).map_err(|e| e.to_string())?;
-        }
-        Ok(b)
     }
 }
 

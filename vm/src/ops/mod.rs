@@ -22,6 +22,9 @@ pub mod host;
 pub mod indexing;
 #[cfg(feature = "opencl")]
 pub mod indexing_cl;
+pub mod linalg;
+#[cfg(feature = "opencl")]
+pub mod linalg_cl;
 pub mod logic;
 #[cfg(feature = "opencl")]
 pub mod logic_cl;
@@ -70,6 +73,7 @@ static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
         indexing::HOST,
         bitwise::HOST,
         quantize::HOST,
+        linalg::HOST,
     ])
 });
 
@@ -86,6 +90,7 @@ static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
         indexing_cl::CL,
         bitwise_cl::CL,
         quantize_cl::CL,
+        linalg_cl::CL,
     ])
 });
 

@@ -112,11 +112,14 @@ fn pragma_for(prelude: &str) -> String {
 
 const NO_FMA: &str = "#pragma OPENCL FP_CONTRACT OFF\n";
 
-/// Extra kernel parameters: their declarations and arguments.
+/// What a matmul or convolution kernel does with each sum: helper functions (`prelude`),
+/// extra parameters (declarations and arguments) and the code writing the output.
 #[derive(Default)]
 struct Extra {
+    prelude: String,
     decl: String,
     args: Vec<KernelArg>,
+    code: String,
 }
 
 impl Extra {
@@ -128,16 +131,8 @@ impl Extra {
 
 /// Runs the batched i32 matmul of `a` and `b` (i32 tensors of `d`'s operand shapes) with
 /// `epilogue` writing `y[yo + i]` from the sum `v`, the row `r` and the column `c`.
-fn run_matmul(
-    ctx: &ClCtx,
-    a: &ClTensor,
-    b: &ClTensor,
-    d: &MatMulDims,
-    y: &ClTensor,
-    prelude: &str,
-    extra: Extra,
-    epilogue: &str,
-) -> Res {
+fn run_matmul(ctx: &ClCtx, a: &ClTensor, b: &ClTensor, d: &MatMulDims, y: &ClTensor, extra: Extra) -> Res {
+    let (prelude, epilogue) = (&extra.prelude, &extra.code);
     let total = y.numel();
     if total == 0 {
         return Ok(());
@@ -176,16 +171,8 @@ fn run_matmul(
 
 /// Runs the i32 convolution of `x` and `w` (i32 tensors) with `epilogue` writing
 /// `y[yo + i]` from the sum `v` and the output channel `m`.
-fn run_conv(
-    ctx: &ClCtx,
-    x: &ClTensor,
-    w: &ClTensor,
-    cd: &ConvDims,
-    y: &ClTensor,
-    prelude: &str,
-    extra: Extra,
-    epilogue: &str,
-) -> Res {
+fn run_conv(ctx: &ClCtx, x: &ClTensor, w: &ClTensor, cd: &ConvDims, y: &ClTensor, extra: Extra) -> Res {
+    let (prelude, epilogue) = (&extra.prelude, &extra.code);
     let total = y.numel();
     if total == 0 {
         return Ok(());
@@ -431,7 +418,9 @@ fn qlinear_matmul(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, ou
         load(d, "sy", "syo")
     );
     let epilogue = requantize(p.out, w, &mlt, "yz[yzo]");
-    run_matmul(ctx, &a, &b, &p.dims, y, &prelude, extra, &epilogue)
+    extra.prelude = prelude;
+    extra.code = epilogue;
+    run_matmul(ctx, &a, &b, &p.dims, y, extra)
 }
 
 /// A per-channel zero point of w `[M, ...]` broadcasts as `[M, 1, ...]`.
@@ -470,7 +459,9 @@ fn qlinear_conv(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, 
     let mlt = format!("mult(sx[sxo], sw[swo{}], sy[syo])", if p.w_len == 1 { "" } else { " + m" });
     let add_bias = if bias.is_some() { "v = as_int((uint)v + (uint)bias[biaso + m]);\n  " } else { "" };
     let epilogue = format!("{add_bias}{}", requantize(p.out, wt, &mlt, "yz[yzo]"));
-    run_conv(ctx, &x, &w, &p.dims, y, &prelude, extra, &epilogue)
+    extra.prelude = prelude;
+    extra.code = epilogue;
+    run_conv(ctx, &x, &w, &p.dims, y, extra)
 }
 
 fn matmul_integer(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, outs: &[ClTensor]) -> Res {
@@ -485,7 +476,7 @@ fn matmul_integer(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, ou
     let zpb = optional(ins, 3).zip(zb.as_deref());
     let (_sa, a) = minus_zero_point(ctx, a, zpa)?;
     let (_sb, b) = minus_zero_point(ctx, b, zpb)?;
-    run_matmul(ctx, &a, &b, &dims, y, "", Extra::default(), "y[yo + i] = v;")
+    run_matmul(ctx, &a, &b, &dims, y, Extra { code: "y[yo + i] = v;".into(), ..Extra::default() })
 }
 
 fn conv_integer(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
@@ -499,7 +490,7 @@ fn conv_integer(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, 
     let zw = channel_shape(w, w_len);
     let (_sx, x) = minus_zero_point(ctx, x, optional(ins, 2).map(|z| (z, &[][..])))?;
     let (_sw, w) = minus_zero_point(ctx, w, optional(ins, 3).map(|z| (z, &zw[..])))?;
-    run_conv(ctx, &x, &w, &dims, y, "", Extra::default(), "y[yo + i] = v;")
+    run_conv(ctx, &x, &w, &dims, y, Extra { code: "y[yo + i] = v;".into(), ..Extra::default() })
 }
 
 /// Each kernel against the host kernel on the device named by `RXVM_TEST_CL_DEVICE`

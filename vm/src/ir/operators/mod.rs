@@ -11,6 +11,7 @@ pub mod bitwise;
 pub mod blocked;
 pub mod elementwise;
 pub mod indexing;
+pub mod linalg;
 pub mod logic;
 pub mod loss;
 pub mod nn;
@@ -45,6 +46,7 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(indexing::OPS)
         .chain(bitwise::OPS)
         .chain(quantize::OPS)
+        .chain(linalg::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all

@@ -47,7 +47,7 @@ operators! {
     Equal Less Greater LessOrEqual GreaterOrEqual Not And Or Xor Where Expand Range Mod Size
     NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss Shrink LpPool MaxUnpool Col2Im GridSample AffineGrid
     GatherElements Trilu CumSum CumProd TopK ScatterElements ScatterND Hardmax OneHot GatherND EyeLike DepthToSpace SpaceToDepth ReverseSequence Scatter Compress CenterCropPad
-    BitShift BitwiseAnd BitwiseOr BitwiseXor BitwiseNot IsInf IsNaN Mean BitCast QuantizeLinear DequantizeLinear DynamicQuantizeLinear QLinearMatMul QLinearConv MatMulInteger ConvInteger
+    BitShift BitwiseAnd BitwiseOr BitwiseXor BitwiseNot IsInf IsNaN Mean BitCast QuantizeLinear DequantizeLinear DynamicQuantizeLinear QLinearMatMul QLinearConv MatMulInteger ConvInteger Einsum Det
 }
 
 impl Operator {

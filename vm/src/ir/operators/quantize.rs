@@ -398,9 +398,10 @@ pub(crate) fn zero_point_shape(x: &[i64], z: &[i64], row: bool, name: &str) -> R
 }
 
 /// MatMulInteger's dims and its zero points' broadcast shapes.
-pub(crate) fn plan_matmul_integer(
-    ins: &[Option<TensorInfo>],
-) -> Result<(MatMulDims, Option<Vec<i64>>, Option<Vec<i64>>), String> {
+pub(crate) type MatMulIntegerPlan = (MatMulDims, Option<Vec<i64>>, Option<Vec<i64>>);
+
+/// MatMulInteger's dims and its zero points' broadcast shapes.
+pub(crate) fn plan_matmul_integer(ins: &[Option<TensorInfo>]) -> Result<MatMulIntegerPlan, String> {
     let (a, b) = (input(ins, 0, "A")?, input(ins, 1, "B")?);
     check_dtype(a, 0, "A", BYTES)?;
     check_dtype(b, 1, "B", BYTES)?;
