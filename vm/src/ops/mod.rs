@@ -25,6 +25,9 @@ pub mod host;
 pub mod indexing;
 #[cfg(feature = "opencl")]
 pub mod indexing_cl;
+pub mod linalg;
+#[cfg(feature = "opencl")]
+pub mod linalg_cl;
 pub mod logic;
 #[cfg(feature = "opencl")]
 pub mod logic_cl;
@@ -90,6 +93,7 @@ static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
         vision::HOST,
         bitwise::HOST,
         quantize::HOST,
+        linalg::HOST,
     ])
 });
 
@@ -111,6 +115,7 @@ static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
         vision_cl::CL,
         bitwise_cl::CL,
         quantize_cl::CL,
+        linalg_cl::CL,
     ])
 });
 

@@ -12,6 +12,7 @@ pub mod bitwise;
 pub mod blocked;
 pub mod elementwise;
 pub mod indexing;
+pub mod linalg;
 pub mod logic;
 pub mod loss;
 pub mod nn;
@@ -55,6 +56,7 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(vision::OPS)
         .chain(bitwise::OPS)
         .chain(quantize::OPS)
+        .chain(linalg::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all

@@ -50,6 +50,7 @@ operators! {
     Attention RMSNormalization RotaryEmbedding GroupNormalization LpNormalization MeanVarianceNormalization Swish SwiGLU
     RNN GRU LSTM DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix CausalConvWithState LinearAttention TensorScatter
     BitShift BitwiseAnd BitwiseOr BitwiseXor BitwiseNot IsInf IsNaN Mean BitCast QuantizeLinear DequantizeLinear DynamicQuantizeLinear QLinearMatMul QLinearConv MatMulInteger ConvInteger
+    Einsum Det
 }
 
 impl Operator {
