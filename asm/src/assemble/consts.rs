@@ -183,7 +183,7 @@ pub(super) fn encode_float(d: DType, v: f64, span: Span, out: &mut Vec<u8>) -> R
         }
         DType::F8E8M0 => {
             // A power of two 2^-127 ..= 2^127: rounded to the nearer exponent.
-            if !(v > 0.0) || v.is_infinite() {
+            if v.is_nan() || v <= 0.0 || v.is_infinite() {
                 return Err(Diagnostic::new(span, "f8e8m0 holds positive finite powers of two only")
                     .with_label("not positive and finite"));
             }

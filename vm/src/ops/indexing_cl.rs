@@ -1080,10 +1080,6 @@ mod tests {
         e
     }
 
-    fn onnx_code(d: DType) -> i64 {
-        (1..=13).find(|&c| DType::from_onnx(c) == Some(d)).unwrap()
-    }
-
     const ALL: [DType; 12] = [
         DType::F32,
         DType::F16,
