@@ -54,14 +54,19 @@ pub fn source(b: Builtin, dtype: DType, ops: &[Access]) -> Option<String> {
     if b == Builtin::MatMul {
         return matmul_source(dtype, ops);
     }
-    let (t, ct) = cl_types(dtype)?;
+    let (t, mut ct) = cl_types(dtype)?;
     let is_float = dtype.is_float();
+    // A copy of bf16 moves bit patterns (NaN payloads included), as the host's.
+    let raw_copy = b == Builtin::Copy && narrow::is_narrow(dtype);
+    if raw_copy {
+        ct = t;
+    }
     // float8 elements are codes: filled with an encoded value or copied, nothing else.
     if dtype.is_float8() && (!matches!(b, Builtin::Fill | Builtin::Copy) || ops.iter().any(|a| *a != Access::Buffer)) {
         return None;
     }
-    let bf16 = dtype == DType::BF16;
-    if bf16 && ops.iter().any(|a| *a != Access::Buffer) {
+    let bf16 = dtype == DType::BF16 && !raw_copy;
+    if dtype == DType::BF16 && ops.iter().any(|a| *a != Access::Buffer) {
         return None;
     }
     let mut s = String::new();
@@ -69,7 +74,9 @@ pub fn source(b: Builtin, dtype: DType, ops: &[Access]) -> Option<String> {
         s.push_str("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n");
     }
     s.push_str(PRELUDE);
-    s.push_str(&narrow::defs(dtype, false));
+    if bf16 {
+        s.push_str(&narrow::defs(dtype, false));
+    }
     let last = ops.len() - 1;
     // Loads for inputs.
     for (k, a) in ops.iter().enumerate().take(last) {
@@ -208,4 +215,41 @@ fn matmul_source(dtype: DType, ops: &[Access]) -> Option<String> {
     }
     s.push_str("}\n");
     Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// bf16 builtins load as float and store rounded; float8 buffers are only filled and
+    /// copied (as codes), and neither reads or writes images. The sources build on the
+    /// test device, when there is one.
+    #[test]
+    fn narrow_float_builtins() {
+        let buf = [Access::Buffer, Access::Buffer, Access::Buffer];
+        let mut built = Vec::new();
+        for b in [Builtin::Fill, Builtin::Iota, Builtin::Copy, Builtin::Add, Builtin::Mul, Builtin::Relu] {
+            let n = match b {
+                Builtin::Fill | Builtin::Iota => 1,
+                Builtin::Copy | Builtin::Relu => 2,
+                _ => 3,
+            };
+            let s = source(b, DType::BF16, &buf[..n]).unwrap_or_else(|| panic!("{b:?} on bf16"));
+            assert!(s.contains("ushort* p") && s.contains("st_bf16") != (b == Builtin::Copy), "{s}");
+            built.push(s);
+            let f8 = source(b, DType::F8E4M3FN, &buf[..n]);
+            assert_eq!(f8.is_some(), matches!(b, Builtin::Fill | Builtin::Copy), "{b:?} on f8e4m3fn");
+            built.extend(f8);
+        }
+        assert!(source(Builtin::MatMul, DType::BF16, &buf).is_none());
+        assert!(source(Builtin::Copy, DType::BF16, &[Access::Buffer, Access::Image { channels: 4 }]).is_none());
+        let Ok(info) = crate::opencl::device::find_device(&std::env::var("RXVM_TEST_CL_DEVICE").unwrap_or_default())
+        else {
+            return;
+        };
+        let dev = crate::opencl::device::ClDevice::open(&info).unwrap();
+        for s in built {
+            dev.kernel(&s).unwrap_or_else(|e| panic!("{e}\n{s}"));
+        }
+    }
 }
