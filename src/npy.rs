@@ -5,64 +5,14 @@ use rxvm_vm::types::DType;
 use std::io::{BufReader, BufWriter};
 use std::path::Path;
 
+/// Runs `$body` with `$T` the Rust type of a dtype `.npy` files hold (every numeric
+/// dtype numpy has, and bool).
 macro_rules! for_each_dtype {
     ($d:expr, $T:ident => $body:expr) => {
-        match $d {
-            DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            DType::F16 => {
-                type $T = half::f16;
-                $body
-            }
-            DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            DType::I8 => {
-                type $T = i8;
-                $body
-            }
-            DType::I16 => {
-                type $T = i16;
-                $body
-            }
-            DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            DType::U8 => {
-                type $T = u8;
-                $body
-            }
-            DType::U16 => {
-                type $T = u16;
-                $body
-            }
-            DType::U32 => {
-                type $T = u32;
-                $body
-            }
-            DType::U64 => {
-                type $T = u64;
-                $body
-            }
-            DType::Bool => {
-                type $T = bool;
-                $body
-            }
-            d @ (DType::BF16
-            | DType::F8E4M3FN
-            | DType::F8E5M2
-            | DType::F8E4M3FNUZ
-            | DType::F8E5M2FNUZ
-            | DType::F8E8M0) => return Err(no_numpy_dtype(d)),
-        }
+        rxvm_vm::with_dtype!($d, $T => $body; [
+            F32: f32, F16: half::f16, F64: f64, I8: i8, I16: i16, I32: i32, I64: i64,
+            U8: u8, U16: u16, U32: u32, U64: u64, Bool: bool,
+        ], d => return Err(no_numpy_dtype(d)))
     };
 }
 

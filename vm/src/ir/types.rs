@@ -33,6 +33,10 @@ pub enum DType {
 }
 
 impl DType {
+    /// How many dtypes [`DType::ALL`] starts with that are numeric (f32 to u64): the
+    /// element types arithmetic computes in natively. Bool follows them.
+    pub const NUMERIC_COUNT: usize = 11;
+
     /// Every dtype, in encoding order (`ALL[d as usize] == d`).
     pub const ALL: [DType; 18] = [
         DType::F32,

@@ -126,41 +126,9 @@ pub(crate) fn walk<const N: usize>(out: &[i64], shapes: [&[i64]; N], mut f: impl
 /// error from the enclosing function.
 macro_rules! integer {
     ($d:expr, $T:ident => $body:expr) => {
-        match $d {
-            DType::I8 => {
-                type $T = i8;
-                $body
-            }
-            DType::I16 => {
-                type $T = i16;
-                $body
-            }
-            DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            DType::U8 => {
-                type $T = u8;
-                $body
-            }
-            DType::U16 => {
-                type $T = u16;
-                $body
-            }
-            DType::U32 => {
-                type $T = u32;
-                $body
-            }
-            DType::U64 => {
-                type $T = u64;
-                $body
-            }
-            d => return Err(format!("{d} is not an integer dtype")),
-        }
+        $crate::with_dtype!($d, $T => $body; [
+            I8: i8, I16: i16, I32: i32, I64: i64, U8: u8, U16: u16, U32: u32, U64: u64,
+        ], d => return Err(format!("{d} is not an integer dtype")))
     };
 }
 

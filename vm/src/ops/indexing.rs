@@ -11,13 +11,12 @@
 //! never an out-of-bounds access.
 
 use super::host::{first, infos, prepare, req, HostFn};
-use super::num::numeric;
+use super::num::{numeric, Arith};
 use super::Attrs;
 use crate::ir::host_tensor::{load_i64, store_f64, HostTensor};
 use crate::ir::operators::indexing::*;
 use crate::ir::operators::Operator;
 use crate::ir::types::DType;
-use half::{bf16, f16};
 use std::cmp::Ordering;
 
 /// This family's host kernels.
@@ -89,110 +88,9 @@ fn put(data: &mut [u8], i: usize, es: usize, v: &[u8]) -> Res {
     Ok(())
 }
 
-/// A number read from and written to little-endian element bytes.
-pub(crate) trait Num: Copy {
-    const SIZE: usize;
-    fn read(b: &[u8]) -> Self;
-    fn write(self, b: &mut [u8]);
-    fn add(self, o: Self) -> Self;
-    fn mul(self, o: Self) -> Self;
-    fn zero() -> Self;
-    fn one() -> Self;
-    /// A total order: NaN above every number (as numpy sorts).
-    fn order(self, o: Self) -> Ordering;
-    fn is_nan(self) -> bool;
-}
-
-macro_rules! int_num {
-    ($($t:ty),*) => {$(
-        impl Num for $t {
-            const SIZE: usize = std::mem::size_of::<$t>();
-            fn read(b: &[u8]) -> Self {
-                let mut a = [0u8; std::mem::size_of::<$t>()];
-                a.copy_from_slice(&b[..Self::SIZE]);
-                <$t>::from_le_bytes(a)
-            }
-            fn write(self, b: &mut [u8]) {
-                b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
-            }
-            fn add(self, o: Self) -> Self { self.wrapping_add(o) }
-            fn mul(self, o: Self) -> Self { self.wrapping_mul(o) }
-            fn zero() -> Self { 0 }
-            fn one() -> Self { 1 }
-            fn order(self, o: Self) -> Ordering { self.cmp(&o) }
-            fn is_nan(self) -> bool { false }
-        }
-    )*};
-}
-int_num!(i8, i16, i32, i64, u8, u16, u32, u64);
-
-macro_rules! float_num {
-    ($($t:ty),*) => {$(
-        impl Num for $t {
-            const SIZE: usize = std::mem::size_of::<$t>();
-            fn read(b: &[u8]) -> Self {
-                let mut a = [0u8; std::mem::size_of::<$t>()];
-                a.copy_from_slice(&b[..Self::SIZE]);
-                <$t>::from_le_bytes(a)
-            }
-            fn write(self, b: &mut [u8]) {
-                b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
-            }
-            fn add(self, o: Self) -> Self { self + o }
-            fn mul(self, o: Self) -> Self { self * o }
-            fn zero() -> Self { 0.0 }
-            fn one() -> Self { 1.0 }
-            fn order(self, o: Self) -> Ordering {
-                match (self.is_nan(), o.is_nan()) {
-                    (true, true) => Ordering::Equal,
-                    (true, false) => Ordering::Greater,
-                    (false, true) => Ordering::Less,
-                    _ => self.partial_cmp(&o).unwrap_or(Ordering::Equal),
-                }
-            }
-            fn is_nan(self) -> bool { <$t>::is_nan(self) }
-        }
-    )*};
-}
-float_num!(f32, f64);
-
-macro_rules! half_num {
-    ($($t:ident),*) => {$(
-        impl Num for $t {
-            const SIZE: usize = 2;
-            fn read(b: &[u8]) -> Self {
-                $t::from_le_bytes([b[0], b[1]])
-            }
-            fn write(self, b: &mut [u8]) {
-                b[..2].copy_from_slice(&self.to_le_bytes());
-            }
-            // Computed in f32 and rounded once, as numpy does for half.
-            fn add(self, o: Self) -> Self {
-                $t::from_f32(self.to_f32() + o.to_f32())
-            }
-            fn mul(self, o: Self) -> Self {
-                $t::from_f32(self.to_f32() * o.to_f32())
-            }
-            fn zero() -> Self {
-                $t::ZERO
-            }
-            fn one() -> Self {
-                $t::ONE
-            }
-            fn order(self, o: Self) -> Ordering {
-                self.to_f32().order(o.to_f32())
-            }
-            fn is_nan(self) -> bool {
-                $t::is_nan(self)
-            }
-        }
-    )*};
-}
-half_num!(f16, bf16);
-
 /// `dst = dst ⊕ src` for one element of a numeric type (max/min propagate NaN, as numpy's
 /// maximum/minimum do).
-fn combine<T: Num>(r: Reduction, dst: &mut [u8], src: &[u8]) {
+fn combine<T: Arith>(r: Reduction, dst: &mut [u8], src: &[u8]) {
     let (a, b) = (T::read(dst), T::read(src));
     let v = match r {
         Reduction::None => b,
@@ -200,7 +98,7 @@ fn combine<T: Num>(r: Reduction, dst: &mut [u8], src: &[u8]) {
         Reduction::Mul => a.mul(b),
         Reduction::Max if a.is_nan() => a,
         Reduction::Max => {
-            if b.is_nan() || b.order(a) == Ordering::Greater {
+            if b.is_nan() || b.total_order(a) == Ordering::Greater {
                 b
             } else {
                 a
@@ -208,7 +106,7 @@ fn combine<T: Num>(r: Reduction, dst: &mut [u8], src: &[u8]) {
         }
         Reduction::Min if a.is_nan() => a,
         Reduction::Min => {
-            if b.is_nan() || b.order(a) == Ordering::Less {
+            if b.is_nan() || b.total_order(a) == Ordering::Less {
                 b
             } else {
                 a
@@ -392,14 +290,14 @@ fn eye_like(ins: Ins, attrs: &Attrs, outs: &mut [HostTensor]) -> Res {
 // ---------------------------------------------------------------------------------------
 // CumSum, CumProd.
 
-fn cum_as<T: Num>(x: &HostTensor, y: &mut HostTensor, axis: usize, prod: bool, excl: bool, rev: bool) {
+fn cum_as<T: Arith>(x: &HostTensor, y: &mut HostTensor, axis: usize, prod: bool, excl: bool, rev: bool) {
     let s = udims(&x.shape);
     let (outer, n, inner) = (s[..axis].iter().product::<usize>(), s[axis], s[axis + 1..].iter().product::<usize>());
     let xs: Vec<T> = x.data.chunks_exact(T::SIZE).map(T::read).collect();
     let mut out = y.data.chunks_exact_mut(T::SIZE).collect::<Vec<_>>();
     for o in 0..outer {
         for i in 0..inner {
-            let mut acc = if prod { T::one() } else { T::zero() };
+            let mut acc = if prod { T::from_i64(1) } else { T::default() };
             for j in 0..n {
                 let j = if rev { n - 1 - j } else { j };
                 let at = (o * n + j) * inner + i;
@@ -434,7 +332,7 @@ fn cum_prod(ins: Ins, attrs: &Attrs, outs: &mut [HostTensor]) -> Res {
 // ---------------------------------------------------------------------------------------
 // TopK and Hardmax.
 
-fn top_k_as<T: Num>(x: &HostTensor, outs: &mut [HostTensor], axis: usize, k: usize, largest: bool) -> Res {
+fn top_k_as<T: Arith>(x: &HostTensor, outs: &mut [HostTensor], axis: usize, k: usize, largest: bool) -> Res {
     let s = udims(&x.shape);
     let (outer, n, inner) = (s[..axis].iter().product::<usize>(), s[axis], s[axis + 1..].iter().product::<usize>());
     let xs: Vec<T> = x.data.chunks_exact(T::SIZE).map(T::read).collect();
@@ -446,7 +344,7 @@ fn top_k_as<T: Num>(x: &HostTensor, outs: &mut [HostTensor], axis: usize, k: usi
             line.extend(0..n);
             let at = |j: usize| xs[(o * n + j) * inner + i];
             // Stable: equal values keep the lower index first.
-            line.sort_by(|&a, &b| if largest { at(b).order(at(a)) } else { at(a).order(at(b)) });
+            line.sort_by(|&a, &b| if largest { at(b).total_order(at(a)) } else { at(a).total_order(at(b)) });
             for (j, &src) in line.iter().take(k).enumerate() {
                 let dst = (o * k + j) * inner + i;
                 at(src).write(vals.data.get_mut(dst * T::SIZE..).ok_or("TopK: output out of bounds")?);
@@ -465,22 +363,23 @@ fn top_k(ins: Ins, attrs: &Attrs, outs: &mut [HostTensor]) -> Res {
     numeric!(x.dtype, T => top_k_as::<T>(x, outs, axis, k as usize, largest))
 }
 
-fn hardmax_as<T: Num>(x: &HostTensor, y: &mut HostTensor, (outer, n, inner): (usize, usize, usize)) {
+fn hardmax_as<T: Arith>(x: &HostTensor, y: &mut HostTensor, (outer, n, inner): (usize, usize, usize)) {
     let xs: Vec<T> = x.data.chunks_exact(T::SIZE).map(T::read).collect();
-    let mut out: Vec<T> = vec![T::zero(); xs.len()];
+    let mut out: Vec<T> = vec![T::default(); xs.len()];
     for o in 0..outer {
         for i in 0..inner {
             let at = |j: usize| (o * n + j) * inner + i;
             // The first maximum (the first NaN, as numpy's argmax).
             let mut best = 0;
             for j in 1..n {
-                if !xs[at(best)].is_nan() && (xs[at(j)].is_nan() || xs[at(j)].order(xs[at(best)]) == Ordering::Greater)
+                if !xs[at(best)].is_nan()
+                    && (xs[at(j)].is_nan() || xs[at(j)].total_order(xs[at(best)]) == Ordering::Greater)
                 {
                     best = j;
                 }
             }
             if n > 0 {
-                out[at(best)] = T::one();
+                out[at(best)] = T::from_i64(1);
             }
         }
     }
@@ -641,7 +540,7 @@ mod tests {
         OPS.iter().find(|o| o.name == name).unwrap_or_else(|| panic!("no operator {name}"))
     }
 
-    fn tensor<T: Num>(d: DType, shape: &[i64], v: &[T]) -> HostTensor {
+    fn tensor<T: Arith>(d: DType, shape: &[i64], v: &[T]) -> HostTensor {
         let mut data = vec![0u8; v.len() * T::SIZE];
         for (c, x) in data.chunks_exact_mut(T::SIZE).zip(v) {
             x.write(c);

@@ -1055,20 +1055,8 @@ mod tests {
         e
     }
 
-    const ALL: [DType; 12] = [
-        DType::F32,
-        DType::F16,
-        DType::F64,
-        DType::I8,
-        DType::I16,
-        DType::I32,
-        DType::I64,
-        DType::U8,
-        DType::U16,
-        DType::U32,
-        DType::U64,
-        DType::Bool,
-    ];
+    /// The numeric dtypes and bool.
+    const ALL: &[DType] = DType::ALL.split_at(DType::NUMERIC_COUNT + 1).0;
 
     #[test]
     fn moving_kernels_match_the_host() {

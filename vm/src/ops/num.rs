@@ -6,67 +6,45 @@
 use crate::ir::operators::elementwise::Elem;
 use half::{bf16, f16};
 
-/// Runs `$body` with `$T` the Rust type of the numeric dtype `$d`; bool returns an error
-/// from the enclosing function.
-macro_rules! numeric {
-    ($d:expr, $T:ident => $body:expr) => {
+/// Runs `$body` with `$T` the Rust type of `$d` when `$d` is one of the listed dtypes;
+/// any other dtype `$o` evaluates `$other`. The one dtype-to-type table every dispatch
+/// ([`numeric!`], the bitwise family's integer dispatch, the CLI's `.npy` I/O) is cut
+/// from.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! with_dtype {
+    ($d:expr, $T:ident => $body:expr; [$($D:ident: $t:ty),* $(,)?], $o:ident => $other:expr) => {
         match $d {
-            DType::F32 => {
-                type $T = f32;
+            $($crate::types::DType::$D => {
+                type $T = $t;
                 $body
-            }
-            DType::F16 => {
-                type $T = half::f16;
-                $body
-            }
-            DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            DType::I8 => {
-                type $T = i8;
-                $body
-            }
-            DType::I16 => {
-                type $T = i16;
-                $body
-            }
-            DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            DType::U8 => {
-                type $T = u8;
-                $body
-            }
-            DType::U16 => {
-                type $T = u16;
-                $body
-            }
-            DType::U32 => {
-                type $T = u32;
-                $body
-            }
-            DType::U64 => {
-                type $T = u64;
-                $body
-            }
-            DType::BF16 => {
-                type $T = half::bf16;
-                $body
-            }
-            DType::Bool => return Err("bool tensors have no numeric value here".to_string()),
-            d @ (DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ | DType::F8E8M0) => {
-                return Err(format!("{d} is a storage type: Cast it to a wider float to compute on it"))
-            }
+            })*
+            #[allow(unreachable_patterns)]
+            $o => $other,
         }
     };
 }
+
+/// Runs `$body` with `$T` the Rust type of the numeric dtype `$d`; bool and the float8
+/// storage types return an error from the enclosing function.
+macro_rules! numeric {
+    ($d:expr, $T:ident => $body:expr) => {
+        $crate::with_dtype!($d, $T => $body; [
+            F32: f32, F16: half::f16, F64: f64, I8: i8, I16: i16, I32: i32, I64: i64,
+            U8: u8, U16: u16, U32: u32, U64: u64, BF16: half::bf16,
+        ], d => return Err($crate::ops::num::not_numeric(d)))
+    };
+}
 pub(crate) use numeric;
+
+/// Why [`numeric!`] refuses a dtype.
+pub(crate) fn not_numeric(d: crate::ir::types::DType) -> String {
+    if d == crate::ir::types::DType::Bool {
+        "bool tensors have no numeric value here".to_string()
+    } else {
+        format!("{d} is a storage type: Cast it to a wider float to compute on it")
+    }
+}
 
 /// Runs `$body` with `$T` the Rust type of the float dtype `$d`; other dtypes return an
 /// error from the enclosing function.
@@ -123,6 +101,16 @@ pub(crate) trait Arith: Elem + PartialOrd + Default {
             self
         } else {
             o
+        }
+    }
+    /// A total order: NaN above every number (as numpy sorts).
+    fn total_order(self, o: Self) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        match (self.is_nan(), o.is_nan()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => Ordering::Greater,
+            (false, true) => Ordering::Less,
+            _ => self.partial_cmp(&o).unwrap_or(Ordering::Equal),
         }
     }
     /// The smaller of two values; NaN if either is.

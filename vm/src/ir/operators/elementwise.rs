@@ -134,19 +134,7 @@ pub static OPS: &[OpDef] = &[
 pub(crate) const F32: &[DType] = &[DType::F32];
 pub(crate) const FLOATS: &[DType] = &[DType::F32, DType::F16, DType::F64];
 /// Every numeric dtype: what arithmetic, the comparisons and Mod take.
-pub(crate) const NUMERIC: &[DType] = &[
-    DType::F32,
-    DType::F16,
-    DType::F64,
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-];
+pub(crate) const NUMERIC: &[DType] = DType::ALL.split_at(DType::NUMERIC_COUNT).0;
 /// The signed numeric dtypes (Neg).
 pub(crate) const SIGNED: &[DType] =
     &[DType::F32, DType::F16, DType::F64, DType::I8, DType::I16, DType::I32, DType::I64];

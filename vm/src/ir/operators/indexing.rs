@@ -87,19 +87,7 @@ pub static OPS: &[OpDef] = &[
 const INDEX: &[DType] = &[DType::I64, DType::I32];
 
 /// The numeric dtypes (the reductions, TopK).
-pub(crate) const NUMERIC: &[DType] = &[
-    DType::F32,
-    DType::F16,
-    DType::F64,
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-];
+pub(crate) use super::elementwise::NUMERIC;
 
 /// CumSum's and CumProd's dtypes.
 pub(crate) const CUM: &[DType] = &[DType::I32, DType::I64, DType::U32, DType::U64, DType::F16, DType::F32, DType::F64];

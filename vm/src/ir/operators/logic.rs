@@ -50,20 +50,7 @@ pub static OPS: &[OpDef] = &[
 pub(crate) use super::elementwise::NUMERIC;
 
 /// Equal takes bool too.
-pub(crate) const EQUAL: &[DType] = &[
-    DType::Bool,
-    DType::F32,
-    DType::F16,
-    DType::F64,
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-];
+pub(crate) const EQUAL: &[DType] = DType::ALL.split_at(DType::NUMERIC_COUNT + 1).0;
 
 /// Range's dtypes.
 pub(crate) const RANGE: &[DType] =
