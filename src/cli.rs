@@ -622,7 +622,7 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
     let mut inputs = Vec::with_capacity(specs.len());
     for (i, s) in specs.iter().enumerate() {
         let s = s.as_ref().ok_or_else(|| "missing input".to_string())?;
-        inputs.push(make_input(&param_names[i], &f.params[value_params[i]], s)?);
+        inputs.push(make_input(f, value_params[i], s)?);
     }
 
     // The limits hold from the start: constants that would cross --max-live-bytes are

@@ -7,9 +7,10 @@ use crate::compile::{Compiled, Options};
 use crate::graph::Graph;
 use crate::inputs::InputSpec;
 use crate::npy::read_npy;
+use rxvm_vm::bytecode::Reg;
 use rxvm_vm::host_tensor::{HostTensor, HostValue};
 use rxvm_vm::memory::DeviceSpec;
-use rxvm_vm::module::Module;
+use rxvm_vm::module::{Function, Module};
 use rxvm_vm::types::{Dim, Type};
 use rxvm_vm::{load_module, DeviceCaps, ModuleError, VmError};
 use std::path::Path;
@@ -144,20 +145,25 @@ pub fn render_vm_error(e: &VmError, source: Option<&(String, String)>) -> String
     format!("error: {e}\n")
 }
 
-/// Builds the host value for one parameter from its `--input` spec.
-pub fn make_input(name: &str, ty: &Type, spec: &InputSpec) -> Result<HostValue, String> {
+/// Builds the host value for parameter `param` of `f` from its `--input` spec.
+pub fn make_input(f: &Function, param: usize, spec: &InputSpec) -> Result<HostValue, String> {
+    let name = &f.reg_name(Reg(param as u32));
+    let ty = f.params.get(param).ok_or_else(|| format!("@{} has no parameter {param}", f.name))?;
+    let ty_text = f.type_text(ty);
     let known_shape = || match ty {
         Type::Tensor { dims, .. } => dims
             .iter()
             .map(|d| match d {
                 Dim::Known(v) => Some(*v),
-                Dim::Any => None,
+                Dim::Any | Dim::Sym { .. } => None,
             })
             .collect::<Option<Vec<i64>>>(),
         _ => None,
     };
     let need_shape = |what: &str| {
-        format!("input %{name}: `{what}` needs a tensor type with known dims, but %{name} is {ty}; pass a .npy file")
+        format!(
+            "input %{name}: `{what}` needs a tensor type with known dims, but %{name} is {ty_text}; pass a .npy file"
+        )
     };
     let v = match (spec, ty) {
         (InputSpec::Npy(path), _) => HostValue::Tensor(read_npy(path)?),

@@ -350,3 +350,16 @@ fn wait_until_spinning(pid: u32) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+#[test]
+fn regs_show_the_values_of_dimension_symbols() {
+    // The entry binds %n from the inputs' first dimension (3); `ramp` cannot size %x.
+    let script = "\
+:break @main
+:run x=tests/data/repl/rows3.npy y=tests/data/repl/rows3.npy
+:regs
+:run x=ramp
+";
+    std::env::set_current_dir(root()).expect("cd");
+    insta::assert_snapshot!("repl_symbol_regs", session(Some("examples/symbolic_batch.rxa"), script));
+}

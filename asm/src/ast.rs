@@ -88,9 +88,18 @@ pub struct StrLit<'a> {
 
 /// A dimension in a declared tensor type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DimExpr {
+pub enum DimExpr<'a> {
     Known(IntLit),
     Any(Span),
+    /// A symbol: `%n`.
+    Sym(Name<'a>),
+}
+
+/// `%n <= 8` in a function's `where` clause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SymBound<'a> {
+    pub sym: Name<'a>,
+    pub max: IntLit,
 }
 
 /// A type as written.
@@ -101,7 +110,7 @@ pub enum TypeKind<'a> {
     Shape,
     Storage,
     AnyTensor,
-    Tensor { dtype: Name<'a>, dims: &'a [DimExpr] },
+    Tensor { dtype: Name<'a>, dims: &'a [DimExpr<'a>] },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -302,6 +311,8 @@ pub struct FuncDecl<'a> {
     pub name: Name<'a>,
     pub params: &'a [Param<'a>],
     pub results: &'a [TypeExpr<'a>],
+    /// The `where` clause: bounds of dimension symbols.
+    pub bounds: &'a [SymBound<'a>],
     pub body: &'a [BodyItem<'a>],
     /// From `func` to the end of the result types.
     pub header_span: Span,

@@ -62,6 +62,8 @@ pub enum TokKind {
     RBrace,
     #[token("->")]
     Arrow,
+    #[token("<=")]
+    Le,
     #[token("?")]
     Question,
 }
@@ -87,6 +89,7 @@ impl TokKind {
             TokKind::LBrace => "`{`",
             TokKind::RBrace => "`}`",
             TokKind::Arrow => "`->`",
+            TokKind::Le => "`<=`",
             TokKind::Question => "`?`",
         }
     }

@@ -604,12 +604,13 @@ fn not_a_type<T>(i: Toks<'_>) -> PResult<'_, T> {
     i.fail("tensor type (e.g. `f32[4, ?]`)")
 }
 
-const DIM: [Exp; 2] = [Exp::Text("integer"), Exp::Text("`?`")];
+const DIM: [Exp; 3] = [Exp::Text("integer"), Exp::Text("`?`"), Exp::Text("`%symbol`")];
 
-fn dim_expr(i: Toks<'_>) -> PResult<'_, DimExpr> {
+fn dim_expr(i: Toks<'_>) -> PResult<'_, DimExpr<'_>> {
     match i.first() {
         Some(t) if t.kind == TokKind::Int => Ok((i.advance(1), DimExpr::Known(int_of(t)))),
         Some(t) if t.kind == TokKind::Question => Ok((i.advance(1), DimExpr::Any(t.span()))),
+        Some(t) if t.kind == TokKind::Reg => Ok((i.advance(1), DimExpr::Sym(name_of(*t, true)))),
         _ => i.fail_all(&DIM),
     }
 }
@@ -634,6 +635,20 @@ fn type_expr<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, TypeExpr<'
             cut(bracketed_max(ar, TokKind::LBracket, dim_expr, TokKind::RBracket, Some(DIMS))).parse(i.advance(1))?;
         let span = Span::new(t.span().start, rest.prev_end());
         Ok((rest, TypeExpr { kind: TypeKind::Tensor { dtype, dims }, span }))
+    }
+}
+
+/// `where %n <= 8, %s <= 512` after a function's results.
+fn where_clause<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, &'a [SymBound<'a>]> {
+    move |i: Toks<'a>| {
+        let (i, _) = kw("where", "`where`")(i)?;
+        let bound = |i: Toks<'a>| -> PResult<'a, SymBound<'a>> {
+            let (i, sym) = reg(i)?;
+            let (i, _) = punct(TokKind::Le)(i)?;
+            let (i, max) = int_lit(i)?;
+            Ok((i, SymBound { sym, max }))
+        };
+        cut(comma_list(ar, bound, false, None)).parse(i)
     }
 }
 
@@ -929,11 +944,13 @@ fn func_decl<'a>(ar: &'a Bump) -> impl FnMut(Toks<'a>) -> PResult<'a, FuncDecl<'
             let (i, name) = global("`@name`")(i)?;
             let (i, params) = bracketed(ar, TokKind::LParen, param(ar), TokKind::RParen)(i)?;
             let (i, results) = opt(results(ar)).parse(i)?;
+            let (i, bounds) = opt(where_clause(ar)).parse(i)?;
             let header_span = Span::new(kw_tok.span().start, i.prev_end());
             let (i, _) = punct(TokKind::LBrace)(i)?;
             let (i, body) = body(ar)(i)?;
             let (i, _) = punct(TokKind::RBrace)(i)?;
-            Ok((i, FuncDecl { name, params, results: results.unwrap_or(&[]), body, header_span }))
+            let (results, bounds) = (results.unwrap_or(&[]), bounds.unwrap_or(&[]));
+            Ok((i, FuncDecl { name, params, results, bounds, body, header_span }))
         };
         cut(rest).parse(i)
     }
@@ -1162,9 +1179,11 @@ pub fn parse_func_head<'a>(
         let (i, fname) = global("`@name`")(i)?;
         let (i, params) = bracketed(ar, TokKind::LParen, param(ar), TokKind::RParen)(i)?;
         let (i, results) = opt(results(ar)).parse(i)?;
+        let (i, bounds) = opt(where_clause(ar)).parse(i)?;
         let header_span = Span::new(kw_tok.span().start, i.prev_end());
         let (i, _) = punct(TokKind::LBrace)(i)?;
-        let f = FuncDecl { name: fname, params, results: results.unwrap_or(&[]), body: &[], header_span };
+        let (results, bounds) = (results.unwrap_or(&[]), bounds.unwrap_or(&[]));
+        let f = FuncDecl { name: fname, params, results, bounds, body: &[], header_span };
         Ok((i, Some((name, f))))
     })
 }

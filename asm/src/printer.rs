@@ -19,7 +19,7 @@ use rxvm_vm::bytecode::EntityRef;
 use rxvm_vm::bytecode::{Arg, ArgKind, Instr, Reg};
 use rxvm_vm::module::{ConstData, Constant, Function, Literal, Module, UserKernel};
 use rxvm_vm::ops::{AttrValue, Attrs, OpId};
-use rxvm_vm::types::{DType, Scope, Type};
+use rxvm_vm::types::{DType, Dim, Scope, Type};
 use std::borrow::Cow;
 use std::fmt::Write;
 
@@ -209,8 +209,31 @@ fn push_list<T>(out: &mut String, xs: &[T], mut each: impl FnMut(&mut String, &T
     out.push(']');
 }
 
-fn push_type(out: &mut String, t: &Type) {
-    let _ = write!(out, "{t}");
+/// A type; symbolic dimensions by the function's register names.
+fn push_type(out: &mut String, t: &Type, names: &Names<'_>) {
+    match t {
+        Type::Tensor { dtype, dims } if t.symbols().next().is_some() => {
+            out.push_str(dtype.name());
+            out.push('[');
+            for (i, d) in dims.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                match d {
+                    Dim::Known(v) => push_u64(out, *v as u64),
+                    Dim::Any => out.push('?'),
+                    Dim::Sym { reg, .. } => {
+                        out.push('%');
+                        push_reg_name(out, names.regs.get(*reg as usize), *reg);
+                    }
+                }
+            }
+            out.push(']');
+        }
+        _ => {
+            let _ = write!(out, "{t}");
+        }
+    }
 }
 
 fn push_tensor_type(out: &mut String, dtype: DType, shape: &[i64]) {
@@ -690,7 +713,7 @@ fn print_func(out: &mut String, m: &Module, f: &Function) {
         out.push('%');
         push_reg_name(out, names.regs.get(i), i as u32);
         out.push_str(": ");
-        push_type(out, t);
+        push_type(out, t, &names);
         if let Some(pl) = f.placement(i as u32) {
             out.push_str(" in %");
             push_reg_name(out, names.regs.get(pl.storage as usize), pl.storage);
@@ -703,7 +726,7 @@ fn print_func(out: &mut String, m: &Module, f: &Function) {
         [] => {}
         [t] => {
             out.push_str(" -> ");
-            push_type(out, t);
+            push_type(out, t, &names);
         }
         ts => {
             out.push_str(" -> (");
@@ -711,10 +734,17 @@ fn print_func(out: &mut String, m: &Module, f: &Function) {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                push_type(out, t);
+                push_type(out, t, &names);
             }
             out.push(')');
         }
+    }
+    let bounded: Vec<(u32, i64)> = f.symbols().into_iter().filter_map(|(r, m)| Some((r, m?))).collect();
+    for (k, (reg, max)) in bounded.iter().enumerate() {
+        out.push_str(if k == 0 { " where %" } else { ", %" });
+        push_reg_name(out, names.regs.get(*reg as usize), *reg);
+        out.push_str(" <= ");
+        push_u64(out, *max as u64);
     }
     out.push_str(" {\n");
     let mut p = FnPrinter { out, m, f, names };

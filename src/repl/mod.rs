@@ -569,7 +569,7 @@ impl Repl {
                 Type::Float => crate::inputs::InputSpec::Float(0.0),
                 _ => crate::inputs::InputSpec::Int(0),
             });
-            match make_input(&name, t, &spec) {
+            match make_input(f, i, &spec) {
                 Ok(v) => host.push(v),
                 Err(e) => return format!("error: {e}\n"),
             }

@@ -221,7 +221,7 @@ pub(super) struct ConstType {
 
 impl Asm<'_> {
     pub(super) fn const_type(&mut self, c: &ConstDecl<'_>) -> Option<ConstType> {
-        let ty = self.ty(&c.ty);
+        let ty = self.ty(&c.ty, None);
         match ty {
             Type::Tensor { dtype, dims } => {
                 let mut shape = Vec::with_capacity(dims.len());
@@ -231,7 +231,7 @@ impl Asm<'_> {
                 }) {
                     match d {
                         Dim::Known(v) => shape.push(*v),
-                        Dim::Any => {
+                        Dim::Any | Dim::Sym { .. } => {
                             if let DimExpr::Any(s) = e {
                                 self.err(
                                     Diagnostic::new(*s, "a constant's dimensions must be known")

@@ -5,6 +5,7 @@ use super::consts::*;
 use super::source_map::*;
 use super::state::*;
 use super::suggest::*;
+use super::SymTable;
 use rxvm_vm::bytecode::EntityRef;
 
 /// The spans of an instruction's operands, recorded only when the source map is wanted.
@@ -190,9 +191,21 @@ fn begin_func<'s>(a: &mut Asm<'_>, fi: usize, f: &FuncDecl<'_>) -> (FuncAsm<'s>,
             fa.reg(&p.name, &mut a.errs);
         }
     }
+    // The dimension symbols take the registers after the parameters', as `SymTable` numbers them.
+    let syms = SymTable::new(f);
+    for s in syms.names() {
+        let span = f.params.iter().find_map(|p| match p.ty.kind {
+            TypeKind::Tensor { dims, .. } => dims.iter().find_map(|d| match d {
+                DimExpr::Sym(n) if n.text == *s => Some(n.span),
+                _ => None,
+            }),
+            _ => None,
+        });
+        fa.reg(&Name { text: s, span: span.unwrap_or(f.name.span) }, &mut a.errs);
+    }
     let params = a.func_params.get_mut(fi).map(std::mem::take).unwrap_or_default();
     let placements = placements(f, &params, &mut a.errs);
-    let results: Vec<Type> = f.results.iter().map(|t| a.ty(t)).collect();
+    let results: Vec<Type> = f.results.iter().map(|t| a.ty(t, Some(&syms))).collect();
 
     (fa, params, placements, results)
 }
@@ -770,6 +783,7 @@ pub(super) fn placements(f: &FuncDecl<'_>, params: &[Type], errs: &mut Vec<Diagn
             TypeKind::Tensor { dims, .. } => {
                 if let Some(s) = dims.iter().find_map(|d| match d {
                     DimExpr::Any(s) => Some(*s),
+                    DimExpr::Sym(n) => Some(n.span),
                     DimExpr::Known(_) => None,
                 }) {
                     errs.push(

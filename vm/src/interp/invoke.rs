@@ -372,8 +372,12 @@ impl Vm {
         }
         for (i, (v, t)) in args.iter().zip(&f.params).enumerate() {
             if let Err(m) = self.signatures.check(&self.rt, id.index(), i, v, t) {
-                return Err(VmError::api(format!("argument {} of @{}: {m}", i + 1, f.name)));
+                return Err(VmError::api(format!("argument {} of @{}: {}", i + 1, f.name, named(m, f, t))));
             }
+        }
+        let syms = self.signatures.syms(id.index());
+        if !syms.is_empty() {
+            crate::interp::signature::bind_symbols(f, syms, |i| args.get(i), |_, _| {}).map_err(VmError::api)?;
         }
         Ok(())
     }
@@ -550,4 +554,13 @@ impl Vm {
         log::debug!("{fb}");
         self.io.fallbacks.push(fb);
     }
+}
+
+/// A type check's message with the type's symbols by name (`f32[%n, 3]`, not `%r2`).
+#[cold]
+pub(crate) fn named(msg: String, f: &crate::ir::module::Function, t: &Type) -> String {
+    if t.symbols().next().is_none() {
+        return msg;
+    }
+    msg.replacen(&t.to_string(), &f.type_text(t), 1)
 }

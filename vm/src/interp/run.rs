@@ -7,7 +7,8 @@ use super::state::*;
 use super::vm::Vm;
 use crate::interp::error::{FrameLoc, VmError, VmErrorData};
 use crate::interp::exec::call_builtin;
-use crate::interp::signature::check_type;
+use crate::interp::invoke::named;
+use crate::interp::signature::{bind_symbols, check_result_symbols, check_type};
 use crate::interp::specialize::Op;
 use crate::ir::builtins::Builtin;
 use crate::ir::bytecode::EntityRef;
@@ -174,9 +175,46 @@ impl Vm {
             // The frame's registers are new: `Null`, nothing to drop.
             std::mem::forget(std::mem::replace(slot, v));
         }
+        let syms = self.signatures.syms(entry.index());
+        if !syms.is_empty() {
+            self.bind_entry_symbols(m, entry, base);
+        }
         if self.returned.capacity() == 0 {
             self.returned = args;
         }
+    }
+
+    /// Writes the symbols of `entry`'s frame at `base` from its arguments (checked by
+    /// `check_args` before every entry).
+    #[cold]
+    #[inline(never)]
+    fn bind_entry_symbols(&mut self, m: &Module, entry: FuncId, base: usize) {
+        let f = &m.funcs[entry];
+        let mut vals: SmallVec<[(u32, i64); 4]> = SmallVec::new();
+        let regs = &self.regs[base..];
+        let _ = bind_symbols(f, self.signatures.syms(entry.index()), |i| regs.get(i), |r, v| vals.push((r, v)));
+        for (r, v) in vals {
+            if let Some(slot) = self.regs.get_mut(base + r as usize) {
+                *slot = Value::Int(v);
+            }
+        }
+    }
+
+    /// Binds the symbols of a callee's frame at `base` from its arguments.
+    #[cold]
+    #[inline(never)]
+    fn bind_callee_symbols(&mut self, callee: &Function, fid: usize, base: usize) -> Step<()> {
+        let mut vals: SmallVec<[(u32, i64); 4]> = SmallVec::new();
+        let regs = &self.regs[base..];
+        if let Err(msg) = bind_symbols(callee, self.signatures.syms(fid), |i| regs.get(i), |r, v| vals.push((r, v))) {
+            return fault(msg);
+        }
+        for (r, v) in vals {
+            if let Some(slot) = self.regs.get_mut(base + r as usize) {
+                *slot = Value::Int(v);
+            }
+        }
+        Ok(())
     }
 
     /// Pushes the frame of `entry` with its registers null; returns its base.
@@ -364,7 +402,7 @@ impl Vm {
                 Op::Call { func, list, ndst, nargs } => {
                     // SAFETY: the verifier checks a call's target against the function count.
                     let (callee, callee_code) = unsafe { func_code(m, ops, func.index()) };
-                    match self.enter(m, f, base, callee, list, ndst, nargs) {
+                    match self.enter(m, f, base, callee, func.index(), list, ndst, nargs) {
                         Ok(new_base) => {
                             if let Some(top) = self.frames.last_mut() {
                                 top.pc = pc;
@@ -765,6 +803,7 @@ impl Vm {
         f: &Function,
         base: usize,
         callee: &Function,
+        fid: usize,
         list: u32,
         ndst: u8,
         nargs: u16,
@@ -785,9 +824,20 @@ impl Vm {
             };
             if let Err(msg) = check_type(&v, &callee.params[i]) {
                 self.regs.truncate(new_base);
-                return fault(format!("argument {} of @{}: {msg}", i + 1, callee.name));
+                return fault(format!(
+                    "argument {} of @{}: {}",
+                    i + 1,
+                    callee.name,
+                    named(msg, callee, &callee.params[i])
+                ));
             }
             self.regs[new_base + i] = v;
+        }
+        if !self.signatures.syms(fid).is_empty() {
+            if let Err(e) = self.bind_callee_symbols(callee, fid, new_base) {
+                self.regs.truncate(new_base);
+                return Err(e);
+            }
         }
         if !callee.placements.is_empty() {
             if let Err(e) = self.check_placements(callee, new_base) {
@@ -927,7 +977,16 @@ impl Vm {
             let v = self.read(m, f, base, *a)?;
             let slot = self.signatures.result_slot(fid, i);
             if let Err(msg) = self.signatures.check(&self.rt, fid, slot, &v, &f.results[i]) {
-                return fault(format!("result {} of @{}: {msg}", i + 1, f.name));
+                return fault(format!("result {} of @{}: {}", i + 1, f.name, named(msg, f, &f.results[i])));
+            }
+            if self.signatures.result_syms(fid) {
+                let value = |r: u32| match self.regs.get(base + r as usize) {
+                    Some(Value::Int(v)) => Some(*v),
+                    _ => None,
+                };
+                if let Err(msg) = check_result_symbols(f, &f.results[i], &v, value) {
+                    return fault(format!("result {} of @{}: {msg}", i + 1, f.name));
+                }
             }
             out.extend(Some(v));
         }

@@ -13,7 +13,8 @@
 //! without looking at its dims. Ids are per runtime: a view of another runtime has no key
 //! and is checked in full, as are values without one (a texture, a scalar).
 
-use crate::ir::module::Module;
+use crate::ir::bytecode::Reg;
+use crate::ir::module::{Function, Module};
 use crate::ir::types::Type;
 use crate::runtime::memory::Runtime;
 use crate::runtime::value::Value;
@@ -31,6 +32,10 @@ pub(crate) struct Signatures {
 }
 
 struct FuncSignature {
+    /// The symbolic dimensions of the parameters, in order.
+    syms: Box<[SymUse]>,
+    /// Some result type has a symbolic dimension.
+    result_syms: bool,
     /// One per parameter, then one per result.
     admitted: Box<[Cell<u32>]>,
     params: usize,
@@ -46,6 +51,8 @@ impl Signatures {
             .funcs
             .values()
             .map(|f| FuncSignature {
+                syms: sym_uses(f),
+                result_syms: f.results.iter().any(|t| t.symbols().next().is_some()),
                 admitted: cells(f.params.len() + f.results.len()),
                 params: f.params.len(),
                 binds_nothing: f.placements.is_empty() && !f.params.iter().any(|t| matches!(t, Type::Storage)),
@@ -62,6 +69,18 @@ impl Signatures {
             Some(memo) => admit(memo, rt, v, t),
             None => check_type(v, t),
         }
+    }
+
+    /// The symbolic dimensions of `func`'s parameters (empty for most functions).
+    #[inline(always)]
+    pub(crate) fn syms(&self, func: usize) -> &[SymUse] {
+        self.funcs.get(func).map_or(&[], |s| &s.syms)
+    }
+
+    /// True when a result type of `func` has a symbolic dimension.
+    #[inline(always)]
+    pub(crate) fn result_syms(&self, func: usize) -> bool {
+        self.funcs.get(func).is_some_and(|s| s.result_syms)
     }
 
     /// The slot of result `i` of function `func`: after its parameters.
@@ -81,6 +100,107 @@ impl Signatures {
                 _ => true,
             })
     }
+}
+
+/// One symbolic dimension of a parameter: dimension `dim` of parameter `param` binds (or,
+/// after its first occurrence `first`, must equal) the `int` register `reg`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SymUse {
+    param: u32,
+    dim: u32,
+    reg: u32,
+    max: Option<i64>,
+    /// The index in the list of this symbol's first use; `None` for the first itself.
+    first: Option<u32>,
+}
+
+fn sym_uses(f: &Function) -> Box<[SymUse]> {
+    let mut out: Vec<SymUse> = Vec::new();
+    for (p, t) in f.params.iter().enumerate() {
+        for (d, reg, max) in t.symbols() {
+            let first = out.iter().position(|u| u.reg == reg).map(|i| i as u32);
+            out.push(SymUse { param: p as u32, dim: d as u32, reg, max, first });
+        }
+    }
+    out.into_boxed_slice()
+}
+
+/// The size of dimension `d` of a tensor value.
+fn dim_of(v: &Value, d: usize) -> Option<i64> {
+    match v {
+        Value::Tensor(view) => view.shape.get(d).copied(),
+        Value::Slice(..) => match v.materialized() {
+            Ok(Value::Tensor(view)) => view.shape.get(d).copied(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Binds the symbols of `f` (its [`Signatures::syms`] `uses`) from the type-checked
+/// arguments `arg(i)`, calling `set(reg, size)` once per symbol. An argument whose size
+/// breaks a relation (another occurrence of the symbol) or a bound is refused with the
+/// argument, the dimension and the relation.
+pub(crate) fn bind_symbols<'v>(
+    f: &Function,
+    uses: &[SymUse],
+    arg: impl Fn(usize) -> Option<&'v Value>,
+    mut set: impl FnMut(u32, i64),
+) -> Result<(), String> {
+    let size = |u: &SymUse| arg(u.param as usize).and_then(|v| dim_of(v, u.dim as usize));
+    let argument = |u: &SymUse| format!("argument {} (%{}) of @{}", u.param + 1, f.reg_name(Reg(u.param)), f.name);
+    for u in uses {
+        let Some(v) = size(u) else { continue }; // not a tensor: refused by its type check
+        let sym = format!("%{}", f.reg_name(Reg(u.reg)));
+        match u.first.and_then(|k| uses.get(k as usize)) {
+            None => {
+                if let Some(max) = u.max.filter(|m| v > *m) {
+                    return Err(format!(
+                        "{}: dimension {} is {v}, over the bound of {sym} ({sym} <= {max})",
+                        argument(u),
+                        u.dim
+                    ));
+                }
+                set(u.reg, v);
+            }
+            Some(first) => {
+                let w = size(first).unwrap_or(v);
+                if v != w {
+                    return Err(format!(
+                        "{}: dimension {} is {v}, but {sym} = {w} (dimension {} of argument {} (%{}))",
+                        argument(u),
+                        u.dim,
+                        first.dim,
+                        first.param + 1,
+                        f.reg_name(Reg(first.param))
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks the symbolic dimensions of result value `v` against the symbols' values
+/// (`value(reg)`).
+pub(crate) fn check_result_symbols(
+    f: &Function,
+    t: &Type,
+    v: &Value,
+    value: impl Fn(u32) -> Option<i64>,
+) -> Result<(), String> {
+    for (d, reg, _) in t.symbols() {
+        if let (Some(got), Some(want)) = (dim_of(v, d), value(reg)) {
+            if got != want {
+                return Err(format!(
+                    "dimension {d} is {got}, but its type {} says %{} = {want}",
+                    f.type_text(t),
+                    f.reg_name(Reg(reg))
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The remembered key of `v`, if it has one in runtime `rt`.

@@ -103,6 +103,8 @@ fn put_len(o: &mut Vec<u8>, n: usize) {
 }
 
 const DIM_ANY: i64 = -1;
+/// A symbolic dimension naming register `r` is written `DIM_SYM - r`, then its bound.
+const DIM_SYM: i64 = -2;
 
 fn put_type(o: &mut Vec<u8>, t: &Type) {
     match t {
@@ -116,13 +118,15 @@ fn put_type(o: &mut Vec<u8>, t: &Type) {
             put_u8(o, *dtype as u8);
             put_u8(o, dims.len() as u8);
             for d in dims {
-                put_u64(
-                    o,
-                    match d {
-                        Dim::Known(v) => *v as u64,
-                        Dim::Any => DIM_ANY as u64,
-                    },
-                );
+                match d {
+                    Dim::Known(v) => put_u64(o, *v as u64),
+                    Dim::Any => put_u64(o, DIM_ANY as u64),
+                    // A symbol: `-2 - reg`, then its bound (`DIM_ANY` for none).
+                    Dim::Sym { reg, max } => {
+                        put_u64(o, (DIM_SYM - *reg as i64) as u64);
+                        put_u64(o, max.unwrap_or(DIM_ANY) as u64);
+                    }
+                }
             }
         }
     }
@@ -460,6 +464,18 @@ impl<'a> Reader<'a> {
                     dims.push(match v {
                         DIM_ANY => Dim::Any,
                         v if v >= 0 => Dim::Known(v),
+                        v if v <= DIM_SYM && DIM_SYM - v <= u32::MAX as i64 => {
+                            let reg = (DIM_SYM - v) as u32;
+                            let max = match self.u64("symbol bound")? as i64 {
+                                DIM_ANY => None,
+                                b if b >= 0 => Some(b),
+                                b => {
+                                    self.pos -= 8;
+                                    return self.err(format!("negative bound {b} of symbol %r{reg}"));
+                                }
+                            };
+                            Dim::Sym { reg, max }
+                        }
                         v => {
                             self.pos -= 8;
                             return self.err(format!("negative dimension {v}"));

@@ -2,7 +2,7 @@
 //! `binary.rs` reads and writes it as `.rxb`.
 
 use crate::ir::bytecode::{Arg, ArgKind, ConstId, EntityRef, FuncId, Instr, PrimaryMap, Reg};
-use crate::ir::types::{DType, Type};
+use crate::ir::types::{DType, Dim, Type};
 
 /// A scalar in the literal pool: integers too large for an immediate, and every float.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -171,6 +171,39 @@ impl Function {
             Some(n) if !n.is_empty() => n.to_string(),
             _ => format!("r{}", r.0),
         }
+    }
+
+    /// A type as the text syntax writes it in this function: symbolic dimensions by their
+    /// register names (`f32[%n, 3]`), where `Type`'s own `Display` can only number them.
+    pub fn type_text(&self, t: &Type) -> String {
+        match t {
+            Type::Tensor { dtype, dims } if dims.iter().any(|d| matches!(d, Dim::Sym { .. })) => {
+                let dims: Vec<String> = dims
+                    .iter()
+                    .map(|d| match d {
+                        Dim::Sym { reg, .. } => format!("%{}", self.reg_name(Reg(*reg))),
+                        Dim::Known(v) => v.to_string(),
+                        Dim::Any => "?".to_string(),
+                    })
+                    .collect();
+                format!("{dtype}[{}]", dims.join(", "))
+            }
+            t => t.to_string(),
+        }
+    }
+
+    /// The symbols the parameters bind at entry: each symbol register once, in order of
+    /// first occurrence, with its declared bound.
+    pub fn symbols(&self) -> Vec<(u32, Option<i64>)> {
+        let mut out: Vec<(u32, Option<i64>)> = Vec::new();
+        for t in &self.params {
+            for (_, reg, max) in t.symbols() {
+                if !out.iter().any(|(r, _)| *r == reg) {
+                    out.push((reg, max));
+                }
+            }
+        }
+        out
     }
 
     pub fn loc(&self, pc: usize) -> SourceLoc {

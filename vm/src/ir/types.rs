@@ -308,11 +308,19 @@ impl fmt::Display for Kind {
     }
 }
 
-/// A dimension in a declared tensor type: known or any (`?`).
+/// A dimension in a declared tensor type: known, any (`?`), or a symbol (`%n`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Dim {
     Known(i64),
     Any,
+    /// A symbolic dimension: the `int` register `reg` of the function, bound at entry to
+    /// the size its first occurrence in the parameters has; every other occurrence must
+    /// have the same size (that is how a relation such as `m == n` is written), and the
+    /// size must not exceed `max` when one is declared (`where %n <= 8`).
+    Sym {
+        reg: u32,
+        max: Option<i64>,
+    },
 }
 
 /// Declared type of a function parameter or result.
@@ -353,6 +361,18 @@ impl Type {
         }
     }
 
+    /// The symbolic dimensions of a tensor type, with their positions.
+    pub fn symbols(&self) -> impl Iterator<Item = (usize, u32, Option<i64>)> + '_ {
+        let dims: &[Dim] = match self {
+            Type::Tensor { dims, .. } => dims,
+            _ => &[],
+        };
+        dims.iter().enumerate().filter_map(|(i, d)| match d {
+            Dim::Sym { reg, max } => Some((i, *reg, *max)),
+            _ => None,
+        })
+    }
+
     pub fn kind(&self) -> Kind {
         match self {
             Type::Int => Kind::Int,
@@ -381,6 +401,8 @@ impl fmt::Display for Type {
                     match d {
                         Dim::Known(v) => write!(f, "{v}")?,
                         Dim::Any => f.write_str("?")?,
+                        // Without the function's register names (see `Function::type_text`).
+                        Dim::Sym { reg, .. } => write!(f, "%r{reg}")?,
                     }
                 }
                 f.write_str("]")

@@ -411,6 +411,7 @@ impl<'m> FuncVerifier<'m> {
             ));
         }
         self.check_placements()?;
+        self.check_symbols()?;
         let Some(last) = f.code.last() else {
             return Err(self.err(
                 None,
@@ -439,6 +440,74 @@ impl<'m> FuncVerifier<'m> {
         self.dataflow()?;
         self.check_constant_views()?;
         self.check_static_ops()
+    }
+
+    /// Each symbolic dimension names a register that is not a parameter's, is never
+    /// written by an instruction (the entry binds it) and has one bound; a result's
+    /// symbols are bound by the parameters.
+    fn check_symbols(&self) -> VResult<()> {
+        let f = self.f;
+        let syms = f.symbols();
+        let np = f.params.len();
+        let types = f.params.iter().map(|t| (t, "parameter")).chain(f.results.iter().map(|t| (t, "result")));
+        for (k, (t, what)) in types.enumerate() {
+            for (d, reg, max) in t.symbols() {
+                let at = || format!("{what} {} of @{}, dimension {d}", if k < np { k + 1 } else { k - np + 1 }, f.name);
+                if reg >= f.num_regs {
+                    return Err(self.err(
+                        None,
+                        None,
+                        format!("{}: symbol register r{reg}, but the function has {} registers", at(), f.num_regs),
+                    ));
+                }
+                let name = format!("%{}", f.reg_name(Reg(reg)));
+                if (reg as usize) < np {
+                    return Err(self.err(
+                        None,
+                        None,
+                        format!(
+                            "{}: the symbol {name} is a parameter; a dimension symbol is a register of its own",
+                            at()
+                        ),
+                    ));
+                }
+                match syms.iter().find(|(r, _)| *r == reg) {
+                    None => {
+                        return Err(self.err(
+                            None,
+                            None,
+                            format!("{}: the symbol {name} is bound by no parameter", at()),
+                        ))
+                    }
+                    Some((_, m)) if *m != max && k < np => {
+                        return Err(self.err(
+                            None,
+                            None,
+                            format!("{}: the symbol {name} is declared with two bounds", at()),
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if syms.is_empty() {
+            return Ok(());
+        }
+        for pc in 0..f.code.len() {
+            self.accesses(pc, &mut |_, a| match a {
+                Access::Def(r) if syms.iter().any(|(s, _)| *s == r.0) => self.at(
+                    pc,
+                    None,
+                    format!(
+                        "%{} is a dimension symbol of @{}, bound at entry; an instruction cannot redefine it",
+                        f.reg_name(r),
+                        f.name
+                    ),
+                ),
+                _ => Ok(()),
+            })?;
+        }
+        Ok(())
     }
 
     /// Each placement puts a distinct tensor parameter with a fully known shape in another
@@ -878,11 +947,18 @@ impl<'m> FuncVerifier<'m> {
         for (i, t) in self.f.params.iter().enumerate() {
             self.kinds[i] = Some(t.kind());
         }
+        let syms = self.f.symbols();
+        for (r, _) in &syms {
+            self.kinds[*r as usize] = Some(Kind::Int);
+        }
         // Definitions per register, for the later passes (counted on the first sweep).
         let mut ndefs = std::mem::take(&mut self.shared.borrow_mut().ndefs);
         ndefs.clear();
         ndefs.resize(n, 0);
         ndefs[..self.f.params.len()].fill(1);
+        for (r, _) in &syms {
+            ndefs[*r as usize] = 1;
+        }
         let mut first = true;
         // `mov` chains propagate kinds; iterate to a fixpoint (bounded by the register count).
         let r = 'sweeps: loop {
@@ -1239,7 +1315,7 @@ impl<'m> FuncVerifier<'m> {
         if matches!(f.code[n - 1], Instr::Ret { .. }) && !f.code[..n - 1].iter().any(Instr::is_terminator) {
             b.st.clear();
             b.st.resize(w2, 0);
-            for i in 0..f.params.len() {
+            for i in (0..f.params.len()).chain(f.symbols().iter().map(|(r, _)| *r as usize)) {
                 b.st[i / 64] |= 1 << (i % 64);
             }
             for pc in 0..n {
@@ -1278,7 +1354,7 @@ impl<'m> FuncVerifier<'m> {
         b.has_entry.resize(nblocks, false);
         b.queued.clear();
         b.queued.resize(nblocks, false);
-        for i in 0..f.params.len() {
+        for i in (0..f.params.len()).chain(f.symbols().iter().map(|(r, _)| *r as usize)) {
             b.entry[i / 64] |= 1 << (i % 64);
         }
         b.has_entry[0] = true;
@@ -1474,7 +1550,7 @@ impl FuncVerifier<'_> {
                         dims.push(*v);
                         true
                     }
-                    crate::ir::types::Dim::Any => false,
+                    crate::ir::types::Dim::Any | crate::ir::types::Dim::Sym { .. } => false,
                 });
                 if known {
                     out[i] = Some((*dtype, start as u32, ds.len() as u32, None));
@@ -1678,7 +1754,8 @@ pub fn type_admits(t: &Type, dtype: DType, shape: &[i64]) -> bool {
                 && dims.len() == shape.len()
                 && dims.iter().zip(shape).all(|(d, s)| match d {
                     crate::ir::types::Dim::Known(v) => v == s,
-                    crate::ir::types::Dim::Any => true,
+                    // Bound and related at entry (`interp::signature`).
+                    crate::ir::types::Dim::Any | crate::ir::types::Dim::Sym { .. } => true,
                 })
         }
         _ => false,
