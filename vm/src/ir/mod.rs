@@ -13,5 +13,6 @@ pub mod module;
 pub(crate) mod names;
 pub mod operators;
 pub mod schema;
+pub mod symbolic;
 pub mod types;
 pub mod verify;
