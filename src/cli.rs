@@ -4,7 +4,7 @@
 use crate::inputs::{parse_input_spec, InputSpec};
 use crate::npy::write_npy;
 use crate::session::{
-    compile_graph, compiled_program, device_caps, device_spec, is_onnx, load_program, make_input, read_model,
+    compile_graph, compiled_program, device_caps, device_spec, is_onnx, load_program, make_input, read_model_with,
     render_vm_error, Failure,
 };
 use crate::stats::{print_stats, StatsFormat};
@@ -151,9 +151,25 @@ pub struct CompileArgs {
     /// copy out of VM memory).
     #[arg(long, default_value = "vm", value_name = "vm|caller")]
     pub io: String,
+    /// The shape of a model input, NAME=[d0,d1,...]: pins its dynamic (`?` or named) dims
+    /// and must agree with its fixed ones. Repeatable. `run` also takes the shape of each
+    /// `.npy` `--input`.
+    #[arg(long = "shape", value_name = "NAME=[D0,D1,...]")]
+    pub shapes: Vec<String>,
 }
 
 impl CompileArgs {
+    /// The shapes `--shape` gives, by input name.
+    pub fn given_shapes(&self) -> Result<Vec<(String, Vec<i64>)>, String> {
+        self.shapes
+            .iter()
+            .map(|raw| match parse_input_spec(raw) {
+                Ok((name, InputSpec::Shape(dims))) => Ok((name, dims)),
+                _ => Err(format!("--shape {raw}: expected NAME=[d0,d1,...], e.g. x=[1,3,224,224]")),
+            })
+            .collect()
+    }
+
     /// The pool map of `--inputs-in-arena`, `--pool` and `--io`.
     pub fn pool_map(&self) -> Result<crate::compile::PoolMap, String> {
         let mut rules = Vec::with_capacity(self.pools.len());
@@ -311,7 +327,7 @@ pub fn main_with(cli: Cli) -> i32 {
 
 /// Reads and compiles an ONNX model for `args.target`, or else `device`.
 fn compile_model(path: &Path, args: &CompileArgs, device: &DeviceCaps) -> Result<crate::compile::Compiled, Failure> {
-    let (g, shapes) = read_model(path)?;
+    let (g, shapes) = read_model_with(path, &args.given_shapes()?)?;
     compile_graph(path, &g, &shapes, &args.options(device)?)
 }
 
@@ -555,7 +571,16 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
     // takes them as well as the register names, in which characters other than letters,
     // digits and `_` became `_`.
     let (p, onnx_inputs) = if is_onnx(&a.file) {
-        let (g, shapes) = read_model(&a.file)?;
+        // Dynamic input dims take the shapes of the `.npy` inputs (after `--shape`'s).
+        let mut given = a.compile.given_shapes()?;
+        for raw in &a.inputs {
+            if let Ok((name, InputSpec::Npy(path))) = parse_input_spec(raw) {
+                if !given.iter().any(|(n, _)| *n == name) {
+                    given.push((name, crate::npy::npy_shape(&path)?));
+                }
+            }
+        }
+        let (g, shapes) = read_model_with(&a.file, &given)?;
         let c = compile_graph(&a.file, &g, &shapes, &a.compile.options(&device_caps(&spec))?)?;
         (compiled_program(&a.file, c), g.inputs.into_iter().map(|i| i.name).collect())
     } else {

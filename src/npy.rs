@@ -117,6 +117,17 @@ impl FromLe for bool {
 }
 
 /// Writes a tensor as a C-order `.npy` file.
+/// The shape of the array in an `.npy` file, from its header alone.
+pub fn npy_shape(path: &Path) -> Result<Vec<i64>, String> {
+    let show = path.display();
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot open {show}: {e}"))?;
+    let npy = npyz::NpyFile::new(BufReader::new(file)).map_err(|e| format!("{show} is not a valid .npy file: {e}"))?;
+    npy.shape()
+        .iter()
+        .map(|&d| i64::try_from(d).map_err(|_| format!("{show}: dimension {d} does not fit i64")))
+        .collect()
+}
+
 pub fn write_npy(path: &Path, t: &HostTensor) -> Result<(), String> {
     use npyz::WriterBuilder;
     let show = path.display();

@@ -45,29 +45,63 @@ pub fn is_onnx(path: &Path) -> bool {
 /// Reads an ONNX model to compile: its graph and input shapes, which must be fixed (the
 /// memory plan needs them).
 pub fn read_model(path: &Path) -> Result<(Graph, Vec<Vec<i64>>), Failure> {
+    read_model_with(path, &[])
+}
+
+/// [`read_model`], with the shapes of some inputs `given` by name (`--shape NAME=[...]`,
+/// or the shape of an `--input` file): they pin the inputs' dynamic dims and must agree
+/// with the fixed ones.
+pub fn read_model_with(path: &Path, given: &[(String, Vec<i64>)]) -> Result<(Graph, Vec<Vec<i64>>), Failure> {
     let g = crate::onnx::read_model(path)?;
     for w in &g.warnings {
         eprintln!("warning: {w}");
     }
+    let shapes = input_shapes(&g, given).map_err(|e| Failure::Message(format!("{}: {e}", path.display())))?;
+    Ok((g, shapes))
+}
+
+/// The shape of each graph input: its own dims where they are fixed, else the shape
+/// `given` for it by ONNX name or register name.
+pub fn input_shapes(g: &Graph, given: &[(String, Vec<i64>)]) -> Result<Vec<Vec<i64>>, String> {
+    let ty = |i: &crate::graph::GraphInput| {
+        let dims: Vec<String> = i.dims.iter().map(|d| d.map_or("?".into(), |d| d.to_string())).collect();
+        format!("{}[{}]", i.dtype, dims.join(", "))
+    };
+    let names = |i: &crate::graph::GraphInput| [i.name.clone(), crate::graph::ident(&i.name, &mut Default::default())];
+    for (name, _) in given {
+        if !g.inputs.iter().any(|i| names(i).contains(name)) {
+            let have: Vec<String> = g.inputs.iter().map(|i| format!("`{}`: {}", i.name, ty(i))).collect();
+            return Err(format!("the model has no input `{name}`; its inputs are {}", have.join(", ")));
+        }
+    }
     let mut shapes = Vec::with_capacity(g.inputs.len());
     let mut dynamic = Vec::new();
     for i in &g.inputs {
-        match i.dims.iter().copied().collect::<Option<Vec<i64>>>() {
-            Some(s) => shapes.push(s),
-            None => {
-                let dims: Vec<String> = i.dims.iter().map(|d| d.map_or("?".into(), |d| d.to_string())).collect();
-                dynamic.push(format!("`{}`: {}[{}]", i.name, i.dtype, dims.join(", ")))
+        let pinned = given.iter().find(|(n, _)| names(i).contains(n)).map(|(_, s)| s);
+        match (i.dims.iter().copied().collect::<Option<Vec<i64>>>(), pinned) {
+            (Some(s), None) => shapes.push(s),
+            (_, Some(s)) => {
+                let fits =
+                    s.len() == i.dims.len() && i.dims.iter().zip(s).all(|(d, v)| *v >= 0 && d.is_none_or(|d| d == *v));
+                if !fits {
+                    return Err(format!(
+                        "input `{}` is {}, which the shape {s:?} given for it does not fit",
+                        i.name,
+                        ty(i)
+                    ));
+                }
+                shapes.push(s.clone());
             }
+            (None, None) => dynamic.push(format!("`{}`: {}", i.name, ty(i))),
         }
     }
     if !dynamic.is_empty() {
-        return Err(Failure::Message(format!(
-            "{}: the memory plan needs fixed input shapes, but these inputs have dynamic (?) dims: {}; export the model with fixed input dims",
-            path.display(),
+        return Err(format!(
+            "these inputs have dynamic (?) dims: {}; give their shapes with --shape NAME=[d0,d1,...] (or, for `run`, a .npy --input), or export the model with fixed input dims",
             dynamic.join(", ")
-        )));
+        ));
     }
-    Ok((g, shapes))
+    Ok(shapes)
 }
 
 /// Compiles a model [`read_model`] read; errors name the file.

@@ -443,3 +443,40 @@ fn errors_have_one_prefix() {
     }
     assert!(count >= 30, "{count}");
 }
+
+#[test]
+fn dynamic_input_dims_take_the_shapes_given() {
+    // x: f32[batch, 3, 8, 8] into a convolution.
+    let model = "tests/bad_onnx/input_symbolic_dims.onnx";
+    let x3 = rxvm::vm::HostTensor::random(rxvm::vm::types::DType::F32, &[3, 3, 8, 8], 7).expect("x");
+    let x1 = rxvm::vm::HostTensor::new(x3.dtype, vec![1, 3, 8, 8], x3.data[..3 * 64 * 4].to_vec()).expect("row 0");
+    let (p3, p1, y3, y1) = (tmp("x3.npy"), tmp("x1.npy"), tmp("y3.npy"), tmp("y1.npy"));
+    rxvm::npy::write_npy(&p3, &x3).expect("write");
+    rxvm::npy::write_npy(&p1, &x1).expect("write");
+    // `run` compiles for the shape of the .npy input: batch 3, then batch 1.
+    for (x, y) in [(&p3, &y3), (&p1, &y1)] {
+        let (code, _, err) = rxvm(&["run", model, "--input", &format!("x={}", x.display()), "-o", y.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let (y3, y1) = (rxvm::npy::read_npy(&y3).expect("y3"), rxvm::npy::read_npy(&y1).expect("y1"));
+    assert_eq!((y3.shape.as_slice(), y1.shape.as_slice()), (&[3, 4, 8, 8][..], &[1, 4, 8, 8][..]));
+    assert_eq!(y1.data, y3.data[..y1.data.len()], "row 0 of the batch is the batch of row 0");
+    assert!(y1.data.chunks_exact(4).any(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) > 0.0), "not all zero");
+
+    let rxa = tmp("pinned.rxa");
+    let (code, _, err) = rxvm(&["compile", model, "--shape", "x=[2,3,8,8]", "-o", rxa.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&rxa).expect("written");
+    assert!(text.contains("func @main(%x: f32[2, 3, 8, 8])"), "{text}");
+    let refused = [
+        (vec!["compile", model], "error: tests/bad_onnx/input_symbolic_dims.onnx: these inputs have dynamic (?) dims: `x`: f32[?, 3, 8, 8]; give their shapes with --shape NAME=[d0,d1,...] (or, for `run`, a .npy --input), or export the model with fixed input dims\n"),
+        (vec!["compile", model, "--shape", "x=[2,4,8,8]"], "error: tests/bad_onnx/input_symbolic_dims.onnx: input `x` is f32[?, 3, 8, 8], which the shape [2, 4, 8, 8] given for it does not fit\n"),
+        (vec!["compile", model, "--shape", "y=[2,3,8,8]"], "error: tests/bad_onnx/input_symbolic_dims.onnx: the model has no input `y`; its inputs are `x`: f32[?, 3, 8, 8]\n"),
+        (vec!["compile", model, "--shape", "x=2,3"], "error: --shape x=2,3: expected NAME=[d0,d1,...], e.g. x=[1,3,224,224]\n"),
+        (vec!["run", model, "--input", "x=zeros"], "error: tests/bad_onnx/input_symbolic_dims.onnx: these inputs have dynamic (?) dims: `x`: f32[?, 3, 8, 8]; give their shapes with --shape NAME=[d0,d1,...] (or, for `run`, a .npy --input), or export the model with fixed input dims\n"),
+    ];
+    for (args, want) in refused {
+        let (code, _, err) = rxvm(&args);
+        assert_eq!((code, err.as_str()), (1, want), "{args:?}");
+    }
+}
