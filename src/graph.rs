@@ -7,12 +7,42 @@ use rxvm_vm::types::{DType, Dim, Type};
 use rxvm_vm::HostTensor;
 use std::collections::HashMap;
 
-/// A graph input: name, dtype and dims (`None` for a dynamic dim).
+/// A graph input: name, dtype and dims.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GraphInput {
     pub name: String,
     pub dtype: DType,
-    pub dims: Vec<Option<i64>>,
+    pub dims: Vec<InputDim>,
+}
+
+/// A dimension of a graph input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InputDim {
+    Fixed(i64),
+    /// A named dynamic dim (ONNX `dim_param`, e.g. `batch`): inputs that name the same
+    /// dim have the same size.
+    Named(String),
+    /// A dynamic dim without a name.
+    Unknown,
+}
+
+impl InputDim {
+    pub fn fixed(&self) -> Option<i64> {
+        match self {
+            InputDim::Fixed(v) => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for InputDim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InputDim::Fixed(v) => write!(f, "{v}"),
+            InputDim::Named(n) => f.write_str(n),
+            InputDim::Unknown => f.write_str("?"),
+        }
+    }
 }
 
 /// One operator application. An empty input name is an omitted optional input.
@@ -59,7 +89,11 @@ impl Graph {
 
     /// Adds an input with static dims.
     pub fn input(&mut self, name: &str, dtype: DType, dims: &[i64]) -> &mut Graph {
-        self.inputs.push(GraphInput { name: name.into(), dtype, dims: dims.iter().map(|&d| Some(d)).collect() });
+        self.inputs.push(GraphInput {
+            name: name.into(),
+            dtype,
+            dims: dims.iter().map(|&d| InputDim::Fixed(d)).collect(),
+        });
         self
     }
 

@@ -1,7 +1,7 @@
 //! Reading ONNX files with the `onnx-protobuf` crate: models into the compiler's [`Graph`],
 //! and `TensorProto` files (`input_0.pb`, `output_0.pb`) into host tensors.
 
-use crate::graph::{Graph, GraphInput, Node};
+use crate::graph::{Graph, GraphInput, InputDim, Node};
 use onnx_protobuf::attribute_proto::AttributeType;
 use onnx_protobuf::{Message, ModelProto, NodeProto, TensorProto};
 use rxvm_vm::ops::{AttrValue, Attrs};
@@ -445,8 +445,20 @@ fn model_in(bytes: &[u8], show: &str, dir: Option<&Path>) -> Result<Graph, Strin
             ));
             continue;
         };
-        let dims: Vec<Option<i64>> = match tt.shape.as_ref() {
-            Some(s) => s.dim.iter().map(|d| if d.has_dim_value() { Some(d.dim_value()) } else { None }).collect(),
+        let dims: Vec<InputDim> = match tt.shape.as_ref() {
+            Some(s) => s
+                .dim
+                .iter()
+                .map(|d| {
+                    if d.has_dim_value() {
+                        InputDim::Fixed(d.dim_value())
+                    } else if d.has_dim_param() && !d.dim_param().is_empty() {
+                        InputDim::Named(d.dim_param().to_string())
+                    } else {
+                        InputDim::Unknown
+                    }
+                })
+                .collect(),
             None => Vec::new(),
         };
         graph.inputs.push(GraphInput { name: vi.name.clone(), dtype, dims });

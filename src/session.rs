@@ -4,7 +4,7 @@
 //! run-time errors. It imports neither front end.
 
 use crate::compile::{Compiled, Options};
-use crate::graph::Graph;
+use crate::graph::{Graph, InputDim};
 use crate::inputs::InputSpec;
 use crate::npy::read_npy;
 use rxvm_vm::bytecode::Reg;
@@ -64,7 +64,7 @@ pub fn read_model_with(path: &Path, given: &[(String, Vec<i64>)]) -> Result<(Gra
 /// `given` for it by ONNX name or register name.
 pub fn input_shapes(g: &Graph, given: &[(String, Vec<i64>)]) -> Result<Vec<Vec<i64>>, String> {
     let ty = |i: &crate::graph::GraphInput| {
-        let dims: Vec<String> = i.dims.iter().map(|d| d.map_or("?".into(), |d| d.to_string())).collect();
+        let dims: Vec<String> = i.dims.iter().map(|d| d.to_string()).collect();
         format!("{}[{}]", i.dtype, dims.join(", "))
     };
     let names = |i: &crate::graph::GraphInput| [i.name.clone(), crate::graph::ident(&i.name, &mut Default::default())];
@@ -78,11 +78,11 @@ pub fn input_shapes(g: &Graph, given: &[(String, Vec<i64>)]) -> Result<Vec<Vec<i
     let mut dynamic = Vec::new();
     for i in &g.inputs {
         let pinned = given.iter().find(|(n, _)| names(i).contains(n)).map(|(_, s)| s);
-        match (i.dims.iter().copied().collect::<Option<Vec<i64>>>(), pinned) {
+        match (i.dims.iter().map(InputDim::fixed).collect::<Option<Vec<i64>>>(), pinned) {
             (Some(s), None) => shapes.push(s),
             (_, Some(s)) => {
-                let fits =
-                    s.len() == i.dims.len() && i.dims.iter().zip(s).all(|(d, v)| *v >= 0 && d.is_none_or(|d| d == *v));
+                let fits = s.len() == i.dims.len()
+                    && i.dims.iter().zip(s).all(|(d, v)| *v >= 0 && d.fixed().is_none_or(|d| d == *v));
                 if !fits {
                     return Err(format!(
                         "input `{}` is {}, which the shape {s:?} given for it does not fit",
@@ -95,9 +95,26 @@ pub fn input_shapes(g: &Graph, given: &[(String, Vec<i64>)]) -> Result<Vec<Vec<i
             (None, None) => dynamic.push(format!("`{}`: {}", i.name, ty(i))),
         }
     }
+    // Inputs that name the same dim must agree on its size.
+    let mut named: Vec<(&str, i64, &str, usize)> = Vec::new();
+    for (i, s) in g.inputs.iter().zip(&shapes) {
+        for (k, (d, v)) in i.dims.iter().zip(s).enumerate() {
+            let InputDim::Named(n) = d else { continue };
+            match named.iter().find(|(m, ..)| m == n) {
+                Some((_, w, other, j)) if w != v => {
+                    return Err(format!(
+                        "inputs `{other}` and `{}` share the dim `{n}`, but have sizes {w} (dim {j}) and {v} (dim {k})",
+                        i.name
+                    ))
+                }
+                Some(_) => {}
+                None => named.push((n, *v, &i.name, k)),
+            }
+        }
+    }
     if !dynamic.is_empty() {
         return Err(format!(
-            "these inputs have dynamic (?) dims: {}; give their shapes with --shape NAME=[d0,d1,...] (or, for `run`, a .npy --input), or export the model with fixed input dims",
+            "these inputs have dynamic dims: {}; give their shapes with --shape NAME=[d0,d1,...] (or, for `run`, a .npy --input), or export the model with fixed input dims",
             dynamic.join(", ")
         ));
     }

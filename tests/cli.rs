@@ -469,14 +469,48 @@ fn dynamic_input_dims_take_the_shapes_given() {
     let text = std::fs::read_to_string(&rxa).expect("written");
     assert!(text.contains("func @main(%x: f32[2, 3, 8, 8])"), "{text}");
     let refused = [
-        (vec!["compile", model], "error: tests/bad_onnx/input_symbolic_dims.onnx: these inputs have dynamic (?) dims: `x`: f32[?, 3, 8, 8]; give their shapes with --shape NAME=[d0,d1,...] (or, for `run`, a .npy --input), or export the model with fixed input dims\n"),
-        (vec!["compile", model, "--shape", "x=[2,4,8,8]"], "error: tests/bad_onnx/input_symbolic_dims.onnx: input `x` is f32[?, 3, 8, 8], which the shape [2, 4, 8, 8] given for it does not fit\n"),
-        (vec!["compile", model, "--shape", "y=[2,3,8,8]"], "error: tests/bad_onnx/input_symbolic_dims.onnx: the model has no input `y`; its inputs are `x`: f32[?, 3, 8, 8]\n"),
+        (vec!["compile", model], "error: tests/bad_onnx/input_symbolic_dims.onnx: these inputs have dynamic dims: `x`: f32[batch, 3, 8, 8]; give their shapes with --shape NAME=[d0,d1,...] (or, for `run`, a .npy --input), or export the model with fixed input dims\n"),
+        (vec!["compile", model, "--shape", "x=[2,4,8,8]"], "error: tests/bad_onnx/input_symbolic_dims.onnx: input `x` is f32[batch, 3, 8, 8], which the shape [2, 4, 8, 8] given for it does not fit\n"),
+        (vec!["compile", model, "--shape", "y=[2,3,8,8]"], "error: tests/bad_onnx/input_symbolic_dims.onnx: the model has no input `y`; its inputs are `x`: f32[batch, 3, 8, 8]\n"),
         (vec!["compile", model, "--shape", "x=2,3"], "error: --shape x=2,3: expected NAME=[d0,d1,...], e.g. x=[1,3,224,224]\n"),
-        (vec!["run", model, "--input", "x=zeros"], "error: tests/bad_onnx/input_symbolic_dims.onnx: these inputs have dynamic (?) dims: `x`: f32[?, 3, 8, 8]; give their shapes with --shape NAME=[d0,d1,...] (or, for `run`, a .npy --input), or export the model with fixed input dims\n"),
+        (vec!["run", model, "--input", "x=zeros"], "error: tests/bad_onnx/input_symbolic_dims.onnx: these inputs have dynamic dims: `x`: f32[batch, 3, 8, 8]; give their shapes with --shape NAME=[d0,d1,...] (or, for `run`, a .npy --input), or export the model with fixed input dims\n"),
     ];
     for (args, want) in refused {
         let (code, _, err) = rxvm(&args);
         assert_eq!((code, err.as_str()), (1, want), "{args:?}");
     }
+}
+
+#[test]
+fn inputs_that_name_one_dim_must_agree_on_its_size() {
+    use onnx_protobuf::tensor_shape_proto::dimension;
+    use onnx_protobuf::type_proto::Value;
+    use onnx_protobuf::GraphProto;
+    use rxvm_test_support::onnx_build::{bytes, model, node, value_info, F32};
+    let batch = |mut v: onnx_protobuf::ValueInfoProto| {
+        if let Some(Value::TensorType(t)) = v.type_.as_mut().and_then(|t| t.value.as_mut()) {
+            if let Some(s) = t.shape.as_mut() {
+                s.dim[0].value = Some(dimension::Value::DimParam("batch".into()));
+            }
+        }
+        v
+    };
+    let mut g = GraphProto::new();
+    g.name = "add".into();
+    g.input.push(batch(value_info("a", F32, &[1, 4])));
+    g.input.push(batch(value_info("b", F32, &[1, 4])));
+    g.node.push(node("Add", &["a", "b"], &["y"]));
+    g.output.push(value_info("y", F32, &[1, 4]));
+    let path = tmp("shared_batch.onnx");
+    std::fs::write(&path, bytes(&model(g))).expect("write the model");
+    let m = path.to_str().unwrap();
+    let (code, _, err) = rxvm(&["compile", m, "--shape", "a=[2,4]", "--shape", "b=[3,4]"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.ends_with("inputs `a` and `b` share the dim `batch`, but have sizes 2 (dim 0) and 3 (dim 0)\n"),
+        "{err}"
+    );
+    let out = tmp("shared_batch.rxa");
+    let (code, _, err) = rxvm(&["compile", m, "--shape", "a=[3,4]", "--shape", "b=[3,4]", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
 }

@@ -3,7 +3,7 @@
 //! `alloc_tensor` and `kill` lands in the emitted `.rxa`.
 
 use rxvm::compile::{compile, Options, Planner, Textures};
-use rxvm::graph::{Graph, GraphInput, Node};
+use rxvm::graph::{Graph, GraphInput, InputDim, Node};
 use rxvm::vm::ops::{AttrValue, Attrs};
 use rxvm::vm::types::DType;
 use rxvm::vm::{DeviceCaps, HostTensor, HostValue, Vm};
@@ -29,7 +29,7 @@ fn small_cnn() -> Graph {
     g.inputs.push(GraphInput {
         name: "image".into(),
         dtype: DType::F32,
-        dims: vec![Some(1), Some(3), Some(8), Some(8)],
+        dims: vec![InputDim::Fixed(1), InputDim::Fixed(3), InputDim::Fixed(8), InputDim::Fixed(8)],
     });
     g.add_const("w1", weights(&[4, 3, 3, 3], 1));
     g.add_const("w2", weights(&[4, 4, 3, 3], 2));
@@ -51,7 +51,11 @@ fn small_cnn() -> Graph {
 /// Two branches that meet in a Concat, one output a view (Reshape) of an intermediate.
 fn branches() -> Graph {
     let mut g = Graph::new("branches".into());
-    g.inputs.push(GraphInput { name: "x".into(), dtype: DType::F32, dims: vec![Some(2), Some(8)] });
+    g.inputs.push(GraphInput {
+        name: "x".into(),
+        dtype: DType::F32,
+        dims: vec![InputDim::Fixed(2), InputDim::Fixed(8)],
+    });
     g.add_const(
         "shape",
         HostTensor::new(DType::I64, vec![2], [8i64, 4].iter().flat_map(|v| v.to_le_bytes()).collect()).unwrap(),
@@ -198,7 +202,11 @@ fn the_builder_reports_every_malformed_node_by_name() {
 /// model-zoo test models generate theirs).
 fn generated_weight() -> Graph {
     let mut g = Graph::new("generated".into());
-    g.inputs.push(GraphInput { name: "x".into(), dtype: DType::F32, dims: vec![Some(1), Some(256)] });
+    g.inputs.push(GraphInput {
+        name: "x".into(),
+        dtype: DType::F32,
+        dims: vec![InputDim::Fixed(1), InputDim::Fixed(256)],
+    });
     g.add_const(
         "wshape",
         HostTensor::new(DType::I64, vec![2], [16i64, 256].iter().flat_map(|v| v.to_le_bytes()).collect()).unwrap(),
@@ -241,7 +249,11 @@ fn i64_const(v: &[i64], shape: &[i64]) -> HostTensor {
 #[test]
 fn mask_subgraphs_of_constants_fold_and_logic_runs() {
     let mut g = Graph::new("mask".into());
-    g.inputs.push(GraphInput { name: "x".into(), dtype: DType::F32, dims: vec![Some(2), Some(4), Some(4)] });
+    g.inputs.push(GraphInput {
+        name: "x".into(),
+        dtype: DType::F32,
+        dims: vec![InputDim::Fixed(2), InputDim::Fixed(4), InputDim::Fixed(4)],
+    });
     g.add_const("start", i64_const(&[0], &[]));
     g.add_const("limit", i64_const(&[4], &[]));
     g.add_const("one", i64_const(&[1], &[]));
@@ -295,7 +307,11 @@ fn shape_of_a_computed_tensor_folds_with_the_arithmetic_after_it() {
         HostTensor::new(DType::I64, vec![v.len() as i64], v.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap()
     };
     let mut g = Graph::new("legacy".into());
-    g.inputs.push(GraphInput { name: "x".into(), dtype: DType::F32, dims: vec![Some(2), Some(3), Some(4)] });
+    g.inputs.push(GraphInput {
+        name: "x".into(),
+        dtype: DType::F32,
+        dims: vec![InputDim::Fixed(2), InputDim::Fixed(3), InputDim::Fixed(4)],
+    });
     g.add_const("zero", i64s(&[0]));
     g.add_const("minus_one", i64s(&[-1]));
     g.nodes.push(node("Relu", &["x"], &["h"], &[]));
@@ -321,7 +337,11 @@ fn shape_of_a_computed_tensor_folds_with_the_arithmetic_after_it() {
 #[test]
 fn size_of_a_computed_tensor_folds_and_feeds_a_range() {
     let mut g = Graph::new("positions".into());
-    g.inputs.push(GraphInput { name: "x".into(), dtype: DType::F32, dims: vec![Some(2), Some(3), Some(4)] });
+    g.inputs.push(GraphInput {
+        name: "x".into(),
+        dtype: DType::F32,
+        dims: vec![InputDim::Fixed(2), InputDim::Fixed(3), InputDim::Fixed(4)],
+    });
     g.add_const("zero", i64_const(&[0], &[]));
     g.add_const("one", i64_const(&[1], &[]));
     g.add_const("flat", i64_const(&[-1], &[1]));

@@ -29,7 +29,12 @@ fn cnn() -> Graph {
     g.inputs.push(GraphInput {
         name: "image".into(),
         dtype: DType::F32,
-        dims: vec![Some(1), Some(3), Some(32), Some(32)],
+        dims: vec![
+            rxvm::graph::InputDim::Fixed(1),
+            rxvm::graph::InputDim::Fixed(3),
+            rxvm::graph::InputDim::Fixed(32),
+            rxvm::graph::InputDim::Fixed(32),
+        ],
     });
     let w = |shape: &[i64], seed| HostTensor::random(DType::F32, shape, seed).expect("weights");
     g.add_const("w1", w(&[8, 3, 3, 3], 1));
@@ -134,7 +139,8 @@ fn squeezenet_on_several_threads() {
         return;
     }
     let g = rxvm::onnx::read_model(&path).expect("squeezenet loads");
-    let shapes: Vec<Vec<i64>> = g.inputs.iter().map(|i| i.dims.iter().map(|d| d.unwrap_or(1)).collect()).collect();
+    let shapes: Vec<Vec<i64>> =
+        g.inputs.iter().map(|i| i.dims.iter().map(|d| d.fixed().unwrap_or(1)).collect()).collect();
     let xs = inputs(&shapes[0], 2);
     let module = Arc::new(compile(&g, &shapes, &Options::default()).expect("compiles").module);
     let spec = DeviceSpec::Host(rxvm::vm::DeviceCaps::host());

@@ -54,7 +54,8 @@ fn model_b() -> Graph {
 }
 
 fn build(g: &Graph, caps: &DeviceCaps, pools: PoolMap) -> Compiled {
-    let shapes: Vec<Vec<i64>> = g.inputs.iter().map(|i| i.dims.iter().map(|d| d.unwrap_or(1)).collect()).collect();
+    let shapes: Vec<Vec<i64>> =
+        g.inputs.iter().map(|i| i.dims.iter().map(|d| d.fixed().unwrap_or(1)).collect()).collect();
     compile(g, &shapes, &Options { target: caps.clone(), pools, ..Options::default() }).expect("compiles")
 }
 

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use rxvm::compile::{compile, Options, Planner, Textures};
-use rxvm::graph::{Graph, GraphInput, Node};
+use rxvm::graph::{Graph, GraphInput, InputDim, Node};
 use rxvm::vm::ops::{AttrValue, Attrs};
 use rxvm::vm::types::DType;
 use rxvm::vm::{DeviceCaps, HostTensor, HostValue, Vm};
@@ -49,7 +49,11 @@ fn node(name: String, op: &str, ins: &[&str], out: &str, attrs: Vec<(&str, AttrV
 /// the last tensor and the tensors `extra` picks.
 fn build(c: i64, hw: i64, steps: &[Step], extra: &[usize]) -> Graph {
     let mut g = Graph::new("random".into());
-    g.inputs.push(GraphInput { name: "x".into(), dtype: DType::F32, dims: vec![Some(1), Some(c), Some(hw), Some(hw)] });
+    g.inputs.push(GraphInput {
+        name: "x".into(),
+        dtype: DType::F32,
+        dims: vec![InputDim::Fixed(1), InputDim::Fixed(c), InputDim::Fixed(hw), InputDim::Fixed(hw)],
+    });
     g.add_const(
         "flat_shape",
         HostTensor::new(DType::I64, vec![2], [1, c * hw * hw].iter().flat_map(|v: &i64| v.to_le_bytes()).collect())

@@ -104,7 +104,8 @@ pub fn light_dir(bench: &str) -> Option<PathBuf> {
 pub fn load(dir: &Path, name: &str) -> (Graph, Vec<Vec<i64>>, HostTensor) {
     let graph =
         rxvm::onnx::read_model(&dir.join(format!("light_{name}.onnx"))).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let shapes: Vec<Vec<i64>> = graph.inputs.iter().map(|i| i.dims.iter().map(|d| d.unwrap_or(1)).collect()).collect();
+    let shapes: Vec<Vec<i64>> =
+        graph.inputs.iter().map(|i| i.dims.iter().map(|d| d.fixed().unwrap_or(1)).collect()).collect();
     let input = ramp(graph.inputs[0].dtype, &shapes[0]).unwrap_or_else(|e| panic!("{name}: {e}"));
     (graph, shapes, input)
 }

@@ -170,7 +170,7 @@ pub fn liveness(g: &Graph, s: &Schedule, planned: &dyn Fn(&str) -> bool) -> Resu
 mod tests {
     use super::*;
     use crate::compile::scopes::{schedule, Textures};
-    use crate::graph::{analyze, GraphInput, Node};
+    use crate::graph::{analyze, GraphInput, InputDim, Node};
     use rxvm_vm::ops::Attrs;
     use rxvm_vm::DeviceCaps;
 
@@ -187,7 +187,11 @@ mod tests {
     #[test]
     fn lifetimes_views_and_outputs() {
         let mut g = Graph::new("g".into());
-        g.inputs.push(GraphInput { name: "x".into(), dtype: DType::F32, dims: vec![Some(2), Some(3)] });
+        g.inputs.push(GraphInput {
+            name: "x".into(),
+            dtype: DType::F32,
+            dims: vec![InputDim::Fixed(2), InputDim::Fixed(3)],
+        });
         g.nodes.push(node("Relu", &["x"], &["a"]));
         g.nodes.push(node("Flatten", &["a"], &["f"]));
         g.nodes.push(node("Relu", &["f"], &["b"]));

@@ -323,7 +323,7 @@ fn convert(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{analyze, GraphInput, Node};
+    use crate::graph::{analyze, GraphInput, InputDim, Node};
     use rxvm_vm::ops::{AttrValue, Attrs};
 
     fn node(op: &str, ins: &[&str], out: &str, attrs: Attrs) -> Node {
@@ -341,7 +341,7 @@ mod tests {
         g.inputs.push(GraphInput {
             name: "x".into(),
             dtype: DType::F32,
-            dims: vec![Some(1), Some(c), Some(4), Some(w)],
+            dims: vec![InputDim::Fixed(1), InputDim::Fixed(c), InputDim::Fixed(4), InputDim::Fixed(w)],
         });
         g.nodes = nodes;
         g.outputs = outputs.iter().map(|s| s.to_string()).collect();
@@ -349,7 +349,7 @@ mod tests {
     }
 
     fn sched(g: &Graph, target: &DeviceCaps) -> Schedule {
-        let shape: Vec<i64> = g.inputs[0].dims.iter().map(|d| d.unwrap()).collect();
+        let shape: Vec<i64> = g.inputs[0].dims.iter().map(|d| d.fixed().unwrap()).collect();
         let a = analyze(g, &[shape]).unwrap();
         schedule(g, &a, target, Textures::Auto).unwrap()
     }

@@ -465,7 +465,8 @@ pub fn onnx_compile_and_run(data: &[u8]) -> Vec<String> {
         Ok(g) => g,
         Err(e) => return vec![format!("read: {e}")],
     };
-    let shapes: Vec<Vec<i64>> = g.inputs.iter().map(|i| i.dims.iter().map(|d| d.unwrap_or(1)).collect()).collect();
+    let shapes: Vec<Vec<i64>> =
+        g.inputs.iter().map(|i| i.dims.iter().map(|d| d.fixed().unwrap_or(1)).collect()).collect();
     let preset = DeviceCaps::PRESETS[(fnv(data) % DeviceCaps::PRESETS.len() as u64) as usize];
     let mut errors = Vec::new();
     for (textures, target) in [(Textures::None, "host"), (Textures::Auto, preset)] {
