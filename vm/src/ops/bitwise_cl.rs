@@ -8,7 +8,7 @@ use super::cl::{cl_type, ClCtx, ClFn, ClTensor};
 use super::elementwise_cl::{bcast, Operand, FP64_PRAGMA};
 use super::{Attrs, Operator, TensorInfo};
 use crate::ir::operators::bitwise::{bit_cast_target, inf_signs, shift_left, INTEGERS};
-use crate::ir::operators::elementwise::FLOATS;
+use crate::ir::operators::elementwise::{same_dtype, FLOATS};
 use crate::ir::operators::shape::broadcast;
 use crate::ir::types::DType;
 use crate::opencl::device::{ClBlock, KernelArg};
@@ -226,14 +226,7 @@ fn mean(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, outs: &[ClTe
     let mut shape = x.shape.clone();
     for i in 1..ins.len() {
         let t = input(ins, i, &format!("data_{i}"))?;
-        if t.dtype != x.dtype {
-            return Err(format!(
-                "input {} is {}, but input 1 is {}: all inputs must have one dtype",
-                i + 1,
-                t.dtype,
-                x.dtype
-            ));
-        }
+        same_dtype(i, t.dtype, x.dtype)?;
         shape = broadcast(&shape, &t.shape).map_err(|e| format!("input {}: {e}", i + 1))?;
         list.push(t);
     }

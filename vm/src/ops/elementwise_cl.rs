@@ -15,7 +15,7 @@ use super::num::{numeric, Arith};
 use super::{AttrValue, Attrs, Operator, TensorInfo};
 use crate::ir::host_tensor::HostTensor;
 use crate::ir::operators::elementwise::{
-    legacy_b_shape, reduction, values, Reduction, ARITH, F32_BF16, NUMERIC, POW_BASE, SIGNED,
+    legacy_b_shape, reduction, same_dtype, values, Reduction, ARITH, F32_BF16, NUMERIC, POW_BASE, SIGNED,
 };
 use crate::ir::operators::shape::{broadcast, broadcast_strides};
 use crate::ir::types::DType;
@@ -485,14 +485,7 @@ fn variadic(ins: &[Option<ClTensor>], outs: &[ClTensor], ctx: &ClCtx, op: &str) 
     let mut shape = x.shape.clone();
     for i in 1..ins.len() {
         let t = input(ins, i, &format!("data_{i}"))?;
-        if t.dtype != x.dtype {
-            return Err(format!(
-                "input {} is {}, but input 1 is {}: all inputs must have one dtype",
-                i + 1,
-                t.dtype,
-                x.dtype
-            ));
-        }
+        same_dtype(i, t.dtype, x.dtype)?;
         shape = broadcast(&shape, &t.shape).map_err(|e| format!("input {}: {e}", i + 1))?;
         list.push(t);
     }

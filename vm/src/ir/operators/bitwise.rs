@@ -4,7 +4,7 @@
 //!
 //! The binary operators broadcast as numpy does.
 
-use super::elementwise::{check_dtype, input, FLOATS};
+use super::elementwise::{check_dtype, input, same_dtype, FLOATS};
 use super::shape::broadcast;
 use super::tensor::check_shape;
 use crate::ir::attrs::*;
@@ -112,14 +112,7 @@ pub(crate) fn infer_mean(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<Ou
     let mut shape = x.shape.to_vec();
     for i in 1..ins.len() {
         let t = input(ins, i, &format!("data_{i}"))?;
-        if t.dtype != x.dtype {
-            return Err(format!(
-                "input {} is {}, but input 1 is {}: all inputs must have one dtype",
-                i + 1,
-                t.dtype,
-                x.dtype
-            ));
-        }
+        same_dtype(i, t.dtype, x.dtype)?;
         shape = broadcast(&shape, t.shape).map_err(|e| format!("input {}: {e}", i + 1))?;
     }
     Ok(vec![(x.dtype, shape)])

@@ -529,20 +529,22 @@ pub(crate) fn infer_prelu(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<V
 // ---------------------------------------------------------------------------------------
 // Variadic Max, Min, Sum.
 
+/// Input `i` (0-based) of a variadic operator has the dtype `d` of its first input.
+pub(crate) fn same_dtype(i: usize, d: DType, first: DType) -> Result<(), String> {
+    if d == first {
+        Ok(())
+    } else {
+        Err(format!("input {} is {d}, but input 1 is {first}: all inputs must have one dtype", i + 1))
+    }
+}
+
 pub(crate) fn infer_variadic(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
     let x = input(ins, 0, "data_0")?;
     check_dtype(x, 0, "data_0", NUMERIC)?;
     let mut shape = x.shape.to_vec();
     for i in 1..ins.len() {
         let t = input(ins, i, &format!("data_{i}"))?;
-        if t.dtype != x.dtype {
-            return Err(format!(
-                "input {} is {}, but input 1 is {}: all inputs must have one dtype",
-                i + 1,
-                t.dtype,
-                x.dtype
-            ));
-        }
+        same_dtype(i, t.dtype, x.dtype)?;
         shape = broadcast(&shape, t.shape).map_err(|e| format!("input {}: {e}", i + 1))?;
     }
     Ok(vec![(x.dtype, shape)])

@@ -1,7 +1,7 @@
 //! Operator schemas of the linear-algebra family: Einsum and Det (the kernels are in
 //! `crate::ops::linalg` and `crate::ops::linalg_cl`).
 
-use super::elementwise::{check_dtype, input, FLOATS, NUMERIC};
+use super::elementwise::{check_dtype, input, same_dtype, FLOATS, NUMERIC};
 use super::tensor::check_shape;
 use crate::ir::attrs::*;
 use crate::ir::schema::*;
@@ -227,14 +227,7 @@ pub(crate) fn einsum_plan(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<(
     let mut shapes = Vec::with_capacity(ins.len());
     for i in 0..ins.len() {
         let t = input(ins, i, "Inputs")?;
-        if t.dtype != x.dtype {
-            return Err(format!(
-                "input {} is {}, but input 1 is {}: all inputs must have one dtype",
-                i + 1,
-                t.dtype,
-                x.dtype
-            ));
-        }
+        same_dtype(i, t.dtype, x.dtype)?;
         check_shape(t.shape, "Einsum")?;
         shapes.push(t.shape);
     }
