@@ -1,21 +1,25 @@
-//! Operators: the sampling family (GridSample, AffineGrid): the host kernels and their
+//! Operators: the sampling family (GridSample, AffineGrid, Resize, Upsample): the host kernels and their
 //! `HOST` table (the schemas are in `crate::ir::operators::resize`).
 //!
 //! They follow ONNX's reference implementation; coordinates of f16 and f32 tensors are
 //! rounded to f32 where the reference computes in f32, so that ties and floors agree.
 
 use super::host::HostFn;
-use super::host::{prepare, req};
+use super::host::{infos, prepare, req};
 use super::loss::{floats, ints, next_index, put, strides};
 use super::Attrs;
-use crate::ir::host_tensor::HostTensor;
+use crate::ir::host_tensor::{load_f64, store_f64, store_i64, HostTensor};
 use crate::ir::operators::resize::*;
 use crate::ir::operators::Operator;
 use crate::ir::types::DType;
 
 /// This family's host kernels.
-pub(crate) static HOST: &[(Operator, HostFn)] =
-    &[(Operator::GridSample, grid_sample), (Operator::AffineGrid, affine_grid)];
+pub(crate) static HOST: &[(Operator, HostFn)] = &[
+    (Operator::GridSample, grid_sample),
+    (Operator::AffineGrid, affine_grid),
+    (Operator::Resize, |i, a, o| resize(i, a, o, false)),
+    (Operator::Upsample, |i, a, o| resize(i, a, o, true)),
+];
 
 // ---------------------------------------------------------------------------------------
 // GridSample.
@@ -202,6 +206,104 @@ fn affine_grid(ins: &[Option<&HostTensor>], a: &Attrs, outs: &mut [HostTensor]) 
         }
     }
     put(&mut outs[0], &y);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Resize and Upsample.
+
+/// Writes `v` as `dtype`: floats round to nearest, integers round to nearest even and
+/// saturate (as ONNX's reference and onnxruntime do for Resize).
+pub(crate) fn store_saturating(dtype: DType, v: f64, out: &mut [u8]) {
+    let range = match dtype {
+        DType::U8 => Some((0.0, u8::MAX as f64)),
+        DType::I8 => Some((i8::MIN as f64, i8::MAX as f64)),
+        DType::U16 => Some((0.0, u16::MAX as f64)),
+        DType::I16 => Some((i16::MIN as f64, i16::MAX as f64)),
+        DType::U32 => Some((0.0, u32::MAX as f64)),
+        DType::I32 => Some((i32::MIN as f64, i32::MAX as f64)),
+        DType::U64 => Some((0.0, i64::MAX as f64)),
+        DType::I64 => Some((i64::MIN as f64, i64::MAX as f64)),
+        _ => None,
+    };
+    match range {
+        Some((lo, hi)) => {
+            let r = v.round_ties_even();
+            let r = if r.is_nan() { 0.0 } else { r.clamp(lo, hi) };
+            store_i64(dtype, r as i64, out)
+        }
+        None => store_f64(dtype, v, out),
+    }
+}
+
+/// The strides of `shape` (row-major).
+fn strides_of(shape: &[i64]) -> Vec<usize> {
+    let mut st = vec![1usize; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        st[i] = st[i + 1] * shape[i + 1].max(0) as usize;
+    }
+    st
+}
+
+fn resize(ins: &[Option<&HostTensor>], a: &Attrs, outs: &mut [HostTensor], upsample: bool) -> Result<(), String> {
+    prepare(ins, a, outs, if upsample { infer_upsample } else { infer_resize })?;
+    let plan = resize_plan(&infos(ins)?, a, upsample)?;
+    let x = req(ins, 0)?;
+    let tables = plan.tables();
+    let y = outs.first_mut().ok_or("an output tensor is required")?;
+    let d = x.dtype;
+    let es = d.size();
+    let r = plan.out.len();
+    let st = strides_of(&plan.input);
+    let mut by_axis: Vec<Option<&AxisTable>> = vec![None; r];
+    for t in &tables {
+        by_axis[t.axis] = Some(t);
+    }
+    let total: usize = plan.out.iter().map(|&v| v.max(0) as usize).product();
+    if total == 0 {
+        return Ok(());
+    }
+    let nearest = plan.attrs.mode == ResizeMode::Nearest;
+    let mut extrap = vec![0u8; es];
+    store_saturating(d, plan.attrs.extrapolation, &mut extrap);
+    let out_dims: Vec<usize> = plan.out.iter().map(|&v| v as usize).collect();
+    let tap_dims: Vec<usize> = tables.iter().map(|t| t.taps).collect();
+    let mut pos = vec![0usize; r];
+    let mut tap = vec![0usize; tables.len()];
+    for o in 0..total {
+        let mut base = 0usize;
+        let mut outside = false;
+        for ax in 0..r {
+            match by_axis[ax] {
+                None => base += pos[ax] * st[ax],
+                Some(t) => outside |= t.idx.get(pos[ax] * t.taps).is_none_or(|&i| i < 0),
+            }
+        }
+        let dst = &mut y.data[o * es..][..es];
+        if outside {
+            dst.copy_from_slice(&extrap);
+        } else if nearest {
+            let off = base + tables.iter().map(|t| t.idx[pos[t.axis]] as usize * st[t.axis]).sum::<usize>();
+            dst.copy_from_slice(&x.data[off * es..][..es]);
+        } else {
+            tap.iter_mut().for_each(|v| *v = 0);
+            let mut sum = 0.0;
+            loop {
+                let (mut off, mut w) = (base, 1.0);
+                for (t, &k) in tables.iter().zip(&tap) {
+                    let at = pos[t.axis] * t.taps + k;
+                    off += t.idx[at] as usize * st[t.axis];
+                    w *= t.w[at];
+                }
+                sum += w * load_f64(d, &x.data[off * es..][..es]);
+                if !next_index(&mut tap, &tap_dims) {
+                    break;
+                }
+            }
+            store_saturating(d, sum, dst);
+        }
+        next_index(&mut pos, &out_dims);
+    }
     Ok(())
 }
 
