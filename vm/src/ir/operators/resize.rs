@@ -6,8 +6,8 @@ use super::loss::FLOATS;
 use super::nn::dims;
 use super::tensor::{check_shape, value_ints};
 use crate::ir::attrs::*;
-use crate::ir::schema::*;
 use crate::ir::host_tensor::{load_f64, HostTensor};
+use crate::ir::schema::*;
 use crate::ir::types::DType;
 
 /// This family's operators (their encoding is their place in [`super::Operator`]).
@@ -385,7 +385,9 @@ pub(crate) fn resize_plan(ins: &[Option<TensorInfo>], a: &Attrs, upsample: bool)
     let (roi, scales, sizes) = if upsample {
         let s = match (a.floats("scales"), opt(1)) {
             (Some(_), Some(_)) => {
-                return Err(format!("{op}: give `scales` either as an attribute (opset 7) or as input 2 (opset 9), not both"))
+                return Err(format!(
+                    "{op}: give `scales` either as an attribute (opset 7) or as input 2 (opset 9), not both"
+                ))
             }
             (Some(s), None) => Some(s),
             (None, t) => const_floats(t, op, "scales", true)?,
@@ -481,7 +483,11 @@ pub(crate) fn resize_plan(ins: &[Option<TensorInfo>], a: &Attrs, upsample: bool)
     let roi = match roi {
         Some(v) if attrs.coord == Coord::TfCropAndResize => {
             if v.len() != 2 * k {
-                return Err(format!("{op}: roi must hold {} values (starts, then ends of the resized axes), found {}", 2 * k, v.len()));
+                return Err(format!(
+                    "{op}: roi must hold {} values (starts, then ends of the resized axes), found {}",
+                    2 * k,
+                    v.len()
+                ));
             }
             let mut full = vec![(0.0, 1.0); r];
             for (i, &ax) in axes.iter().enumerate() {
