@@ -312,6 +312,7 @@ mod tests {
     use super::*;
     use crate::ir::attrs::AttrValue;
     use crate::ir::bytecode::OpId;
+    use crate::ir::schema::TensorInfo;
     use crate::ops::host::infos;
 
     fn t(d: DType, shape: &[i64], v: &[f64]) -> HostTensor {
@@ -372,5 +373,121 @@ mod tests {
         assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6), "{y:?}");
         let e = run("AffineGrid", &[&t(DType::F32, &[1, 3, 4], &[0.0; 12]), &size], &[]).unwrap_err();
         assert!(e.contains("theta must be [N, 2, 3]"), "{e}");
+    }
+
+    fn f32s(shape: &[i64], v: &[f64]) -> HostTensor {
+        t(DType::F32, shape, v)
+    }
+
+    fn resize(ins: &[Option<&HostTensor>], a: &[(&str, AttrValue)]) -> Result<(Vec<i64>, Vec<f64>), String> {
+        let a = Attrs(a.iter().map(|(k, v)| (k.to_string(), v.clone())).collect());
+        let def = OpId::from_name("Resize").unwrap().def();
+        def.check_attrs(&a)?;
+        let inferred = (def.infer)(&infos(ins)?, &a)?;
+        let mut outs: Vec<HostTensor> = inferred.iter().map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();
+        (def.op.id().host_kernel().unwrap())(ins, &a, &mut outs)?;
+        Ok((outs[0].shape.clone(), floats(&outs[0])))
+    }
+
+    #[test]
+    fn resize_nearest_linear_cubic_by_hand() {
+        let x = f32s(&[1, 1, 1, 2], &[1.0, 3.0]);
+        let sc = f32s(&[4], &[1.0, 1.0, 1.0, 2.0]);
+        // half_pixel ×2: x_ori = -0.25, 0.25, 0.75, 1.25; nearest rounds prefer floor.
+        let (shape, y) = resize(&[Some(&x), None, Some(&sc)], &[]).unwrap();
+        assert_eq!((shape, y), (vec![1, 1, 1, 4], vec![1.0, 1.0, 3.0, 3.0]));
+        // Linear clamps at the edges: 1, 1.5, 2.5, 3.
+        let (_, y) = resize(&[Some(&x), None, Some(&sc)], &[("mode", s("linear"))]).unwrap();
+        assert_eq!(y, vec![1.0, 1.5, 2.5, 3.0]);
+        // align_corners: 0, 1/3, 2/3, 1.
+        let (_, y) = resize(
+            &[Some(&x), None, Some(&sc)],
+            &[("mode", s("linear")), ("coordinate_transformation_mode", s("align_corners"))],
+        )
+        .unwrap();
+        assert!(y.iter().zip([1.0, 5.0 / 3.0, 7.0 / 3.0, 3.0]).all(|(a, b)| (a - b).abs() < 1e-6), "{y:?}");
+        // Asymmetric nearest ceil: x_ori = 0, 0.5, 1, 1.5 → 0, 1, 1, 1 (clamped).
+        let a = [("coordinate_transformation_mode", s("asymmetric")), ("nearest_mode", s("ceil"))];
+        assert_eq!(resize(&[Some(&x), None, Some(&sc)], &a).unwrap().1, vec![1.0, 3.0, 3.0, 3.0]);
+        // Cubic on a constant row stays constant.
+        let c = f32s(&[1, 1, 1, 3], &[2.0, 2.0, 2.0]);
+        let (_, y) = resize(&[Some(&c), None, Some(&sc)], &[("mode", s("cubic"))]).unwrap();
+        assert!(y.iter().all(|v| (v - 2.0).abs() < 1e-12), "{y:?}");
+        // Sizes with tf_crop_and_resize: roi [0.5, 1] of [0, 10, 20] → 10, 15, 20; out of roi → extrapolation.
+        let x3 = f32s(&[3], &[0.0, 10.0, 20.0]);
+        let roi = f32s(&[2], &[0.5, 1.5]);
+        let sz = t(DType::I64, &[1], &[5.0]);
+        let a = [
+            ("mode", s("linear")),
+            ("coordinate_transformation_mode", s("tf_crop_and_resize")),
+            ("extrapolation_value", AttrValue::Float(-1.0)),
+        ];
+        let (shape, y) = resize(&[Some(&x3), Some(&roi), None, Some(&sz)], &a).unwrap();
+        assert_eq!((shape, y), (vec![5], vec![10.0, 15.0, 20.0, -1.0, -1.0]));
+        // u8 rounds half to even and saturates.
+        let u = t(DType::U8, &[2], &[1.0, 4.0]);
+        let sc1 = f32s(&[1], &[2.0]);
+        let a = [("mode", s("linear")), ("coordinate_transformation_mode", s("align_corners"))];
+        assert_eq!(resize(&[Some(&u), None, Some(&sc1)], &a).unwrap().1, vec![1.0, 2.0, 3.0, 4.0]);
+        let mut out = [0u8; 1];
+        store_saturating(DType::U8, 300.0, &mut out);
+        assert_eq!(out, [255]);
+        store_saturating(DType::I8, -2.5, &mut out);
+        assert_eq!(out[0] as i8, -2);
+    }
+
+    #[test]
+    fn resize_policies_axes_and_upsample() {
+        let x = f32s(&[1, 1, 2, 4], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+        let sz = t(DType::I64, &[2], &[4.0, 4.0]);
+        let axes = ("axes", AttrValue::Ints(vec![2, 3]));
+        // not_larger: scale min(2, 1) = 1 → [2, 4]; not_smaller: 2 → [4, 8].
+        let a = [axes.clone(), ("keep_aspect_ratio_policy", s("not_larger"))];
+        assert_eq!(resize(&[Some(&x), None, None, Some(&sz)], &a).unwrap().0, vec![1, 1, 2, 4]);
+        let a = [axes.clone(), ("keep_aspect_ratio_policy", s("not_smaller"))];
+        assert_eq!(resize(&[Some(&x), None, None, Some(&sz)], &a).unwrap().0, vec![1, 1, 4, 8]);
+        // Upsample (opset 9) nearest repeats.
+        let def = OpId::from_name("Upsample").unwrap();
+        let sc = f32s(&[4], &[1.0, 1.0, 1.0, 2.0]);
+        let y = run("Upsample", &[&x, &sc], &[]).unwrap();
+        assert_eq!(y[..8], [1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0]);
+        assert!(def.host_kernel().is_ok());
+        // Opset 10 Resize takes X, scales.
+        let y = run("Resize", &[&x, &sc], &[("onnx_opset", AttrValue::Int(10))]).unwrap();
+        assert_eq!(y[..4], [1.0, 1.0, 2.0, 2.0]);
+    }
+
+    #[test]
+    fn resize_errors_are_clear() {
+        let x = f32s(&[1, 1, 2, 2], &[1.0; 4]);
+        let sc = f32s(&[4], &[1.0, 1.0, 2.0, 2.0]);
+        let sz = t(DType::I64, &[4], &[1.0, 1.0, 3.0, 3.0]);
+        let e = resize(&[Some(&x), None, Some(&sc), Some(&sz)], &[]).unwrap_err();
+        assert!(e.contains("either scales or sizes"), "{e}");
+        let e = resize(&[Some(&x)], &[]).unwrap_err();
+        assert!(e.contains("one of scales and sizes"), "{e}");
+        let e = resize(&[Some(&x), None, Some(&f32s(&[2], &[2.0, 2.0]))], &[]).unwrap_err();
+        assert!(e.contains("scales must hold 4 values"), "{e}");
+        let e = resize(&[Some(&x), None, Some(&sc)], &[("mode", s("area"))]).unwrap_err();
+        assert!(e.contains("must be nearest, linear or cubic"), "{e}");
+        let e = resize(&[Some(&x), None, Some(&sc)], &[("coordinate_transformation_mode", s("x"))]).unwrap_err();
+        assert!(e.contains("coordinate_transformation_mode"), "{e}");
+        let e = resize(&[Some(&x), None, Some(&sc)], &[("antialias", AttrValue::Int(1))]).unwrap_err();
+        assert!(e.contains("antialias"), "{e}");
+        let e = resize(&[Some(&x), None, Some(&sc)], &[("axes", AttrValue::Ints(vec![2, 2]))]).unwrap_err();
+        assert!(e.contains("repeated"), "{e}");
+        let e = resize(&[Some(&x), None, Some(&f32s(&[4], &[1.0, 1.0, -1.0, 2.0]))], &[]).unwrap_err();
+        assert!(e.contains("positive"), "{e}");
+        let a = [("coordinate_transformation_mode", s("tf_crop_and_resize"))];
+        let e = resize(&[Some(&x), None, None, Some(&sz)], &a).unwrap_err();
+        assert!(e.contains("needs the roi input"), "{e}");
+        // A scales input without a value (a graph input) is a dynamic shape.
+        let info = [
+            Some(TensorInfo { dtype: DType::F32, shape: &x.shape, value: None }),
+            None,
+            Some(TensorInfo { dtype: DType::F32, shape: &[4], value: None }),
+        ];
+        let e = infer_resize(&info, &Attrs::default()).unwrap_err();
+        assert!(e.contains("needs the value of its scales input"), "{e}");
     }
 }

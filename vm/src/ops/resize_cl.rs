@@ -257,7 +257,7 @@ fn resize(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, a: &Attrs, outs: 
         at_axis[t.axis] = Some(j);
     }
     for ax in (0..r).rev() {
-        let _ = write!(b, "  long p{ax} = (long)(rem % {o}UL); rem /= {o}UL;\n", o = plan.out[ax].max(1));
+        let _ = writeln!(b, "  long p{ax} = (long)(rem % {o}UL); rem /= {o}UL;", o = plan.out[ax].max(1));
         match at_axis[ax] {
             None => {
                 let _ = writeln!(b, "  base += p{ax} * {}L;", st[ax]);
