@@ -14,6 +14,11 @@ cases without --match), every graph input that feeds one of the frozen input pos
 a node (--op NAME:POS,POS...; by default Resize:1,2,3 and Upsample:1) becomes an
 initializer in OUT/<case>/model.onnx; each test_data_set_* keeps the other inputs (renumbered
 input_0..) and the outputs. Needs onnx and numpy only.
+
+With --sandwich, each frozen case whose first input and output are 4-D f32 also gets a Relu
+before and after its nodes (so that a compiler placing texture operators next to texture
+neighbours puts the resize on textures), its expected outputs recomputed with ONNX's
+reference evaluator from the case's inputs.
 """
 
 from __future__ import annotations
@@ -41,6 +46,42 @@ def frozen_inputs(model: onnx.ModelProto, ops: dict[str, set[int]]) -> list[str]
             if pos in positions and name in graph_inputs and name not in names:
                 names.append(name)
     return names
+
+
+def sandwich(dst: str) -> bool:
+    """Wraps the frozen case in `dst` between two Relus and recomputes its outputs."""
+    import numpy as np
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    model = onnx.load(os.path.join(dst, "model.onnx"))
+    g = model.graph
+    x, y = g.input[0], g.output[0]
+    four_d_f32 = lambda v: v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT and len(v.type.tensor_type.shape.dim) == 4
+    if len(g.output) != 1 or not four_d_f32(x) or not four_d_f32(y):
+        return False
+    inner_x, inner_y = x.name + ".relu", y.name + ".pre"
+    for n in g.node:
+        n.input[:] = [inner_x if i == x.name else i for i in n.input]
+        n.output[:] = [inner_y if o == y.name else o for o in n.output]
+    nodes = [helper.make_node("Relu", [x.name], [inner_x]), *g.node, helper.make_node("Relu", [inner_y], [y.name])]
+    del g.node[:]
+    g.node.extend(nodes)
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(dst, "model.onnx"))
+    ev = ReferenceEvaluator(model)
+    for s in sorted(d for d in os.listdir(dst) if d.startswith("test_data_set_")):
+        feeds = {}
+        for k, v in enumerate(g.input):
+            t = onnx.TensorProto()
+            with open(os.path.join(dst, s, f"input_{k}.pb"), "rb") as f:
+                t.ParseFromString(f.read())
+            feeds[v.name] = numpy_helper.to_array(t)
+        (out,) = ev.run(None, feeds)
+        t = numpy_helper.from_array(np.asarray(out), y.name)
+        with open(os.path.join(dst, s, "output_0.pb"), "wb") as f:
+            f.write(t.SerializeToString())
+    return True
 
 
 def freeze_case(src: str, dst: str, ops: dict[str, set[int]]) -> bool:
@@ -96,6 +137,7 @@ def main() -> None:
     ap.add_argument("out", help="where the frozen cases go")
     ap.add_argument("--match", action="append", default=[], help="only cases whose name contains this")
     ap.add_argument("--op", action="append", default=[], help="NAME:POS,POS... input positions to freeze")
+    ap.add_argument("--sandwich", action="store_true", help="wrap 4-D f32 cases between Relus (texture tests)")
     args = ap.parse_args()
     ops = DEFAULT_OPS
     if args.op:
@@ -108,7 +150,11 @@ def main() -> None:
         if not case.startswith("test_") or (args.match and not any(m in case for m in args.match)):
             continue
         src = os.path.join(args.src, case)
-        if os.path.isdir(src) and freeze_case(src, os.path.join(args.out, case), ops):
+        dst = os.path.join(args.out, case)
+        if os.path.isdir(src) and freeze_case(src, dst, ops):
+            if args.sandwich and not sandwich(dst):
+                shutil.rmtree(dst)
+                continue
             n += 1
     print(f"froze {n} cases into {args.out}")
 

@@ -7,7 +7,8 @@
 use super::cl::{check_out, cl_type, input};
 use super::cl::{long_arg as l, ClCtx, ClFn, ClTensor, Infos, Res};
 use super::loss_cl::{calc_ty, load, pragmas, ptr_ty, store, work};
-use super::{Attrs, Operator};
+use super::texture_cl::{launch, texture, ClOperand, ClTexture, TextureFn};
+use super::{Attrs, Operator, TensorInfo};
 use crate::ir::operators::loss::FLOATS;
 use crate::ir::operators::resize::*;
 use crate::ir::types::DType;
@@ -169,6 +170,84 @@ fn affine_grid(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, a: &Attrs, o
 
 // ---------------------------------------------------------------------------------------
 // Resize and Upsample.
+
+/// This family's texture kernels: Resize and Upsample of the spatial dims of a 4-D tensor
+/// on blocked textures (`crate::ir::operators::blocked`).
+pub static TEXTURE: &[(Operator, TextureFn)] = &[
+    (Operator::Resize, |ctx, _, ins, infos, a, y| resize_texture(ctx, ins, infos, a, y, false)),
+    (Operator::Upsample, |ctx, _, ins, infos, a, y| resize_texture(ctx, ins, infos, a, y, true)),
+];
+
+/// One work-item per output texel: the taps of the resized spatial dims (the host's
+/// tables), four channels at a time.
+fn resize_texture(
+    ctx: &ClCtx,
+    ins: &[Option<ClOperand>],
+    infos: &[Option<TensorInfo>],
+    a: &Attrs,
+    y: &ClTexture,
+    upsample: bool,
+) -> Res {
+    let x = texture(ins, 0)?;
+    let mut logical: Vec<Option<TensorInfo>> = infos.to_vec();
+    let first = logical.first_mut().ok_or("input 1 is required")?;
+    *first = Some(TensorInfo { dtype: DType::F32, shape: &x.shape, value: None });
+    let plan = resize_plan(&logical, a, upsample)?;
+    let tables = plan.tables();
+    if plan.input.len() != 4 || tables.iter().any(|t| t.axis < 2) || plan.out[2..] != y.shape[2..] {
+        return Err("on textures Resize resizes the spatial dims of a 4-D [N, C, H, W] tensor only".into());
+    }
+    let (hi, wi, ho, wo) = (plan.input[2], plan.input[3], plan.out[2], plan.out[3]);
+    let planes = y.shape[0] * ((y.shape[1] + 3) / 4);
+    let total = planes * ho * wo;
+    let mut idx: Vec<u8> = Vec::new();
+    let mut w: Vec<u8> = Vec::new();
+    // Per spatial axis: the tap loop header, the position and the weight.
+    let mut axis = Vec::new();
+    for (k, (o, var)) in [(0usize, "ho"), (1, "wo")].into_iter().enumerate() {
+        match tables.iter().find(|t| t.axis == 2 + o) {
+            Some(t) => {
+                let off = idx.len() / 8;
+                idx.extend(t.idx.iter().flat_map(|v| v.to_le_bytes()));
+                w.extend(t.w.iter().flat_map(|&v| (v as f32).to_le_bytes()));
+                axis.push((
+                    format!("long r{k} = {off}L + {var} * {taps}L;", taps = t.taps),
+                    format!("ti[r{k}] < 0"),
+                    format!("for (long t{k} = 0; t{k} < {taps}L; t{k}++) {{", taps = t.taps),
+                    format!("ti[r{k} + t{k}]"),
+                    format!("tw[r{k} + t{k}]"),
+                ));
+            }
+            None => axis.push((String::new(), "0".into(), "{".into(), var.to_string(), "1.0f".into())),
+        }
+    }
+    let (h, ww) = (&axis[0], &axis[1]);
+    let src = format!(
+        "__kernel void k(__read_only image2d_t x, __write_only image2d_t y, __global const long* ti, \
+         __global const float* tw, long total, float ex) {{\n  long gid = get_global_id(0);\n  \
+         if (gid >= total) return;\n  long wo = gid % {wo}L, rest = gid / {wo}L;\n  long ho = rest % {ho}L, \
+         plane = rest / {ho}L;\n  {}\n  {}\n  \
+         if ({} || {}) {{ write_imagef(y, AT(wo, plane * {ho}L + ho), (float4)(ex)); return; }}\n  \
+         float4 acc = (float4)(0.0f);\n  {}\n    long hx = {};\n    float wh = {};\n    {}\n      \
+         acc += (wh * {}) * read_imagef(x, smp, AT({}, plane * {hi}L + hx));\n    }}\n  }}\n  \
+         write_imagef(y, AT(wo, plane * {ho}L + ho), acc);\n}}\n",
+        h.0, ww.0, h.1, ww.1, h.2, h.3, h.4, ww.2, ww.4, ww.3
+    );
+    let _ = wi;
+    with_buffer(ctx, &idx, |ti| {
+        with_buffer(ctx, &w, |tw| {
+            let args = [
+                KernelArg::Mem(x.mem),
+                KernelArg::Mem(y.mem),
+                ti,
+                tw,
+                l(total),
+                super::cl::float_arg(plan.attrs.extrapolation as f32),
+            ];
+            launch(ctx, &src, &args, total)
+        })
+    })
+}
 
 /// Allocates a device buffer holding `data` for the duration of `f`.
 fn with_buffer<R>(ctx: &ClCtx, data: &[u8], f: impl FnOnce(KernelArg) -> Result<R, String>) -> Result<R, String> {
