@@ -249,7 +249,7 @@ fn resize(ins: &[Option<&HostTensor>], a: &Attrs, outs: &mut [HostTensor], upsam
     prepare(ins, a, outs, if upsample { infer_upsample } else { infer_resize })?;
     let plan = resize_plan(&infos(ins)?, a, upsample)?;
     let x = req(ins, 0)?;
-    let tables = plan.tables();
+    let tables = plan.tables()?;
     let y = outs.first_mut().ok_or("an output tensor is required")?;
     let d = x.dtype;
     let es = d.size();
@@ -481,6 +481,20 @@ mod tests {
         let a = [("coordinate_transformation_mode", s("tf_crop_and_resize"))];
         let e = resize(&[Some(&x), None, None, Some(&sz)], &a).unwrap_err();
         assert!(e.contains("needs the roi input"), "{e}");
+        // Extreme plans give errors or clamped taps, never a panic.
+        let lin = |anti: i64, coord: &str| {
+            let a = Attrs(vec![
+                ("mode".into(), s("linear")),
+                ("antialias".into(), AttrValue::Int(anti)),
+                ("coordinate_transformation_mode".into(), s(coord)),
+            ]);
+            resize_attrs(&a).unwrap()
+        };
+        let plan = |attrs, scale| ResizePlan { attrs, input: vec![3], out: vec![2], scales: vec![scale], roi: None };
+        let e = plan(lin(1, "half_pixel"), 1e-9).tables().unwrap_err();
+        assert!(e.contains("taps per output"), "{e}");
+        let t = plan(lin(0, "asymmetric"), 1e-300).tables().unwrap();
+        assert_eq!(t[0].idx, vec![0, 0, 2, 2]);
         // A scales input without a value (a graph input) is a dynamic shape.
         let info = [
             Some(TensorInfo { dtype: DType::F32, shape: &x.shape, value: None }),

@@ -215,7 +215,7 @@ pub fn infer(
     let logical_out = (def.infer)(&shapes, attrs)?;
     if matches!(def.op, Operator::Resize | Operator::Upsample) {
         let plan = super::resize::resize_plan(&shapes, attrs, def.op == Operator::Upsample)?;
-        if plan.input.len() != 4 || plan.tables().iter().any(|t| t.axis < 2) {
+        if plan.input.len() != 4 || !plan.is_identity(0) || !plan.is_identity(1) {
             return Err(format!("on textures {} resizes the spatial dims of a 4-D [N, C, H, W] tensor only", def.name));
         }
     }

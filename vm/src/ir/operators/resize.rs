@@ -553,6 +553,9 @@ pub(crate) struct AxisTable {
     pub w: Vec<f64>,
 }
 
+/// The most taps an antialiased axis may take per output (a downscale by 1/32768 or so).
+const MAX_TAPS: usize = 1 << 16;
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
 }
@@ -571,18 +574,30 @@ fn cubic(x: f64, a: f64) -> f64 {
 impl ResizePlan {
     /// The tables of the axes that change (an axis of scale 1, the same size and the whole
     /// roi is copied as ONNX's reference does).
-    pub(crate) fn tables(&self) -> Vec<AxisTable> {
-        (0..self.input.len()).filter_map(|ax| self.table(ax)).collect()
+    pub(crate) fn tables(&self) -> Result<Vec<AxisTable>, String> {
+        if self.out.contains(&0) {
+            return Ok(Vec::new());
+        }
+        let mut v = Vec::new();
+        for ax in 0..self.input.len() {
+            if !self.is_identity(ax) {
+                v.push(self.table(ax)?);
+            }
+        }
+        Ok(v)
     }
 
-    fn table(&self, ax: usize) -> Option<AxisTable> {
+    /// True when axis `ax` is copied unchanged.
+    pub(crate) fn is_identity(&self, ax: usize) -> bool {
+        let roi = self.roi.as_ref().and_then(|r| r.get(ax).copied());
+        let whole = roi.is_none_or(|(s, e)| close(s, 0.0) && close(e, 1.0));
+        self.scales.get(ax).is_some_and(|&s| close(s, 1.0)) && self.out.get(ax) == self.input.get(ax) && whole
+    }
+
+    fn table(&self, ax: usize) -> Result<AxisTable, String> {
         let a = &self.attrs;
         let (len, out, scale) = (self.input[ax], self.out[ax], self.scales[ax]);
         let roi = self.roi.as_ref().and_then(|r| r.get(ax).copied());
-        let whole = roi.is_none_or(|(s, e)| close(s, 0.0) && close(e, 1.0));
-        if close(scale, 1.0) && out == len && whole {
-            return None;
-        }
         let lenf = len as f64;
         let width = scale * lenf;
         let s = scale.min(1.0);
@@ -591,16 +606,24 @@ impl ResizePlan {
             (ResizeMode::Nearest, _) => (1usize, 0i64),
             (ResizeMode::Linear, false) => (2, 0),
             (ResizeMode::Cubic, false) => (4, -1),
-            (ResizeMode::Linear, true) => {
-                let st = (-1.0 / s).floor() as i64 + 1;
-                ((2 - 2 * st) as usize, st)
-            }
-            (ResizeMode::Cubic, true) => {
-                let st = (-2.0 / s).floor() as i64 + 1;
+            (mode, true) => {
+                let reach = if mode == ResizeMode::Linear { 1.0 } else { 2.0 };
+                let st = (-reach / s).floor() + 1.0;
+                if st < -(MAX_TAPS as f64) {
+                    return Err(format!(
+                        "Resize: antialiased downscaling of axis {ax} by {scale} needs {} taps per output; at most \
+                         {MAX_TAPS} are supported",
+                        2.0 - 2.0 * st
+                    ));
+                }
+                let st = st as i64;
                 ((2 - 2 * st) as usize, st)
             }
         };
-        let mut idx = Vec::with_capacity(out.max(0) as usize * taps);
+        let cap = (out.max(0) as usize)
+            .checked_mul(taps)
+            .ok_or_else(|| format!("Resize: the tap table of axis {ax} is too large"))?;
+        let mut idx = Vec::with_capacity(cap);
         let mut w = Vec::with_capacity(idx.capacity());
         let mut ws = vec![0.0; taps];
         for y in 0..out.max(0) {
@@ -642,6 +665,8 @@ impl ResizePlan {
                 w.extend(std::iter::repeat_n(0.0, taps));
                 continue;
             }
+            // Far outside the axis every tap clamps to an edge; bounded, the taps cannot overflow.
+            let x = x.clamp(-1e15, 1e15);
             // The floor of x, but one less at an integer x (the reference's ratio is in (0, 1]).
             let f = if x == x.floor() { x - 1.0 } else { x.floor() };
             let ratio = x - f;
@@ -695,6 +720,6 @@ impl ResizePlan {
                 w.push(wk);
             }
         }
-        Some(AxisTable { axis: ax, taps, idx, w })
+        Ok(AxisTable { axis: ax, taps, idx, w })
     }
 }
