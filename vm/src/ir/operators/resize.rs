@@ -35,9 +35,10 @@ pub static OPS: &[OpDef] = &[
         (nearest_mode round_prefer_floor / round_prefer_ceil / floor / ceil), linear (any number of axes) or cubic \
         (`cubic_coeff_a`, `exclude_outside`), `antialias` for linear and cubic downsampling; \
         coordinate_transformation_mode half_pixel / half_pixel_symmetric / pytorch_half_pixel / align_corners / \
-        asymmetric / tf_crop_and_resize (roi, `extrapolation_value`). Computed separably per axis in f64 (OpenCL: \
-        f32, f64 for f64 tensors); nearest moves any dtype, linear and cubic take floats and integers (rounded \
-        to nearest even and saturated). Opset 10 (`onnx_opset` < 11) resizes as Upsample does"),
+        asymmetric / tf_crop_and_resize (roi, `extrapolation_value`). The per-axis taps are ONNX's reference's, \
+        summed in f64 (OpenCL: f32, f64 for f64 tensors); nearest moves any dtype, linear and cubic take floats and \
+        integers (rounded to nearest even and saturated). On textures: resizes of H and W of a 4-D tensor. Opset \
+        10 (`onnx_opset` < 11) resizes as Upsample does"),
     op!(Upsample, in 1..=2, out 1..=1, attrs &[attr!("mode", Str), attr!("scales", Floats)],
         validate validate_upsample, infer infer_upsample,
         "Resize of opsets 7 and 9: X scaled by `scales` (an attribute in opset 7, a constant input in opset 9), \
