@@ -394,7 +394,7 @@ fn model_opset(m: &ModelProto, warnings: &mut Vec<String>) -> Result<i64, String
 
 /// Operators whose meaning changed across opsets in a way their attributes cannot tell:
 /// the importer records the opset on them as the `onnx_opset` attribute.
-const OPSET_SENSITIVE: &[&str] = &["Softmax", "LogSoftmax", "Hardmax", "DFT"];
+const OPSET_SENSITIVE: &[&str] = &["Softmax", "LogSoftmax", "Hardmax", "DFT", "Resize"];
 
 /// Reads an ONNX model into a graph. Errors list every problem found, not just the first.
 pub fn read_model(path: &Path) -> Result<Graph, String> {

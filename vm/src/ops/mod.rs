@@ -120,7 +120,8 @@ static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
 });
 
 #[cfg(feature = "opencl")]
-static TEXTURE_KERNELS: LazyLock<Vec<Option<texture_cl::TextureFn>>> = LazyLock::new(|| by_id(&[texture_cl::TEXTURE]));
+static TEXTURE_KERNELS: LazyLock<Vec<Option<texture_cl::TextureFn>>> =
+    LazyLock::new(|| by_id(&[texture_cl::TEXTURE, resize_cl::TEXTURE]));
 
 /// The OpenCL buffer kernel of operator `name`, if it has one (for tools and tests; the
 /// interpreter uses [`OpId::cl_kernel`]).

@@ -1,21 +1,25 @@
-//! Operators: the sampling family (GridSample, AffineGrid): the host kernels and their
+//! Operators: the sampling family (GridSample, AffineGrid, Resize, Upsample): the host kernels and their
 //! `HOST` table (the schemas are in `crate::ir::operators::resize`).
 //!
 //! They follow ONNX's reference implementation; coordinates of f16 and f32 tensors are
 //! rounded to f32 where the reference computes in f32, so that ties and floors agree.
 
 use super::host::HostFn;
-use super::host::{prepare, req};
+use super::host::{infos, prepare, req};
 use super::loss::{floats, ints, next_index, put, strides};
 use super::Attrs;
-use crate::ir::host_tensor::HostTensor;
+use crate::ir::host_tensor::{load_f64, store_f64, store_i64, HostTensor};
 use crate::ir::operators::resize::*;
 use crate::ir::operators::Operator;
 use crate::ir::types::DType;
 
 /// This family's host kernels.
-pub(crate) static HOST: &[(Operator, HostFn)] =
-    &[(Operator::GridSample, grid_sample), (Operator::AffineGrid, affine_grid)];
+pub(crate) static HOST: &[(Operator, HostFn)] = &[
+    (Operator::GridSample, grid_sample),
+    (Operator::AffineGrid, affine_grid),
+    (Operator::Resize, |i, a, o| resize(i, a, o, false)),
+    (Operator::Upsample, |i, a, o| resize(i, a, o, true)),
+];
 
 // ---------------------------------------------------------------------------------------
 // GridSample.
@@ -205,11 +209,110 @@ fn affine_grid(ins: &[Option<&HostTensor>], a: &Attrs, outs: &mut [HostTensor]) 
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------
+// Resize and Upsample.
+
+/// Writes `v` as `dtype`: floats round to nearest, integers round to nearest even and
+/// saturate (as ONNX's reference and onnxruntime do for Resize).
+pub(crate) fn store_saturating(dtype: DType, v: f64, out: &mut [u8]) {
+    let range = match dtype {
+        DType::U8 => Some((0.0, u8::MAX as f64)),
+        DType::I8 => Some((i8::MIN as f64, i8::MAX as f64)),
+        DType::U16 => Some((0.0, u16::MAX as f64)),
+        DType::I16 => Some((i16::MIN as f64, i16::MAX as f64)),
+        DType::U32 => Some((0.0, u32::MAX as f64)),
+        DType::I32 => Some((i32::MIN as f64, i32::MAX as f64)),
+        DType::U64 => Some((0.0, i64::MAX as f64)),
+        DType::I64 => Some((i64::MIN as f64, i64::MAX as f64)),
+        _ => None,
+    };
+    match range {
+        Some((lo, hi)) => {
+            let r = v.round_ties_even();
+            let r = if r.is_nan() { 0.0 } else { r.clamp(lo, hi) };
+            store_i64(dtype, r as i64, out)
+        }
+        None => store_f64(dtype, v, out),
+    }
+}
+
+/// The strides of `shape` (row-major).
+fn strides_of(shape: &[i64]) -> Vec<usize> {
+    let mut st = vec![1usize; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        st[i] = st[i + 1] * shape[i + 1].max(0) as usize;
+    }
+    st
+}
+
+fn resize(ins: &[Option<&HostTensor>], a: &Attrs, outs: &mut [HostTensor], upsample: bool) -> Result<(), String> {
+    prepare(ins, a, outs, if upsample { infer_upsample } else { infer_resize })?;
+    let plan = resize_plan(&infos(ins)?, a, upsample)?;
+    let x = req(ins, 0)?;
+    let tables = plan.tables()?;
+    let y = outs.first_mut().ok_or("an output tensor is required")?;
+    let d = x.dtype;
+    let es = d.size();
+    let r = plan.out.len();
+    let st = strides_of(&plan.input);
+    let mut by_axis: Vec<Option<&AxisTable>> = vec![None; r];
+    for t in &tables {
+        by_axis[t.axis] = Some(t);
+    }
+    let total: usize = plan.out.iter().map(|&v| v.max(0) as usize).product();
+    if total == 0 {
+        return Ok(());
+    }
+    let nearest = plan.attrs.mode == ResizeMode::Nearest;
+    let mut extrap = vec![0u8; es];
+    store_saturating(d, plan.attrs.extrapolation, &mut extrap);
+    let out_dims: Vec<usize> = plan.out.iter().map(|&v| v as usize).collect();
+    let tap_dims: Vec<usize> = tables.iter().map(|t| t.taps).collect();
+    let mut pos = vec![0usize; r];
+    let mut tap = vec![0usize; tables.len()];
+    for o in 0..total {
+        let mut base = 0usize;
+        let mut outside = false;
+        for ax in 0..r {
+            match by_axis[ax] {
+                None => base += pos[ax] * st[ax],
+                Some(t) => outside |= t.idx.get(pos[ax] * t.taps).is_none_or(|&i| i < 0),
+            }
+        }
+        let dst = &mut y.data[o * es..][..es];
+        if outside {
+            dst.copy_from_slice(&extrap);
+        } else if nearest {
+            let off = base + tables.iter().map(|t| t.idx[pos[t.axis]] as usize * st[t.axis]).sum::<usize>();
+            dst.copy_from_slice(&x.data[off * es..][..es]);
+        } else {
+            tap.iter_mut().for_each(|v| *v = 0);
+            let mut sum = 0.0;
+            loop {
+                let (mut off, mut w) = (base, 1.0);
+                for (t, &k) in tables.iter().zip(&tap) {
+                    let at = pos[t.axis] * t.taps + k;
+                    off += t.idx[at] as usize * st[t.axis];
+                    w *= t.w[at];
+                }
+                sum += w * load_f64(d, &x.data[off * es..][..es]);
+                if !next_index(&mut tap, &tap_dims) {
+                    break;
+                }
+            }
+            store_saturating(d, sum, dst);
+        }
+        next_index(&mut pos, &out_dims);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ir::attrs::AttrValue;
     use crate::ir::bytecode::OpId;
+    use crate::ir::schema::TensorInfo;
     use crate::ops::host::infos;
 
     fn t(d: DType, shape: &[i64], v: &[f64]) -> HostTensor {
@@ -270,5 +373,135 @@ mod tests {
         assert!(y.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6), "{y:?}");
         let e = run("AffineGrid", &[&t(DType::F32, &[1, 3, 4], &[0.0; 12]), &size], &[]).unwrap_err();
         assert!(e.contains("theta must be [N, 2, 3]"), "{e}");
+    }
+
+    fn f32s(shape: &[i64], v: &[f64]) -> HostTensor {
+        t(DType::F32, shape, v)
+    }
+
+    fn resize(ins: &[Option<&HostTensor>], a: &[(&str, AttrValue)]) -> Result<(Vec<i64>, Vec<f64>), String> {
+        let a = Attrs(a.iter().map(|(k, v)| (k.to_string(), v.clone())).collect());
+        let def = OpId::from_name("Resize").unwrap().def();
+        def.check_attrs(&a)?;
+        let inferred = (def.infer)(&infos(ins)?, &a)?;
+        let mut outs: Vec<HostTensor> = inferred.iter().map(|(d, s)| HostTensor::zeros(*d, s).unwrap()).collect();
+        (def.op.id().host_kernel().unwrap())(ins, &a, &mut outs)?;
+        Ok((outs[0].shape.clone(), floats(&outs[0])))
+    }
+
+    #[test]
+    fn resize_nearest_linear_cubic_by_hand() {
+        let x = f32s(&[1, 1, 1, 2], &[1.0, 3.0]);
+        let sc = f32s(&[4], &[1.0, 1.0, 1.0, 2.0]);
+        // half_pixel ×2: x_ori = -0.25, 0.25, 0.75, 1.25; nearest rounds prefer floor.
+        let (shape, y) = resize(&[Some(&x), None, Some(&sc)], &[]).unwrap();
+        assert_eq!((shape, y), (vec![1, 1, 1, 4], vec![1.0, 1.0, 3.0, 3.0]));
+        // Linear clamps at the edges: 1, 1.5, 2.5, 3.
+        let (_, y) = resize(&[Some(&x), None, Some(&sc)], &[("mode", s("linear"))]).unwrap();
+        assert_eq!(y, vec![1.0, 1.5, 2.5, 3.0]);
+        // align_corners: 0, 1/3, 2/3, 1.
+        let (_, y) = resize(
+            &[Some(&x), None, Some(&sc)],
+            &[("mode", s("linear")), ("coordinate_transformation_mode", s("align_corners"))],
+        )
+        .unwrap();
+        assert!(y.iter().zip([1.0, 5.0 / 3.0, 7.0 / 3.0, 3.0]).all(|(a, b)| (a - b).abs() < 1e-6), "{y:?}");
+        // Asymmetric nearest ceil: x_ori = 0, 0.5, 1, 1.5 → 0, 1, 1, 1 (clamped).
+        let a = [("coordinate_transformation_mode", s("asymmetric")), ("nearest_mode", s("ceil"))];
+        assert_eq!(resize(&[Some(&x), None, Some(&sc)], &a).unwrap().1, vec![1.0, 3.0, 3.0, 3.0]);
+        // Cubic on a constant row stays constant.
+        let c = f32s(&[1, 1, 1, 3], &[2.0, 2.0, 2.0]);
+        let (_, y) = resize(&[Some(&c), None, Some(&sc)], &[("mode", s("cubic"))]).unwrap();
+        assert!(y.iter().all(|v| (v - 2.0).abs() < 1e-12), "{y:?}");
+        // Sizes with tf_crop_and_resize: roi [0.5, 1] of [0, 10, 20] → 10, 15, 20; out of roi → extrapolation.
+        let x3 = f32s(&[3], &[0.0, 10.0, 20.0]);
+        let roi = f32s(&[2], &[0.5, 1.5]);
+        let sz = t(DType::I64, &[1], &[5.0]);
+        let a = [
+            ("mode", s("linear")),
+            ("coordinate_transformation_mode", s("tf_crop_and_resize")),
+            ("extrapolation_value", AttrValue::Float(-1.0)),
+        ];
+        let (shape, y) = resize(&[Some(&x3), Some(&roi), None, Some(&sz)], &a).unwrap();
+        assert_eq!((shape, y), (vec![5], vec![10.0, 15.0, 20.0, -1.0, -1.0]));
+        // u8 rounds half to even and saturates.
+        let u = t(DType::U8, &[2], &[1.0, 4.0]);
+        let sc1 = f32s(&[1], &[2.0]);
+        let a = [("mode", s("linear")), ("coordinate_transformation_mode", s("align_corners"))];
+        assert_eq!(resize(&[Some(&u), None, Some(&sc1)], &a).unwrap().1, vec![1.0, 2.0, 3.0, 4.0]);
+        let mut out = [0u8; 1];
+        store_saturating(DType::U8, 300.0, &mut out);
+        assert_eq!(out, [255]);
+        store_saturating(DType::I8, -2.5, &mut out);
+        assert_eq!(out[0] as i8, -2);
+    }
+
+    #[test]
+    fn resize_policies_axes_and_upsample() {
+        let x = f32s(&[1, 1, 2, 4], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+        let sz = t(DType::I64, &[2], &[4.0, 4.0]);
+        let axes = ("axes", AttrValue::Ints(vec![2, 3]));
+        // not_larger: scale min(2, 1) = 1 → [2, 4]; not_smaller: 2 → [4, 8].
+        let a = [axes.clone(), ("keep_aspect_ratio_policy", s("not_larger"))];
+        assert_eq!(resize(&[Some(&x), None, None, Some(&sz)], &a).unwrap().0, vec![1, 1, 2, 4]);
+        let a = [axes.clone(), ("keep_aspect_ratio_policy", s("not_smaller"))];
+        assert_eq!(resize(&[Some(&x), None, None, Some(&sz)], &a).unwrap().0, vec![1, 1, 4, 8]);
+        // Upsample (opset 9) nearest repeats.
+        let def = OpId::from_name("Upsample").unwrap();
+        let sc = f32s(&[4], &[1.0, 1.0, 1.0, 2.0]);
+        let y = run("Upsample", &[&x, &sc], &[]).unwrap();
+        assert_eq!(y[..8], [1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0]);
+        assert!(def.host_kernel().is_ok());
+        // Opset 10 Resize takes X, scales.
+        let y = run("Resize", &[&x, &sc], &[("onnx_opset", AttrValue::Int(10))]).unwrap();
+        assert_eq!(y[..4], [1.0, 1.0, 2.0, 2.0]);
+    }
+
+    #[test]
+    fn resize_errors_are_clear() {
+        let x = f32s(&[1, 1, 2, 2], &[1.0; 4]);
+        let sc = f32s(&[4], &[1.0, 1.0, 2.0, 2.0]);
+        let sz = t(DType::I64, &[4], &[1.0, 1.0, 3.0, 3.0]);
+        let e = resize(&[Some(&x), None, Some(&sc), Some(&sz)], &[]).unwrap_err();
+        assert!(e.contains("either scales or sizes"), "{e}");
+        let e = resize(&[Some(&x)], &[]).unwrap_err();
+        assert!(e.contains("one of scales and sizes"), "{e}");
+        let e = resize(&[Some(&x), None, Some(&f32s(&[2], &[2.0, 2.0]))], &[]).unwrap_err();
+        assert!(e.contains("scales must hold 4 values"), "{e}");
+        let e = resize(&[Some(&x), None, Some(&sc)], &[("mode", s("area"))]).unwrap_err();
+        assert!(e.contains("must be nearest, linear or cubic"), "{e}");
+        let e = resize(&[Some(&x), None, Some(&sc)], &[("coordinate_transformation_mode", s("x"))]).unwrap_err();
+        assert!(e.contains("coordinate_transformation_mode"), "{e}");
+        let e = resize(&[Some(&x), None, Some(&sc)], &[("antialias", AttrValue::Int(1))]).unwrap_err();
+        assert!(e.contains("antialias"), "{e}");
+        let e = resize(&[Some(&x), None, Some(&sc)], &[("axes", AttrValue::Ints(vec![2, 2]))]).unwrap_err();
+        assert!(e.contains("repeated"), "{e}");
+        let e = resize(&[Some(&x), None, Some(&f32s(&[4], &[1.0, 1.0, -1.0, 2.0]))], &[]).unwrap_err();
+        assert!(e.contains("positive"), "{e}");
+        let a = [("coordinate_transformation_mode", s("tf_crop_and_resize"))];
+        let e = resize(&[Some(&x), None, None, Some(&sz)], &a).unwrap_err();
+        assert!(e.contains("needs the roi input"), "{e}");
+        // Extreme plans give errors or clamped taps, never a panic.
+        let lin = |anti: i64, coord: &str| {
+            let a = Attrs(vec![
+                ("mode".into(), s("linear")),
+                ("antialias".into(), AttrValue::Int(anti)),
+                ("coordinate_transformation_mode".into(), s(coord)),
+            ]);
+            resize_attrs(&a).unwrap()
+        };
+        let plan = |attrs, scale| ResizePlan { attrs, input: vec![3], out: vec![2], scales: vec![scale], roi: None };
+        let e = plan(lin(1, "half_pixel"), 1e-9).tables().unwrap_err();
+        assert!(e.contains("taps per output"), "{e}");
+        let t = plan(lin(0, "asymmetric"), 1e-300).tables().unwrap();
+        assert_eq!(t[0].idx, vec![0, 0, 2, 2]);
+        // A scales input without a value (a graph input) is a dynamic shape.
+        let info = [
+            Some(TensorInfo { dtype: DType::F32, shape: &x.shape, value: None }),
+            None,
+            Some(TensorInfo { dtype: DType::F32, shape: &[4], value: None }),
+        ];
+        let e = infer_resize(&info, &Attrs::default()).unwrap_err();
+        assert!(e.contains("needs the value of its scales input"), "{e}");
     }
 }

@@ -68,7 +68,7 @@ const PRELUDE: &str =
 #define LANE(v, q) ((q) == 0 ? (v).x : (q) == 1 ? (v).y : (q) == 2 ? (v).z : (v).w)\n\
 #define AT(x, y) ((int2)((int)(x), (int)(y)))\n";
 
-fn launch(ctx: &ClCtx, src: &str, args: &[KernelArg], n: i64) -> Res {
+pub(super) fn launch(ctx: &ClCtx, src: &str, args: &[KernelArg], n: i64) -> Res {
     if n <= 0 {
         return Ok(());
     }
@@ -76,7 +76,7 @@ fn launch(ctx: &ClCtx, src: &str, args: &[KernelArg], n: i64) -> Res {
     ctx.run(&format!("{PRELUDE}{src}"), args, n)
 }
 
-fn texture(ins: &[Option<ClOperand>], i: usize) -> Result<&ClTexture, String> {
+pub(super) fn texture(ins: &[Option<ClOperand>], i: usize) -> Result<&ClTexture, String> {
     match ins.get(i) {
         Some(Some(ClOperand::Texture(t))) => Ok(t),
         _ => Err(format!("input {} must be a texture", i + 1)),

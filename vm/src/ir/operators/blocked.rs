@@ -50,6 +50,7 @@ pub const fn form(op: Operator) -> Option<Form> {
         Add | Sub | Mul | Div | Pow | Max | Min | Sum => Some(Form::Nary),
         Conv | MaxPool | AveragePool | GlobalAveragePool | GlobalMaxPool | BatchNormalization => Some(Form::Channel),
         Concat => Some(Form::Concat),
+        Resize | Upsample => Some(Form::Channel),
         _ => None,
     }
 }
@@ -212,6 +213,12 @@ pub fn infer(
         })
         .collect();
     let logical_out = (def.infer)(&shapes, attrs)?;
+    if matches!(def.op, Operator::Resize | Operator::Upsample) {
+        let plan = super::resize::resize_plan(&shapes, attrs, def.op == Operator::Upsample)?;
+        if plan.input.len() != 4 || !plan.is_identity(0) || !plan.is_identity(1) {
+            return Err(format!("on textures {} resizes the spatial dims of a 4-D [N, C, H, W] tensor only", def.name));
+        }
+    }
     let (dtype, y) = logical_out.first().ok_or("the operator infers no output")?;
     if y.len() < 3 {
         return Err(format!("the output {y:?} has no spatial dims, so it has no blocked texture form"));
