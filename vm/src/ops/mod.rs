@@ -18,6 +18,9 @@ pub mod bitwise;
 pub mod bitwise_cl;
 #[cfg(feature = "opencl")]
 pub mod cl;
+pub mod detection;
+#[cfg(feature = "opencl")]
+pub mod detection_cl;
 pub mod elementwise;
 #[cfg(feature = "opencl")]
 pub mod elementwise_cl;
@@ -34,6 +37,9 @@ pub mod logic_cl;
 pub mod loss;
 #[cfg(feature = "opencl")]
 pub mod loss_cl;
+pub mod ml;
+#[cfg(feature = "opencl")]
+pub mod ml_cl;
 pub mod nn;
 #[cfg(feature = "opencl")]
 pub mod nn_cl;
@@ -94,6 +100,8 @@ static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
         bitwise::HOST,
         quantize::HOST,
         linalg::HOST,
+        detection::HOST,
+        ml::HOST,
     ])
 });
 
@@ -116,6 +124,8 @@ static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
         bitwise_cl::CL,
         quantize_cl::CL,
         linalg_cl::CL,
+        detection_cl::CL,
+        ml_cl::CL,
     ])
 });
 
