@@ -407,6 +407,7 @@ fn model_opset(m: &ModelProto, warnings: &mut Vec<String>) -> Result<i64, String
     }
 }
 
+use rxvm_vm::ir::operators::flex::PREVIEW_DOMAIN_OPS;
 use rxvm_vm::ir::operators::ml::ML_DOMAIN_OPS;
 
 /// Operators whose meaning changed across opsets in a way their attributes cannot tell:
@@ -485,17 +486,19 @@ fn model_in(bytes: &[u8], show: &str, dir: Option<&Path>) -> Result<Graph, Strin
             name = format!("{name}_{i}");
             seen.insert(name.clone());
         }
-        // The `ai.onnx.ml` operators the VM has keep their names (no default-domain
-        // operator shares them); any other domain is refused as a whole.
+        // The `ai.onnx.ml` and `ai.onnx.preview` operators the VM has keep their names (no
+        // default-domain operator shares them); any other domain is refused as a whole.
         let ml = ML_DOMAIN_OPS.contains(&n.op_type.as_str());
-        if n.domain == "ai.onnx.ml" && ml {
+        let preview = PREVIEW_DOMAIN_OPS.contains(&n.op_type.as_str());
+        if n.domain == "ai.onnx.ml" && ml || n.domain == "ai.onnx.preview" && preview {
         } else if !(n.domain.is_empty() || n.domain == "ai.onnx") {
             problems.push(format!("node `{name}`: operator domain `{}` is not supported", n.domain));
             continue;
-        } else if ml {
+        } else if ml || preview {
             problems.push(format!(
-                "node `{name}`: operator `{}` is of the `ai.onnx.ml` domain, but the node names the default domain",
-                n.op_type
+                "node `{name}`: operator `{}` is of the `{}` domain, but the node names the default domain",
+                n.op_type,
+                if ml { "ai.onnx.ml" } else { "ai.onnx.preview" }
             ));
             continue;
         }

@@ -24,6 +24,9 @@ pub mod detection_cl;
 pub mod elementwise;
 #[cfg(feature = "opencl")]
 pub mod elementwise_cl;
+pub mod flex;
+#[cfg(feature = "opencl")]
+pub mod flex_cl;
 pub mod host;
 pub mod indexing;
 #[cfg(feature = "opencl")]
@@ -102,6 +105,7 @@ static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
         linalg::HOST,
         detection::HOST,
         ml::HOST,
+        flex::HOST,
     ])
 });
 
@@ -126,6 +130,7 @@ static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
         linalg_cl::CL,
         detection_cl::CL,
         ml_cl::CL,
+        flex_cl::CL,
     ])
 });
 

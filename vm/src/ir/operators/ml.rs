@@ -338,26 +338,37 @@ pub(crate) fn trees(a: &Attrs) -> Result<Trees, String> {
             rs.push((false, i));
         }
     }
-    // No cycles: every path from a root ends at a leaf within nn steps.
-    let mut depth: Vec<Option<usize>> = vec![None; nn];
-    fn walk(i: usize, yes: &[(bool, usize)], no: &[(bool, usize)], depth: &mut [Option<usize>], seen: usize) -> bool {
-        if seen > depth.len() {
-            return false;
-        }
-        if depth.get(i).copied().flatten().is_some() {
-            return true;
-        }
-        for c in [yes[i], no[i]] {
-            if !c.0 && !walk(c.1, yes, no, depth, seen + 1) {
-                return false;
-            }
-        }
-        depth[i] = Some(seen);
-        true
-    }
+    // No cycles: a depth-first walk (an explicit stack, so deep trees cannot overflow the
+    // call stack) never meets a node that is still open on its path.
+    let mut state = vec![0u8; nn]; // 0 unseen, 1 open, 2 done
     for &(leaf, r) in &rs {
-        if !leaf && !walk(r, &yes, &no, &mut depth, 0) {
-            return Err(format!("{OP}: the tree rooted at node {r} has a cycle"));
+        if leaf || state[r] == 2 {
+            continue;
+        }
+        let mut stack = vec![(r, 0u8)];
+        state[r] = 1;
+        while let Some(&mut (i, ref mut next)) = stack.last_mut() {
+            let c = match *next {
+                0 => yes[i],
+                1 => no[i],
+                _ => {
+                    state[i] = 2;
+                    stack.pop();
+                    continue;
+                }
+            };
+            *next += 1;
+            if c.0 {
+                continue;
+            }
+            match state[c.1] {
+                1 => return Err(format!("{OP}: the tree rooted at node {r} has a cycle (through node {})", c.1)),
+                0 => {
+                    state[c.1] = 1;
+                    stack.push((c.1, 0));
+                }
+                _ => {}
+            }
         }
     }
     Ok(Trees {

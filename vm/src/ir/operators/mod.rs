@@ -12,6 +12,7 @@ pub mod bitwise;
 pub mod blocked;
 pub mod detection;
 pub mod elementwise;
+pub mod flex;
 pub mod indexing;
 pub mod linalg;
 pub mod logic;
@@ -61,6 +62,7 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(linalg::OPS)
         .chain(detection::OPS)
         .chain(ml::OPS)
+        .chain(flex::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all

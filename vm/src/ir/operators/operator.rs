@@ -51,7 +51,7 @@ operators! {
     RNN GRU LSTM DFT STFT HannWindow HammingWindow BlackmanWindow MelWeightMatrix CausalConvWithState LinearAttention TensorScatter
     BitShift BitwiseAnd BitwiseOr BitwiseXor BitwiseNot IsInf IsNaN Mean BitCast QuantizeLinear DequantizeLinear DynamicQuantizeLinear QLinearMatMul QLinearConv MatMulInteger ConvInteger
     Einsum Det
-    RoiAlign DeformConv TfIdfVectorizer Binarizer ArrayFeatureExtractor TreeEnsemble
+    RoiAlign DeformConv TfIdfVectorizer Binarizer ArrayFeatureExtractor TreeEnsemble FlexAttention
 }
 
 impl Operator {
