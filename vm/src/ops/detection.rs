@@ -55,7 +55,8 @@ pub(crate) fn roi_geo(p: &Roi, r: &[f64]) -> RoiGeo {
 /// The four (index, weight) corners of a bilinear sample at (y, x) of an h × w image, as
 /// RoiAlign's reference takes them (zero weights outside [-1, size]).
 pub(crate) fn roi_corners(mut y: f64, mut x: f64, h: usize, w: usize) -> [(usize, f64); 4] {
-    if y < -1.0 || y > h as f64 || x < -1.0 || x > w as f64 || h == 0 || w == 0 {
+    // A NaN position (from NaN rois) samples nothing, as one outside the image.
+    if !(y >= -1.0 && y <= h as f64 && x >= -1.0 && x <= w as f64) || h == 0 || w == 0 {
         return [(0, 0.0); 4];
     }
     y = y.max(0.0);

@@ -56,8 +56,8 @@ fn roi_align(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, a: &Attrs, out
          C x2 = LD(r, ro + n * 4 + 2) * scale - off, y2 = LD(r, ro + n * 4 + 3) * scale - off;\n  \
          C rw = x2 - x1, rh = y2 - y1;\n  if (!HALF) {{ rw = fmax(rw, (C)1); rh = fmax(rh, (C)1); }}\n  \
          C bh = rh / (C)OH, bw = rw / (C)OW;\n  long gh = SR, gw = SR;\n  if (SR == 0) {{\n    \
-         C vh = ceil(rh / (C)OH), vw = ceil(rw / (C)OW);\n    gh = vh > 0 ? (long)fmin(vh, (C)1e6) : 0;\n    \
-         gw = vw > 0 ? (long)fmin(vw, (C)1e6) : 0;\n  }}\n  \
+         C vh = ceil(rh / (C)OH), vw = ceil(rw / (C)OW);\n    gh = isfinite(vh) && vh > 0 ? (long)fmin(vh, (C)1e6) : 0;\n    \
+         gw = isfinite(vw) && vw > 0 ? (long)fmin(vw, (C)1e6) : 0;\n  }}\n  \
          C count = (C)max(gh * gw, (long)1);\n  long base = (bi[bo + n] * CH + c) * H * W;\n  \
          C acc = 0;\n  int any = 0;\n  \
          for (long iy = 0; iy < gh; iy++) {{\n    \
@@ -65,7 +65,7 @@ fn roi_align(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, a: &Attrs, out
          for (long ix = 0; ix < gw; ix++) {{\n      \
          C xx = x1 + (C)pw * bw + ((C)ix + (C)0.5) * bw / (C)gw;\n      \
          C v1 = 0, v2 = 0, v3 = 0, v4 = 0;\n      \
-         if (!(yy < (C)-1 || yy > (C)H || xx < (C)-1 || xx > (C)W)) {{\n        \
+         if (yy >= (C)-1 && yy <= (C)H && xx >= (C)-1 && xx <= (C)W) {{\n        \
          C yv = fmax(yy, (C)0), xv = fmax(xx, (C)0);\n        long yl = (long)yv, xl = (long)xv, yh, xh;\n        \
          if (yl >= H - 1) {{ yl = H - 1; yh = yl; yv = (C)yl; }} else yh = yl + 1;\n        \
          if (xl >= W - 1) {{ xl = W - 1; xh = xl; xv = (C)xl; }} else xh = xl + 1;\n        \
@@ -171,6 +171,8 @@ mod tests {
                 let e = rand(3 + k as u64, 2, 0.5, 5.0);
                 rv.extend([c[0], c[1], c[0] + e[0], c[1] + e[1]]);
             }
+            // A NaN roi samples nothing.
+            rv[16] = f64::NAN;
             let rois = tensor(d, &[5, 4], &rv);
             let bi =
                 HostTensor::new(DType::I64, vec![5], [0i64, 1, 1, 0, 1].iter().flat_map(|v| v.to_le_bytes()).collect())
