@@ -4,6 +4,8 @@
 use crate::graph::{Graph, GraphInput, InputDim, Node};
 use onnx_protobuf::attribute_proto::AttributeType;
 use onnx_protobuf::{Message, ModelProto, NodeProto, TensorProto};
+use rxvm_vm::ir::operators::flex::PREVIEW_DOMAIN_OPS;
+use rxvm_vm::ir::operators::ml::ML_DOMAIN_OPS;
 use rxvm_vm::ops::{AttrValue, Attrs};
 use rxvm_vm::types::DType;
 use rxvm_vm::HostTensor;
@@ -358,6 +360,17 @@ fn node_attrs(n: &NodeProto, dir: Option<&Path>) -> Result<(Attrs, Option<HostTe
                     AttrValue::Int(v.to_i64()[0])
                 }
             }
+            // The `ai.onnx.ml` operators' tensor attributes (TreeEnsemble's splits, modes,
+            // weights) are lists of their values.
+            AttributeType::TENSOR if n.domain == "ai.onnx.ml" => {
+                let t = a.t.as_ref().ok_or_else(|| format!("attribute `{}` has no tensor", a.name))?;
+                let v = tensor_in(t, dir)?;
+                if v.dtype.is_float() {
+                    AttrValue::Floats(v.to_f64())
+                } else {
+                    AttrValue::Ints(v.to_i64())
+                }
+            }
             other => return Err(format!("attribute `{}` of type {other:?} is not supported", a.name)),
         };
         attrs.0.push((a.name.clone(), v));
@@ -375,8 +388,12 @@ pub fn opset(m: &ModelProto) -> Option<i64> {
 /// none, or declares a version below 1, is refused; a version above [`MAX_KNOWN_OPSET`] is
 /// read, with a warning in `warnings`.
 fn model_opset(m: &ModelProto, warnings: &mut Vec<String>) -> Result<i64, String> {
+    // A model of `ai.onnx.ml` operators alone needs no default opset.
+    let foreign_only = m.opset_import.iter().any(|o| o.domain == "ai.onnx.ml")
+        && m.graph.as_ref().is_some_and(|g| g.node.iter().all(|n| n.domain == "ai.onnx.ml"));
     match opset(m) {
         None if (1..3).contains(&m.ir_version) => Ok(1),
+        None if foreign_only => Ok(MAX_KNOWN_OPSET),
         None => Err(format!(
             "the model declares no opset for the default domain `ai.onnx` (no `opset_import` entry with domain \"\" or \"ai.onnx\"), so the meaning of its operators is unknown{}",
             if m.opset_import.is_empty() { "; is the file truncated?" } else { "" }
@@ -394,7 +411,7 @@ fn model_opset(m: &ModelProto, warnings: &mut Vec<String>) -> Result<i64, String
 
 /// Operators whose meaning changed across opsets in a way their attributes cannot tell:
 /// the importer records the opset on them as the `onnx_opset` attribute.
-const OPSET_SENSITIVE: &[&str] = &["Softmax", "LogSoftmax", "Hardmax", "DFT", "Resize"];
+const OPSET_SENSITIVE: &[&str] = &["Softmax", "LogSoftmax", "Hardmax", "DFT", "Resize", "RoiAlign"];
 
 /// Reads an ONNX model into a graph. Errors list every problem found, not just the first.
 pub fn read_model(path: &Path) -> Result<Graph, String> {
@@ -480,8 +497,20 @@ fn model_in(bytes: &[u8], show: &str, dir: Option<&Path>) -> Result<Graph, Strin
             name = format!("{name}_{i}");
             seen.insert(name.clone());
         }
-        if !(n.domain.is_empty() || n.domain == "ai.onnx") {
+        // The `ai.onnx.ml` and `ai.onnx.preview` operators the VM has keep their names (no
+        // default-domain operator shares them); any other domain is refused as a whole.
+        let ml = ML_DOMAIN_OPS.contains(&n.op_type.as_str());
+        let preview = PREVIEW_DOMAIN_OPS.contains(&n.op_type.as_str());
+        if n.domain == "ai.onnx.ml" && ml || n.domain == "ai.onnx.preview" && preview {
+        } else if !(n.domain.is_empty() || n.domain == "ai.onnx") {
             problems.push(format!("node `{name}`: operator domain `{}` is not supported", n.domain));
+            continue;
+        } else if ml || preview {
+            problems.push(format!(
+                "node `{name}`: operator `{}` is of the `{}` domain, but the node names the default domain",
+                n.op_type,
+                if ml { "ai.onnx.ml" } else { "ai.onnx.preview" }
+            ));
             continue;
         }
         match node_attrs(n, dir) {
@@ -601,6 +630,50 @@ mod tests {
         for (code, d) in [(18, DType::F8E4M3FNUZ), (19, DType::F8E5M2), (20, DType::F8E5M2FNUZ)] {
             assert_eq!(read(code, vec![1, 2, 3], vec![]).dtype, d);
         }
+    }
+
+    /// The `ai.onnx.ml` operators the VM has are read from that domain (a model of them
+    /// alone needs no default opset, their tensor attributes are value lists); from the
+    /// default domain they are refused, as is any other `ai.onnx.ml` operator.
+    #[test]
+    fn ml_domain_operators_are_read_from_their_domain_only() {
+        use onnx_protobuf::{AttributeProto, GraphProto, NodeProto, OperatorSetIdProto, ValueInfoProto};
+        let model = |domain: &str, op: &str| {
+            let mut n = NodeProto::new();
+            n.op_type = op.into();
+            n.domain = domain.into();
+            n.input = vec!["x".into()];
+            n.output = vec!["y".into()];
+            let mut t = TensorProto::new();
+            t.dims = vec![2];
+            t.data_type = 1;
+            t.float_data = vec![0.5, 1.5];
+            let mut a = AttributeProto::new();
+            a.name = "nodes_splits".into();
+            a.type_ = AttributeType::TENSOR.into();
+            a.t = Some(t).into();
+            n.attribute.push(a);
+            let mut g = GraphProto::new();
+            g.node.push(n);
+            let mut out = ValueInfoProto::new();
+            out.name = "y".into();
+            g.output.push(out);
+            let mut m = ModelProto::new();
+            m.ir_version = 8;
+            m.graph = Some(g).into();
+            let mut o = OperatorSetIdProto::new();
+            o.domain = if domain.is_empty() { String::new() } else { "ai.onnx.ml".into() };
+            o.version = if domain.is_empty() { 21 } else { 5 };
+            m.opset_import.push(o);
+            model_from_bytes(&m.write_to_bytes().unwrap(), "m.onnx")
+        };
+        let g = model("ai.onnx.ml", "TreeEnsemble").unwrap();
+        assert_eq!(g.nodes[0].op, "TreeEnsemble");
+        assert_eq!(g.nodes[0].attrs.get("nodes_splits"), Some(&AttrValue::Floats(vec![0.5, 1.5])));
+        let e = model("", "TreeEnsemble").unwrap_err();
+        assert!(e.contains("operator `TreeEnsemble` is of the `ai.onnx.ml` domain"), "{e}");
+        let e = model("ai.onnx.ml", "LabelEncoder").unwrap_err();
+        assert!(e.contains("operator domain `ai.onnx.ml` is not supported"), "{e}");
     }
 
     #[test]

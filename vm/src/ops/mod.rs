@@ -18,9 +18,15 @@ pub mod bitwise;
 pub mod bitwise_cl;
 #[cfg(feature = "opencl")]
 pub mod cl;
+pub mod detection;
+#[cfg(feature = "opencl")]
+pub mod detection_cl;
 pub mod elementwise;
 #[cfg(feature = "opencl")]
 pub mod elementwise_cl;
+pub mod flex;
+#[cfg(feature = "opencl")]
+pub mod flex_cl;
 pub mod host;
 pub mod indexing;
 #[cfg(feature = "opencl")]
@@ -34,6 +40,9 @@ pub mod logic_cl;
 pub mod loss;
 #[cfg(feature = "opencl")]
 pub mod loss_cl;
+pub mod ml;
+#[cfg(feature = "opencl")]
+pub mod ml_cl;
 pub mod nn;
 #[cfg(feature = "opencl")]
 pub mod nn_cl;
@@ -94,6 +103,9 @@ static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
         bitwise::HOST,
         quantize::HOST,
         linalg::HOST,
+        detection::HOST,
+        ml::HOST,
+        flex::HOST,
     ])
 });
 
@@ -116,6 +128,9 @@ static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
         bitwise_cl::CL,
         quantize_cl::CL,
         linalg_cl::CL,
+        detection_cl::CL,
+        ml_cl::CL,
+        flex_cl::CL,
     ])
 });
 

@@ -10,11 +10,14 @@ pub mod activation;
 pub mod attention;
 pub mod bitwise;
 pub mod blocked;
+pub mod detection;
 pub mod elementwise;
+pub mod flex;
 pub mod indexing;
 pub mod linalg;
 pub mod logic;
 pub mod loss;
+pub mod ml;
 pub mod nn;
 pub mod normalization;
 mod operator;
@@ -57,6 +60,9 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(bitwise::OPS)
         .chain(quantize::OPS)
         .chain(linalg::OPS)
+        .chain(detection::OPS)
+        .chain(ml::OPS)
+        .chain(flex::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all

@@ -52,6 +52,7 @@ operators! {
     BitShift BitwiseAnd BitwiseOr BitwiseXor BitwiseNot IsInf IsNaN Mean BitCast QuantizeLinear DequantizeLinear DynamicQuantizeLinear QLinearMatMul QLinearConv MatMulInteger ConvInteger
     Einsum Det
     Resize Upsample
+    RoiAlign DeformConv TfIdfVectorizer Binarizer ArrayFeatureExtractor TreeEnsemble FlexAttention
 }
 
 impl Operator {
