@@ -365,6 +365,8 @@ pub(super) fn unary_f32(
     if x.dtype == DType::BF16 {
         // Computed in f32 and rounded once.
         map::<half::bf16>(x, first(outs)?, |v| half::bf16::from_f32(f(v.to_f32())));
+    } else if x.dtype == DType::F16 {
+        map::<half::f16>(x, first(outs)?, |v| half::f16::from_f32(f(v.to_f32())));
     } else {
         map::<f32>(x, first(outs)?, f);
     }
@@ -631,11 +633,77 @@ fn softmax_host(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTens
         return Ok(());
     }
     let (_, n, inner) = softmax_dims(&x.shape, attrs)?;
-    let xv = values::<f32>(x);
-    let mut y = vec![0f32; xv.len()];
-    softmax_kernel(&xv, &mut y, n, inner, log);
-    store(first(outs)?, &y);
+    match x.dtype {
+        DType::F64 => {
+            let xv = values::<f64>(x);
+            let mut y = vec![0f64; xv.len()];
+            softmax_f64(&xv, &mut y, n, inner, log);
+            store(first(outs)?, &y);
+        }
+        DType::F16 => {
+            let xv: Vec<f32> = values::<half::f16>(x).iter().map(|v| v.to_f32()).collect();
+            let mut y = vec![0f32; xv.len()];
+            softmax_narrow(&xv, &mut y, n, inner, log, |v| half::f16::from_f32(v).to_f32());
+            store(first(outs)?, &y.iter().map(|&v| half::f16::from_f32(v)).collect::<Vec<_>>());
+        }
+        DType::BF16 => {
+            let xv: Vec<f32> = values::<half::bf16>(x).iter().map(|v| v.to_f32()).collect();
+            let mut y = vec![0f32; xv.len()];
+            softmax_narrow(&xv, &mut y, n, inner, log, |v| half::bf16::from_f32(v).to_f32());
+            store(first(outs)?, &y.iter().map(|&v| half::bf16::from_f32(v)).collect::<Vec<_>>());
+        }
+        _ => {
+            let xv = values::<f32>(x);
+            let mut y = vec![0f32; xv.len()];
+            softmax_kernel(&xv, &mut y, n, inner, log);
+            store(first(outs)?, &y);
+        }
+    }
     Ok(())
+}
+
+/// Softmax of f16 or bf16 values (given as f32) the way the ONNX reference computes it
+/// on such arrays: every step (`x - max`, `exp`, the sum, the quotient, LogSoftmax's
+/// `log`) computed in f32 and rounded to the dtype by `r`. (Rounding only the result
+/// differs from the reference by an ulp here and there, which a following MatMul can
+/// amplify past the tolerance.)
+fn softmax_narrow(x: &[f32], y: &mut [f32], n: usize, inner: usize, log: bool, r: impl Fn(f32) -> f32) {
+    if n == 0 || inner == 0 {
+        return;
+    }
+    for (xb, yb) in x.chunks_exact(n * inner).zip(y.chunks_exact_mut(n * inner)) {
+        for i in 0..inner {
+            let m = (0..n).fold(f32::NEG_INFINITY, |m, j| m.max(xb[j * inner + i]));
+            let mut s = 0f32;
+            for j in 0..n {
+                let e = r(r(xb[j * inner + i] - m).exp());
+                yb[j * inner + i] = e;
+                s += e;
+            }
+            let s = r(s);
+            for j in 0..n {
+                let v = r(yb[j * inner + i] / s);
+                yb[j * inner + i] = if log { r(v.ln()) } else { v };
+            }
+        }
+    }
+}
+
+/// [`softmax_kernel`] in f64 (plain loops).
+fn softmax_f64(x: &[f64], y: &mut [f64], n: usize, inner: usize, log: bool) {
+    if n == 0 || inner == 0 {
+        return;
+    }
+    for (xb, yb) in x.chunks_exact(n * inner).zip(y.chunks_exact_mut(n * inner)) {
+        for i in 0..inner {
+            let m = (0..n).fold(f64::NEG_INFINITY, |m, j| m.max(xb[j * inner + i]));
+            let s: f64 = (0..n).map(|j| (xb[j * inner + i] - m).exp()).sum();
+            for j in 0..n {
+                let v = xb[j * inner + i] - m;
+                yb[j * inner + i] = if log { v - s.ln() } else { v.exp() / s };
+            }
+        }
+    }
 }
 
 fn softmax(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {

@@ -178,6 +178,13 @@ fn map_kernel(
     if out_t == "bf16" {
         store = format!("y[yo + i] = {};", narrow::store_default(DType::BF16, &format!("({expr})")));
     }
+    // half is a storage type (no cl_khr_fp16 needed): loaded as float, stored rounded.
+    if in_t == "half" {
+        load = "float v = vload_half(xo + i, x);".to_string();
+    }
+    if out_t == "half" {
+        store = format!("vstore_half({expr}, yo + i, y);");
+    }
     let (in_s, out_s) = (storage_of(in_t), storage_of(out_t));
     let src = format!(
         "{}{pre}__kernel void k(__global const {in_s}* x, ulong xo, __global {out_s}* y, ulong yo, ulong n{decl}) {{\n  \
@@ -364,8 +371,11 @@ pub(super) fn bcast(
 fn relu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &Attrs, outs: &[ClTensor]) -> Res {
     let x = ins.first().and_then(Option::as_ref).ok_or("input 1 is required")?;
     let y = outs.first().ok_or("output 1 is required")?;
+    if matches!(x.dtype, DType::F16 | DType::BF16) {
+        return unary_f32(ctx, &ins[..1], outs, "fmax(v, 0.0f)", Vec::new());
+    }
     if x.dtype != DType::F32 {
-        return Err(format!("Relu supports f32 tensors, found {}", x.dtype));
+        return Err(format!("Relu supports f32, f16 and bf16 tensors, found {}", x.dtype));
     }
     let t = cl_type(x.dtype);
     map_kernel(ctx, x, y, t, t, false, "fmax(v, 0.0f)", Vec::new())
@@ -547,8 +557,12 @@ pub(super) fn unary_f32(
     check_dtype(x, 0, "X", F32_BF16)?;
     let y = output(outs, 0)?;
     check_out(y, x.dtype, &x.shape)?;
-    // bf16 computes in float and rounds once.
-    let t = if x.dtype == DType::BF16 { "bf16" } else { "float" };
+    // bf16 and f16 compute in float and round once.
+    let t = match x.dtype {
+        DType::BF16 => "bf16",
+        DType::F16 => "half",
+        _ => "float",
+    };
     map_kernel(ctx, x, y, t, t, false, expr, params)
 }
 
@@ -821,28 +835,69 @@ fn softmax_dims(shape: &[i64], attrs: &Attrs) -> Result<(u64, u64, u64), String>
 
 fn softmax_cl(ctx: &ClCtx, ins: &[Option<ClTensor>], attrs: &Attrs, outs: &[ClTensor], log: bool) -> Res {
     let x = input(ins, 0, "input")?;
-    check_dtype(x, 0, "input", &[DType::F32])?;
+    check_dtype(x, 0, "input", &[DType::F32, DType::F16, DType::BF16, DType::F64])?;
     let y = output(outs, 0)?;
     check_out(y, x.dtype, &x.shape)?;
     let (outer, n, inner) = softmax_dims(&x.shape, attrs)?;
     if x.numel() == 0 {
         return Ok(());
     }
-    let acc = Acc::of(ctx);
-    let a = acc.ty;
-    let body = if log {
-        format!("  {a} ls = log(s);\n  for (ulong j = 0; j < n; j++) y[yb + j * inner] = (float)(({a})(x[xb + j * inner] - m) - ls);\n")
+    need_fp64(ctx, x.dtype)?;
+    let src = if x.dtype == DType::F32 {
+        let acc = Acc::of(ctx);
+        let a = acc.ty;
+        let body = if log {
+            format!("  {a} ls = log(s);\n  for (ulong j = 0; j < n; j++) y[yb + j * inner] = (float)(({a})(x[xb + j * inner] - m) - ls);\n")
+        } else {
+            format!(
+                "  for (ulong j = 0; j < n; j++) y[yb + j * inner] = (float)(({a})exp(x[xb + j * inner] - m) / s);\n"
+            )
+        };
+        format!(
+            "{}__kernel void k(__global const float* x, ulong xo, __global float* y, ulong yo, ulong rows, ulong n, \
+             ulong inner) {{\n  ulong r = get_global_id(0);\n  if (r >= rows) return;\n  \
+             ulong base = (r / inner) * n * inner + r % inner;\n  ulong xb = xo + base, yb = yo + base;\n  \
+             float m = -INFINITY;\n  for (ulong j = 0; j < n; j++) m = fmax(m, x[xb + j * inner]);\n  \
+             {a} s = 0;\n  for (ulong j = 0; j < n; j++) s += ({a})exp(x[xb + j * inner] - m);\n{body}}}\n",
+            acc.pragma()
+        )
     } else {
-        format!("  for (ulong j = 0; j < n; j++) y[yb + j * inner] = (float)(({a})exp(x[xb + j * inner] - m) / s);\n")
+        // f64 computes in double. f16 and bf16 round every step to the dtype, as the host
+        // (`softmax_narrow`): f16 rounds by a store to and a load from the output, bf16 by
+        // its store and load functions.
+        let (t, a) = (super::cl::storage_type(x.dtype), if x.dtype == DType::F64 { "double" } else { "float" });
+        let round = match x.dtype {
+            DType::F16 => {
+                "float rnd(float v, __global half* y, ulong i) { vstore_half(v, i, y); return vload_half(i, y); }\n\
+                 float ldx(__global const half* x, ulong i) { return vload_half(i, x); }\n\
+                 void sty(float v, __global half* y, ulong i) { vstore_half(v, i, y); }\n"
+            }
+            DType::BF16 => {
+                "float rnd(float v, __global ushort* y, ulong i) { return ld_bf16(st_bf16(v, 0, 0)); }\n\
+                 float ldx(__global const ushort* x, ulong i) { return ld_bf16(x[i]); }\n\
+                 void sty(float v, __global ushort* y, ulong i) { y[i] = st_bf16(v, 0, 0); }\n"
+            }
+            _ => {
+                "double rnd(double v, __global double* y, ulong i) { return v; }\n\
+                 double ldx(__global const double* x, ulong i) { return x[i]; }\n\
+                 void sty(double v, __global double* y, ulong i) { y[i] = v; }\n"
+            }
+        };
+        let out = if log { "rnd(log(rnd(e / s, y, q)), y, q)" } else { "rnd(e / s, y, q)" };
+        format!(
+            "{}{}{round}__kernel void k(__global const {t}* x, ulong xo, __global {t}* y, ulong yo, ulong rows, \
+             ulong n, ulong inner) {{\n  ulong r = get_global_id(0);\n  if (r >= rows) return;\n  \
+             ulong base = (r / inner) * n * inner + r % inner;\n  ulong xb = xo + base, yb = yo + base;\n  \
+             {a} m = -INFINITY;\n  for (ulong j = 0; j < n; j++) m = fmax(m, ldx(x, xb + j * inner));\n  \
+             {a} s = 0;\n  for (ulong j = 0; j < n; j++) {{\n    ulong q = yb + j * inner;\n    \
+             {a} e = rnd(exp(rnd(ldx(x, xb + j * inner) - m, y, q)), y, q);\n    sty(e, y, q);\n    s += e;\n  }}\n  \
+             {a} e0 = ldx(y, yb);\n  s = rnd(s, y, yb);\n  sty(e0, y, yb);\n  \
+             for (ulong j = 0; j < n; j++) {{\n    ulong q = yb + j * inner;\n    {a} e = ldx(y, q);\n    \
+             sty({out}, y, q);\n  }}\n}}\n",
+            super::cl::pragmas(x.dtype),
+            narrow::defs(x.dtype, false),
+        )
     };
-    let src = format!(
-        "{}__kernel void k(__global const float* x, ulong xo, __global float* y, ulong yo, ulong rows, ulong n, \
-         ulong inner) {{\n  ulong r = get_global_id(0);\n  if (r >= rows) return;\n  \
-         ulong base = (r / inner) * n * inner + r % inner;\n  ulong xb = xo + base, yb = yo + base;\n  \
-         float m = -INFINITY;\n  for (ulong j = 0; j < n; j++) m = fmax(m, x[xb + j * inner]);\n  \
-         {a} s = 0;\n  for (ulong j = 0; j < n; j++) s += ({a})exp(x[xb + j * inner] - m);\n{body}}}\n",
-        acc.pragma()
-    );
     let rows = outer * inner;
     let [xm, xo] = x.args();
     let [ym, yo] = y.args();

@@ -192,9 +192,9 @@ pub(crate) const ARITH: &[DType] = &[
     DType::U64,
     DType::BF16,
 ];
-/// The f32 maps (the activation family, LeakyRelu, Elu, Selu) take bf16 too, computed in
-/// f32 and rounded once.
-pub(crate) const F32_BF16: &[DType] = &[DType::F32, DType::BF16];
+/// The f32 maps (the activation family, LeakyRelu, Elu, Selu) take f16 and bf16 too,
+/// computed in f32 and rounded once.
+pub(crate) const F32_BF16: &[DType] = &[DType::F32, DType::F16, DType::BF16];
 
 /// An element type the kernels compute in, read from and written to little-endian bytes.
 /// (Every implementor is a plain number: any bit pattern is a valid value.)
@@ -619,7 +619,7 @@ pub(crate) fn softmax_dims(shape: &[i64], attrs: &Attrs) -> Result<(usize, usize
 
 pub(crate) fn infer_softmax(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
     let x = input(ins, 0, "input")?;
-    check_dtype(x, 0, "input", F32)?;
+    check_dtype(x, 0, "input", &[DType::F32, DType::F16, DType::BF16, DType::F64])?;
     softmax_dims(x.shape, attrs)?;
     Ok(vec![(x.dtype, x.shape.to_vec())])
 }
