@@ -15,7 +15,7 @@
 use super::host::{self, first, req, HostFn};
 use super::num::{floating, numeric, Arith};
 use super::{Attrs, InferFn, OutInfo, TensorInfo};
-use crate::ir::host_tensor::{numel, HostTensor};
+use crate::ir::host_tensor::{load_f64, numel, store_f64, HostTensor};
 use crate::ir::operators::elementwise::*;
 use crate::ir::operators::shape::{broadcast, broadcast_strides};
 use crate::ir::operators::Operator;
@@ -545,11 +545,108 @@ fn sum(ins: &[Option<&HostTensor>], _: &Attrs, outs: &mut [HostTensor]) -> Resul
 fn dropout(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     prepare(ins, attrs, outs, validate_dropout, infer_dropout)?;
     let x = req(ins, 0)?;
-    first(outs)?.data.copy_from_slice(&x.data);
+    let training = ins.get(2).copied().flatten().is_some_and(|t| t.data.iter().any(|&b| b != 0));
+    let ratio = dropout_ratio(ins.get(1).copied().flatten(), attrs);
+    if !training || ratio == 0.0 {
+        first(outs)?.data.copy_from_slice(&x.data);
+        if let Some(mask) = outs.get_mut(1) {
+            mask.data.fill(1);
+        }
+        return Ok(());
+    }
+    let scale = dropout_scale(ins.get(1).copied().flatten(), attrs);
+    let mut rng = Mt19937::new(dropout_seed(attrs));
+    let size = x.dtype.size();
+    let mut keep = vec![false; x.data.len() / size.max(1)];
+    for (i, (c, k)) in first(outs)?.data.chunks_exact_mut(size).zip(keep.iter_mut()).enumerate() {
+        *k = rng.next_f64() >= ratio;
+        // numpy's mask * x * scale: a dropped element is 0 * x (-0 for negative x, NaN for
+        // NaN or inf).
+        let v = load_f64(x.dtype, &x.data[i * size..][..size]);
+        store_f64(x.dtype, (if *k { 1.0 } else { 0.0 }) * v * scale, c);
+    }
     if let Some(mask) = outs.get_mut(1) {
-        mask.data.fill(1);
+        mask.data.iter_mut().zip(&keep).for_each(|(m, &k)| *m = k as u8);
     }
     Ok(())
+}
+
+/// Dropout's ratio: the input, else the attribute (opset < 12), else 0.5.
+pub(super) fn dropout_ratio(r: Option<&HostTensor>, attrs: &Attrs) -> f64 {
+    match r {
+        Some(r) => r.to_f64().first().copied().unwrap_or(0.5),
+        None => attrs.float("ratio", 0.5),
+    }
+}
+
+/// Dropout's 1 / (1 - ratio), in the ratio's dtype as numpy computes it (f32 for the
+/// attribute).
+pub(super) fn dropout_scale(r: Option<&HostTensor>, attrs: &Attrs) -> f64 {
+    let d = r.map_or(DType::F32, |r| r.dtype);
+    let rd = |v: f64| crate::ops::quantize::round_to(d, v);
+    rd(1.0 / rd(1.0 - rd(dropout_ratio(r, attrs))))
+}
+
+/// Dropout's seed: the attribute (as numpy takes it, modulo 2^32), else a random one.
+pub(super) fn dropout_seed(attrs: &Attrs) -> u32 {
+    match attrs.get("seed") {
+        Some(_) => attrs.int("seed", 0) as u32,
+        None => {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64),
+            );
+            h.finish() as u32
+        }
+    }
+}
+
+/// numpy's legacy `RandomState(seed)`: MT19937 seeded by `init_genrand`, doubles from two
+/// 32-bit draws (53 bits), as `random_sample` / `uniform(0, 1)`.
+pub(crate) struct Mt19937 {
+    mt: [u32; 624],
+    pos: usize,
+}
+
+impl Mt19937 {
+    pub(crate) fn new(seed: u32) -> Mt19937 {
+        let mut mt = [0u32; 624];
+        mt[0] = seed;
+        for i in 1..624 {
+            mt[i] = 1_812_433_253u32.wrapping_mul(mt[i - 1] ^ (mt[i - 1] >> 30)).wrapping_add(i as u32);
+        }
+        Mt19937 { mt, pos: 624 }
+    }
+
+    fn twist(&mut self) {
+        for i in 0..624 {
+            let y = (self.mt[i] & 0x8000_0000) | (self.mt[(i + 1) % 624] & 0x7fff_ffff);
+            let mut v = self.mt[(i + 397) % 624] ^ (y >> 1);
+            if y & 1 != 0 {
+                v ^= 0x9908_b0df;
+            }
+            self.mt[i] = v;
+        }
+        self.pos = 0;
+    }
+
+    pub(crate) fn next_u32(&mut self) -> u32 {
+        if self.pos >= 624 {
+            self.twist();
+        }
+        let mut y = self.mt[self.pos];
+        self.pos += 1;
+        y ^= y >> 11;
+        y ^= (y << 7) & 0x9d2c_5680;
+        y ^= (y << 15) & 0xefc6_0000;
+        y ^ (y >> 18)
+    }
+
+    pub(crate) fn next_f64(&mut self) -> f64 {
+        let (a, b) = (self.next_u32() >> 5, self.next_u32() >> 6);
+        (a as f64 * 67_108_864.0 + b as f64) / 9_007_199_254_740_992.0
+    }
 }
 
 fn identity(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -905,6 +1002,9 @@ fn batch_norm(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor
     let inner = if attrs.int("spatial", 1) == 0 { 1 } else { prod(x.shape.get(2..).unwrap_or(&[])) };
     let p: Vec<Cow<[f32]>> = (1..5).map(|i| req(ins, i).map(values::<f32>)).collect::<Result<_, _>>()?;
     let [scale, bias, mean, var] = &p[..] else { return Err("BatchNormalization takes 5 inputs".into()) };
+    if a_training(attrs) {
+        return batch_norm_training(&values::<f32>(x), [scale, bias, mean, var], inner, attrs, outs);
+    }
     // (mean, scale / sqrt(var + eps), bias) per channel.
     let coef: Vec<(f32, f32, f32)> =
         (0..scale.len()).map(|c| (mean[c], (scale[c] as f64 / (var[c] as f64 + eps).sqrt()) as f32, bias[c])).collect();
@@ -916,6 +1016,47 @@ fn batch_norm(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor
             }
         }
     });
+    Ok(())
+}
+
+/// BatchNormalization with training_mode 1, as the ONNX reference computes it in f32: the
+/// batch's per-channel mean and population variance (summed in f64 here),
+/// `y = scale * (x - mean) / sqrt(var + epsilon) + B`, and outputs 2 to 5: the running
+/// mean and var (`mean * momentum + batch mean * (1 - momentum)`), the batch mean and var.
+fn batch_norm_training(
+    x: &[f32],
+    [scale, bias, mean, var]: [&[f32]; 4],
+    inner: usize,
+    attrs: &Attrs,
+    outs: &mut [HostTensor],
+) -> Result<(), String> {
+    let params = scale.len();
+    let (eps, mom) = (attrs.float("epsilon", 1e-5) as f32, attrs.float("momentum", 0.9));
+    let (mut sum, mut cnt) = (vec![0f64; params], vec![0f64; params]);
+    let channel = |i: usize| (i / inner.max(1)) % params.max(1);
+    for (i, &v) in x.iter().enumerate() {
+        sum[channel(i)] += v as f64;
+        cnt[channel(i)] += 1.0;
+    }
+    let bm: Vec<f64> = sum.iter().zip(&cnt).map(|(s, c)| s / c).collect();
+    let mut sq = vec![0f64; params];
+    for (i, &v) in x.iter().enumerate() {
+        sq[channel(i)] += (v as f64 - bm[channel(i)]).powi(2);
+    }
+    let bm: Vec<f32> = bm.iter().map(|&v| v as f32).collect();
+    let bv: Vec<f32> = sq.iter().zip(&cnt).map(|(s, c)| (s / c) as f32).collect();
+    with_out(first(outs)?, |y: &mut [f32]| {
+        for (i, (o, &v)) in y.iter_mut().zip(x).enumerate() {
+            let c = channel(i);
+            *o = scale[c] * (v - bm[c]) / (bv[c] + eps).sqrt() + bias[c];
+        }
+    });
+    let (m1, m2) = (mom as f32, (1.0 - mom) as f32);
+    let running = |p: &[f32], b: &[f32]| -> Vec<f32> { p.iter().zip(b).map(|(&p, &b)| p * m1 + b * m2).collect() };
+    let extra = [running(mean, &bm), running(var, &bv), bm, bv];
+    for (o, v) in outs.iter_mut().skip(1).zip(extra) {
+        store(o, &v);
+    }
     Ok(())
 }
 

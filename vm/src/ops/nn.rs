@@ -1100,9 +1100,15 @@ fn max_pool(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor])
     validate_max_pool(attrs)?;
     let x = host_input(ins, 0, "X")?;
     let pd = pool_dims(&x.shape, attrs)?;
+    if x.dtype != DType::F32 {
+        return max_pool_wide(x, &pd, attrs, outs);
+    }
     check_out(outs, 0, DType::F32, &pd.out_shape)?;
     let xv = values(x, "X")?;
-    if outs.len() < 2 {
+    if outs.len() < 2 || attrs.int("storage_order", 0) == 1 {
+        if outs.len() >= 2 {
+            return max_pool_wide(x, &pd, attrs, outs);
+        }
         if rows_pool(&pd.geo) {
             return write_f32(&mut outs[0], |y| pool_2d(&xv, &pd, PoolKind::Max, y));
         }
@@ -1121,6 +1127,48 @@ fn max_pool(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor])
     })?;
     for (chunk, p) in outs[1].data.chunks_exact_mut(8).zip(&y) {
         chunk.copy_from_slice(&p.1.to_le_bytes());
+    }
+    Ok(())
+}
+
+/// MaxPool on the other dtypes (widened exactly to f32) and with column-major Indices.
+fn max_pool_wide(x: &HostTensor, pd: &PoolDims, attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    if !MAX_POOL_DTYPES.contains(&x.dtype) {
+        return Err(format!("X must be f32, f16, bf16, u8 or i8, found {}{:?}", x.dtype, x.shape));
+    }
+    check_out(outs, 0, x.dtype, &pd.out_shape)?;
+    check_len(x, "X")?;
+    let xv: Vec<f32> = x.data.chunks_exact(x.dtype.size()).map(|c| load_f64(x.dtype, c) as f32).collect();
+    let total = numel(&pd.out_shape).unwrap_or(0) as usize;
+    let mut y = vec![(0f32, -1i64); total];
+    if rows_pool(&pd.geo) {
+        pool_2d(&xv, pd, PoolKind::Max, &mut y)?;
+    } else {
+        pool_f32(&xv, pd, PoolKind::Max, &mut y)?;
+    }
+    put_wide(&mut outs[0], y.iter().map(|p| p.0 as f64))?;
+    if outs.len() < 2 {
+        return Ok(());
+    }
+    check_out(outs, 1, DType::I64, &pd.out_shape)?;
+    let sp = &pd.geo.in_sp;
+    let vol = prod(sp).max(1);
+    let col_major = attrs.int("storage_order", 0) == 1;
+    let mut coords = vec![0usize; sp.len()];
+    for (chunk, p) in outs[1].data.chunks_exact_mut(8).zip(&y) {
+        let mut i = p.1;
+        if col_major && i >= 0 {
+            // Row-major within the plane to column-major (the first spatial axis fastest).
+            let (plane, at) = (i as usize / vol, i as usize % vol);
+            unflatten(at, sp, &mut coords);
+            let (mut flat, mut stride) = (0usize, 1usize);
+            for (&c, &d) in coords.iter().zip(sp) {
+                flat += c * stride;
+                stride *= d;
+            }
+            i = (plane * vol + flat) as i64;
+        }
+        chunk.copy_from_slice(&i.to_le_bytes());
     }
     Ok(())
 }

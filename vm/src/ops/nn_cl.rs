@@ -407,16 +407,22 @@ fn max_pool(
     attrs: &Attrs,
     outs: &[ClTensor],
 ) -> Result<(), String> {
-    let x = input(ins, 0, "X")?;
-    if attrs.int("storage_order", 0) != 0 {
-        return Err("storage_order 1 (column-major Indices) is not supported; use 0".into());
+    let x = any_input(ins, 0, "X")?;
+    if !crate::ir::operators::nn::MAX_POOL_DTYPES.contains(&x.dtype) {
+        return Err(format!("X must be f32, f16, bf16, u8 or i8, found {}{:?}", x.dtype, x.shape));
     }
+    let col_major = match attrs.int("storage_order", 0) {
+        0 => false,
+        1 => true,
+        v => return Err(format!("storage_order must be 0 or 1, found {v}")),
+    };
     // Y and Indices are told apart by dtype (either may be omitted by the call).
-    let y = outs.iter().find(|t| t.dtype == DType::F32);
+    let y = outs.iter().find(|t| t.dtype == x.dtype);
     let idx = outs.iter().find(|t| t.dtype == DType::I64);
     if outs.len() != y.is_some() as usize + idx.is_some() as usize || outs.is_empty() {
         return Err(format!(
-            "MaxPool outputs must be f32 Y and i64 Indices, found {:?}",
+            "MaxPool outputs must be {} Y and i64 Indices, found {:?}",
+            x.dtype,
             outs.iter().map(|t| t.dtype.to_string()).collect::<Vec<_>>()
         ));
     }
@@ -425,24 +431,38 @@ fn max_pool(
         return Err("Y and Indices have different shapes".into());
     }
     let geo = pool_geo(x, shape, attrs)?;
-    let yw = if y.is_some() { "  y[yo + gid] = best;\n" } else { "" };
-    let iw = if idx.is_some() { "  ind[io + gid] = at < 0 ? -1L : plane * in0 * in1 * in2 + at;\n" } else { "" };
+    let (t, ld, st) = match x.dtype {
+        DType::F16 => ("half", "vload_half(p, xp)", "vstore_half(best, yo + gid, y);"),
+        DType::BF16 => ("ushort", "ld_bf16(xp[p])", "y[yo + gid] = st_bf16(best, 0, 0);"),
+        DType::U8 => ("uchar", "(float)xp[p]", "y[yo + gid] = (uchar)best;"),
+        DType::I8 => ("char", "(float)xp[p]", "y[yo + gid] = (char)best;"),
+        _ => ("float", "xp[p]", "y[yo + gid] = best;"),
+    };
+    let yw = if y.is_some() { format!("  {st}\n") } else { String::new() };
+    // Column-major Indices put the first spatial axis fastest (padded axes have size 1).
+    let at = if col_major { "(at / (in1 * in2) + (at / in2) % in1 * in0 + at % in2 * in0 * in1)" } else { "at" };
+    let iw = if idx.is_some() {
+        format!("  ind[io + gid] = at < 0 ? -1L : plane * in0 * in1 * in2 + {at};\n")
+    } else {
+        String::new()
+    };
     let src = format!(
-        "__kernel void k(__global const float* x, ulong xo, __global float* y, ulong yo, __global long* ind, \
+        "{pre}__kernel void k(__global const {t}* x, ulong xo, __global {t}* y, ulong yo, __global long* ind, \
          ulong io, long total, {GEO_PARAMS}) {{\n\
          long gid = get_global_id(0);\n\
          if (gid >= total) return;\n\
          long r = gid;\n{SPLIT_OUT}\
          long plane = r;\n\
-         __global const float* xp = x + xo + plane * in0 * in1 * in2;\n\
+         __global const {t}* xp = x + xo + plane * in0 * in1 * in2;\n\
 {WINDOW_START}\
          float best = -INFINITY;\n\
          long at = -1;\n\
          {TAPS_BEGIN}\
                long p = (i0 * in1 + i1) * in2 + i2;\n\
-               float v = xp[p];\n\
+               float v = {ld};\n\
                if (at < 0 || v > best) {{ best = v; at = p; }}\n\
-         {TAPS_END}{yw}{iw}}}\n"
+         {TAPS_END}{yw}{iw}}}\n",
+        pre = crate::opencl::narrow::defs(x.dtype, false),
     );
     let total = count(shape, "the output")?;
     // An omitted output's parameter gets the other output's buffer (never accessed).

@@ -57,7 +57,8 @@ pub static OPS: &[OpDef] = &[
     op!(ConvTranspose, in 2..=3, out 1..=1, attrs CONV_TRANSPOSE_ATTRS, validate validate_conv_transpose,
         infer infer_conv_transpose,
         "N-d transposed convolution, W [C, M/group, k...]; pads, strides, dilations, group, output_padding, output_shape, auto_pad"),
-    op!(MaxPool, in 1..=1, out 1..=2, attrs MAX_POOL_ATTRS, validate validate_max_pool, infer infer_max_pool, "N-d max pooling with optional i64 Indices (flat, row-major); pads, strides, dilations, ceil_mode, auto_pad"),
+    op!(MaxPool, in 1..=1, out 1..=2, attrs MAX_POOL_ATTRS, validate validate_max_pool, infer infer_max_pool, "N-d max pooling (f32, f16, bf16, u8, i8) with optional i64 Indices (flat; within a plane row-major, or \
+        column-major with storage_order 1); pads, strides, dilations, ceil_mode, auto_pad"),
     op!(AveragePool, in 1..=1, out 1..=1, attrs AVERAGE_POOL_ATTRS, validate validate_average_pool,
         infer infer_average_pool,
         "N-d average pooling; count_include_pad, pads, strides, dilations, ceil_mode, auto_pad"),
@@ -179,9 +180,8 @@ pub(crate) fn validate_pool(attrs: &Attrs) -> Result<(), String> {
 pub(crate) fn validate_max_pool(attrs: &Attrs) -> Result<(), String> {
     validate_pool(attrs)?;
     match attrs.int("storage_order", 0) {
-        0 => Ok(()),
-        1 => Err("storage_order 1 (column-major Indices) is not supported; use 0".into()),
-        v => Err(format!("storage_order must be 0, found {v}")),
+        0 | 1 => Ok(()),
+        v => Err(format!("storage_order must be 0 (row-major Indices) or 1 (column-major), found {v}")),
     }
 }
 
@@ -678,10 +678,17 @@ pub(crate) fn infer_conv_transpose(ins: &[Option<TensorInfo>], attrs: &Attrs) ->
     Ok(vec![(d, conv_transpose_dims(x, w, s[2], attrs)?.out_shape)])
 }
 
+/// The dtypes MaxPool takes besides f32 (compared as f32, which holds them exactly).
+pub(crate) const MAX_POOL_DTYPES: &[DType] = &[DType::F32, DType::F16, DType::BF16, DType::U8, DType::I8];
+
 pub(crate) fn infer_max_pool(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
     validate_max_pool(attrs)?;
-    let s = pool_dims(f32_input(ins, 0, "X")?, attrs)?.out_shape;
-    Ok(vec![(DType::F32, s.clone()), (DType::I64, s)])
+    let x = ins.get(0).and_then(|t| t.as_ref()).ok_or("the input X is required")?;
+    if !MAX_POOL_DTYPES.contains(&x.dtype) {
+        return Err(format!("X must be f32, f16, bf16, u8 or i8, found {}{:?}", x.dtype, x.shape));
+    }
+    let s = pool_dims(x.shape, attrs)?.out_shape;
+    Ok(vec![(x.dtype, s.clone()), (DType::I64, s)])
 }
 
 pub(crate) fn infer_average_pool(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
