@@ -1622,8 +1622,8 @@ mod tests {
         let outs = run("Dropout", &[Some(&x), Some(&ratio), Some(&off)], &Attrs::default()).unwrap();
         assert_eq!(outs[0], x);
         let on = tbool(&[], &[true]);
-        let e = err("Dropout", &[Some(&x), None, Some(&on)], &Attrs::default());
-        assert_eq!(e, "training_mode is true, but only inference is supported (Dropout copies its input)");
+        let e = err("Dropout", &[Some(&x), Some(&t(&[], &[1.0])), Some(&on)], &Attrs::default());
+        assert_eq!(e, "the ratio of @onnx.Dropout must be in [0, 1), found 1");
         let e = def("Dropout").check_attrs(&attrs(&[("ratio", float(1.5))])).unwrap_err();
         assert_eq!(e, "attribute `ratio` of @onnx.Dropout must be in [0, 1), found 1.5");
         let e = err("Dropout", &[Some(&ti32(&[1], &[1]))], &Attrs::default());
@@ -1707,7 +1707,7 @@ mod tests {
         assert_eq!(e, "axis 1 is out of range for rank 1");
         assert_eq!(
             err("Softmax", &[Some(&ti32(&[1], &[0]))], &Attrs::default()),
-            "input 1 (input) must be f32, found i32"
+            "input 1 (input) must be f32, f16, bf16 or f64, found i32"
         );
         let e = def("LogSoftmax").check_attrs(&attrs(&[("onnx_opset", int(-1))])).unwrap_err();
         assert_eq!(e, "attribute `onnx_opset` of @onnx.LogSoftmax must be a positive opset version, found -1");
@@ -1952,8 +1952,8 @@ mod tests {
             e,
             "input 2 (scale) has 3 elements, expected 12 (the product of X's dimensions after the first, as spatial = 0)"
         );
-        let e = def("BatchNormalization").check_attrs(&attrs(&[("training_mode", int(1))])).unwrap_err();
-        assert_eq!(e, "@onnx.BatchNormalization supports inference only: `training_mode` must be 0");
+        let e = def("BatchNormalization").check_attrs(&attrs(&[("training_mode", int(2))])).unwrap_err();
+        assert!(e.contains("training_mode"), "{e}");
         let e = def("BatchNormalization").check_attrs(&attrs(&[("epsilon", float(-1.0))])).unwrap_err();
         assert_eq!(e, "attribute `epsilon` of @onnx.BatchNormalization must be finite and ≥ 0, found -1");
         let s = t(&[], &[1.0]);
@@ -2129,5 +2129,79 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// numpy's `RandomState(0).uniform(0, 1, 3)` and `RandomState(42)`'s first draw.
+    #[test]
+    fn mt19937_matches_numpy() {
+        let mut r = Mt19937::new(0);
+        let got: Vec<f64> = (0..3).map(|_| r.next_f64()).collect();
+        assert_eq!(got, [0.5488135039273248, 0.7151893663724195, 0.6027633760716439]);
+        assert_eq!(Mt19937::new(42).next_f64(), 0.3745401188473625);
+        // Past the first 624 words (a twist).
+        let mut r = Mt19937::new(0);
+        let v: Vec<f64> = (0..400).map(|_| r.next_f64()).collect();
+        assert_eq!(v[399], 0.18523232523618394);
+    }
+
+    #[test]
+    fn dropout_training_masks_with_the_seeded_stream() {
+        let x = t(&[2, 3], &[1.0, -2.0, 3.0, -4.0, 5.0, 6.0]);
+        let (r, on) = (t(&[], &[0.6]), tbool(&[], &[true]));
+        let outs = run("Dropout", &[Some(&x), Some(&r), Some(&on)], &attrs(&[("seed", int(0))])).unwrap();
+        // u = 0.549, 0.715, 0.603, 0.545, 0.424, 0.646: kept where u >= 0.6.
+        let keep = [false, true, true, false, false, true];
+        assert_eq!(outs[1], tbool(&[2, 3], &keep));
+        let scale = 1.0f32 / (1.0f32 - 0.6f32);
+        let want: Vec<f32> = [1.0f32, -2.0, 3.0, -4.0, 5.0, 6.0]
+            .iter()
+            .zip(keep)
+            .map(|(&v, k)| if k { v * scale } else { 0.0 * v })
+            .collect();
+        assert_eq!(outs[0], t(&[2, 3], &want));
+        // Ratio 0 or training off: a copy.
+        let outs = run("Dropout", &[Some(&x), Some(&t(&[], &[0.0])), Some(&on)], &attrs(&[("seed", int(0))])).unwrap();
+        assert_eq!(outs[0], x);
+    }
+
+    #[test]
+    fn batch_normalization_training_uses_the_batch_statistics() {
+        // N = 2, C = 2, 2 elements each: channel 0 holds 1, 2, 5, 6; channel 1 holds 0, 0, 4, 4.
+        let x = t(&[2, 2, 2], &[1.0, 2.0, 0.0, 0.0, 5.0, 6.0, 4.0, 4.0]);
+        let (s, b) = (t(&[2], &[1.0, 2.0]), t(&[2], &[0.0, 1.0]));
+        let (m, v) = (t(&[2], &[1.0, 0.0]), t(&[2], &[1.0, 1.0]));
+        let a = attrs(&[("training_mode", int(1)), ("epsilon", float(0.0)), ("momentum", float(0.5))]);
+        let outs = run("BatchNormalization", &[Some(&x), Some(&s), Some(&b), Some(&m), Some(&v)], &a).unwrap();
+        // Means 3.5 and 2, variances 4.25 and 4.
+        let sd0 = 4.25f32.sqrt();
+        let y0: Vec<f32> = [1.0f32, 2.0, 5.0, 6.0].iter().map(|&v| (v - 3.5) / sd0).collect();
+        let want = t(&[2, 2, 2], &[y0[0], y0[1], -1.0, -1.0, y0[2], y0[3], 3.0, 3.0]);
+        assert_eq!(outs[0], want);
+        assert_eq!(outs[1], t(&[2], &[2.25, 1.0]));
+        assert_eq!(outs[2], t(&[2], &[2.625, 2.5]));
+        assert_eq!(outs[3], t(&[2], &[3.5, 2.0]));
+        assert_eq!(outs[4], t(&[2], &[4.25, 4.0]));
+    }
+
+    /// f16 softmax rounds every step to f16, as the ONNX reference on f16 arrays.
+    #[test]
+    fn softmax_narrow_and_f64() {
+        let h = |v: &[f32]| {
+            let d: Vec<u8> = v.iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect();
+            HostTensor::new(DType::F16, vec![v.len() as i64], d).unwrap()
+        };
+        let x = h(&[0.1, 0.7, -1.3, 2.2]);
+        let y = &run("Softmax", &[Some(&x)], &Attrs::default()).unwrap()[0];
+        let r = |v: f32| half::f16::from_f32(v).to_f32();
+        let xs = [0.1f32, 0.7, -1.3, 2.2].map(r);
+        let e = xs.map(|v| r(r(v - r(2.2)).exp()));
+        let s = r(e.iter().sum());
+        assert_eq!(y, &h(&e.map(|v| r(v / s))));
+        let x64 =
+            HostTensor::new(DType::F64, vec![3], [1.0f64, 2.0, 3.0].iter().flat_map(|v| v.to_le_bytes()).collect())
+                .unwrap();
+        let y = run("Softmax", &[Some(&x64)], &Attrs::default()).unwrap().remove(0).to_f64();
+        let z: f64 = [1.0f64, 2.0, 3.0].iter().map(|v| (v - 3.0).exp()).sum();
+        assert_eq!(y, [(-2.0f64).exp() / z, (-1.0f64).exp() / z, 1.0 / z]);
     }
 }

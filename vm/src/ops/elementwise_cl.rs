@@ -1865,4 +1865,38 @@ mod tests {
             assert!(e.contains("required") || e.contains("attribute"), "{}: {e}", name.name());
         }
     }
+
+    /// Softmax/LogSoftmax on f16, bf16 and f64, the f32 maps on f16, Dropout in training
+    /// mode and BatchNormalization with training_mode, against the host.
+    #[test]
+    fn dtype_extensions_match_the_host() {
+        use crate::ops::bitwise_cl::tests::{check_tol, values};
+        let Some(dev) = device() else { return };
+        let mut floats = vec![(DType::F16, 1e-3), (DType::BF16, 0.0)];
+        if dev.has_fp64 {
+            floats.push((DType::F64, 1e-12));
+        }
+        for (d, tol) in floats {
+            for op in ["Softmax", "LogSoftmax"] {
+                for axis in [1, 2] {
+                    let x = values(d, &[2, 3, 7], 1, -4.0, 4.0);
+                    check_tol(&dev, op, &[Some(x)], &attrs(&[("axis", int(axis))]), tol);
+                }
+            }
+        }
+        for op in ["Celu", "Elu", "Relu", "Sigmoid"] {
+            check_tol(&dev, op, &[Some(values(DType::F16, &[5, 7], 2, -5.0, 5.0))], &Attrs::default(), 1e-3);
+        }
+        let on = HostTensor::new(DType::Bool, vec![], vec![1]).unwrap();
+        for (d, shape) in [(DType::F32, &[3, 4, 5][..]), (DType::F16, &[700][..])] {
+            let x = values(d, shape, 3, -2.0, 2.0);
+            let r = values(DType::F32, &[], 4, 0.2, 0.8);
+            let a = attrs(&[("seed", int(7))]);
+            check_tol(&dev, "Dropout", &[Some(x.clone()), Some(r), Some(on.clone())], &a, 0.0);
+        }
+        let p = |seed| Some(values(DType::F32, &[3], seed, 0.5, 2.0));
+        let x = values(DType::F32, &[2, 3, 4, 5], 5, -3.0, 3.0);
+        let a = attrs(&[("training_mode", int(1)), ("momentum", AttrValue::Float(0.8))]);
+        check_tol(&dev, "BatchNormalization", &[Some(x), p(6), p(7), p(8), p(9)], &a, 1e-5);
+    }
 }

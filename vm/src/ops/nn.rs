@@ -3441,7 +3441,7 @@ mod tests {
         let bad = |at: &[(&str, AttrValue)]| max_pool.check_attrs(&attrs(at)).unwrap_err();
         assert_eq!(bad(&[("strides", ints(&[2, 2]))]), "kernel_shape is required");
         let k = ("kernel_shape", ints(&[2, 2]));
-        assert!(bad(&[k.clone(), ("storage_order", AttrValue::Int(1))]).contains("storage_order 1"));
+        assert!(bad(&[k.clone(), ("storage_order", AttrValue::Int(2))]).contains("storage_order must be 0"));
         assert!(bad(&[k.clone(), ("ceil_mode", AttrValue::Int(2))]).contains("ceil_mode must be 0 or 1"));
         let avg = OpId::from_name("AveragePool").unwrap().def();
         assert!(avg
@@ -3504,7 +3504,9 @@ mod tests {
         assert!(e.contains("pads has 2 values but the input has 2 spatial dims (expected 4"), "{e}");
         let half = HostTensor::zeros(DType::F16, &[1, 8, 5, 5]).unwrap();
         let e = err("Conv", &[&half, &gen(&[6, 8, 3, 3], 2)], &[]);
-        assert_eq!(e, "X must be f32, found f16[1, 8, 5, 5]");
+        assert_eq!(e, "W is f32[6, 8, 3, 3] but X is f16: they must have one dtype");
+        let e = err("Conv", &[&HostTensor::zeros(DType::I32, &[1, 8, 5, 5]).unwrap(), &gen(&[6, 8, 3, 3], 2)], &[]);
+        assert_eq!(e, "X must be f32, f16, bf16 or f64, found i32[1, 8, 5, 5]");
         let e = run("Conv", &[Some(&x8), None], &Attrs::default()).unwrap_err();
         assert_eq!(e, "the input W is required");
 
@@ -3617,5 +3619,81 @@ mod tests {
         assert!(run("Gemm", &[Some(&neg), Some(&gen(&[2, 2], 1))], &Attrs::default())
             .unwrap_err()
             .contains("negative"));
+    }
+
+    /// `t` converted to dtype `d` (the generated values are exact in every float dtype).
+    fn cast(t: &HostTensor, d: DType) -> HostTensor {
+        let mut o = HostTensor::zeros(d, &t.shape).unwrap();
+        for (c, v) in o.data.chunks_exact_mut(d.size()).zip(t.to_f64()) {
+            store_f64(d, v, c);
+        }
+        o
+    }
+
+    /// Conv, ConvTranspose, Gemm and MatMul on f16, bf16 and f64 give the f32 results
+    /// (exact here: small dyadic values), rounded to the dtype.
+    #[test]
+    fn products_on_narrow_and_wide_floats() {
+        let cases: Vec<(&str, Vec<HostTensor>, Attrs)> = vec![
+            (
+                "Conv",
+                vec![gen(&[1, 4, 5, 5], 1), gen(&[6, 2, 3, 3], 2), gen(&[6], 3)],
+                attrs(&[("group", AttrValue::Int(2)), ("pads", ints(&[1, 0, 1, 2]))]),
+            ),
+            (
+                "Conv",
+                vec![gen(&[2, 3, 7], 4), gen(&[2, 3, 2], 5)],
+                attrs(&[("strides", ints(&[2])), ("dilations", ints(&[2]))]),
+            ),
+            (
+                "ConvTranspose",
+                vec![gen(&[1, 2, 3, 3], 6), gen(&[2, 3, 2, 2], 7), gen(&[3], 8)],
+                attrs(&[("strides", ints(&[2, 2]))]),
+            ),
+            (
+                "Gemm",
+                vec![gen(&[4, 3], 9), gen(&[5, 4], 10), gen(&[5], 11)],
+                attrs(&[
+                    ("transA", AttrValue::Int(1)),
+                    ("transB", AttrValue::Int(1)),
+                    ("alpha", AttrValue::Float(0.5)),
+                    ("beta", AttrValue::Float(2.0)),
+                ]),
+            ),
+            ("MatMul", vec![gen(&[2, 1, 3, 4], 12), gen(&[3, 4, 5], 13)], Attrs::default()),
+            ("MatMul", vec![gen(&[4], 14), gen(&[4, 3], 15)], Attrs::default()),
+        ];
+        for (op, ins, a) in &cases {
+            let refs: Vec<Option<&HostTensor>> = ins.iter().map(Some).collect();
+            let want = run(op, &refs, a).unwrap().remove(0);
+            for d in [DType::F16, DType::BF16, DType::F64] {
+                let cins: Vec<HostTensor> = ins.iter().map(|t| cast(t, d)).collect();
+                let crefs: Vec<Option<&HostTensor>> = cins.iter().map(Some).collect();
+                let got = run(op, &crefs, a).unwrap_or_else(|e| panic!("{op} {d}: {e}")).remove(0);
+                assert_eq!(got, cast(&want, d), "{op} {a} on {d}");
+            }
+        }
+        // Mixed dtypes are an error naming both.
+        let e = err("MatMul", &[&gen(&[2, 2], 1), &cast(&gen(&[2, 2], 2), DType::F64)], &[]);
+        assert_eq!(e, "B is f64[2, 2] but A is f32: they must have one dtype");
+    }
+
+    #[test]
+    fn max_pool_column_major_indices_and_bytes() {
+        // A 1x1x2x3 plane: the max of the 2x2 windows (stride 1) is at (1, 1) and (0, 2).
+        let x = HostTensor::from_f32(&[1, 1, 2, 3], &[1.0, 2.0, 9.0, 4.0, 8.0, 3.0]).unwrap();
+        let a = |so: i64| attrs(&[("kernel_shape", ints(&[2, 2])), ("storage_order", AttrValue::Int(so))]);
+        let row = run("MaxPool", &[Some(&x)], &a(0)).unwrap();
+        assert_eq!(row[1].to_i64(), [4, 2]);
+        let col = run("MaxPool", &[Some(&x)], &a(1)).unwrap();
+        assert_eq!(col[0], row[0]);
+        // Column-major: (h, w) -> h + w * 2.
+        assert_eq!(col[1].to_i64(), [3, 4]);
+        let xb = cast(&x, DType::U8);
+        let outs = run("MaxPool", &[Some(&xb)], &a(1)).unwrap();
+        assert_eq!(outs[0], cast(&row[0], DType::U8));
+        assert_eq!(outs[1].to_i64(), [3, 4]);
+        let e = err("MaxPool", &[&cast(&x, DType::I32)], &[("kernel_shape", ints(&[2, 2]))]);
+        assert_eq!(e, "X must be f32, f16, bf16, u8 or i8, found i32[1, 1, 2, 3]");
     }
 }

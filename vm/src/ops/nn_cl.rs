@@ -748,3 +748,79 @@ fn matmul(
     args.extend(dims.iter().map(|d| l(d.2)));
     ctx.run(&src, &args, global(total)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ir::attrs::AttrValue;
+    use crate::ir::host_tensor::{store_f64, HostTensor};
+    use crate::ir::types::DType;
+    use crate::ops::bitwise_cl::tests::{check_tol, values};
+    use crate::ops::cl::testing::device;
+    use crate::ops::Attrs;
+
+    fn attrs(list: &[(&str, AttrValue)]) -> Attrs {
+        Attrs(list.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    }
+
+    /// Small integers in [-4, 4) stored as `d`: products and their sums are exact in f32,
+    /// so host and device round the same results (bf16 is compared exactly).
+    fn ints(d: DType, shape: &[i64], seed: u64) -> Option<HostTensor> {
+        let v = values(DType::I32, shape, seed, -4.0, 4.0);
+        let mut t = HostTensor::zeros(d, shape).unwrap();
+        for (c, x) in t.data.chunks_exact_mut(d.size()).zip(v.to_f64()) {
+            store_f64(d, x, c);
+        }
+        Some(t)
+    }
+
+    /// The products on f16, bf16, f64 (on devices with fp64) and f32, against the host.
+    #[test]
+    fn products_match_the_host_on_every_float_dtype() {
+        let Some(dev) = device() else { return };
+        let mut dtypes = vec![DType::F32, DType::F16, DType::BF16];
+        if dev.has_fp64 {
+            dtypes.push(DType::F64);
+        }
+        let l = |v: &[i64]| AttrValue::Ints(v.to_vec());
+        for d in dtypes {
+            let v = |shape: &[i64], seed| ints(d, shape, seed);
+            let conv = attrs(&[("group", AttrValue::Int(2)), ("pads", l(&[1, 0, 1, 2])), ("strides", l(&[2, 1]))]);
+            check_tol(&dev, "Conv", &[v(&[2, 4, 6, 5], 1), v(&[6, 2, 3, 3], 2), v(&[6], 3)], &conv, 0.0);
+            check_tol(&dev, "Conv", &[v(&[1, 3, 9], 4), v(&[2, 3, 2], 5)], &attrs(&[("dilations", l(&[3]))]), 0.0);
+            let ct = attrs(&[("strides", l(&[2, 2])), ("output_padding", l(&[1, 0]))]);
+            check_tol(&dev, "ConvTranspose", &[v(&[1, 2, 3, 3], 6), v(&[2, 3, 2, 2], 7), v(&[3], 8)], &ct, 0.0);
+            let g = attrs(&[
+                ("transA", AttrValue::Int(1)),
+                ("alpha", AttrValue::Float(0.5)),
+                ("beta", AttrValue::Float(2.0)),
+            ]);
+            check_tol(&dev, "Gemm", &[v(&[4, 3], 9), v(&[4, 5], 10), v(&[3, 1], 11)], &g, 0.0);
+            check_tol(&dev, "MatMul", &[v(&[2, 1, 3, 4], 12), v(&[3, 4, 5], 13)], &Attrs::default(), 0.0);
+            check_tol(&dev, "MatMul", &[v(&[4], 14), v(&[4, 3], 15)], &Attrs::default(), 0.0);
+        }
+    }
+
+    /// MaxPool on the byte and narrow float dtypes, with row- and column-major Indices.
+    #[test]
+    fn max_pool_dtypes_and_storage_order() {
+        let Some(dev) = device() else { return };
+        let l = |v: &[i64]| AttrValue::Ints(v.to_vec());
+        for d in [DType::F32, DType::F16, DType::BF16, DType::U8, DType::I8] {
+            for so in [0, 1] {
+                let a = attrs(&[
+                    ("kernel_shape", l(&[2, 3])),
+                    ("strides", l(&[1, 2])),
+                    ("storage_order", AttrValue::Int(so)),
+                ]);
+                let x = if d == DType::U8 {
+                    values(d, &[2, 2, 5, 7], 1, 0.0, 200.0)
+                } else {
+                    values(d, &[2, 2, 5, 7], 1, -9.0, 9.0)
+                };
+                check_tol(&dev, "MaxPool", &[Some(x)], &a, 0.0);
+            }
+        }
+        let a = attrs(&[("kernel_shape", l(&[2, 2, 2])), ("storage_order", AttrValue::Int(1))]);
+        check_tol(&dev, "MaxPool", &[Some(values(DType::F32, &[1, 2, 3, 4, 3], 2, -1.0, 1.0))], &a, 0.0);
+    }
+}

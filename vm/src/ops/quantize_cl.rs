@@ -689,4 +689,35 @@ mod tests {
             assert!(e.contains("required"), "{}: {e}", name.name());
         }
     }
+
+    /// float8 QuantizeLinear (saturating or not) and DequantizeLinear against the host.
+    #[test]
+    fn float8_quantize_and_dequantize() {
+        let Some(dev) = device() else { return };
+        for d in [DType::F8E4M3FN, DType::F8E4M3FNUZ, DType::F8E5M2, DType::F8E5M2FNUZ] {
+            let x = values(DType::F32, &[4, 6], 1, -3000.0, 3000.0);
+            let s = values(DType::F32, &[6], 2, 0.5, 2.0);
+            let z = HostTensor::zeros(d, &[6]).unwrap();
+            for sat in [0, 1] {
+                let at = a(&[("axis", AttrValue::Int(1)), ("saturate", AttrValue::Int(sat))]);
+                check(&dev, "QuantizeLinear", &[x.clone(), s.clone(), z.clone()], &at);
+            }
+            let q = bits(d, &[4, 6], 3);
+            check_tol(
+                &dev,
+                "DequantizeLinear",
+                &some(&[q.clone(), s.clone()]),
+                &a(&[("axis", AttrValue::Int(1))]),
+                0.0,
+            );
+            let sh = values(DType::F16, &[], 4, 0.5, 2.0);
+            check_tol(
+                &dev,
+                "DequantizeLinear",
+                &some(&[q, sh, HostTensor::zeros(d, &[]).unwrap()]),
+                &Attrs::default(),
+                0.0,
+            );
+        }
+    }
 }
