@@ -1270,7 +1270,7 @@ fn batch_norm_training(
     let values = ["mn[mo + c] * m1 + bm * m2", "vr[vo + c] * m1 + bv * m2", "bm", "bv"];
     for (k, (o, v)) in outs.iter().skip(1).zip(values).enumerate() {
         let _ = write!(decl, ", __global float* o{k}, ulong o{k}o");
-        let _ = write!(writes, "  o{k}[o{k}o + c] = {v};\n");
+        let _ = writeln!(writes, "  o{k}[o{k}o + c] = {v};");
         args.extend(o.args());
     }
     let mom = attrs.float("momentum", 0.9);

@@ -1305,7 +1305,7 @@ fn gemm_wide(
     (m, k, n): (usize, usize, usize),
     out: &mut HostTensor,
 ) -> Result<(), String> {
-    let (alpha, beta) = (attrs.float("alpha", 1.0) as f64, attrs.float("beta", 1.0) as f64);
+    let (alpha, beta) = (attrs.float("alpha", 1.0), attrs.float("beta", 1.0));
     let (ta, tb) = (attrs.int("transA", 0) != 0, attrs.int("transB", 0) != 0);
     let mut y = vec![0f64; m * n];
     if let Some(c) = c.filter(|_| beta != 0.0) {

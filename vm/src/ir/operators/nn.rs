@@ -633,13 +633,16 @@ pub(crate) fn f32_input<'a>(ins: &'a [Option<TensorInfo<'a>>], i: usize, name: &
 /// narrow and computed in f32, f64 is computed in f64).
 pub(crate) const MATMUL_FLOATS: &[DType] = &[DType::F32, DType::F16, DType::BF16, DType::F64];
 
+/// A shape borrowed from a [`TensorInfo`].
+pub(crate) type Shape<'a> = &'a [i64];
+
 /// The inputs `names` (the optional ones may be absent) share one dtype out of
 /// [`MATMUL_FLOATS`]; returns it with their shapes.
 pub(crate) fn float_inputs<'a>(
     ins: &'a [Option<TensorInfo<'a>>],
     names: &[&str],
     required: usize,
-) -> Result<(DType, Vec<Option<&'a [i64]>>), String> {
+) -> Result<(DType, Vec<Option<Shape<'a>>>), String> {
     let mut dtype: Option<(DType, &str)> = None;
     let mut shapes = Vec::with_capacity(names.len());
     for (i, name) in names.iter().enumerate() {
@@ -683,7 +686,7 @@ pub(crate) const MAX_POOL_DTYPES: &[DType] = &[DType::F32, DType::F16, DType::BF
 
 pub(crate) fn infer_max_pool(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
     validate_max_pool(attrs)?;
-    let x = ins.get(0).and_then(|t| t.as_ref()).ok_or("the input X is required")?;
+    let x = ins.first().and_then(|t| t.as_ref()).ok_or("the input X is required")?;
     if !MAX_POOL_DTYPES.contains(&x.dtype) {
         return Err(format!("X must be f32, f16, bf16, u8 or i8, found {}{:?}", x.dtype, x.shape));
     }
