@@ -15,7 +15,7 @@
 use super::host::{self, first, req, HostFn};
 use super::num::{floating, numeric, Arith};
 use super::{Attrs, InferFn, OutInfo, TensorInfo};
-use crate::ir::host_tensor::{numel, HostTensor};
+use crate::ir::host_tensor::{load_f64, numel, store_f64, HostTensor};
 use crate::ir::operators::elementwise::*;
 use crate::ir::operators::shape::{broadcast, broadcast_strides};
 use crate::ir::operators::Operator;
@@ -365,6 +365,8 @@ pub(super) fn unary_f32(
     if x.dtype == DType::BF16 {
         // Computed in f32 and rounded once.
         map::<half::bf16>(x, first(outs)?, |v| half::bf16::from_f32(f(v.to_f32())));
+    } else if x.dtype == DType::F16 {
+        map::<half::f16>(x, first(outs)?, |v| half::f16::from_f32(f(v.to_f32())));
     } else {
         map::<f32>(x, first(outs)?, f);
     }
@@ -543,11 +545,108 @@ fn sum(ins: &[Option<&HostTensor>], _: &Attrs, outs: &mut [HostTensor]) -> Resul
 fn dropout(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     prepare(ins, attrs, outs, validate_dropout, infer_dropout)?;
     let x = req(ins, 0)?;
-    first(outs)?.data.copy_from_slice(&x.data);
+    let training = ins.get(2).copied().flatten().is_some_and(|t| t.data.iter().any(|&b| b != 0));
+    let ratio = dropout_ratio(ins.get(1).copied().flatten(), attrs);
+    if !training || ratio == 0.0 {
+        first(outs)?.data.copy_from_slice(&x.data);
+        if let Some(mask) = outs.get_mut(1) {
+            mask.data.fill(1);
+        }
+        return Ok(());
+    }
+    let scale = dropout_scale(ins.get(1).copied().flatten(), attrs);
+    let mut rng = Mt19937::new(dropout_seed(attrs));
+    let size = x.dtype.size();
+    let mut keep = vec![false; x.data.len() / size.max(1)];
+    for (i, (c, k)) in first(outs)?.data.chunks_exact_mut(size).zip(keep.iter_mut()).enumerate() {
+        *k = rng.next_f64() >= ratio;
+        // numpy's mask * x * scale: a dropped element is 0 * x (-0 for negative x, NaN for
+        // NaN or inf).
+        let v = load_f64(x.dtype, &x.data[i * size..][..size]);
+        store_f64(x.dtype, (if *k { 1.0 } else { 0.0 }) * v * scale, c);
+    }
     if let Some(mask) = outs.get_mut(1) {
-        mask.data.fill(1);
+        mask.data.iter_mut().zip(&keep).for_each(|(m, &k)| *m = k as u8);
     }
     Ok(())
+}
+
+/// Dropout's ratio: the input, else the attribute (opset < 12), else 0.5.
+pub(super) fn dropout_ratio(r: Option<&HostTensor>, attrs: &Attrs) -> f64 {
+    match r {
+        Some(r) => r.to_f64().first().copied().unwrap_or(0.5),
+        None => attrs.float("ratio", 0.5),
+    }
+}
+
+/// Dropout's 1 / (1 - ratio), in the ratio's dtype as numpy computes it (f32 for the
+/// attribute).
+pub(super) fn dropout_scale(r: Option<&HostTensor>, attrs: &Attrs) -> f64 {
+    let d = r.map_or(DType::F32, |r| r.dtype);
+    let rd = |v: f64| crate::ops::quantize::round_to(d, v);
+    rd(1.0 / rd(1.0 - rd(dropout_ratio(r, attrs))))
+}
+
+/// Dropout's seed: the attribute (as numpy takes it, modulo 2^32), else a random one.
+pub(super) fn dropout_seed(attrs: &Attrs) -> u32 {
+    match attrs.get("seed") {
+        Some(_) => attrs.int("seed", 0) as u32,
+        None => {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64),
+            );
+            h.finish() as u32
+        }
+    }
+}
+
+/// numpy's legacy `RandomState(seed)`: MT19937 seeded by `init_genrand`, doubles from two
+/// 32-bit draws (53 bits), as `random_sample` / `uniform(0, 1)`.
+pub(crate) struct Mt19937 {
+    mt: [u32; 624],
+    pos: usize,
+}
+
+impl Mt19937 {
+    pub(crate) fn new(seed: u32) -> Mt19937 {
+        let mut mt = [0u32; 624];
+        mt[0] = seed;
+        for i in 1..624 {
+            mt[i] = 1_812_433_253u32.wrapping_mul(mt[i - 1] ^ (mt[i - 1] >> 30)).wrapping_add(i as u32);
+        }
+        Mt19937 { mt, pos: 624 }
+    }
+
+    fn twist(&mut self) {
+        for i in 0..624 {
+            let y = (self.mt[i] & 0x8000_0000) | (self.mt[(i + 1) % 624] & 0x7fff_ffff);
+            let mut v = self.mt[(i + 397) % 624] ^ (y >> 1);
+            if y & 1 != 0 {
+                v ^= 0x9908_b0df;
+            }
+            self.mt[i] = v;
+        }
+        self.pos = 0;
+    }
+
+    pub(crate) fn next_u32(&mut self) -> u32 {
+        if self.pos >= 624 {
+            self.twist();
+        }
+        let mut y = self.mt[self.pos];
+        self.pos += 1;
+        y ^= y >> 11;
+        y ^= (y << 7) & 0x9d2c_5680;
+        y ^= (y << 15) & 0xefc6_0000;
+        y ^ (y >> 18)
+    }
+
+    pub(crate) fn next_f64(&mut self) -> f64 {
+        let (a, b) = (self.next_u32() >> 5, self.next_u32() >> 6);
+        (a as f64 * 67_108_864.0 + b as f64) / 9_007_199_254_740_992.0
+    }
 }
 
 fn identity(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -631,11 +730,77 @@ fn softmax_host(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTens
         return Ok(());
     }
     let (_, n, inner) = softmax_dims(&x.shape, attrs)?;
-    let xv = values::<f32>(x);
-    let mut y = vec![0f32; xv.len()];
-    softmax_kernel(&xv, &mut y, n, inner, log);
-    store(first(outs)?, &y);
+    match x.dtype {
+        DType::F64 => {
+            let xv = values::<f64>(x);
+            let mut y = vec![0f64; xv.len()];
+            softmax_f64(&xv, &mut y, n, inner, log);
+            store(first(outs)?, &y);
+        }
+        DType::F16 => {
+            let xv: Vec<f32> = values::<half::f16>(x).iter().map(|v| v.to_f32()).collect();
+            let mut y = vec![0f32; xv.len()];
+            softmax_narrow(&xv, &mut y, n, inner, log, |v| half::f16::from_f32(v).to_f32());
+            store(first(outs)?, &y.iter().map(|&v| half::f16::from_f32(v)).collect::<Vec<_>>());
+        }
+        DType::BF16 => {
+            let xv: Vec<f32> = values::<half::bf16>(x).iter().map(|v| v.to_f32()).collect();
+            let mut y = vec![0f32; xv.len()];
+            softmax_narrow(&xv, &mut y, n, inner, log, |v| half::bf16::from_f32(v).to_f32());
+            store(first(outs)?, &y.iter().map(|&v| half::bf16::from_f32(v)).collect::<Vec<_>>());
+        }
+        _ => {
+            let xv = values::<f32>(x);
+            let mut y = vec![0f32; xv.len()];
+            softmax_kernel(&xv, &mut y, n, inner, log);
+            store(first(outs)?, &y);
+        }
+    }
     Ok(())
+}
+
+/// Softmax of f16 or bf16 values (given as f32) the way the ONNX reference computes it
+/// on such arrays: every step (`x - max`, `exp`, the sum, the quotient, LogSoftmax's
+/// `log`) computed in f32 and rounded to the dtype by `r`. (Rounding only the result
+/// differs from the reference by an ulp here and there, which a following MatMul can
+/// amplify past the tolerance.)
+fn softmax_narrow(x: &[f32], y: &mut [f32], n: usize, inner: usize, log: bool, r: impl Fn(f32) -> f32) {
+    if n == 0 || inner == 0 {
+        return;
+    }
+    for (xb, yb) in x.chunks_exact(n * inner).zip(y.chunks_exact_mut(n * inner)) {
+        for i in 0..inner {
+            let m = (0..n).fold(f32::NEG_INFINITY, |m, j| m.max(xb[j * inner + i]));
+            let mut s = 0f32;
+            for j in 0..n {
+                let e = r(r(xb[j * inner + i] - m).exp());
+                yb[j * inner + i] = e;
+                s += e;
+            }
+            let s = r(s);
+            for j in 0..n {
+                let v = r(yb[j * inner + i] / s);
+                yb[j * inner + i] = if log { r(v.ln()) } else { v };
+            }
+        }
+    }
+}
+
+/// [`softmax_kernel`] in f64 (plain loops).
+fn softmax_f64(x: &[f64], y: &mut [f64], n: usize, inner: usize, log: bool) {
+    if n == 0 || inner == 0 {
+        return;
+    }
+    for (xb, yb) in x.chunks_exact(n * inner).zip(y.chunks_exact_mut(n * inner)) {
+        for i in 0..inner {
+            let m = (0..n).fold(f64::NEG_INFINITY, |m, j| m.max(xb[j * inner + i]));
+            let s: f64 = (0..n).map(|j| (xb[j * inner + i] - m).exp()).sum();
+            for j in 0..n {
+                let v = xb[j * inner + i] - m;
+                yb[j * inner + i] = if log { v - s.ln() } else { v.exp() / s };
+            }
+        }
+    }
 }
 
 fn softmax(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -837,6 +1002,9 @@ fn batch_norm(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor
     let inner = if attrs.int("spatial", 1) == 0 { 1 } else { prod(x.shape.get(2..).unwrap_or(&[])) };
     let p: Vec<Cow<[f32]>> = (1..5).map(|i| req(ins, i).map(values::<f32>)).collect::<Result<_, _>>()?;
     let [scale, bias, mean, var] = &p[..] else { return Err("BatchNormalization takes 5 inputs".into()) };
+    if a_training(attrs) {
+        return batch_norm_training(&values::<f32>(x), [scale, bias, mean, var], inner, attrs, outs);
+    }
     // (mean, scale / sqrt(var + eps), bias) per channel.
     let coef: Vec<(f32, f32, f32)> =
         (0..scale.len()).map(|c| (mean[c], (scale[c] as f64 / (var[c] as f64 + eps).sqrt()) as f32, bias[c])).collect();
@@ -848,6 +1016,47 @@ fn batch_norm(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor
             }
         }
     });
+    Ok(())
+}
+
+/// BatchNormalization with training_mode 1, as the ONNX reference computes it in f32: the
+/// batch's per-channel mean and population variance (summed in f64 here),
+/// `y = scale * (x - mean) / sqrt(var + epsilon) + B`, and outputs 2 to 5: the running
+/// mean and var (`mean * momentum + batch mean * (1 - momentum)`), the batch mean and var.
+fn batch_norm_training(
+    x: &[f32],
+    [scale, bias, mean, var]: [&[f32]; 4],
+    inner: usize,
+    attrs: &Attrs,
+    outs: &mut [HostTensor],
+) -> Result<(), String> {
+    let params = scale.len();
+    let (eps, mom) = (attrs.float("epsilon", 1e-5) as f32, attrs.float("momentum", 0.9));
+    let (mut sum, mut cnt) = (vec![0f64; params], vec![0f64; params]);
+    let channel = |i: usize| (i / inner.max(1)) % params.max(1);
+    for (i, &v) in x.iter().enumerate() {
+        sum[channel(i)] += v as f64;
+        cnt[channel(i)] += 1.0;
+    }
+    let bm: Vec<f64> = sum.iter().zip(&cnt).map(|(s, c)| s / c).collect();
+    let mut sq = vec![0f64; params];
+    for (i, &v) in x.iter().enumerate() {
+        sq[channel(i)] += (v as f64 - bm[channel(i)]).powi(2);
+    }
+    let bm: Vec<f32> = bm.iter().map(|&v| v as f32).collect();
+    let bv: Vec<f32> = sq.iter().zip(&cnt).map(|(s, c)| (s / c) as f32).collect();
+    with_out(first(outs)?, |y: &mut [f32]| {
+        for (i, (o, &v)) in y.iter_mut().zip(x).enumerate() {
+            let c = channel(i);
+            *o = scale[c] * (v - bm[c]) / (bv[c] + eps).sqrt() + bias[c];
+        }
+    });
+    let (m1, m2) = (mom as f32, (1.0 - mom) as f32);
+    let running = |p: &[f32], b: &[f32]| -> Vec<f32> { p.iter().zip(b).map(|(&p, &b)| p * m1 + b * m2).collect() };
+    let extra = [running(mean, &bm), running(var, &bv), bm, bv];
+    for (o, v) in outs.iter_mut().skip(1).zip(extra) {
+        store(o, &v);
+    }
     Ok(())
 }
 
@@ -1413,8 +1622,8 @@ mod tests {
         let outs = run("Dropout", &[Some(&x), Some(&ratio), Some(&off)], &Attrs::default()).unwrap();
         assert_eq!(outs[0], x);
         let on = tbool(&[], &[true]);
-        let e = err("Dropout", &[Some(&x), None, Some(&on)], &Attrs::default());
-        assert_eq!(e, "training_mode is true, but only inference is supported (Dropout copies its input)");
+        let e = err("Dropout", &[Some(&x), Some(&t(&[], &[1.0])), Some(&on)], &Attrs::default());
+        assert_eq!(e, "the ratio of @onnx.Dropout must be in [0, 1), found 1");
         let e = def("Dropout").check_attrs(&attrs(&[("ratio", float(1.5))])).unwrap_err();
         assert_eq!(e, "attribute `ratio` of @onnx.Dropout must be in [0, 1), found 1.5");
         let e = err("Dropout", &[Some(&ti32(&[1], &[1]))], &Attrs::default());
@@ -1498,7 +1707,7 @@ mod tests {
         assert_eq!(e, "axis 1 is out of range for rank 1");
         assert_eq!(
             err("Softmax", &[Some(&ti32(&[1], &[0]))], &Attrs::default()),
-            "input 1 (input) must be f32, found i32"
+            "input 1 (input) must be f32, f16, bf16 or f64, found i32"
         );
         let e = def("LogSoftmax").check_attrs(&attrs(&[("onnx_opset", int(-1))])).unwrap_err();
         assert_eq!(e, "attribute `onnx_opset` of @onnx.LogSoftmax must be a positive opset version, found -1");
@@ -1743,8 +1952,8 @@ mod tests {
             e,
             "input 2 (scale) has 3 elements, expected 12 (the product of X's dimensions after the first, as spatial = 0)"
         );
-        let e = def("BatchNormalization").check_attrs(&attrs(&[("training_mode", int(1))])).unwrap_err();
-        assert_eq!(e, "@onnx.BatchNormalization supports inference only: `training_mode` must be 0");
+        let e = def("BatchNormalization").check_attrs(&attrs(&[("training_mode", int(2))])).unwrap_err();
+        assert!(e.contains("training_mode"), "{e}");
         let e = def("BatchNormalization").check_attrs(&attrs(&[("epsilon", float(-1.0))])).unwrap_err();
         assert_eq!(e, "attribute `epsilon` of @onnx.BatchNormalization must be finite and ≥ 0, found -1");
         let s = t(&[], &[1.0]);
@@ -1920,5 +2129,79 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// numpy's `RandomState(0).uniform(0, 1, 3)` and `RandomState(42)`'s first draw.
+    #[test]
+    fn mt19937_matches_numpy() {
+        let mut r = Mt19937::new(0);
+        let got: Vec<f64> = (0..3).map(|_| r.next_f64()).collect();
+        assert_eq!(got, [0.5488135039273248, 0.7151893663724195, 0.6027633760716439]);
+        assert_eq!(Mt19937::new(42).next_f64(), 0.3745401188473625);
+        // Past the first 624 words (a twist).
+        let mut r = Mt19937::new(0);
+        let v: Vec<f64> = (0..400).map(|_| r.next_f64()).collect();
+        assert_eq!(v[399], 0.18523232523618394);
+    }
+
+    #[test]
+    fn dropout_training_masks_with_the_seeded_stream() {
+        let x = t(&[2, 3], &[1.0, -2.0, 3.0, -4.0, 5.0, 6.0]);
+        let (r, on) = (t(&[], &[0.6]), tbool(&[], &[true]));
+        let outs = run("Dropout", &[Some(&x), Some(&r), Some(&on)], &attrs(&[("seed", int(0))])).unwrap();
+        // u = 0.549, 0.715, 0.603, 0.545, 0.424, 0.646: kept where u >= 0.6.
+        let keep = [false, true, true, false, false, true];
+        assert_eq!(outs[1], tbool(&[2, 3], &keep));
+        let scale = 1.0f32 / (1.0f32 - 0.6f32);
+        let want: Vec<f32> = [1.0f32, -2.0, 3.0, -4.0, 5.0, 6.0]
+            .iter()
+            .zip(keep)
+            .map(|(&v, k)| if k { v * scale } else { 0.0 * v })
+            .collect();
+        assert_eq!(outs[0], t(&[2, 3], &want));
+        // Ratio 0 or training off: a copy.
+        let outs = run("Dropout", &[Some(&x), Some(&t(&[], &[0.0])), Some(&on)], &attrs(&[("seed", int(0))])).unwrap();
+        assert_eq!(outs[0], x);
+    }
+
+    #[test]
+    fn batch_normalization_training_uses_the_batch_statistics() {
+        // N = 2, C = 2, 2 elements each: channel 0 holds 1, 2, 5, 6; channel 1 holds 0, 0, 4, 4.
+        let x = t(&[2, 2, 2], &[1.0, 2.0, 0.0, 0.0, 5.0, 6.0, 4.0, 4.0]);
+        let (s, b) = (t(&[2], &[1.0, 2.0]), t(&[2], &[0.0, 1.0]));
+        let (m, v) = (t(&[2], &[1.0, 0.0]), t(&[2], &[1.0, 1.0]));
+        let a = attrs(&[("training_mode", int(1)), ("epsilon", float(0.0)), ("momentum", float(0.5))]);
+        let outs = run("BatchNormalization", &[Some(&x), Some(&s), Some(&b), Some(&m), Some(&v)], &a).unwrap();
+        // Means 3.5 and 2, variances 4.25 and 4.
+        let sd0 = 4.25f32.sqrt();
+        let y0: Vec<f32> = [1.0f32, 2.0, 5.0, 6.0].iter().map(|&v| (v - 3.5) / sd0).collect();
+        let want = t(&[2, 2, 2], &[y0[0], y0[1], -1.0, -1.0, y0[2], y0[3], 3.0, 3.0]);
+        assert_eq!(outs[0], want);
+        assert_eq!(outs[1], t(&[2], &[2.25, 1.0]));
+        assert_eq!(outs[2], t(&[2], &[2.625, 2.5]));
+        assert_eq!(outs[3], t(&[2], &[3.5, 2.0]));
+        assert_eq!(outs[4], t(&[2], &[4.25, 4.0]));
+    }
+
+    /// f16 softmax rounds every step to f16, as the ONNX reference on f16 arrays.
+    #[test]
+    fn softmax_narrow_and_f64() {
+        let h = |v: &[f32]| {
+            let d: Vec<u8> = v.iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect();
+            HostTensor::new(DType::F16, vec![v.len() as i64], d).unwrap()
+        };
+        let x = h(&[0.1, 0.7, -1.3, 2.2]);
+        let y = &run("Softmax", &[Some(&x)], &Attrs::default()).unwrap()[0];
+        let r = |v: f32| half::f16::from_f32(v).to_f32();
+        let xs = [0.1f32, 0.7, -1.3, 2.2].map(r);
+        let e = xs.map(|v| r(r(v - r(2.2)).exp()));
+        let s = r(e.iter().sum());
+        assert_eq!(y, &h(&e.map(|v| r(v / s))));
+        let x64 =
+            HostTensor::new(DType::F64, vec![3], [1.0f64, 2.0, 3.0].iter().flat_map(|v| v.to_le_bytes()).collect())
+                .unwrap();
+        let y = run("Softmax", &[Some(&x64)], &Attrs::default()).unwrap().remove(0).to_f64();
+        let z: f64 = [1.0f64, 2.0, 3.0].iter().map(|v| (v - 3.0).exp()).sum();
+        assert_eq!(y, [(-2.0f64).exp() / z, (-1.0f64).exp() / z, 1.0 / z]);
     }
 }

@@ -178,6 +178,13 @@ fn map_kernel(
     if out_t == "bf16" {
         store = format!("y[yo + i] = {};", narrow::store_default(DType::BF16, &format!("({expr})")));
     }
+    // half is a storage type (no cl_khr_fp16 needed): loaded as float, stored rounded.
+    if in_t == "half" {
+        load = "float v = vload_half(xo + i, x);".to_string();
+    }
+    if out_t == "half" {
+        store = format!("vstore_half({expr}, yo + i, y);");
+    }
     let (in_s, out_s) = (storage_of(in_t), storage_of(out_t));
     let src = format!(
         "{}{pre}__kernel void k(__global const {in_s}* x, ulong xo, __global {out_s}* y, ulong yo, ulong n{decl}) {{\n  \
@@ -364,8 +371,11 @@ pub(super) fn bcast(
 fn relu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &Attrs, outs: &[ClTensor]) -> Res {
     let x = ins.first().and_then(Option::as_ref).ok_or("input 1 is required")?;
     let y = outs.first().ok_or("output 1 is required")?;
+    if matches!(x.dtype, DType::F16 | DType::BF16) {
+        return unary_f32(ctx, &ins[..1], outs, "fmax(v, 0.0f)", Vec::new());
+    }
     if x.dtype != DType::F32 {
-        return Err(format!("Relu supports f32 tensors, found {}", x.dtype));
+        return Err(format!("Relu supports f32, f16 and bf16 tensors, found {}", x.dtype));
     }
     let t = cl_type(x.dtype);
     map_kernel(ctx, x, y, t, t, false, "fmax(v, 0.0f)", Vec::new())
@@ -540,8 +550,12 @@ pub(super) fn unary_f32(
     check_dtype(x, 0, "X", F32_BF16)?;
     let y = output(outs, 0)?;
     check_out(y, x.dtype, &x.shape)?;
-    // bf16 computes in float and rounds once.
-    let t = if x.dtype == DType::BF16 { "bf16" } else { "float" };
+    // bf16 and f16 compute in float and round once.
+    let t = match x.dtype {
+        DType::BF16 => "bf16",
+        DType::F16 => "half",
+        _ => "float",
+    };
     map_kernel(ctx, x, y, t, t, false, expr, params)
 }
 
@@ -766,16 +780,19 @@ fn prelu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &
 // ---------------------------------------------------------------------------------------
 // Dropout and Identity.
 
-fn dropout(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, _: &Attrs, outs: &[ClTensor]) -> Res {
+fn dropout(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
     let x = input(ins, 0, "data")?;
     check_dtype(x, 0, "data", &[DType::F32, DType::F16, DType::F64])?;
-    if let Some(t) = host_value(infos, 2) {
-        if t.data.iter().any(|&b| b != 0) {
-            return Err("training_mode is true, but only inference is supported (Dropout copies its input)".into());
-        }
-    }
     let y = output(outs, 0)?;
     check_out(y, x.dtype, &x.shape)?;
+    let t = ins.get(2).and_then(Option::as_ref);
+    let known_off = match host_value(infos, 2) {
+        Some(v) => v.data.iter().all(|&b| b == 0),
+        None => t.is_none(),
+    };
+    if !known_off {
+        return dropout_training(ctx, ins, attrs, outs);
+    }
     copy(ctx, x, y)?;
     if let Some(mask) = outs.get(1) {
         check_out(mask, DType::Bool, &x.shape)?;
@@ -788,6 +805,81 @@ fn dropout(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, _: &Attrs, outs:
         }
     }
     Ok(())
+}
+
+/// Dropout whose training_mode is true or not known: one work-item walks the tensor with
+/// numpy's MT19937 stream (see the host's `Mt19937`), deciding inference or training from
+/// the device's training_mode and ratio. The draws compare as 53-bit integers with the
+/// ratio scaled by 2^53, so no fp64 is needed for f32 and f16.
+fn dropout_training(ctx: &ClCtx, ins: &[Option<ClTensor>], attrs: &Attrs, outs: &[ClTensor]) -> Res {
+    let x = input(ins, 0, "data")?;
+    let y = output(outs, 0)?;
+    let t = input(ins, 2, "training_mode")?;
+    let r = ins.get(1).and_then(Option::as_ref);
+    if let Some(r) = r {
+        check_dtype(r, 1, "ratio", &[DType::F32, DType::F16, DType::F64])?;
+    }
+    need_fp64(ctx, x.dtype)?;
+    let rd = r.map_or(DType::F32, |r| r.dtype);
+    need_fp64(ctx, rd)?;
+    let n = y.numel();
+    let mask = outs.get(1);
+    if let Some(m) = mask {
+        check_out(m, DType::Bool, &x.shape)?;
+    }
+    // The ratio and 1 / (1 - ratio) in the ratio's dtype (f32 for the attribute).
+    let (rt, ratio, scale) = match (r, rd) {
+        (None, _) => ("float", "attr".to_string(), "1.0f / (1.0f - ratio)".to_string()),
+        (Some(_), DType::F16) => ("float", "vload_half(ro, r)".to_string(), "rh(1.0f / rh(1.0f - ratio))".to_string()),
+        (Some(_), DType::F64) => ("double", "r[ro]".to_string(), "1.0 / (1.0 - ratio)".to_string()),
+        (Some(_), _) => ("float", "r[ro]".to_string(), "1.0f / (1.0f - ratio)".to_string()),
+    };
+    let (xt, wt, ld, st) = match x.dtype {
+        DType::F16 => ("half", "float", "vload_half(xo + i, x)", "vstore_half(v, yo + i, y);"),
+        DType::F64 => ("double", "double", "x[xo + i]", "y[yo + i] = v;"),
+        _ => ("float", "float", "x[xo + i]", "y[yo + i] = v;"),
+    };
+    let src = format!(
+        "{}#pragma OPENCL FP_CONTRACT OFF\n\
+         float rh(float v) {{ ushort h; vstore_half_rte(v, 0, (__private half*)&h); return vload_half(0, (__private const half*)&h); }}\n\
+         __kernel void k(__global const {xt}* x, ulong xo, __global {xt}* y, ulong yo, __global uchar* m, ulong mo, \
+         int has_mask, __global const uchar* t, ulong to, __global const {rs}* r, ulong ro, float attr, uint seed, \
+         ulong n) {{\n  if (get_global_id(0) != 0) return;\n  \
+         {rt} ratio = {ratio};\n  \
+         if (!t[to] || ratio == 0) {{\n    for (ulong i = 0; i < n; i++) {{ {wt} v = {ld}; {st} if (has_mask) m[mo + i] = 1; }}\n    \
+         return;\n  }}\n  \
+         {rt} scale = {scale};\n  \
+         ulong thr = (ulong)ceil(ratio * ({rt})9007199254740992.0);\n  \
+         uint mt[624];\n  mt[0] = seed;\n  \
+         for (uint i = 1; i < 624; i++) mt[i] = 1812433253u * (mt[i - 1] ^ (mt[i - 1] >> 30)) + i;\n  \
+         uint pos = 624;\n  \
+         for (ulong i = 0; i < n; i++) {{\n    uint w[2];\n    \
+           for (int h = 0; h < 2; h++) {{\n      \
+             if (pos >= 624) {{\n        \
+               for (uint j = 0; j < 624; j++) {{\n          \
+                 uint q = (mt[j] & 0x80000000u) | (mt[(j + 1) % 624] & 0x7fffffffu);\n          \
+                 uint v = mt[(j + 397) % 624] ^ (q >> 1);\n          \
+                 if (q & 1u) v ^= 0x9908b0dfu;\n          mt[j] = v;\n        }}\n        pos = 0;\n      }}\n      \
+             uint e = mt[pos++];\n      e ^= e >> 11;\n      e ^= (e << 7) & 0x9d2c5680u;\n      \
+             e ^= (e << 15) & 0xefc60000u;\n      w[h] = e ^ (e >> 18);\n    }}\n    \
+           ulong u = ((ulong)(w[0] >> 5) << 26) + (ulong)(w[1] >> 6);\n    \
+           int keep = u >= thr;\n    \
+           {wt} v = ({wt})(keep ? 1.0f : 0.0f) * {ld} * ({wt})scale;\n    {st}\n    \
+           if (has_mask) m[mo + i] = (uchar)keep;\n  }}\n}}\n",
+        if x.dtype == DType::F64 || rd == DType::F64 { FP64_PRAGMA } else { "" },
+        rs = super::cl::storage_type(rd),
+    );
+    let mut args = Vec::with_capacity(16);
+    args.extend(x.args());
+    args.extend(y.args());
+    args.extend(mask.unwrap_or(t).args());
+    args.push(KernelArg::I32(mask.is_some() as i32));
+    args.extend(t.args());
+    args.extend(r.unwrap_or(t).args());
+    args.push(f32_arg(attrs.float("ratio", 0.5) as f32));
+    args.push(KernelArg::I32(super::elementwise::dropout_seed(attrs) as i32));
+    args.push(KernelArg::U64(n));
+    ctx.run(&src, &args, 1)
 }
 
 fn identity(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, _: &Attrs, outs: &[ClTensor]) -> Res {
@@ -814,28 +906,69 @@ fn softmax_dims(shape: &[i64], attrs: &Attrs) -> Result<(u64, u64, u64), String>
 
 fn softmax_cl(ctx: &ClCtx, ins: &[Option<ClTensor>], attrs: &Attrs, outs: &[ClTensor], log: bool) -> Res {
     let x = input(ins, 0, "input")?;
-    check_dtype(x, 0, "input", &[DType::F32])?;
+    check_dtype(x, 0, "input", &[DType::F32, DType::F16, DType::BF16, DType::F64])?;
     let y = output(outs, 0)?;
     check_out(y, x.dtype, &x.shape)?;
     let (outer, n, inner) = softmax_dims(&x.shape, attrs)?;
     if x.numel() == 0 {
         return Ok(());
     }
-    let acc = Acc::of(ctx);
-    let a = acc.ty;
-    let body = if log {
-        format!("  {a} ls = log(s);\n  for (ulong j = 0; j < n; j++) y[yb + j * inner] = (float)(({a})(x[xb + j * inner] - m) - ls);\n")
+    need_fp64(ctx, x.dtype)?;
+    let src = if x.dtype == DType::F32 {
+        let acc = Acc::of(ctx);
+        let a = acc.ty;
+        let body = if log {
+            format!("  {a} ls = log(s);\n  for (ulong j = 0; j < n; j++) y[yb + j * inner] = (float)(({a})(x[xb + j * inner] - m) - ls);\n")
+        } else {
+            format!(
+                "  for (ulong j = 0; j < n; j++) y[yb + j * inner] = (float)(({a})exp(x[xb + j * inner] - m) / s);\n"
+            )
+        };
+        format!(
+            "{}__kernel void k(__global const float* x, ulong xo, __global float* y, ulong yo, ulong rows, ulong n, \
+             ulong inner) {{\n  ulong r = get_global_id(0);\n  if (r >= rows) return;\n  \
+             ulong base = (r / inner) * n * inner + r % inner;\n  ulong xb = xo + base, yb = yo + base;\n  \
+             float m = -INFINITY;\n  for (ulong j = 0; j < n; j++) m = fmax(m, x[xb + j * inner]);\n  \
+             {a} s = 0;\n  for (ulong j = 0; j < n; j++) s += ({a})exp(x[xb + j * inner] - m);\n{body}}}\n",
+            acc.pragma()
+        )
     } else {
-        format!("  for (ulong j = 0; j < n; j++) y[yb + j * inner] = (float)(({a})exp(x[xb + j * inner] - m) / s);\n")
+        // f64 computes in double. f16 and bf16 round every step to the dtype, as the host
+        // (`softmax_narrow`): f16 rounds by a store to and a load from the output, bf16 by
+        // its store and load functions.
+        let (t, a) = (super::cl::storage_type(x.dtype), if x.dtype == DType::F64 { "double" } else { "float" });
+        let round = match x.dtype {
+            DType::F16 => {
+                "float rnd(float v, __global half* y, ulong i) { vstore_half(v, i, y); return vload_half(i, y); }\n\
+                 float ldx(__global const half* x, ulong i) { return vload_half(i, x); }\n\
+                 void sty(float v, __global half* y, ulong i) { vstore_half(v, i, y); }\n"
+            }
+            DType::BF16 => {
+                "float rnd(float v, __global ushort* y, ulong i) { return ld_bf16(st_bf16(v, 0, 0)); }\n\
+                 float ldx(__global const ushort* x, ulong i) { return ld_bf16(x[i]); }\n\
+                 void sty(float v, __global ushort* y, ulong i) { y[i] = st_bf16(v, 0, 0); }\n"
+            }
+            _ => {
+                "double rnd(double v, __global double* y, ulong i) { return v; }\n\
+                 double ldx(__global const double* x, ulong i) { return x[i]; }\n\
+                 void sty(double v, __global double* y, ulong i) { y[i] = v; }\n"
+            }
+        };
+        let out = if log { "rnd(log(rnd(e / s, y, q)), y, q)" } else { "rnd(e / s, y, q)" };
+        format!(
+            "{}{}{round}__kernel void k(__global const {t}* x, ulong xo, __global {t}* y, ulong yo, ulong rows, \
+             ulong n, ulong inner) {{\n  ulong r = get_global_id(0);\n  if (r >= rows) return;\n  \
+             ulong base = (r / inner) * n * inner + r % inner;\n  ulong xb = xo + base, yb = yo + base;\n  \
+             {a} m = -INFINITY;\n  for (ulong j = 0; j < n; j++) m = fmax(m, ldx(x, xb + j * inner));\n  \
+             {a} s = 0;\n  for (ulong j = 0; j < n; j++) {{\n    ulong q = yb + j * inner;\n    \
+             {a} e = rnd(exp(rnd(ldx(x, xb + j * inner) - m, y, q)), y, q);\n    sty(e, y, q);\n    s += e;\n  }}\n  \
+             {a} e0 = ldx(y, yb);\n  s = rnd(s, y, yb);\n  sty(e0, y, yb);\n  \
+             for (ulong j = 0; j < n; j++) {{\n    ulong q = yb + j * inner;\n    {a} e = ldx(y, q);\n    \
+             sty({out}, y, q);\n  }}\n}}\n",
+            super::cl::pragmas(x.dtype),
+            narrow::defs(x.dtype, false),
+        )
     };
-    let src = format!(
-        "{}__kernel void k(__global const float* x, ulong xo, __global float* y, ulong yo, ulong rows, ulong n, \
-         ulong inner) {{\n  ulong r = get_global_id(0);\n  if (r >= rows) return;\n  \
-         ulong base = (r / inner) * n * inner + r % inner;\n  ulong xb = xo + base, yb = yo + base;\n  \
-         float m = -INFINITY;\n  for (ulong j = 0; j < n; j++) m = fmax(m, x[xb + j * inner]);\n  \
-         {a} s = 0;\n  for (ulong j = 0; j < n; j++) s += ({a})exp(x[xb + j * inner] - m);\n{body}}}\n",
-        acc.pragma()
-    );
     let rows = outer * inner;
     let [xm, xo] = x.args();
     let [ym, yo] = y.args();
@@ -1046,9 +1179,6 @@ reduce_kernels!(reduce_mean ReduceMean, reduce_sum ReduceSum, reduce_max ReduceM
 // Normalizations.
 
 fn batch_norm(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
-    if attrs.int("training_mode", 0) == 1 {
-        return Err("@onnx.BatchNormalization supports inference only: `training_mode` must be 0".into());
-    }
     let x = input(ins, 0, "X")?;
     check_dtype(x, 0, "X", &[DType::F32])?;
     if x.shape.is_empty() {
@@ -1078,6 +1208,9 @@ fn batch_norm(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, ou
     if n == 0 {
         return Ok(());
     }
+    if crate::ir::operators::elementwise::a_training(attrs) {
+        return batch_norm_training(ctx, x, &p, outs, (n, inner, params), attrs);
+    }
     let acc = Acc::of(ctx);
     let a = acc.ty;
     let src = format!(
@@ -1101,6 +1234,76 @@ fn batch_norm(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, ou
         acc.arg(attrs.float("epsilon", 1e-5)),
     ]);
     ctx.run(&src, &args, n as usize)
+}
+
+/// BatchNormalization with training_mode 1 (see the host's `batch_norm_training`): one
+/// work-item per channel computes the batch mean and variance into a scratch buffer and
+/// outputs 2 to 5, then one work-item per element normalizes.
+fn batch_norm_training(
+    ctx: &ClCtx,
+    x: &ClTensor,
+    p: &[&ClTensor],
+    outs: &[ClTensor],
+    (n, inner, params): (u64, u64, u64),
+    attrs: &Attrs,
+) -> Res {
+    let [sc, b, mn, vr] = p else { return Err("BatchNormalization takes 5 inputs".into()) };
+    for (i, o) in outs.iter().enumerate().skip(1) {
+        check_out(o, DType::F32, &mn.shape).map_err(|e| format!("output {}: {e}", i + 1))?;
+    }
+    let scratch = super::bitwise_cl::Scratch::new(ctx, 8 * params.max(1))?;
+    let acc = Acc::of(ctx);
+    let a = acc.ty;
+    let mut decl = String::new();
+    let mut writes = String::new();
+    let mut args: Vec<KernelArg> = x.args().into();
+    args.extend(mn.args());
+    args.extend(vr.args());
+    args.push(scratch.arg());
+    let values = ["mn[mo + c] * m1 + bm * m2", "vr[vo + c] * m1 + bv * m2", "bm", "bv"];
+    for (k, (o, v)) in outs.iter().skip(1).zip(values).enumerate() {
+        let _ = write!(decl, ", __global float* o{k}, ulong o{k}o");
+        let _ = writeln!(writes, "  o{k}[o{k}o + c] = {v};");
+        args.extend(o.args());
+    }
+    let mom = attrs.float("momentum", 0.9);
+    args.extend([
+        KernelArg::U64(n),
+        KernelArg::U64(inner),
+        KernelArg::U64(params),
+        f32_arg(mom as f32),
+        f32_arg((1.0 - mom) as f32),
+    ]);
+    let src = format!(
+        "{}#pragma OPENCL FP_CONTRACT OFF\n__kernel void k(__global const float* x, ulong xo, __global const float* mn, \
+         ulong mo, __global const float* vr, ulong vo, __global float* st{decl}, ulong n, ulong inner, ulong params, \
+         float m1, float m2) {{\n  ulong c = get_global_id(0);\n  if (c >= params) return;\n  \
+         {a} s = 0, cnt = 0;\n  \
+         for (ulong i = c * inner; i < n; i += params * inner) for (ulong j = 0; j < inner; j++) {{ s += x[xo + i + j]; cnt += 1; }}\n  \
+         {a} mean = s / cnt, q = 0;\n  \
+         for (ulong i = c * inner; i < n; i += params * inner) for (ulong j = 0; j < inner; j++) {{ {a} d = x[xo + i + j] - mean; q += d * d; }}\n  \
+         float bm = (float)mean, bv = (float)(q / cnt);\n  st[2 * c] = bm;\n  st[2 * c + 1] = bv;\n{writes}}}\n",
+        acc.pragma()
+    );
+    ctx.run(&src, &args, params as usize)?;
+    let y = output(outs, 0)?;
+    let src = "#pragma OPENCL FP_CONTRACT OFF\n__kernel void k(__global const float* x, ulong xo, __global const float* sc, \
+               ulong sco, __global const float* b, ulong bo, __global const float* st, __global float* y, ulong yo, \
+               ulong n, ulong inner, ulong params, float eps) {\n  ulong i = get_global_id(0);\n  if (i >= n) return;\n  \
+               ulong c = (i / inner) % params;\n  \
+               y[yo + i] = sc[sco + c] * (x[xo + i] - st[2 * c]) / sqrt(st[2 * c + 1] + eps) + b[bo + c];\n}\n";
+    let mut args: Vec<KernelArg> = x.args().into();
+    args.extend(sc.args());
+    args.extend(b.args());
+    args.push(scratch.arg());
+    args.extend(y.args());
+    args.extend([
+        KernelArg::U64(n),
+        KernelArg::U64(inner),
+        KernelArg::U64(params),
+        f32_arg(attrs.float("epsilon", 1e-5) as f32),
+    ]);
+    ctx.run(src, &args, n as usize)
 }
 
 /// ArgMax (`max`) or ArgMin: one work-item per output element, walking its axis; NaN is
@@ -1654,5 +1857,39 @@ mod tests {
             let e = f(&ctx, &[], &[], &Attrs::default(), &[]).unwrap_err();
             assert!(e.contains("required") || e.contains("attribute"), "{}: {e}", name.name());
         }
+    }
+
+    /// Softmax/LogSoftmax on f16, bf16 and f64, the f32 maps on f16, Dropout in training
+    /// mode and BatchNormalization with training_mode, against the host.
+    #[test]
+    fn dtype_extensions_match_the_host() {
+        use crate::ops::bitwise_cl::tests::{check_tol, values};
+        let Some(dev) = device() else { return };
+        let mut floats = vec![(DType::F16, 1e-3), (DType::BF16, 0.0)];
+        if dev.has_fp64 {
+            floats.push((DType::F64, 1e-12));
+        }
+        for (d, tol) in floats {
+            for op in ["Softmax", "LogSoftmax"] {
+                for axis in [1, 2] {
+                    let x = values(d, &[2, 3, 7], 1, -4.0, 4.0);
+                    check_tol(&dev, op, &[Some(x)], &attrs(&[("axis", int(axis))]), tol);
+                }
+            }
+        }
+        for op in ["Celu", "Elu", "Relu", "Sigmoid"] {
+            check_tol(&dev, op, &[Some(values(DType::F16, &[5, 7], 2, -5.0, 5.0))], &Attrs::default(), 1e-3);
+        }
+        let on = HostTensor::new(DType::Bool, vec![], vec![1]).unwrap();
+        for (d, shape) in [(DType::F32, &[3, 4, 5][..]), (DType::F16, &[700][..])] {
+            let x = values(d, shape, 3, -2.0, 2.0);
+            let r = values(DType::F32, &[], 4, 0.2, 0.8);
+            let a = attrs(&[("seed", int(7))]);
+            check_tol(&dev, "Dropout", &[Some(x.clone()), Some(r), Some(on.clone())], &a, 0.0);
+        }
+        let p = |seed| Some(values(DType::F32, &[3], seed, 0.5, 2.0));
+        let x = values(DType::F32, &[2, 3, 4, 5], 5, -3.0, 3.0);
+        let a = attrs(&[("training_mode", int(1)), ("momentum", AttrValue::Float(0.8))]);
+        check_tol(&dev, "BatchNormalization", &[Some(x), p(6), p(7), p(8), p(9)], &a, 1e-5);
     }
 }

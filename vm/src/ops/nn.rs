@@ -9,7 +9,7 @@
 use super::host::HostFn;
 use super::host::{f32s, put_f32s};
 use super::Attrs;
-use crate::ir::host_tensor::{numel, HostTensor};
+use crate::ir::host_tensor::{load_f64, numel, store_f64, HostTensor};
 use crate::ir::operators::nn::*;
 use crate::ir::operators::shape::broadcast_strides;
 use crate::ir::operators::Operator;
@@ -112,17 +112,199 @@ fn write_f32(out: &mut HostTensor, f: impl FnOnce(&mut [f32]) -> Result<(), Stri
 fn conv(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     let (x, w, b) = (host_input(ins, 0, "X")?, host_input(ins, 1, "W")?, ins.get(2).copied().flatten());
     let cd = conv_dims(&x.shape, &w.shape, b.map(|b| &b.shape[..]), attrs)?;
-    check_out(outs, 0, DType::F32, &cd.out_shape)?;
-    let (xv, wv, bv) = (values(x, "X")?, values(w, "W")?, b.map(|b| values(b, "B")).transpose()?);
-    write_f32(&mut outs[0], |y| conv_f32(&xv, &wv, bv.as_deref(), &cd, y))
+    let d = operands_dtype(&[Some(x), Some(w), b])?;
+    check_out(outs, 0, d, &cd.out_shape)?;
+    match d {
+        DType::F32 => {
+            let (xv, wv, bv) = (values(x, "X")?, values(w, "W")?, b.map(|b| values(b, "B")).transpose()?);
+            write_f32(&mut outs[0], |y| conv_f32(&xv, &wv, bv.as_deref(), &cd, y))
+        }
+        DType::F64 => {
+            let (xv, wv, bv) = (wide64(x, "X")?, wide64(w, "W")?, b.map(|b| wide64(b, "B")).transpose()?);
+            let mut y = vec![0f64; outs[0].data.len() / 8];
+            conv_f64(&xv, &wv, bv.as_deref(), &cd, &mut y, false)?;
+            put_wide(&mut outs[0], y.iter().copied())
+        }
+        _ => {
+            let (xv, wv, bv) = (wide(x, "X")?, wide(w, "W")?, b.map(|b| wide(b, "B")).transpose()?);
+            let mut y = vec![0f32; numel(&cd.out_shape).unwrap_or(0) as usize];
+            conv_f32(&xv, &wv, bv.as_deref(), &cd, &mut y)?;
+            put_wide(&mut outs[0], y.iter().map(|&v| v as f64))
+        }
+    }
 }
 
 fn conv_transpose(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     let (x, w, b) = (host_input(ins, 0, "X")?, host_input(ins, 1, "W")?, ins.get(2).copied().flatten());
     let cd = conv_transpose_dims(&x.shape, &w.shape, b.map(|b| &b.shape[..]), attrs)?;
-    check_out(outs, 0, DType::F32, &cd.out_shape)?;
-    let (xv, wv, bv) = (values(x, "X")?, values(w, "W")?, b.map(|b| values(b, "B")).transpose()?);
-    fill_f32(&mut outs[0], |y| conv_transpose_f32(&xv, &wv, bv.as_deref(), &cd, y))
+    let d = operands_dtype(&[Some(x), Some(w), b])?;
+    check_out(outs, 0, d, &cd.out_shape)?;
+    match d {
+        DType::F32 => {
+            let (xv, wv, bv) = (values(x, "X")?, values(w, "W")?, b.map(|b| values(b, "B")).transpose()?);
+            fill_f32(&mut outs[0], |y| conv_transpose_f32(&xv, &wv, bv.as_deref(), &cd, y))
+        }
+        DType::F64 => {
+            let (xv, wv, bv) = (wide64(x, "X")?, wide64(w, "W")?, b.map(|b| wide64(b, "B")).transpose()?);
+            let mut y = vec![0f64; outs[0].data.len() / 8];
+            conv_f64(&xv, &wv, bv.as_deref(), &cd, &mut y, true)?;
+            put_wide(&mut outs[0], y.iter().copied())
+        }
+        _ => {
+            let (xv, wv, bv) = (wide(x, "X")?, wide(w, "W")?, b.map(|b| wide(b, "B")).transpose()?);
+            let mut y = vec![0f32; numel(&cd.out_shape).unwrap_or(0) as usize];
+            conv_transpose_f32(&xv, &wv, bv.as_deref(), &cd, &mut y)?;
+            put_wide(&mut outs[0], y.iter().map(|&v| v as f64))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Other float dtypes: f16 and bf16 are widened to f32 (exactly), computed by the f32
+// kernels and rounded back; f64 is computed in f64 by the plain loops below.
+
+/// The one dtype of a product's operands (f32, f16, bf16 or f64).
+fn operands_dtype(ts: &[Option<&HostTensor>]) -> Result<DType, String> {
+    let mut it = ts.iter().flatten();
+    let d = it.next().map_or(DType::F32, |t| t.dtype);
+    if !MATMUL_FLOATS.contains(&d) {
+        return Err(format!("the operands must be f32, f16, bf16 or f64, found {d}"));
+    }
+    if let Some(t) = it.find(|t| t.dtype != d) {
+        return Err(format!("the operands must have one dtype, found {d} and {}", t.dtype));
+    }
+    Ok(d)
+}
+
+/// The data of `t` checked against its shape.
+fn check_len(t: &HostTensor, name: &str) -> Result<(), String> {
+    if numel(&t.shape).and_then(|n| n.checked_mul(t.dtype.size() as u64)) != Some(t.data.len() as u64) {
+        return Err(format!("{name}: {} bytes of data do not match the shape {}{:?}", t.data.len(), t.dtype, t.shape));
+    }
+    Ok(())
+}
+
+/// An f32, f16 or bf16 input's elements as f32 (exact).
+fn wide<'a>(t: &'a HostTensor, name: &str) -> Result<Cow<'a, [f32]>, String> {
+    if t.dtype == DType::F32 {
+        return values(t, name);
+    }
+    check_len(t, name)?;
+    Ok(Cow::Owned(t.data.chunks_exact(t.dtype.size()).map(|c| load_f64(t.dtype, c) as f32).collect()))
+}
+
+/// An input's elements as f64.
+fn wide64(t: &HostTensor, name: &str) -> Result<Vec<f64>, String> {
+    check_len(t, name)?;
+    Ok(t.to_f64())
+}
+
+/// Stores values into a float output (rounding to nearest even for f16 and bf16).
+fn put_wide(out: &mut HostTensor, v: impl Iterator<Item = f64>) -> Result<(), String> {
+    let (d, size) = (out.dtype, out.dtype.size());
+    for (chunk, x) in out.data.chunks_exact_mut(size).zip(v) {
+        store_f64(d, x, chunk);
+    }
+    Ok(())
+}
+
+/// Coordinates of flat index `i` in `dims` (row-major).
+fn unflatten(mut i: usize, dims: &[usize], out: &mut [usize]) {
+    for (o, &d) in out.iter_mut().zip(dims).rev() {
+        *o = i % d.max(1);
+        i /= d.max(1);
+    }
+}
+
+/// f64 (transposed) convolution, plain loops: Conv reads input position
+/// `o * s + kk * d - pb` for output `o`; ConvTranspose writes output position
+/// `i * s + kk * d - pb` from input `i`.
+fn conv_f64(
+    x: &[f64],
+    w: &[f64],
+    b: Option<&[f64]>,
+    cd: &ConvDims,
+    y: &mut [f64],
+    transpose: bool,
+) -> Result<(), String> {
+    let g = &cd.geo;
+    let (in_plane, out_plane, taps) = (prod(&g.in_sp), prod(&g.out_sp), prod(&g.k));
+    let (cg, mg) = (cd.c / cd.group.max(1), cd.m / cd.group.max(1));
+    let w_len = if transpose { cd.c * mg * taps } else { cd.m * cg * taps };
+    let sizes_ok = x.len() == cd.n * cd.c * in_plane && w.len() == w_len && y.len() == cd.n * cd.m * out_plane;
+    if !sizes_ok || b.is_some_and(|b| b.len() != cd.m) {
+        return Err("the tensors do not match their shapes".into());
+    }
+    let nsp = g.k.len();
+    let (mut pos, mut tap) = (vec![0usize; nsp], vec![0usize; nsp]);
+    // Where window position `p` (over `from`) and tap `t` land in `to` (flat), if inside.
+    let land = |p: &[usize], t: &[usize], to: &[usize]| -> Option<usize> {
+        let mut flat = 0usize;
+        for a in 0..nsp {
+            let v = (p[a] * g.s[a] + t[a] * g.d[a]) as i64 - g.pb[a];
+            if v < 0 || v >= to[a] as i64 {
+                return None;
+            }
+            flat = flat * to[a] + v as usize;
+        }
+        Some(flat)
+    };
+    y.fill(0.0);
+    for n in 0..cd.n {
+        for m in 0..cd.m {
+            let gi = m / mg.max(1);
+            let yp = &mut y[(n * cd.m + m) * out_plane..][..out_plane];
+            for c in 0..cg {
+                let ci = gi * cg + c;
+                let xp = &x[(n * cd.c + ci) * in_plane..][..in_plane];
+                let wp = if transpose {
+                    &w[(ci * mg + m % mg.max(1)) * taps..][..taps]
+                } else {
+                    &w[(m * cg + c) * taps..][..taps]
+                };
+                let positions = if transpose { in_plane } else { out_plane };
+                for q in 0..positions {
+                    unflatten(q, if transpose { &g.in_sp } else { &g.out_sp }, &mut pos);
+                    for (t, &wv) in wp.iter().enumerate() {
+                        unflatten(t, &g.k, &mut tap);
+                        if transpose {
+                            if let Some(o) = land(&pos, &tap, &g.out_sp) {
+                                yp[o] += xp[q] * wv;
+                            }
+                        } else if let Some(i) = land(&pos, &tap, &g.in_sp) {
+                            yp[q] += xp[i] * wv;
+                        }
+                    }
+                }
+            }
+            if let Some(b) = b {
+                yp.iter_mut().for_each(|v| *v += b[m]);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// f64 `C += alpha * A B` with A and B given by strides (plain loops).
+#[allow(clippy::too_many_arguments)]
+fn gemm_f64(
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f64,
+    a: (&[f64], usize, usize),
+    b: (&[f64], usize, usize),
+    c: &mut [f64],
+) {
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = 0f64;
+            for p in 0..k {
+                acc += a.0[i * a.1 + p * a.2] * b.0[p * b.1 + j * b.2];
+            }
+            c[i * n + j] += alpha * acc;
+        }
+    }
 }
 
 /// im2col / col2im buffers hold about this many floats (so that they stay in cache).
@@ -918,9 +1100,15 @@ fn max_pool(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor])
     validate_max_pool(attrs)?;
     let x = host_input(ins, 0, "X")?;
     let pd = pool_dims(&x.shape, attrs)?;
+    if x.dtype != DType::F32 {
+        return max_pool_wide(x, &pd, attrs, outs);
+    }
     check_out(outs, 0, DType::F32, &pd.out_shape)?;
     let xv = values(x, "X")?;
-    if outs.len() < 2 {
+    if outs.len() < 2 || attrs.int("storage_order", 0) == 1 {
+        if outs.len() >= 2 {
+            return max_pool_wide(x, &pd, attrs, outs);
+        }
         if rows_pool(&pd.geo) {
             return write_f32(&mut outs[0], |y| pool_2d(&xv, &pd, PoolKind::Max, y));
         }
@@ -939,6 +1127,48 @@ fn max_pool(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor])
     })?;
     for (chunk, p) in outs[1].data.chunks_exact_mut(8).zip(&y) {
         chunk.copy_from_slice(&p.1.to_le_bytes());
+    }
+    Ok(())
+}
+
+/// MaxPool on the other dtypes (widened exactly to f32) and with column-major Indices.
+fn max_pool_wide(x: &HostTensor, pd: &PoolDims, attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+    if !MAX_POOL_DTYPES.contains(&x.dtype) {
+        return Err(format!("X must be f32, f16, bf16, u8 or i8, found {}{:?}", x.dtype, x.shape));
+    }
+    check_out(outs, 0, x.dtype, &pd.out_shape)?;
+    check_len(x, "X")?;
+    let xv: Vec<f32> = x.data.chunks_exact(x.dtype.size()).map(|c| load_f64(x.dtype, c) as f32).collect();
+    let total = numel(&pd.out_shape).unwrap_or(0) as usize;
+    let mut y = vec![(0f32, -1i64); total];
+    if rows_pool(&pd.geo) {
+        pool_2d(&xv, pd, PoolKind::Max, &mut y)?;
+    } else {
+        pool_f32(&xv, pd, PoolKind::Max, &mut y)?;
+    }
+    put_wide(&mut outs[0], y.iter().map(|p| p.0 as f64))?;
+    if outs.len() < 2 {
+        return Ok(());
+    }
+    check_out(outs, 1, DType::I64, &pd.out_shape)?;
+    let sp = &pd.geo.in_sp;
+    let vol = prod(sp).max(1);
+    let col_major = attrs.int("storage_order", 0) == 1;
+    let mut coords = vec![0usize; sp.len()];
+    for (chunk, p) in outs[1].data.chunks_exact_mut(8).zip(&y) {
+        let mut i = p.1;
+        if col_major && i >= 0 {
+            // Row-major within the plane to column-major (the first spatial axis fastest).
+            let (plane, at) = (i as usize / vol, i as usize % vol);
+            unflatten(at, sp, &mut coords);
+            let (mut flat, mut stride) = (0usize, 1usize);
+            for (&c, &d) in coords.iter().zip(sp) {
+                flat += c * stride;
+                stride *= d;
+            }
+            i = (plane * vol + flat) as i64;
+        }
+        chunk.copy_from_slice(&i.to_le_bytes());
     }
     Ok(())
 }
@@ -1001,7 +1231,11 @@ fn global_max_pool(ins: &[Option<&HostTensor>], _: &Attrs, outs: &mut [HostTenso
 fn gemm_op(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     let (a, b, c) = (host_input(ins, 0, "A")?, host_input(ins, 1, "B")?, ins.get(2).copied().flatten());
     let (m, k, n) = gemm_dims(&a.shape, &b.shape, c.map(|c| &c.shape[..]), attrs)?;
-    check_out(outs, 0, DType::F32, &[m as i64, n as i64])?;
+    let d = operands_dtype(&[Some(a), Some(b), c])?;
+    check_out(outs, 0, d, &[m as i64, n as i64])?;
+    if d != DType::F32 {
+        return gemm_wide(a, b, c, attrs, (m, k, n), &mut outs[0]);
+    }
     let (alpha, beta) = (attrs.float("alpha", 1.0) as f32, attrs.float("beta", 1.0) as f32);
     let (av, bv) = (values(a, "A")?, values(b, "B")?);
     let cv = match c {
@@ -1025,9 +1259,77 @@ fn gemm_op(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) 
 fn matmul(ins: &[Option<&HostTensor>], _: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     let (a, b) = (host_input(ins, 0, "A")?, host_input(ins, 1, "B")?);
     let md = matmul_dims(&a.shape, &b.shape)?;
-    check_out(outs, 0, DType::F32, &md.out_shape)?;
-    let (av, bv) = (values(a, "A")?, values(b, "B")?);
-    fill_f32(&mut outs[0], |y| matmul_f32(&av, &bv, &md, y))
+    let d = operands_dtype(&[Some(a), Some(b)])?;
+    check_out(outs, 0, d, &md.out_shape)?;
+    match d {
+        DType::F32 => {
+            let (av, bv) = (values(a, "A")?, values(b, "B")?);
+            fill_f32(&mut outs[0], |y| matmul_f32(&av, &bv, &md, y))
+        }
+        DType::F64 => {
+            let (av, bv) = (wide64(a, "A")?, wide64(b, "B")?);
+            let (m, k, n) = (md.m, md.k, md.n);
+            let batches = md.batch.iter().product::<i64>() as usize;
+            if av.len() != md.a_batch * m * k || bv.len() != md.b_batch * k * n {
+                return Err("the tensors do not match their shapes".into());
+            }
+            let mut y = vec![0f64; batches * m * n];
+            for (bi, yi) in y.chunks_mut((m * n).max(1)).enumerate() {
+                let (mut rest, mut ao, mut bo) = (bi, 0usize, 0usize);
+                for i in (0..md.batch.len()).rev() {
+                    let dd = md.batch[i] as usize;
+                    let j = rest % dd.max(1);
+                    rest /= dd.max(1);
+                    ao += j * md.a_strides[i];
+                    bo += j * md.b_strides[i];
+                }
+                gemm_f64(m, n, k, 1.0, (&av[ao * m * k..], k, 1), (&bv[bo * k * n..], n, 1), yi);
+            }
+            put_wide(&mut outs[0], y.into_iter())
+        }
+        _ => {
+            let (av, bv) = (wide(a, "A")?, wide(b, "B")?);
+            let mut y = vec![0f32; numel(&md.out_shape).unwrap_or(0) as usize];
+            matmul_f32(&av, &bv, &md, &mut y)?;
+            put_wide(&mut outs[0], y.iter().map(|&v| v as f64))
+        }
+    }
+}
+
+/// Gemm on f16, bf16 (computed in f32) and f64 (computed in f64).
+fn gemm_wide(
+    a: &HostTensor,
+    b: &HostTensor,
+    c: Option<&HostTensor>,
+    attrs: &Attrs,
+    (m, k, n): (usize, usize, usize),
+    out: &mut HostTensor,
+) -> Result<(), String> {
+    let (alpha, beta) = (attrs.float("alpha", 1.0), attrs.float("beta", 1.0));
+    let (ta, tb) = (attrs.int("transA", 0) != 0, attrs.int("transB", 0) != 0);
+    let mut y = vec![0f64; m * n];
+    if let Some(c) = c.filter(|_| beta != 0.0) {
+        let (cv, st) = (wide64(c, "C")?, broadcast_strides(&c.shape, &[m as i64, n as i64]));
+        for (i, row) in y.chunks_exact_mut(n.max(1)).enumerate() {
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = beta * cv[i * st[0] + j * st[1]];
+            }
+        }
+    }
+    if a.dtype == DType::F64 {
+        let (av, bv) = (wide64(a, "A")?, wide64(b, "B")?);
+        let am = if ta { (&av[..], 1, m) } else { (&av[..], k, 1) };
+        let bm = if tb { (&bv[..], 1, k) } else { (&bv[..], n, 1) };
+        gemm_f64(m, n, k, alpha, am, bm, &mut y);
+        return put_wide(out, y.into_iter());
+    }
+    // f16 / bf16: the f32 product, then alpha and C as the f32 kernel applies them.
+    let (av, bv) = (wide(a, "A")?, wide(b, "B")?);
+    let am = if ta { Mat { d: &av, rs: 1, cs: m } } else { Mat { d: &av, rs: k, cs: 1 } };
+    let bm = if tb { Mat { d: &bv, rs: 1, cs: k } } else { Mat { d: &bv, rs: n, cs: 1 } };
+    let mut y32: Vec<f32> = y.iter().map(|&v| v as f32).collect();
+    gemm(m, n, k, alpha as f32, am, bm, &mut y32, n, true)?;
+    put_wide(out, y32.iter().map(|&v| v as f64))
 }
 
 fn matmul_f32(a: &[f32], b: &[f32], md: &MatMulDims, y: &mut [f32]) -> Result<(), String> {
@@ -3139,7 +3441,7 @@ mod tests {
         let bad = |at: &[(&str, AttrValue)]| max_pool.check_attrs(&attrs(at)).unwrap_err();
         assert_eq!(bad(&[("strides", ints(&[2, 2]))]), "kernel_shape is required");
         let k = ("kernel_shape", ints(&[2, 2]));
-        assert!(bad(&[k.clone(), ("storage_order", AttrValue::Int(1))]).contains("storage_order 1"));
+        assert!(bad(&[k.clone(), ("storage_order", AttrValue::Int(2))]).contains("storage_order must be 0"));
         assert!(bad(&[k.clone(), ("ceil_mode", AttrValue::Int(2))]).contains("ceil_mode must be 0 or 1"));
         let avg = OpId::from_name("AveragePool").unwrap().def();
         assert!(avg
@@ -3202,7 +3504,9 @@ mod tests {
         assert!(e.contains("pads has 2 values but the input has 2 spatial dims (expected 4"), "{e}");
         let half = HostTensor::zeros(DType::F16, &[1, 8, 5, 5]).unwrap();
         let e = err("Conv", &[&half, &gen(&[6, 8, 3, 3], 2)], &[]);
-        assert_eq!(e, "X must be f32, found f16[1, 8, 5, 5]");
+        assert_eq!(e, "W is f32[6, 8, 3, 3] but X is f16: they must have one dtype");
+        let e = err("Conv", &[&HostTensor::zeros(DType::I32, &[1, 8, 5, 5]).unwrap(), &gen(&[6, 8, 3, 3], 2)], &[]);
+        assert_eq!(e, "X must be f32, f16, bf16 or f64, found i32[1, 8, 5, 5]");
         let e = run("Conv", &[Some(&x8), None], &Attrs::default()).unwrap_err();
         assert_eq!(e, "the input W is required");
 
@@ -3315,5 +3619,81 @@ mod tests {
         assert!(run("Gemm", &[Some(&neg), Some(&gen(&[2, 2], 1))], &Attrs::default())
             .unwrap_err()
             .contains("negative"));
+    }
+
+    /// `t` converted to dtype `d` (the generated values are exact in every float dtype).
+    fn cast(t: &HostTensor, d: DType) -> HostTensor {
+        let mut o = HostTensor::zeros(d, &t.shape).unwrap();
+        for (c, v) in o.data.chunks_exact_mut(d.size()).zip(t.to_f64()) {
+            store_f64(d, v, c);
+        }
+        o
+    }
+
+    /// Conv, ConvTranspose, Gemm and MatMul on f16, bf16 and f64 give the f32 results
+    /// (exact here: small dyadic values), rounded to the dtype.
+    #[test]
+    fn products_on_narrow_and_wide_floats() {
+        let cases: Vec<(&str, Vec<HostTensor>, Attrs)> = vec![
+            (
+                "Conv",
+                vec![gen(&[1, 4, 5, 5], 1), gen(&[6, 2, 3, 3], 2), gen(&[6], 3)],
+                attrs(&[("group", AttrValue::Int(2)), ("pads", ints(&[1, 0, 1, 2]))]),
+            ),
+            (
+                "Conv",
+                vec![gen(&[2, 3, 7], 4), gen(&[2, 3, 2], 5)],
+                attrs(&[("strides", ints(&[2])), ("dilations", ints(&[2]))]),
+            ),
+            (
+                "ConvTranspose",
+                vec![gen(&[1, 2, 3, 3], 6), gen(&[2, 3, 2, 2], 7), gen(&[3], 8)],
+                attrs(&[("strides", ints(&[2, 2]))]),
+            ),
+            (
+                "Gemm",
+                vec![gen(&[4, 3], 9), gen(&[5, 4], 10), gen(&[5], 11)],
+                attrs(&[
+                    ("transA", AttrValue::Int(1)),
+                    ("transB", AttrValue::Int(1)),
+                    ("alpha", AttrValue::Float(0.5)),
+                    ("beta", AttrValue::Float(2.0)),
+                ]),
+            ),
+            ("MatMul", vec![gen(&[2, 1, 3, 4], 12), gen(&[3, 4, 5], 13)], Attrs::default()),
+            ("MatMul", vec![gen(&[4], 14), gen(&[4, 3], 15)], Attrs::default()),
+        ];
+        for (op, ins, a) in &cases {
+            let refs: Vec<Option<&HostTensor>> = ins.iter().map(Some).collect();
+            let want = run(op, &refs, a).unwrap().remove(0);
+            for d in [DType::F16, DType::BF16, DType::F64] {
+                let cins: Vec<HostTensor> = ins.iter().map(|t| cast(t, d)).collect();
+                let crefs: Vec<Option<&HostTensor>> = cins.iter().map(Some).collect();
+                let got = run(op, &crefs, a).unwrap_or_else(|e| panic!("{op} {d}: {e}")).remove(0);
+                assert_eq!(got, cast(&want, d), "{op} {a} on {d}");
+            }
+        }
+        // Mixed dtypes are an error naming both.
+        let e = err("MatMul", &[&gen(&[2, 2], 1), &cast(&gen(&[2, 2], 2), DType::F64)], &[]);
+        assert_eq!(e, "B is f64[2, 2] but A is f32: they must have one dtype");
+    }
+
+    #[test]
+    fn max_pool_column_major_indices_and_bytes() {
+        // A 1x1x2x3 plane: the max of the 2x2 windows (stride 1) is at (1, 1) and (0, 2).
+        let x = HostTensor::from_f32(&[1, 1, 2, 3], &[1.0, 2.0, 9.0, 4.0, 8.0, 3.0]).unwrap();
+        let a = |so: i64| attrs(&[("kernel_shape", ints(&[2, 2])), ("storage_order", AttrValue::Int(so))]);
+        let row = run("MaxPool", &[Some(&x)], &a(0)).unwrap();
+        assert_eq!(row[1].to_i64(), [4, 2]);
+        let col = run("MaxPool", &[Some(&x)], &a(1)).unwrap();
+        assert_eq!(col[0], row[0]);
+        // Column-major: (h, w) -> h + w * 2.
+        assert_eq!(col[1].to_i64(), [3, 4]);
+        let xb = cast(&x, DType::U8);
+        let outs = run("MaxPool", &[Some(&xb)], &a(1)).unwrap();
+        assert_eq!(outs[0], cast(&row[0], DType::U8));
+        assert_eq!(outs[1].to_i64(), [3, 4]);
+        let e = err("MaxPool", &[&cast(&x, DType::I32)], &[("kernel_shape", ints(&[2, 2]))]);
+        assert_eq!(e, "X must be f32, f16, bf16, u8 or i8, found i32[1, 1, 2, 3]");
     }
 }

@@ -34,12 +34,9 @@ fn input<'a>(ins: &'a [Option<ClTensor>], i: usize, name: &str) -> Result<&'a Cl
     Ok(t)
 }
 
-/// Optional input `i`, f32 when present.
-fn optional<'a>(ins: &'a [Option<ClTensor>], i: usize, name: &str) -> Result<Option<&'a ClTensor>, String> {
-    match ins.get(i).and_then(Option::as_ref) {
-        Some(t) => f32_only(t, name).map(|_| Some(t)),
-        None => Ok(None),
-    }
+/// Required input `i` of any dtype (a product's; [`Elems::of`] checks them).
+fn any_input<'a>(ins: &'a [Option<ClTensor>], i: usize, name: &str) -> Result<&'a ClTensor, String> {
+    ins.get(i).and_then(Option::as_ref).ok_or_else(|| format!("the input {name} is required"))
 }
 
 fn f32_only(t: &ClTensor, name: &str) -> Result<(), String> {
@@ -73,6 +70,70 @@ fn count(shape: &[i64], name: &str) -> Result<i64, String> {
 /// The work-item count of a launch.
 fn global(n: i64) -> Result<usize, String> {
     usize::try_from(n).map_err(|_| format!("{n} work-items do not fit in a launch"))
+}
+
+// ---------------------------------------------------------------------------------------
+// The dtypes of the products (Conv, ConvTranspose, Gemm, MatMul): f32, f16 and bf16
+// (stored narrow, computed in f32) and f64 (computed in double, on devices with fp64).
+
+/// How a product kernel reads and writes its dtype's elements.
+struct Elems {
+    d: DType,
+}
+
+impl Elems {
+    /// The dtype of a product's operands (all the same) and output, checked for the device.
+    fn of(ctx: &ClCtx, ins: &[Option<ClTensor>], outs: &[ClTensor]) -> Result<Elems, String> {
+        let y = outs.first().ok_or("the output Y is required")?;
+        let d = y.dtype;
+        if !crate::ir::operators::nn::MATMUL_FLOATS.contains(&d) {
+            return Err(format!("the OpenCL kernel supports f32, f16, bf16 and f64; the output is {d}{:?}", y.shape));
+        }
+        if let Some((i, t)) =
+            ins.iter().enumerate().find_map(|(i, t)| t.as_ref().filter(|t| t.dtype != d).map(|t| (i, t)))
+        {
+            return Err(format!("input {} is {}{:?} but the output is {d}", i + 1, t.dtype, t.shape));
+        }
+        super::cl::need_fp64(ctx, d)?;
+        Ok(Elems { d })
+    }
+
+    /// The buffers' element type.
+    fn t(&self) -> &'static str {
+        super::cl::storage_type(self.d)
+    }
+
+    /// The accumulator type.
+    fn acc(&self) -> &'static str {
+        if self.d == DType::F64 {
+            "double"
+        } else {
+            "float"
+        }
+    }
+
+    /// The source's prelude: the fp64 pragma, bf16's load and store.
+    fn prelude(&self) -> String {
+        format!("{}{}", super::cl::pragmas(self.d), crate::opencl::narrow::defs(self.d, false))
+    }
+
+    /// `p[i]` as the accumulator type.
+    fn ld(&self, p: &str, i: &str) -> String {
+        match self.d {
+            DType::F16 => format!("vload_half({i}, {p})"),
+            DType::BF16 => format!("ld_bf16({p}[{i}])"),
+            _ => format!("{p}[{i}]"),
+        }
+    }
+
+    /// The statement `p[i] = v`.
+    fn st(&self, p: &str, i: &str, v: &str) -> String {
+        match self.d {
+            DType::F16 => format!("vstore_half({v}, {i}, {p});"),
+            DType::BF16 => format!("{p}[{i}] = st_bf16({v}, 0, 0);"),
+            _ => format!("{p}[{i}] = {v};"),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -230,60 +291,68 @@ fn conv_any(
     outs: &[ClTensor],
     transpose: bool,
 ) -> Result<(), String> {
-    let (x, w, b) = (input(ins, 0, "X")?, input(ins, 1, "W")?, optional(ins, 2, "B")?);
-    let y = output(outs)?;
+    let e = Elems::of(ctx, ins, outs)?;
+    let (x, w, b) = (any_input(ins, 0, "X")?, any_input(ins, 1, "W")?, ins.get(2).and_then(Option::as_ref));
+    let y = outs.first().ok_or("the output Y is required")?;
     let (_, c, m, group) = conv_shapes(x, w, b, y, attrs, transpose)?;
+    let (t, acc_t) = (e.t(), e.acc());
+    let tap =
+        format!("acc += {} * {};", e.ld("xp", "(i0 * in1 + i1) * in2 + i2"), e.ld("wp", "(a0 * k1 + a1) * k2 + a2"));
     let geo = Geo::new(&x.shape[2..], &y.shape[2..], &w.shape[2..], attrs, transpose)?;
-    let bias = if b.is_some() { "  acc += b[bo + m];\n" } else { "" };
+    let bias = if b.is_some() { format!("  acc += {};\n", e.ld("b", "bo + m")) } else { String::new() };
     let body = if transpose {
         // W [C, M/group, k...]: output o takes input i where o = i * s + kk * d - pb.
-        "  long ml = m % mg;\n\
-           for (long c = 0; c < cg; c++) {\n\
+        &format!(
+            "  long ml = m % mg;\n\
+           for (long c = 0; c < cg; c++) {{\n\
              long ci = g * cg + c;\n\
-             __global const float* xp = x + xo + (n * C + ci) * in0 * in1 * in2;\n\
-             __global const float* wp = w + wo + (ci * mg + ml) * k0 * k1 * k2;\n\
-             for (long a0 = 0; a0 < k0; a0++) {\n\
+             __global const {t}* xp = x + xo + (n * C + ci) * in0 * in1 * in2;\n\
+             __global const {t}* wp = w + wo + (ci * mg + ml) * k0 * k1 * k2;\n\
+             for (long a0 = 0; a0 < k0; a0++) {{\n\
                long t0 = o0 + pb0 - a0 * d0;\n\
                if (t0 < 0 || t0 % s0 != 0 || t0 / s0 >= in0) continue;\n\
                long i0 = t0 / s0;\n\
-               for (long a1 = 0; a1 < k1; a1++) {\n\
+               for (long a1 = 0; a1 < k1; a1++) {{\n\
                  long t1 = o1 + pb1 - a1 * d1;\n\
                  if (t1 < 0 || t1 % s1 != 0 || t1 / s1 >= in1) continue;\n\
                  long i1 = t1 / s1;\n\
-                 for (long a2 = 0; a2 < k2; a2++) {\n\
+                 for (long a2 = 0; a2 < k2; a2++) {{\n\
                    long t2 = o2 + pb2 - a2 * d2;\n\
                    if (t2 < 0 || t2 % s2 != 0 || t2 / s2 >= in2) continue;\n\
                    long i2 = t2 / s2;\n\
-                   acc += xp[(i0 * in1 + i1) * in2 + i2] * wp[(a0 * k1 + a1) * k2 + a2];\n\
-                 }\n\
-               }\n\
-             }\n\
-           }\n"
+                   {tap}\n\
+                 }}\n\
+               }}\n\
+             }}\n\
+           }}\n"
+        )
     } else {
         // W [M, C/group, k...]: output o reads input o * s + kk * d - pb.
         &format!(
             "{WINDOW_START}\
-             __global const float* wm = w + wo + m * cg * k0 * k1 * k2;\n\
+             __global const {t}* wm = w + wo + m * cg * k0 * k1 * k2;\n\
              for (long c = 0; c < cg; c++) {{\n\
-               __global const float* xp = x + xo + (n * C + g * cg + c) * in0 * in1 * in2;\n\
-               __global const float* wp = wm + c * k0 * k1 * k2;\n\
+               __global const {t}* xp = x + xo + (n * C + g * cg + c) * in0 * in1 * in2;\n\
+               __global const {t}* wp = wm + c * k0 * k1 * k2;\n\
              {TAPS_BEGIN}\
-                   acc += xp[(i0 * in1 + i1) * in2 + i2] * wp[(a0 * k1 + a1) * k2 + a2];\n\
+                   {tap}\n\
              {TAPS_END}\
              }}\n"
         )
     };
     let src = format!(
-        "__kernel void k(__global const float* x, ulong xo, __global const float* w, ulong wo, \
-         __global const float* b, ulong bo, __global float* y, ulong yo, long total, long C, long M, long cg, \
+        "{pre}__kernel void k(__global const {t}* x, ulong xo, __global const {t}* w, ulong wo, \
+         __global const {t}* b, ulong bo, __global {t}* y, ulong yo, long total, long C, long M, long cg, \
          long mg, {GEO_PARAMS}) {{\n\
          long gid = get_global_id(0);\n\
          if (gid >= total) return;\n\
          long r = gid;\n{SPLIT_OUT}\
          long m = r % M, n = r / M;\n\
          long g = m / mg;\n\
-         float acc = 0.0f;\n{body}{bias}\
-         y[yo + gid] = acc;\n}}\n"
+         {acc_t} acc = 0.0f;\n{body}{bias}\
+         {store}\n}}\n",
+        pre = e.prelude(),
+        store = e.st("y", "yo + gid", "acc"),
     );
     let total = count(&y.shape, "Y")?;
     let mut args = Vec::with_capacity(40);
@@ -338,16 +407,22 @@ fn max_pool(
     attrs: &Attrs,
     outs: &[ClTensor],
 ) -> Result<(), String> {
-    let x = input(ins, 0, "X")?;
-    if attrs.int("storage_order", 0) != 0 {
-        return Err("storage_order 1 (column-major Indices) is not supported; use 0".into());
+    let x = any_input(ins, 0, "X")?;
+    if !crate::ir::operators::nn::MAX_POOL_DTYPES.contains(&x.dtype) {
+        return Err(format!("X must be f32, f16, bf16, u8 or i8, found {}{:?}", x.dtype, x.shape));
     }
+    let col_major = match attrs.int("storage_order", 0) {
+        0 => false,
+        1 => true,
+        v => return Err(format!("storage_order must be 0 or 1, found {v}")),
+    };
     // Y and Indices are told apart by dtype (either may be omitted by the call).
-    let y = outs.iter().find(|t| t.dtype == DType::F32);
+    let y = outs.iter().find(|t| t.dtype == x.dtype);
     let idx = outs.iter().find(|t| t.dtype == DType::I64);
     if outs.len() != y.is_some() as usize + idx.is_some() as usize || outs.is_empty() {
         return Err(format!(
-            "MaxPool outputs must be f32 Y and i64 Indices, found {:?}",
+            "MaxPool outputs must be {} Y and i64 Indices, found {:?}",
+            x.dtype,
             outs.iter().map(|t| t.dtype.to_string()).collect::<Vec<_>>()
         ));
     }
@@ -356,24 +431,38 @@ fn max_pool(
         return Err("Y and Indices have different shapes".into());
     }
     let geo = pool_geo(x, shape, attrs)?;
-    let yw = if y.is_some() { "  y[yo + gid] = best;\n" } else { "" };
-    let iw = if idx.is_some() { "  ind[io + gid] = at < 0 ? -1L : plane * in0 * in1 * in2 + at;\n" } else { "" };
+    let (t, ld, st) = match x.dtype {
+        DType::F16 => ("half", "vload_half(p, xp)", "vstore_half(best, yo + gid, y);"),
+        DType::BF16 => ("ushort", "ld_bf16(xp[p])", "y[yo + gid] = st_bf16(best, 0, 0);"),
+        DType::U8 => ("uchar", "(float)xp[p]", "y[yo + gid] = (uchar)best;"),
+        DType::I8 => ("char", "(float)xp[p]", "y[yo + gid] = (char)best;"),
+        _ => ("float", "xp[p]", "y[yo + gid] = best;"),
+    };
+    let yw = if y.is_some() { format!("  {st}\n") } else { String::new() };
+    // Column-major Indices put the first spatial axis fastest (padded axes have size 1).
+    let at = if col_major { "(at / (in1 * in2) + (at / in2) % in1 * in0 + at % in2 * in0 * in1)" } else { "at" };
+    let iw = if idx.is_some() {
+        format!("  ind[io + gid] = at < 0 ? -1L : plane * in0 * in1 * in2 + {at};\n")
+    } else {
+        String::new()
+    };
     let src = format!(
-        "__kernel void k(__global const float* x, ulong xo, __global float* y, ulong yo, __global long* ind, \
+        "{pre}__kernel void k(__global const {t}* x, ulong xo, __global {t}* y, ulong yo, __global long* ind, \
          ulong io, long total, {GEO_PARAMS}) {{\n\
          long gid = get_global_id(0);\n\
          if (gid >= total) return;\n\
          long r = gid;\n{SPLIT_OUT}\
          long plane = r;\n\
-         __global const float* xp = x + xo + plane * in0 * in1 * in2;\n\
+         __global const {t}* xp = x + xo + plane * in0 * in1 * in2;\n\
 {WINDOW_START}\
          float best = -INFINITY;\n\
          long at = -1;\n\
          {TAPS_BEGIN}\
                long p = (i0 * in1 + i1) * in2 + i2;\n\
-               float v = xp[p];\n\
+               float v = {ld};\n\
                if (at < 0 || v > best) {{ best = v; at = p; }}\n\
-         {TAPS_END}{yw}{iw}}}\n"
+         {TAPS_END}{yw}{iw}}}\n",
+        pre = crate::opencl::narrow::defs(x.dtype, false),
     );
     let total = count(shape, "the output")?;
     // An omitted output's parameter gets the other output's buffer (never accessed).
@@ -489,8 +578,9 @@ fn gemm(
     attrs: &Attrs,
     outs: &[ClTensor],
 ) -> Result<(), String> {
-    let (a, b, c) = (input(ins, 0, "A")?, input(ins, 1, "B")?, optional(ins, 2, "C")?);
-    let y = output(outs)?;
+    let e = Elems::of(ctx, ins, outs)?;
+    let (a, b, c) = (any_input(ins, 0, "A")?, any_input(ins, 1, "B")?, ins.get(2).and_then(Option::as_ref));
+    let y = outs.first().ok_or("the output Y is required")?;
     if a.shape.len() != 2 || b.shape.len() != 2 || y.shape.len() != 2 {
         return Err(format!("A {:?}, B {:?} and Y {:?} must be matrices", a.shape, b.shape, y.shape));
     }
@@ -521,19 +611,24 @@ fn gemm(
     // Strides of A's (i, p) and B's (p, j) elements.
     let (asi, asp) = if ta { (1, m) } else { (k, 1) };
     let (bsp, bsj) = if tb { (1, k) } else { (n, 1) };
-    let cterm = if c.is_some() { " + beta * cm[co + i * csi + j * csj]" } else { "" };
+    let cterm = if c.is_some() { format!(" + beta * {}", e.ld("cm", "co + i * csi + j * csj")) } else { String::new() };
+    let (t, acc_t) = (e.t(), e.acc());
     let src = format!(
-        "__kernel void k(__global const float* a, ulong ao, __global const float* b, ulong bo, \
-         __global const float* cm, ulong co, __global float* y, ulong yo, long M, long N, long K, long asi, long asp, \
+        "{pre}__kernel void k(__global const {t}* a, ulong ao, __global const {t}* b, ulong bo, \
+         __global const {t}* cm, ulong co, __global {t}* y, ulong yo, long M, long N, long K, long asi, long asp, \
          long bsp, long bsj, long csi, long csj, float alpha, float beta) {{\n\
          long gid = get_global_id(0);\n\
          if (gid >= M * N) return;\n\
          long i = gid / N, j = gid % N;\n\
-         __global const float* ap = a + ao + i * asi;\n\
-         __global const float* bp = b + bo + j * bsj;\n\
-         float acc = 0.0f;\n\
-         for (long p = 0; p < K; p++) acc += ap[p * asp] * bp[p * bsp];\n\
-         y[yo + gid] = alpha * acc{cterm};\n}}\n"
+         __global const {t}* ap = a + ao + i * asi;\n\
+         __global const {t}* bp = b + bo + j * bsj;\n\
+         {acc_t} acc = 0.0f;\n\
+         for (long p = 0; p < K; p++) acc += {la} * {lb};\n\
+         {store}\n}}\n",
+        pre = e.prelude(),
+        la = e.ld("ap", "p * asp"),
+        lb = e.ld("bp", "p * bsp"),
+        store = e.st("y", "yo + gid", &format!("alpha * acc{cterm}")),
     );
     let total = count(&y.shape, "Y")?;
     let mut args = Vec::with_capacity(20);
@@ -567,8 +662,9 @@ fn matmul(
     _: &Attrs,
     outs: &[ClTensor],
 ) -> Result<(), String> {
-    let (a, b) = (input(ins, 0, "A")?, input(ins, 1, "B")?);
-    let y = output(outs)?;
+    let e = Elems::of(ctx, ins, outs)?;
+    let (a, b) = (any_input(ins, 0, "A")?, any_input(ins, 1, "B")?);
+    let y = outs.first().ok_or("the output Y is required")?;
     if a.shape.is_empty() || b.shape.is_empty() {
         return Err(format!("MatMul needs operands of rank 1 or more, found A {:?} and B {:?}", a.shape, b.shape));
     }
@@ -615,9 +711,11 @@ fn matmul(
     while dims.len() < MM_BATCH {
         dims.insert(0, (1, 0, 0));
     }
-    let src = "__kernel void k(__global const float* a, ulong ao, __global const float* b, ulong bo, \
-               __global float* y, ulong yo, long total, long M, long N, long K, long bd0, long bd1, long bd2, \
-               long bd3, long as0, long as1, long as2, long as3, long bs0, long bs1, long bs2, long bs3) {\n\
+    let (t, acc_t) = (e.t(), e.acc());
+    let src = format!(
+        "{pre}__kernel void k(__global const {t}* a, ulong ao, __global const {t}* b, ulong bo, \
+               __global {t}* y, ulong yo, long total, long M, long N, long K, long bd0, long bd1, long bd2, \
+               long bd3, long as0, long as1, long as2, long as3, long bs0, long bs1, long bs2, long bs3) {{\n\
                long gid = get_global_id(0);\n\
                if (gid >= total) return;\n\
                long r = gid;\n\
@@ -629,11 +727,16 @@ fn matmul(
                long x0 = r;\n\
                long am = x0 * as0 + x1 * as1 + x2 * as2 + x3 * as3;\n\
                long bm = x0 * bs0 + x1 * bs1 + x2 * bs2 + x3 * bs3;\n\
-               __global const float* ap = a + ao + (am * M + i) * K;\n\
-               __global const float* bp = b + bo + bm * K * N + j;\n\
-               float acc = 0.0f;\n\
-               for (long p = 0; p < K; p++) acc += ap[p] * bp[p * N];\n\
-               y[yo + gid] = acc;\n}\n";
+               __global const {t}* ap = a + ao + (am * M + i) * K;\n\
+               __global const {t}* bp = b + bo + bm * K * N + j;\n\
+               {acc_t} acc = 0.0f;\n\
+               for (long p = 0; p < K; p++) acc += {la} * {lb};\n\
+               {store}\n}}\n",
+        pre = e.prelude(),
+        la = e.ld("ap", "p"),
+        lb = e.ld("bp", "p * N"),
+        store = e.st("y", "yo + gid", "acc"),
+    );
     let total = count(&y.shape, "Y")?;
     let mut args = Vec::with_capacity(22);
     args.extend(mem(a));
@@ -643,5 +746,81 @@ fn matmul(
     args.extend(dims.iter().map(|d| l(d.0)));
     args.extend(dims.iter().map(|d| l(d.1)));
     args.extend(dims.iter().map(|d| l(d.2)));
-    ctx.run(src, &args, global(total)?)
+    ctx.run(&src, &args, global(total)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ir::attrs::AttrValue;
+    use crate::ir::host_tensor::{store_f64, HostTensor};
+    use crate::ir::types::DType;
+    use crate::ops::bitwise_cl::tests::{check_tol, values};
+    use crate::ops::cl::testing::device;
+    use crate::ops::Attrs;
+
+    fn attrs(list: &[(&str, AttrValue)]) -> Attrs {
+        Attrs(list.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    }
+
+    /// Small integers in [-4, 4) stored as `d`: products and their sums are exact in f32,
+    /// so host and device round the same results (bf16 is compared exactly).
+    fn ints(d: DType, shape: &[i64], seed: u64) -> Option<HostTensor> {
+        let v = values(DType::I32, shape, seed, -4.0, 4.0);
+        let mut t = HostTensor::zeros(d, shape).unwrap();
+        for (c, x) in t.data.chunks_exact_mut(d.size()).zip(v.to_f64()) {
+            store_f64(d, x, c);
+        }
+        Some(t)
+    }
+
+    /// The products on f16, bf16, f64 (on devices with fp64) and f32, against the host.
+    #[test]
+    fn products_match_the_host_on_every_float_dtype() {
+        let Some(dev) = device() else { return };
+        let mut dtypes = vec![DType::F32, DType::F16, DType::BF16];
+        if dev.has_fp64 {
+            dtypes.push(DType::F64);
+        }
+        let l = |v: &[i64]| AttrValue::Ints(v.to_vec());
+        for d in dtypes {
+            let v = |shape: &[i64], seed| ints(d, shape, seed);
+            let conv = attrs(&[("group", AttrValue::Int(2)), ("pads", l(&[1, 0, 1, 2])), ("strides", l(&[2, 1]))]);
+            check_tol(&dev, "Conv", &[v(&[2, 4, 6, 5], 1), v(&[6, 2, 3, 3], 2), v(&[6], 3)], &conv, 0.0);
+            check_tol(&dev, "Conv", &[v(&[1, 3, 9], 4), v(&[2, 3, 2], 5)], &attrs(&[("dilations", l(&[3]))]), 0.0);
+            let ct = attrs(&[("strides", l(&[2, 2])), ("output_padding", l(&[1, 0]))]);
+            check_tol(&dev, "ConvTranspose", &[v(&[1, 2, 3, 3], 6), v(&[2, 3, 2, 2], 7), v(&[3], 8)], &ct, 0.0);
+            let g = attrs(&[
+                ("transA", AttrValue::Int(1)),
+                ("alpha", AttrValue::Float(0.5)),
+                ("beta", AttrValue::Float(2.0)),
+            ]);
+            check_tol(&dev, "Gemm", &[v(&[4, 3], 9), v(&[4, 5], 10), v(&[3, 1], 11)], &g, 0.0);
+            check_tol(&dev, "MatMul", &[v(&[2, 1, 3, 4], 12), v(&[3, 4, 5], 13)], &Attrs::default(), 0.0);
+            check_tol(&dev, "MatMul", &[v(&[4], 14), v(&[4, 3], 15)], &Attrs::default(), 0.0);
+        }
+    }
+
+    /// MaxPool on the byte and narrow float dtypes, with row- and column-major Indices.
+    #[test]
+    fn max_pool_dtypes_and_storage_order() {
+        let Some(dev) = device() else { return };
+        let l = |v: &[i64]| AttrValue::Ints(v.to_vec());
+        for d in [DType::F32, DType::F16, DType::BF16, DType::U8, DType::I8] {
+            for so in [0, 1] {
+                let a = attrs(&[
+                    ("kernel_shape", l(&[2, 3])),
+                    ("strides", l(&[1, 2])),
+                    ("storage_order", AttrValue::Int(so)),
+                ]);
+                let x = if d == DType::U8 {
+                    values(d, &[2, 2, 5, 7], 1, 0.0, 200.0)
+                } else {
+                    values(d, &[2, 2, 5, 7], 1, -9.0, 9.0)
+                };
+                check_tol(&dev, "MaxPool", &[Some(x)], &a, 0.0);
+            }
+        }
+        let a = attrs(&[("kernel_shape", l(&[2, 2, 2])), ("storage_order", AttrValue::Int(1))]);
+        check_tol(&dev, "MaxPool", &[Some(values(DType::F32, &[1, 2, 3, 4, 3], 2, -1.0, 1.0))], &a, 0.0);
+    }
 }

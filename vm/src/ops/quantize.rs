@@ -11,6 +11,7 @@ use super::host::HostFn;
 use super::num::{floating, Arith};
 use super::{Attrs, TensorInfo};
 use crate::ir::host_tensor::{load_f64, store_f64, store_i64, HostTensor};
+use crate::ir::minifloat::{float8_encode, RoundMode};
 use crate::ir::operators::nn::{ConvDims, MatMulDims};
 use crate::ir::operators::quantize::*;
 use crate::ir::operators::Operator;
@@ -178,6 +179,17 @@ fn quantize_linear(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostT
     let zv = opt(ins, 2).map(|z| z.to_i64());
     let out = first(outs)?;
     let es = p.out.size();
+    if p.out.is_float8() {
+        // The zero point is 0 (checked by the plan): y = saturate(x / scale), rounded to
+        // nearest even; without `saturate`, overflow gives inf (or NaN where there is none).
+        let sat = attrs.int("saturate", 1) != 0;
+        for (k, (c, &v)) in out.data.chunks_exact_mut(es).zip(&xv).enumerate() {
+            let i = p.layout.index(k);
+            let q = round_to(p.precision, round_to(p.precision, v) / round_to(p.precision, sv[i]));
+            c[0] = float8_encode(p.out, q, sat, RoundMode::Nearest).unwrap_or(0);
+        }
+        return Ok(());
+    }
     for (k, (c, &v)) in out.data.chunks_exact_mut(es).zip(&xv).enumerate() {
         let i = p.layout.index(k);
         let q = round_to(p.precision, round_to(p.precision, v) / round_to(p.precision, sv[i]));
@@ -201,6 +213,13 @@ fn dequantize_linear(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [Hos
     // numpy: x as f32 minus the zero point, times the scale, in f32; an i32 x with a zero
     // point subtracts in f64.
     let wide = x.dtype == DType::I32 && z.is_some();
+    if x.dtype.is_float8() {
+        // The zero point is 0 (checked by the plan): y = x * scale in f32.
+        for (k, (c, v)) in out.data.chunks_exact_mut(d.size()).zip(x.to_f64()).enumerate() {
+            store_f64(d, (v as f32 * sv[layout.index(k)] as f32) as f64, c);
+        }
+        return Ok(());
+    }
     for (k, (c, &v)) in out.data.chunks_exact_mut(d.size()).zip(&xv).enumerate() {
         let i = layout.index(k);
         let zp = zv.as_ref().map_or(0, |z| z[i]);

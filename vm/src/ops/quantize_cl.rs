@@ -9,10 +9,12 @@ use super::bitwise_cl::{check_out, input, optional, output, wide, Infos, Res, Sc
 use super::cl::{cl_type, ClCtx, ClFn, ClTensor};
 use super::elementwise_cl::{bcast, Operand, FP64_PRAGMA};
 use super::{Attrs, Operator, TensorInfo};
+use crate::ir::minifloat::RoundMode;
 use crate::ir::operators::nn::{ConvDims, MatMulDims};
 use crate::ir::operators::quantize::*;
 use crate::ir::types::DType;
 use crate::opencl::device::KernelArg;
+use crate::opencl::narrow;
 use std::fmt::Write;
 
 /// This family's OpenCL buffer kernels, by operator.
@@ -30,6 +32,17 @@ pub static CL: &[(Operator, ClFn)] = &[
 // Helpers.
 
 /// The inputs' infos from the device tensors (the values are not needed).
+/// [`infos`] with the values the interpreter knows (`known`, the call's infos).
+fn with_values<'a>(ins: &'a [Option<ClTensor>], known: Infos<'_, 'a>) -> Vec<Option<TensorInfo<'a>>> {
+    let mut v = infos(ins);
+    for (t, k) in v.iter_mut().zip(known) {
+        if let (Some(t), Some(k)) = (t.as_mut(), k.as_ref()) {
+            t.value = k.value;
+        }
+    }
+    v
+}
+
 fn infos(ins: &[Option<ClTensor>]) -> Vec<Option<TensorInfo<'_>>> {
     ins.iter().map(|t| t.as_ref().map(|t| TensorInfo { dtype: t.dtype, shape: &t.shape, value: None })).collect()
 }
@@ -249,9 +262,9 @@ fn requantize(y: DType, w: &str, mlt: &str, zp: &str) -> String {
 // ---------------------------------------------------------------------------------------
 // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear.
 
-fn quantize_linear(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+fn quantize_linear(ctx: &ClCtx, ins: &[Option<ClTensor>], known: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
     let (x, s) = (input(ins, 0, "x")?, input(ins, 1, "y_scale")?);
-    let p = plan_quantize(&infos(ins), attrs)?;
+    let p = plan_quantize(&with_values(ins, known), attrs)?;
     let y = output(outs, 0)?;
     check_out(y, p.out, &x.shape)?;
     let n = y.numel();
@@ -266,6 +279,26 @@ fn quantize_linear(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attr
     let z = optional(ins, 2);
     if let Some(z) = z {
         extra.tensor(z, "z");
+    }
+    if p.out.is_float8() {
+        // y = saturate(x / scale) (the zero point is 0: checked by the plan when its value
+        // is known, ignored here), rounded to nearest even like the host.
+        let sat = attrs.int("saturate", 1) != 0;
+        let src = format!(
+            "{pragma}{NO_FMA}{}{}__kernel void k(__global uchar* y, ulong yo{}) {{\n  ulong i = get_global_id(0);\n  \
+             if (i >= {n}UL) return;\n  ulong si = {};\n  \
+             {w} q = {r}({r}(({w}){}) / {r}(({w}){}));\n  y[yo + i] = {};\n}}\n",
+            rounding(w),
+            narrow::defs(p.out, false),
+            extra.decl,
+            layout_index(p.layout),
+            load(x.dtype, "x", "xo + i"),
+            load(s.dtype, "s", "so + si"),
+            narrow::store(p.out, "(float)q", false, sat, RoundMode::Nearest),
+        );
+        let mut args: Vec<KernelArg> = Vec::from(y.args());
+        args.extend(extra.args);
+        return ctx.run(&src, &args, n as usize);
     }
     let zp = if z.is_some() { "(long)z[zo + si]" } else { "0" };
     let (lo, hi) = range(p.out);
@@ -288,9 +321,9 @@ fn quantize_linear(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attr
     ctx.run(&src, &args, n as usize)
 }
 
-fn dequantize_linear(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
+fn dequantize_linear(ctx: &ClCtx, ins: &[Option<ClTensor>], known: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
     let (x, s) = (input(ins, 0, "x")?, input(ins, 1, "x_scale")?);
-    let (d, layout) = plan_dequantize(&infos(ins), attrs)?;
+    let (d, layout) = plan_dequantize(&with_values(ins, known), attrs)?;
     let y = output(outs, 0)?;
     check_out(y, d, &x.shape)?;
     let n = y.numel();
@@ -304,8 +337,14 @@ fn dequantize_linear(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &At
     if let Some(z) = z {
         extra.tensor(z, "z");
     }
-    let (xv, sv) = (load(x.dtype, "x", "xo + i"), load(s.dtype, "s", "so + si"));
-    let zv = if z.is_some() { "z[zo + si]" } else { "0" };
+    let (mut xv, sv) = (load(x.dtype, "x", "xo + i"), load(s.dtype, "s", "so + si"));
+    // A float8 x decodes to float; its zero point is 0 (checked by the plan when its value
+    // is known, ignored here).
+    let f8 = x.dtype.is_float8();
+    if f8 {
+        xv = narrow::load(x.dtype, &xv);
+    }
+    let zv = if z.is_some() && !f8 { "z[zo + si]" } else { "0" };
     // An i32 x with a zero point subtracts in f64, as numpy does; the rest is f32.
     let (pragma, value) = if x.dtype == DType::I32 && z.is_some() {
         let (w, pragma) = wide(ctx);
@@ -319,8 +358,9 @@ fn dequantize_linear(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, attrs: &At
         format!("y[yo + i] = ({})r;", cl_type(d))
     };
     let src = format!(
-        "{pragma}__kernel void k(__global {}* y, ulong yo{}) {{\n  ulong i = get_global_id(0);\n  \
+        "{pragma}{}__kernel void k(__global {}* y, ulong yo{}) {{\n  ulong i = get_global_id(0);\n  \
          if (i >= {n}UL) return;\n  ulong si = {};\n  {} r = {value};\n  {store}\n}}\n",
+        narrow::defs(x.dtype, false),
         cl_type(d),
         extra.decl,
         layout_index(layout),
@@ -647,6 +687,37 @@ mod tests {
         for (name, f) in CL {
             let e = f(&ctx, &[], &[], &Attrs::default(), &[]).unwrap_err();
             assert!(e.contains("required"), "{}: {e}", name.name());
+        }
+    }
+
+    /// float8 QuantizeLinear (saturating or not) and DequantizeLinear against the host.
+    #[test]
+    fn float8_quantize_and_dequantize() {
+        let Some(dev) = device() else { return };
+        for d in [DType::F8E4M3FN, DType::F8E4M3FNUZ, DType::F8E5M2, DType::F8E5M2FNUZ] {
+            let x = values(DType::F32, &[4, 6], 1, -3000.0, 3000.0);
+            let s = values(DType::F32, &[6], 2, 0.5, 2.0);
+            let z = HostTensor::zeros(d, &[6]).unwrap();
+            for sat in [0, 1] {
+                let at = a(&[("axis", AttrValue::Int(1)), ("saturate", AttrValue::Int(sat))]);
+                check(&dev, "QuantizeLinear", &[x.clone(), s.clone(), z.clone()], &at);
+            }
+            let q = bits(d, &[4, 6], 3);
+            check_tol(
+                &dev,
+                "DequantizeLinear",
+                &some(&[q.clone(), s.clone()]),
+                &a(&[("axis", AttrValue::Int(1))]),
+                0.0,
+            );
+            let sh = values(DType::F16, &[], 4, 0.5, 2.0);
+            check_tol(
+                &dev,
+                "DequantizeLinear",
+                &some(&[q, sh, HostTensor::zeros(d, &[]).unwrap()]),
+                &Attrs::default(),
+                0.0,
+            );
         }
     }
 }

@@ -57,7 +57,9 @@ pub static OPS: &[OpDef] = &[
     op!(Dropout, in 1..=3, out 1..=2,
         attrs &[attr!("ratio", Float), attr!("seed", Int), attr!("is_test", Int)],
         validate validate_dropout, infer infer_dropout,
-        "inference: output = x, mask = all true (bool); training_mode true is an error"),
+        "inference: output = x, mask = all true (bool); training (training_mode true and ratio > 0): mask = u >= \
+        ratio with u uniform in [0, 1) from numpy's RandomState(seed) (MT19937; a random seed without `seed`), \
+        output = mask * x / (1 - ratio)"),
     op!(Identity, in 1..=1, out 1..=1, attrs &[], infer infer_any, "a copy of x (any dtype)"),
     op!(Softmax, in 1..=1, out 1..=1, attrs &[attr!("axis", Int), attr!("onnx_opset", Int)],
         validate validate_softmax, infer infer_softmax,
@@ -109,7 +111,9 @@ pub static OPS: &[OpDef] = &[
         attrs &[attr!("epsilon", Float), attr!("momentum", Float), attr!("spatial", Int), attr!("is_test", Int),
             attr!("training_mode", Int)],
         validate validate_batch_norm, infer infer_batch_norm,
-        "inference: scale * (x - mean) / sqrt(var + epsilon) + B per channel (spatial 0: per C×D1×…); only Y"),
+        "inference: scale * (x - mean) / sqrt(var + epsilon) + B per channel (spatial 0: per C×D1×…), only Y; \
+        training_mode 1: normalizes with the batch's mean and (population) variance and also outputs the running \
+        mean and var (mean * momentum + batch mean * (1 - momentum), momentum 0.9) and the batch mean and var"),
     op!(ArgMax, in 1..=1, out 1..=1, attrs &[attr!("axis", Int), attr!("keepdims", Int), attr!("select_last_index", Int)],
         validate validate_arg_max, infer infer_arg_reduce,
         "i64 index of the largest element along `axis` (default 0; NaN counts as largest, as in numpy); keepdims 1; \
@@ -180,9 +184,9 @@ pub(crate) const ARITH: &[DType] = &[
     DType::U64,
     DType::BF16,
 ];
-/// The f32 maps (the activation family, LeakyRelu, Elu, Selu) take bf16 too, computed in
-/// f32 and rounded once.
-pub(crate) const F32_BF16: &[DType] = &[DType::F32, DType::BF16];
+/// The f32 maps (the activation family, LeakyRelu, Elu, Selu) take f16 and bf16 too,
+/// computed in f32 and rounded once.
+pub(crate) const F32_BF16: &[DType] = &[DType::F32, DType::F16, DType::BF16];
 
 /// An element type the kernels compute in, read from and written to little-endian bytes.
 /// (Every implementor is a plain number: any bit pattern is a valid value.)
@@ -574,8 +578,11 @@ pub(crate) fn infer_dropout(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result
     if let Some(t) = optional(ins, 2) {
         check_dtype(t, 2, "training_mode", &[DType::Bool])?;
         check_scalar(t, 2, "training_mode")?;
-        if t.value.is_some_and(|v| v.data.iter().any(|&b| b != 0)) {
-            return Err("training_mode is true, but only inference is supported (Dropout copies its input)".into());
+    }
+    if let Some(r) = optional(ins, 1).and_then(|r| r.value) {
+        let v = r.to_f64().first().copied().unwrap_or(0.0);
+        if !(0.0..1.0).contains(&v) {
+            return Err(format!("the ratio of @onnx.Dropout must be in [0, 1), found {v}"));
         }
     }
     Ok(vec![(x.dtype, x.shape.to_vec()), (DType::Bool, x.shape.to_vec())])
@@ -609,7 +616,7 @@ pub(crate) fn softmax_dims(shape: &[i64], attrs: &Attrs) -> Result<(usize, usize
 
 pub(crate) fn infer_softmax(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
     let x = input(ins, 0, "input")?;
-    check_dtype(x, 0, "input", F32)?;
+    check_dtype(x, 0, "input", &[DType::F32, DType::F16, DType::BF16, DType::F64])?;
     softmax_dims(x.shape, attrs)?;
     Ok(vec![(x.dtype, x.shape.to_vec())])
 }
@@ -777,10 +784,12 @@ pub(crate) fn validate_batch_norm(a: &Attrs) -> Result<(), String> {
     flag_attr(a, "spatial", OP)?;
     flag_attr(a, "is_test", OP)?;
     flag_attr(a, "training_mode", OP)?;
-    if a.int("training_mode", 0) == 1 {
-        return Err("@onnx.BatchNormalization supports inference only: `training_mode` must be 0".into());
-    }
     Ok(())
+}
+
+/// BatchNormalization's training_mode.
+pub(crate) fn a_training(attrs: &Attrs) -> bool {
+    attrs.int("training_mode", 0) == 1
 }
 
 /// The number of elements each parameter of BatchNormalization has, and what it is.
@@ -812,7 +821,12 @@ pub(crate) fn infer_batch_norm(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Res
             None => return Err(format!("input {} ({name}) has an invalid shape {:?}", i + 1, t.shape)),
         }
     }
-    Ok(vec![(x.dtype, x.shape.to_vec())])
+    let mut outs = vec![(x.dtype, x.shape.to_vec())];
+    if a_training(attrs) {
+        let p = input(ins, 3, "mean")?.shape.to_vec();
+        outs.extend((0..4).map(|_| (x.dtype, p.clone())));
+    }
+    Ok(outs)
 }
 
 fn validate_arg(a: &Attrs, op: &str) -> Result<(), String> {

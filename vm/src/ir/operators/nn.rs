@@ -57,7 +57,8 @@ pub static OPS: &[OpDef] = &[
     op!(ConvTranspose, in 2..=3, out 1..=1, attrs CONV_TRANSPOSE_ATTRS, validate validate_conv_transpose,
         infer infer_conv_transpose,
         "N-d transposed convolution, W [C, M/group, k...]; pads, strides, dilations, group, output_padding, output_shape, auto_pad"),
-    op!(MaxPool, in 1..=1, out 1..=2, attrs MAX_POOL_ATTRS, validate validate_max_pool, infer infer_max_pool, "N-d max pooling with optional i64 Indices (flat, row-major); pads, strides, dilations, ceil_mode, auto_pad"),
+    op!(MaxPool, in 1..=1, out 1..=2, attrs MAX_POOL_ATTRS, validate validate_max_pool, infer infer_max_pool, "N-d max pooling (f32, f16, bf16, u8, i8) with optional i64 Indices (flat; within a plane row-major, or \
+        column-major with storage_order 1); pads, strides, dilations, ceil_mode, auto_pad"),
     op!(AveragePool, in 1..=1, out 1..=1, attrs AVERAGE_POOL_ATTRS, validate validate_average_pool,
         infer infer_average_pool,
         "N-d average pooling; count_include_pad, pads, strides, dilations, ceil_mode, auto_pad"),
@@ -179,9 +180,8 @@ pub(crate) fn validate_pool(attrs: &Attrs) -> Result<(), String> {
 pub(crate) fn validate_max_pool(attrs: &Attrs) -> Result<(), String> {
     validate_pool(attrs)?;
     match attrs.int("storage_order", 0) {
-        0 => Ok(()),
-        1 => Err("storage_order 1 (column-major Indices) is not supported; use 0".into()),
-        v => Err(format!("storage_order must be 0, found {v}")),
+        0 | 1 => Ok(()),
+        v => Err(format!("storage_order must be 0 (row-major Indices) or 1 (column-major), found {v}")),
     }
 }
 
@@ -629,32 +629,69 @@ pub(crate) fn f32_input<'a>(ins: &'a [Option<TensorInfo<'a>>], i: usize, name: &
     Ok(t.shape)
 }
 
-/// Optional input `i`, f32 when present.
-pub(crate) fn f32_optional<'a>(
+/// The float dtypes Conv, ConvTranspose, Gemm and MatMul take (f16 and bf16 are stored
+/// narrow and computed in f32, f64 is computed in f64).
+pub(crate) const MATMUL_FLOATS: &[DType] = &[DType::F32, DType::F16, DType::BF16, DType::F64];
+
+/// A shape borrowed from a [`TensorInfo`].
+pub(crate) type Shape<'a> = &'a [i64];
+
+/// The inputs `names` (the optional ones may be absent) share one dtype out of
+/// [`MATMUL_FLOATS`]; returns it with their shapes.
+pub(crate) fn float_inputs<'a>(
     ins: &'a [Option<TensorInfo<'a>>],
-    i: usize,
-    name: &str,
-) -> Result<Option<&'a [i64]>, String> {
-    match ins.get(i) {
-        Some(Some(_)) => f32_input(ins, i, name).map(Some),
-        _ => Ok(None),
+    names: &[&str],
+    required: usize,
+) -> Result<(DType, Vec<Option<Shape<'a>>>), String> {
+    let mut dtype: Option<(DType, &str)> = None;
+    let mut shapes = Vec::with_capacity(names.len());
+    for (i, name) in names.iter().enumerate() {
+        let t = match ins.get(i).and_then(|t| t.as_ref()) {
+            Some(t) => t,
+            None if i < required => return Err(format!("the input {name} is required")),
+            None => {
+                shapes.push(None);
+                continue;
+            }
+        };
+        match dtype {
+            None if !MATMUL_FLOATS.contains(&t.dtype) => {
+                return Err(format!("{name} must be f32, f16, bf16 or f64, found {}{:?}", t.dtype, t.shape))
+            }
+            None => dtype = Some((t.dtype, name)),
+            Some((d, first)) if d != t.dtype => {
+                return Err(format!("{name} is {}{:?} but {first} is {d}: they must have one dtype", t.dtype, t.shape))
+            }
+            _ => {}
+        }
+        shapes.push(Some(t.shape));
     }
+    Ok((dtype.map_or(DType::F32, |d| d.0), shapes))
 }
 
 pub(crate) fn infer_conv(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
-    let (x, w, b) = (f32_input(ins, 0, "X")?, f32_input(ins, 1, "W")?, f32_optional(ins, 2, "B")?);
-    Ok(vec![(DType::F32, conv_dims(x, w, b, attrs)?.out_shape)])
+    let (d, s) = float_inputs(ins, &["X", "W", "B"], 2)?;
+    let (x, w) = (s[0].unwrap_or(&[]), s[1].unwrap_or(&[]));
+    Ok(vec![(d, conv_dims(x, w, s[2], attrs)?.out_shape)])
 }
 
 pub(crate) fn infer_conv_transpose(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
-    let (x, w, b) = (f32_input(ins, 0, "X")?, f32_input(ins, 1, "W")?, f32_optional(ins, 2, "B")?);
-    Ok(vec![(DType::F32, conv_transpose_dims(x, w, b, attrs)?.out_shape)])
+    let (d, s) = float_inputs(ins, &["X", "W", "B"], 2)?;
+    let (x, w) = (s[0].unwrap_or(&[]), s[1].unwrap_or(&[]));
+    Ok(vec![(d, conv_transpose_dims(x, w, s[2], attrs)?.out_shape)])
 }
+
+/// The dtypes MaxPool takes besides f32 (compared as f32, which holds them exactly).
+pub(crate) const MAX_POOL_DTYPES: &[DType] = &[DType::F32, DType::F16, DType::BF16, DType::U8, DType::I8];
 
 pub(crate) fn infer_max_pool(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
     validate_max_pool(attrs)?;
-    let s = pool_dims(f32_input(ins, 0, "X")?, attrs)?.out_shape;
-    Ok(vec![(DType::F32, s.clone()), (DType::I64, s)])
+    let x = ins.first().and_then(|t| t.as_ref()).ok_or("the input X is required")?;
+    if !MAX_POOL_DTYPES.contains(&x.dtype) {
+        return Err(format!("X must be f32, f16, bf16, u8 or i8, found {}{:?}", x.dtype, x.shape));
+    }
+    let s = pool_dims(x.shape, attrs)?.out_shape;
+    Ok(vec![(x.dtype, s.clone()), (DType::I64, s)])
 }
 
 pub(crate) fn infer_average_pool(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
@@ -678,12 +715,12 @@ pub(crate) fn infer_global_pool(ins: &[Option<TensorInfo>], _: &Attrs) -> Result
 }
 
 pub(crate) fn infer_gemm(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
-    let (a, b, c) = (f32_input(ins, 0, "A")?, f32_input(ins, 1, "B")?, f32_optional(ins, 2, "C")?);
-    let (m, _, n) = gemm_dims(a, b, c, attrs)?;
-    Ok(vec![(DType::F32, vec![m as i64, n as i64])])
+    let (d, s) = float_inputs(ins, &["A", "B", "C"], 2)?;
+    let (m, _, n) = gemm_dims(s[0].unwrap_or(&[]), s[1].unwrap_or(&[]), s[2], attrs)?;
+    Ok(vec![(d, vec![m as i64, n as i64])])
 }
 
 pub(crate) fn infer_matmul(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
-    let (a, b) = (f32_input(ins, 0, "A")?, f32_input(ins, 1, "B")?);
-    Ok(vec![(DType::F32, matmul_dims(a, b)?.out_shape)])
+    let (d, s) = float_inputs(ins, &["A", "B"], 2)?;
+    Ok(vec![(d, matmul_dims(s[0].unwrap_or(&[]), s[1].unwrap_or(&[]))?.out_shape)])
 }

@@ -48,6 +48,31 @@ pub static OPS: &[OpDef] = &[
 
 /// The quantized dtypes.
 pub(crate) const QUANTIZED: &[DType] = &[DType::U8, DType::I8, DType::U16, DType::I16];
+/// The float8 dtypes QuantizeLinear and DequantizeLinear also take (their zero point must
+/// be 0: y = saturate(x / scale) and y = x * scale).
+pub(crate) const FLOAT8: &[DType] = &[DType::F8E4M3FN, DType::F8E4M3FNUZ, DType::F8E5M2, DType::F8E5M2FNUZ];
+/// The dtypes QuantizeLinear produces: [`QUANTIZED`] and [`FLOAT8`].
+pub(crate) const QUANTIZE_OUT: &[DType] = &[
+    DType::U8,
+    DType::I8,
+    DType::U16,
+    DType::I16,
+    DType::F8E4M3FN,
+    DType::F8E4M3FNUZ,
+    DType::F8E5M2,
+    DType::F8E5M2FNUZ,
+];
+
+/// A float8 zero point must be 0 (checked when its value is known: on the host, or when
+/// it is a constant).
+fn float8_zero(z: &TensorInfo, op: &str) -> Result<(), String> {
+    if let Some(v) = z.value.filter(|_| z.dtype.is_float8()) {
+        if v.to_f64().iter().any(|&x| x != 0.0) {
+            return Err(format!("@onnx.{op}: a {} zero point must be 0, found {}", z.dtype, v.summary()));
+        }
+    }
+    Ok(())
+}
 /// The 8-bit quantized dtypes.
 pub(crate) const BYTES: &[DType] = &[DType::U8, DType::I8];
 /// What QuantizeLinear's x and scale may be.
@@ -148,7 +173,7 @@ pub(crate) fn validate_quantize(a: &Attrs) -> Result<(), String> {
         v => return Err(format!("attribute `saturate` of @onnx.QuantizeLinear must be 0 or 1, found {v}")),
     }
     validate_block(a)?;
-    code_attr(a, "output_dtype", "QuantizeLinear", QUANTIZED)?;
+    code_attr(a, "output_dtype", "QuantizeLinear", QUANTIZE_OUT)?;
     code_attr(a, "precision", "QuantizeLinear", &[DType::F32, DType::F16])?;
     Ok(())
 }
@@ -176,10 +201,11 @@ pub(crate) fn plan_quantize(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result
     check_dtype(s, 1, "y_scale", QUANTIZE_IN)?;
     check_shape(x.shape, "QuantizeLinear")?;
     let layout = scale_layout(x.shape, s.shape, attrs)?;
-    let requested = code_attr(attrs, "output_dtype", "QuantizeLinear", QUANTIZED)?;
+    let requested = code_attr(attrs, "output_dtype", "QuantizeLinear", QUANTIZE_OUT)?;
     let out = match optional(ins, 2) {
         Some(z) => {
-            check_dtype(z, 2, "y_zero_point", QUANTIZED)?;
+            check_dtype(z, 2, "y_zero_point", QUANTIZE_OUT)?;
+            float8_zero(z, "QuantizeLinear")?;
             if z.shape != s.shape && !(numel(z.shape) == Some(1) && layout == Layout::Tensor) {
                 return Err(format!("the zero point's shape {:?} differs from the scale's {:?}", z.shape, s.shape));
             }
@@ -214,6 +240,7 @@ pub(crate) fn plan_dequantize(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Resu
     let (x, s) = (input(ins, 0, "x")?, input(ins, 1, "x_scale")?);
     let mut allowed = QUANTIZED.to_vec();
     allowed.push(DType::I32);
+    allowed.extend(FLOAT8);
     check_dtype(x, 0, "x", &allowed)?;
     check_dtype(s, 1, "x_scale", SCALES)?;
     check_shape(x.shape, "DequantizeLinear")?;
@@ -222,6 +249,7 @@ pub(crate) fn plan_dequantize(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Resu
         if z.dtype != x.dtype {
             return Err(format!("the zero point is {} but x is {}: they must have one dtype", z.dtype, x.dtype));
         }
+        float8_zero(z, "DequantizeLinear")?;
         if z.shape != s.shape && !(numel(z.shape) == Some(1) && layout == Layout::Tensor) {
             return Err(format!("the zero point's shape {:?} differs from the scale's {:?}", z.shape, s.shape));
         }
