@@ -411,7 +411,6 @@ impl<'m> FuncVerifier<'m> {
             ));
         }
         self.check_placements()?;
-        self.check_symbols()?;
         let Some(last) = f.code.last() else {
             return Err(self.err(
                 None,
@@ -433,6 +432,8 @@ impl<'m> FuncVerifier<'m> {
         for pc in 0..f.code.len() {
             self.check_indices(pc)?;
         }
+        // After the indices: it visits every instruction's registers.
+        self.check_symbols()?;
         self.infer_kinds()?;
         for pc in 0..f.code.len() {
             self.check_kinds(pc)?;
@@ -479,7 +480,7 @@ impl<'m> FuncVerifier<'m> {
                             format!("{}: the symbol {name} is bound by no parameter", at()),
                         ))
                     }
-                    Some((_, m)) if *m != max && k < np => {
+                    Some((_, m)) if *m != max => {
                         return Err(self.err(
                             None,
                             None,
@@ -492,6 +493,22 @@ impl<'m> FuncVerifier<'m> {
         }
         if syms.is_empty() {
             return Ok(());
+        }
+        // One encoding per program: the symbols take the registers right after the
+        // parameters', in order of first appearance (as the assembler numbers them).
+        for (k, (reg, _)) in syms.iter().enumerate() {
+            if *reg as usize != np + k {
+                return Err(self.err(
+                    None,
+                    None,
+                    format!(
+                        "@{}: symbol {} of the parameter types is register r{reg}; it must be r{} (symbols take the registers after the parameters', in order of first appearance)",
+                        f.name,
+                        k + 1,
+                        np + k
+                    ),
+                ));
+            }
         }
         for pc in 0..f.code.len() {
             self.accesses(pc, &mut |_, a| match a {
