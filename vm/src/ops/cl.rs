@@ -10,7 +10,7 @@
 
 use super::{Attrs, TensorInfo};
 use crate::ir::types::DType;
-use crate::opencl::device::{ClDevice, KernelArg};
+use crate::opencl::device::{ClDevice, ClView, KernelArg, ViewKind};
 use opencl3::types::cl_mem;
 
 /// An operand on the device, always a buffer view: `mem` plus an offset in elements.
@@ -71,6 +71,20 @@ pub type ClFn = fn(&ClCtx, &[Option<ClTensor>], &[Option<TensorInfo>], &Attrs, &
 pub(crate) type Res = Result<(), String>;
 /// The inference view of a call's inputs (their values where the interpreter read them).
 pub(crate) type Infos<'a, 'b> = &'a [Option<TensorInfo<'b>>];
+
+/// Allocates a device buffer holding `data` for the duration of `f`.
+pub(crate) fn with_buffer<R>(
+    ctx: &ClCtx,
+    data: &[u8],
+    f: impl FnOnce(KernelArg) -> Result<R, String>,
+) -> Result<R, String> {
+    let (block, _) = ctx.dev.alloc(data.len().max(8) as u64).map_err(|e| e.to_string())?;
+    let view = ClView { mem: block.raw(), offset: 0, kind: ViewKind::Buffer };
+    let r = if data.is_empty() { Ok(()) } else { ctx.dev.write(&view, None, data).map_err(|e| e.to_string()) };
+    let r = r.and_then(|_| f(KernelArg::Mem(block.raw())));
+    ctx.dev.release(block);
+    r
+}
 
 /// Required input `i`, named `name` in the error.
 pub(crate) fn input<'a>(ins: &'a [Option<ClTensor>], i: usize, name: &str) -> Result<&'a ClTensor, String> {

@@ -51,7 +51,7 @@ fn flex_attention(ins: &[Option<&HostTensor>], a: &Attrs, out: &mut [HostTensor]
 mod tests {
     use super::*;
     use crate::ir::attrs::AttrValue;
-    use crate::ops::loss_cl::tests::{attrs, tensor};
+    use crate::ops::host::testing::{attrs, tensor};
 
     #[test]
     fn flex_attention_by_hand() {

@@ -164,3 +164,25 @@ pub fn f32_slice_mut(data: &mut [u8]) -> Option<&mut [f32]> {
     let (head, mid, tail) = unsafe { data.align_to_mut::<f32>() };
     (head.is_empty() && tail.is_empty()).then_some(mid)
 }
+
+/// Tensors and attributes for the kernels' tests (host and OpenCL).
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::Attrs;
+    use crate::ir::attrs::AttrValue;
+    use crate::ir::host_tensor::{store_f64, HostTensor};
+    use crate::ir::types::DType;
+
+    /// A tensor of dtype `d` with the values `vals` (converted as `store_f64` does).
+    pub(crate) fn tensor(d: DType, shape: &[i64], vals: &[f64]) -> HostTensor {
+        let mut t = HostTensor::zeros(d, shape).unwrap();
+        for (c, &v) in t.data.chunks_exact_mut(d.size()).zip(vals) {
+            store_f64(d, v, c);
+        }
+        t
+    }
+
+    pub(crate) fn attrs(list: &[(&str, AttrValue)]) -> Attrs {
+        Attrs(list.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    }
+}

@@ -15,7 +15,7 @@
 //! so duplicates resolve as on the host (the last write wins, reductions in order).
 //! Inputs that overlap an output in memory are staged in a temporary buffer first.
 
-use super::cl::{check_out, cl_type, input, need_fp64, output, ClCtx, ClFn, ClTensor, Infos, Res};
+use super::cl::{check_out, cl_type, input, need_fp64, output, with_buffer, ClCtx, ClFn, ClTensor, Infos, Res};
 use super::{Attrs, Operator, TensorInfo};
 use crate::ir::host_tensor::{load_i64, store_f64, HostTensor};
 use crate::ir::operators::indexing::*;
@@ -224,16 +224,6 @@ fn bad_index(ctx: &ClCtx, op: &str, idx: &ClTensor, q: u64, what: impl Fn(i64) -
         Ok(b) => format!("{op}: {}", what(load_i64(idx.dtype, &b))),
         Err(_) => format!("{op}: an index is out of range"),
     }
-}
-
-/// Allocates a device buffer holding `data` for the duration of `f`.
-fn with_buffer<R>(ctx: &ClCtx, data: &[u8], f: impl FnOnce(KernelArg) -> Result<R, String>) -> Result<R, String> {
-    let (block, _) = ctx.dev.alloc(data.len().max(8) as u64).map_err(|e| e.to_string())?;
-    let view = ClView { mem: block.raw(), offset: 0, kind: ViewKind::Buffer };
-    let r = if data.is_empty() { Ok(()) } else { ctx.dev.write(&view, None, data).map_err(|e| e.to_string()) };
-    let r = r.and_then(|_| f(KernelArg::Mem(block.raw())));
-    ctx.dev.release(block);
-    r
 }
 
 /// Copies all of `x` into `y` (same element width and count).

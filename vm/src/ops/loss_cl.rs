@@ -380,7 +380,7 @@ fn col2im(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, a: &Attrs, outs: 
 pub(crate) mod tests {
     use super::*;
     use crate::ir::attrs::AttrValue;
-    use crate::ir::host_tensor::{store_f64, HostTensor};
+    use crate::ir::host_tensor::HostTensor;
     use crate::opencl::device::ClDevice;
     use crate::ops::cl::testing::{device, run_kernel};
     use crate::ops::host::infos;
@@ -398,21 +398,11 @@ pub(crate) mod tests {
             .collect()
     }
 
-    pub(crate) fn tensor(d: DType, shape: &[i64], vals: &[f64]) -> HostTensor {
-        let mut t = HostTensor::zeros(d, shape).unwrap();
-        for (c, &v) in t.data.chunks_exact_mut(d.size()).zip(vals) {
-            store_f64(d, v, c);
-        }
-        t
-    }
+    pub(crate) use crate::ops::host::testing::{attrs, tensor};
 
     pub(crate) fn random(d: DType, shape: &[i64], seed: u64, lo: f64, hi: f64) -> HostTensor {
         let n = shape.iter().product::<i64>() as usize;
         tensor(d, shape, &rand(seed, n, lo, hi))
-    }
-
-    pub(crate) fn attrs(list: &[(&str, AttrValue)]) -> Attrs {
-        Attrs(list.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
     }
 
     /// Runs `name` on the host and on the device and compares every output (`outputs` of

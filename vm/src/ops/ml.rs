@@ -185,7 +185,7 @@ fn tree_ensemble(ins: &[Option<&HostTensor>], a: &Attrs, out: &mut [HostTensor])
 mod tests {
     use super::*;
     use crate::ir::attrs::AttrValue;
-    use crate::ops::loss_cl::tests::{attrs, tensor};
+    use crate::ops::host::testing::{attrs, tensor};
 
     fn run(op: &str, ins: &[Option<HostTensor>], a: &Attrs) -> Result<Vec<f64>, String> {
         let def = crate::ops::OPS.iter().find(|o| o.name == op).unwrap();

@@ -56,16 +56,7 @@ pub(crate) fn reflect(x: f64, lo: f64, hi: f64) -> f64 {
 /// Keys' cubic convolution weights (A = -0.75) of the 4 taps around a point `t` ∈ [0, 1)
 /// past the second.
 pub(crate) fn cubic_weights(t: f64, a: f64) -> [f64; 4] {
-    let w = |x: f64| {
-        let x = x.abs();
-        if x <= 1.0 {
-            ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
-        } else if x < 2.0 {
-            ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
-        } else {
-            0.0
-        }
-    };
+    let w = |x: f64| crate::ir::operators::resize::cubic(x, a);
     [w(t + 1.0), w(t), w(1.0 - t), w(2.0 - t)]
 }
 

@@ -4,7 +4,7 @@
 //! (input positions and weights) are worked out on the host, as the host kernel does, and
 //! uploaded for the call.
 
-use super::cl::{check_out, cl_type, input};
+use super::cl::{check_out, cl_type, input, with_buffer};
 use super::cl::{long_arg as l, ClCtx, ClFn, ClTensor, Infos, Res};
 use super::loss_cl::{calc_ty, load, pragmas, ptr_ty, store, work};
 use super::texture_cl::{launch, texture, ClOperand, ClTexture, TextureFn};
@@ -12,7 +12,7 @@ use super::{Attrs, Operator, TensorInfo};
 use crate::ir::operators::loss::FLOATS;
 use crate::ir::operators::resize::*;
 use crate::ir::types::DType;
-use crate::opencl::device::{ClView, KernelArg, ViewKind};
+use crate::opencl::device::KernelArg;
 use std::fmt::Write;
 
 /// This family's OpenCL buffer kernels, by operator.
@@ -249,16 +249,6 @@ fn resize_texture(
             launch(ctx, &src, &args, total)
         })
     })
-}
-
-/// Allocates a device buffer holding `data` for the duration of `f`.
-fn with_buffer<R>(ctx: &ClCtx, data: &[u8], f: impl FnOnce(KernelArg) -> Result<R, String>) -> Result<R, String> {
-    let (block, _) = ctx.dev.alloc(data.len().max(8) as u64).map_err(|e| e.to_string())?;
-    let view = ClView { mem: block.raw(), offset: 0, kind: ViewKind::Buffer };
-    let r = if data.is_empty() { Ok(()) } else { ctx.dev.write(&view, None, data).map_err(|e| e.to_string()) };
-    let r = r.and_then(|_| f(KernelArg::Mem(block.raw())));
-    ctx.dev.release(block);
-    r
 }
 
 /// The unsigned OpenCL type of `d`'s width, to move its elements as bits.

@@ -189,16 +189,9 @@ fn mel(ins: &[Option<&HostTensor>], a: &Attrs, out: &mut [HostTensor]) -> Result
 mod tests {
     use super::*;
     use crate::ir::attrs::AttrValue;
-    use crate::ir::host_tensor::store_f64;
     use crate::ir::types::DType;
 
-    pub(crate) fn tensor(d: DType, shape: &[i64], vals: &[f64]) -> HostTensor {
-        let mut t = HostTensor::zeros(d, shape).unwrap();
-        for (c, &v) in t.data.chunks_exact_mut(d.size()).zip(vals) {
-            store_f64(d, v, c);
-        }
-        t
-    }
+    pub(crate) use crate::ops::host::testing::tensor;
 
     fn run(op: &str, ins: &[Option<HostTensor>], a: &Attrs) -> Result<Vec<f64>, String> {
         let def = crate::ops::OPS.iter().find(|o| o.name == op).unwrap();

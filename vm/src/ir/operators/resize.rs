@@ -561,7 +561,8 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
 }
 
-fn cubic(x: f64, a: f64) -> f64 {
+/// Keys' cubic convolution kernel with coefficient `a` (ONNX's `cubic_coeff_a`).
+pub(crate) fn cubic(x: f64, a: f64) -> f64 {
     let x = x.abs();
     if x <= 1.0 {
         ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
