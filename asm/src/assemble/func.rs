@@ -5,7 +5,7 @@ use super::consts::*;
 use super::source_map::*;
 use super::state::*;
 use super::suggest::*;
-use super::SymTable;
+use super::symbols::SymTable;
 use rxvm_vm::bytecode::EntityRef;
 
 /// The spans of an instruction's operands, recorded only when the source map is wanted.

@@ -11,7 +11,6 @@ use crate::ir::operators::bitwise::{bit_cast_target, inf_signs, shift_left, INTE
 use crate::ir::operators::elementwise::{same_dtype, FLOATS};
 use crate::ir::operators::shape::broadcast;
 use crate::ir::types::DType;
-use crate::opencl::device::{ClBlock, KernelArg};
 
 /// This family's OpenCL buffer kernels, by operator.
 pub static CL: &[(Operator, ClFn)] = &[
@@ -83,37 +82,6 @@ pub(super) fn wide(ctx: &ClCtx) -> (&'static str, &'static str) {
         ("double", FP64_PRAGMA)
     } else {
         ("float", "")
-    }
-}
-
-/// A device scratch buffer of at least `bytes`, released on drop.
-pub(super) struct Scratch<'a> {
-    ctx: &'a ClCtx<'a>,
-    block: Option<ClBlock>,
-}
-
-impl<'a> Scratch<'a> {
-    pub(super) fn new(ctx: &'a ClCtx<'a>, bytes: u64) -> Result<Scratch<'a>, String> {
-        let (block, _) = ctx.dev.alloc(bytes.max(8)).map_err(|e| e.to_string())?;
-        Ok(Scratch { ctx, block: Some(block) })
-    }
-
-    pub(super) fn arg(&self) -> KernelArg {
-        KernelArg::Mem(self.block.as_ref().map(ClBlock::raw).unwrap_or(std::ptr::null_mut()))
-    }
-
-    /// A tensor of `dtype` and `shape` at the start of the buffer.
-    pub(super) fn tensor(&self, dtype: DType, shape: &[i64]) -> ClTensor {
-        let mem = self.block.as_ref().map(ClBlock::raw).unwrap_or(std::ptr::null_mut());
-        ClTensor { mem, offset: 0, dtype, shape: shape.to_vec() }
-    }
-}
-
-impl Drop for Scratch<'_> {
-    fn drop(&mut self) {
-        if let Some(b) = self.block.take() {
-            self.ctx.dev.release(b);
-        }
     }
 }
 

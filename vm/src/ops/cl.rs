@@ -10,7 +10,7 @@
 
 use super::{Attrs, TensorInfo};
 use crate::ir::types::DType;
-use crate::opencl::device::{ClDevice, ClView, KernelArg, ViewKind};
+use crate::opencl::device::{ClBlock, ClDevice, ClView, KernelArg, ViewKind};
 use opencl3::types::cl_mem;
 
 /// An operand on the device, always a buffer view: `mem` plus an offset in elements.
@@ -71,6 +71,37 @@ pub type ClFn = fn(&ClCtx, &[Option<ClTensor>], &[Option<TensorInfo>], &Attrs, &
 pub(crate) type Res = Result<(), String>;
 /// The inference view of a call's inputs (their values where the interpreter read them).
 pub(crate) type Infos<'a, 'b> = &'a [Option<TensorInfo<'b>>];
+
+/// A device scratch buffer of at least `bytes`, released on drop.
+pub(crate) struct Scratch<'a> {
+    ctx: &'a ClCtx<'a>,
+    block: Option<ClBlock>,
+}
+
+impl<'a> Scratch<'a> {
+    pub(crate) fn new(ctx: &'a ClCtx<'a>, bytes: u64) -> Result<Scratch<'a>, String> {
+        let (block, _) = ctx.dev.alloc(bytes.max(8)).map_err(|e| e.to_string())?;
+        Ok(Scratch { ctx, block: Some(block) })
+    }
+
+    pub(crate) fn arg(&self) -> KernelArg {
+        KernelArg::Mem(self.block.as_ref().map(ClBlock::raw).unwrap_or(std::ptr::null_mut()))
+    }
+
+    /// A tensor of `dtype` and `shape` at the start of the buffer.
+    pub(crate) fn tensor(&self, dtype: DType, shape: &[i64]) -> ClTensor {
+        let mem = self.block.as_ref().map(ClBlock::raw).unwrap_or(std::ptr::null_mut());
+        ClTensor { mem, offset: 0, dtype, shape: shape.to_vec() }
+    }
+}
+
+impl Drop for Scratch<'_> {
+    fn drop(&mut self) {
+        if let Some(b) = self.block.take() {
+            self.ctx.dev.release(b);
+        }
+    }
+}
 
 /// Allocates a device buffer holding `data` for the duration of `f`.
 pub(crate) fn with_buffer<R>(

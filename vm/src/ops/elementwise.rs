@@ -583,7 +583,7 @@ pub(super) fn dropout_ratio(r: Option<&HostTensor>, attrs: &Attrs) -> f64 {
 /// attribute).
 pub(super) fn dropout_scale(r: Option<&HostTensor>, attrs: &Attrs) -> f64 {
     let d = r.map_or(DType::F32, |r| r.dtype);
-    let rd = |v: f64| crate::ops::quantize::round_to(d, v);
+    let rd = |v: f64| crate::ops::num::round_to(d, v);
     rd(1.0 / rd(1.0 - rd(dropout_ratio(r, attrs))))
 }
 
@@ -1226,6 +1226,21 @@ fn lrn(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> R
     }
     store(first(outs)?, &y);
     Ok(())
+}
+
+pub fn relu(ins: &[Option<&HostTensor>], attrs: &Attrs, out: &mut [HostTensor]) -> Result<(), String> {
+    let x = super::host::need(ins, 0, "Relu")?;
+    if matches!(x.dtype, DType::F16 | DType::BF16) {
+        // Computed in f32 and rounded, as the other f32 maps.
+        return unary_f32(ins, attrs, out, no_checks, |v| v.max(0.0));
+    }
+    if let (DType::F32, Some(o)) = (x.dtype, out.first_mut()) {
+        if let (Some(xs), Some(ys)) = (super::host::f32_slice(&x.data), super::host::f32_slice_mut(&mut o.data)) {
+            ys.iter_mut().zip(xs).for_each(|(o, &v)| *o = v.max(0.0));
+            return Ok(());
+        }
+    }
+    super::host::unary(ins, out, "Relu", |v| v.max(0.0))
 }
 
 #[cfg(test)]

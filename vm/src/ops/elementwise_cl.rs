@@ -1251,7 +1251,7 @@ fn batch_norm_training(
     for (i, o) in outs.iter().enumerate().skip(1) {
         check_out(o, DType::F32, &mn.shape).map_err(|e| format!("output {}: {e}", i + 1))?;
     }
-    let scratch = super::bitwise_cl::Scratch::new(ctx, 8 * params.max(1))?;
+    let scratch = super::cl::Scratch::new(ctx, 8 * params.max(1))?;
     let acc = Acc::of(ctx);
     let a = acc.ty;
     let mut decl = String::new();

@@ -128,21 +128,6 @@ pub fn binary(
     Ok(())
 }
 
-pub fn relu(ins: &[Option<&HostTensor>], attrs: &Attrs, out: &mut [HostTensor]) -> Result<(), String> {
-    let x = need(ins, 0, "Relu")?;
-    if matches!(x.dtype, DType::F16 | DType::BF16) {
-        // Computed in f32 and rounded, as the other f32 maps.
-        return super::elementwise::unary_f32(ins, attrs, out, super::elementwise::no_checks, |v| v.max(0.0));
-    }
-    if let (DType::F32, Some(o)) = (x.dtype, out.first_mut()) {
-        if let (Some(xs), Some(ys)) = (f32_slice(&x.data), f32_slice_mut(&mut o.data)) {
-            ys.iter_mut().zip(xs).for_each(|(o, &v)| *o = v.max(0.0));
-            return Ok(());
-        }
-    }
-    unary(ins, out, "Relu", |v| v.max(0.0))
-}
-
 /// Little-endian f32 bytes viewed in place, when they are 4-byte aligned (and a whole
 /// number of elements).
 pub fn f32_slice(data: &[u8]) -> Option<&[f32]> {

@@ -82,7 +82,7 @@ use crate::ir::operators::by_id;
 use std::sync::LazyLock;
 
 /// Host kernels of the operators defined in `ir::operators` itself.
-static CORE_HOST: &[(Operator, HostFn)] = &[(Operator::Relu, host::relu)];
+static CORE_HOST: &[(Operator, HostFn)] = &[(Operator::Relu, elementwise::relu)];
 
 static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
     by_id(&[

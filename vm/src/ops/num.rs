@@ -4,6 +4,7 @@
 //! even. The float8 dtypes are storage types: these macros refuse them.
 
 use crate::ir::operators::elementwise::Elem;
+use crate::ir::types::DType;
 use half::{bf16, f16};
 
 /// Runs `$body` with `$T` the Rust type of `$d` when `$d` is one of the listed dtypes;
@@ -227,6 +228,15 @@ impl Arith for $t {
     )*};
 }
 arith_half!(f16, bf16);
+
+/// `v` rounded to the float dtype `d` (f64 stays).
+pub(crate) fn round_to(d: DType, v: f64) -> f64 {
+    match d {
+        DType::F32 => v as f32 as f64,
+        DType::F16 => f16::from_f64(v).to_f64(),
+        _ => v,
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -8,6 +8,7 @@
 
 use super::bitwise::{elems, first, opt, prepare, put, req, walk};
 use super::host::HostFn;
+pub(crate) use super::num::round_to;
 use super::num::{floating, Arith};
 use super::{Attrs, TensorInfo};
 use crate::ir::host_tensor::{load_f64, store_f64, store_i64, HostTensor};
@@ -16,7 +17,6 @@ use crate::ir::operators::nn::{ConvDims, MatMulDims};
 use crate::ir::operators::quantize::*;
 use crate::ir::operators::Operator;
 use crate::ir::types::DType;
-use half::f16;
 
 /// This family's host kernels.
 pub(crate) static HOST: &[(Operator, HostFn)] = &[
@@ -34,15 +34,6 @@ pub(crate) static HOST: &[(Operator, HostFn)] = &[
 
 fn infos<'a>(ins: &[Option<&'a HostTensor>]) -> Vec<Option<TensorInfo<'a>>> {
     ins.iter().map(|t| t.map(|t| TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) })).collect()
-}
-
-/// `v` rounded to the float dtype `d` (f64 stays).
-pub(crate) fn round_to(d: DType, v: f64) -> f64 {
-    match d {
-        DType::F32 => v as f32 as f64,
-        DType::F16 => f16::from_f64(v).to_f64(),
-        _ => v,
-    }
 }
 
 /// Rounds half to even and saturates to the integer dtype `d` (NaN gives 0).
@@ -394,6 +385,7 @@ mod tests {
     use super::*;
     use crate::ir::attrs::AttrValue;
     use crate::ops::bitwise::tests::{attrs, def, f, none, ok, run, run_all, tensor};
+    use half::f16;
 
     fn u8s(shape: &[i64], v: &[u8]) -> HostTensor {
         tensor(DType::U8, shape, v)

@@ -5,7 +5,8 @@
 //! each result. Scale arithmetic rounds to the scales' dtype as the host does; divisions
 //! and the requantization run in `double` where the device has fp64.
 
-use super::bitwise_cl::{check_out, input, optional, output, wide, Infos, Res, Scratch};
+use super::bitwise_cl::{check_out, input, optional, output, wide, Infos, Res};
+use super::cl::Scratch;
 use super::cl::{cl_type, ClCtx, ClFn, ClTensor};
 use super::elementwise_cl::{bcast, Operand, FP64_PRAGMA};
 use super::{Attrs, Operator, TensorInfo};
