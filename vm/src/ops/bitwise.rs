@@ -6,14 +6,13 @@
 //! first ([`prepare`]), so it only indexes tensors whose sizes are known to be right. The
 //! helpers here are shared with the quantization and linear-algebra families.
 
-use super::host::HostFn;
+use super::host::{first, prepare, req, HostFn};
 use super::num::{floating, Arith};
-use super::{Attrs, InferFn, TensorInfo};
+use super::{Attrs, InferFn};
 use crate::ir::host_tensor::HostTensor;
 use crate::ir::operators::bitwise::*;
 use crate::ir::operators::elementwise::{values, Elem};
 use crate::ir::operators::shape::broadcast_strides;
-use crate::ir::operators::tensor::check_data;
 use crate::ir::operators::Operator;
 use crate::ir::types::DType;
 
@@ -33,47 +32,9 @@ pub(crate) static HOST: &[(Operator, HostFn)] = &[
 // ---------------------------------------------------------------------------------------
 // Helpers.
 
-/// Checks the inputs' data, infers the outputs from the actual inputs and checks the given
-/// outputs against them.
-pub(crate) fn prepare(
-    ins: &[Option<&HostTensor>],
-    attrs: &Attrs,
-    outs: &[HostTensor],
-    infer: InferFn,
-) -> Result<(), String> {
-    let mut infos = Vec::with_capacity(ins.len());
-    for (i, t) in ins.iter().enumerate() {
-        infos.push(match t {
-            Some(t) => {
-                check_data(t, &format!("input {}", i + 1))?;
-                Some(TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) })
-            }
-            None => None,
-        });
-    }
-    let inferred = infer(&infos, attrs)?;
-    if outs.is_empty() || outs.len() > inferred.len() {
-        return Err(format!("expected 1 to {} output tensors, found {}", inferred.len(), outs.len()));
-    }
-    for (i, (o, (dtype, shape))) in outs.iter().zip(&inferred).enumerate() {
-        if o.dtype != *dtype || o.shape != *shape {
-            return Err(format!("output {} is {}{:?}, expected {dtype}{shape:?}", i + 1, o.dtype, o.shape));
-        }
-        check_data(o, &format!("output {}", i + 1))?;
-    }
-    Ok(())
-}
-
-pub(crate) fn req<'a>(ins: &[Option<&'a HostTensor>], i: usize) -> Result<&'a HostTensor, String> {
-    ins.get(i).copied().flatten().ok_or_else(|| format!("input {} is required", i + 1))
-}
-
+/// Optional input `i`.
 pub(crate) fn opt<'a>(ins: &[Option<&'a HostTensor>], i: usize) -> Option<&'a HostTensor> {
     ins.get(i).copied().flatten()
-}
-
-pub(crate) fn first(outs: &mut [HostTensor]) -> Result<&mut HostTensor, String> {
-    outs.first_mut().ok_or_else(|| "an output tensor is required".to_string())
 }
 
 /// The elements of `t` as `T` (its size was checked by [`prepare`]).
@@ -329,18 +290,14 @@ pub(crate) mod tests {
         HostTensor::new(DType::Bool, shape.to_vec(), v.to_vec()).unwrap()
     }
 
-    pub(crate) fn attrs(list: &[(&str, AttrValue)]) -> Attrs {
-        Attrs(list.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
-    }
+    pub(crate) use crate::ops::host::testing::attrs;
 
     /// Runs an operator as the interpreter does: attribute check, inference with the input
     /// values known, zeroed outputs, host kernel; all the outputs.
     pub(crate) fn run_all(name: &str, ins: &[Option<&HostTensor>], a: &Attrs) -> Result<Vec<HostTensor>, String> {
         let d = def(name);
         d.check_attrs(a)?;
-        let infos: Vec<Option<TensorInfo>> =
-            ins.iter().map(|t| t.map(|t| TensorInfo { dtype: t.dtype, shape: &t.shape, value: Some(t) })).collect();
-        let inferred = (d.infer)(&infos, a)?;
+        let inferred = (d.infer)(&crate::ops::host::infos(ins)?, a)?;
         let mut outs: Vec<HostTensor> = inferred.iter().map(|(dt, s)| HostTensor::zeros(*dt, s).unwrap()).collect();
         (d.op.id().host_kernel().unwrap())(ins, a, &mut outs)?;
         Ok(outs)

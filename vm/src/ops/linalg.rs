@@ -1,8 +1,8 @@
 //! Operators: the linear-algebra family (Einsum, Det): the host kernels and their `HOST`
 //! table (the schemas are in `crate::ir::operators::linalg`).
 
-use super::bitwise::{first, prepare, req};
 use super::host::HostFn;
+use super::host::{first, prepare, req};
 use super::{Attrs, TensorInfo};
 use crate::ir::host_tensor::{store_f64, store_i64, HostTensor};
 use crate::ir::operators::linalg::*;

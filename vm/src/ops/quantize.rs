@@ -6,8 +6,9 @@
 //! in i32 (wrapping), the scale arithmetic in the scales' dtype, the requantization of an
 //! i32 result in f64, and rounding half to even before saturating to the output type.
 
-use super::bitwise::{elems, first, opt, prepare, put, req, walk};
+use super::bitwise::{elems, opt, put, walk};
 use super::host::HostFn;
+use super::host::{first, prepare, req};
 pub(crate) use super::num::round_to;
 use super::num::{floating, Arith};
 use super::{Attrs, TensorInfo};
