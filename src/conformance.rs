@@ -151,7 +151,7 @@ pub fn classify_error(msg: &str, model: Option<&Path>) -> Cause {
             return Cause::Dtype((*d).to_string());
         }
     }
-    if msg.contains("needs the value of its") || msg.contains("its value decides the output shape") {
+    if rxvm_vm::ir::schema::needs_input_value(msg) {
         return Cause::DynamicShape(error_op(msg));
     }
     if msg.contains("a Constant needs a tensor `value`") {

@@ -5,7 +5,7 @@
 use rxvm_vm::ops::{Attrs, OpId, Operator, TensorInfo};
 use rxvm_vm::types::{DType, Dim, Type};
 use rxvm_vm::HostTensor;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// A graph input: name, dtype and dims.
 #[derive(Clone, Debug, PartialEq)]
@@ -225,6 +225,11 @@ pub struct Analysis<'g> {
     pub consts: HashMap<&'g str, HostTensor>,
     /// Nodes evaluated at compile time.
     pub folded: Vec<bool>,
+    /// Tensors whose shapes only the run knows (not in `types`): outputs of a node whose
+    /// shape depends on the value of a run-time input (a Reshape whose shape is a graph
+    /// input), and everything computed from them. The program allocates them when they are
+    /// made (`%y = call @onnx.Reshape(...)`) instead of planning them.
+    pub run_time: HashSet<&'g str>,
 }
 
 /// How many bytes of node outputs [`analyze`] may evaluate at compile time, in all (1 GiB):
@@ -246,7 +251,8 @@ pub fn analyze<'g>(g: &'g Graph, input_shapes: &[Vec<i64>]) -> Result<Analysis<'
 pub fn analyze_with<'g>(g: &'g Graph, input_shapes: &[Vec<i64>], fold_budget: u64) -> Result<Analysis<'g>, String> {
     g.validate()?;
     let mut budget = fold_budget;
-    let mut a = Analysis { types: HashMap::new(), consts: HashMap::new(), folded: Vec::new() };
+    let mut a =
+        Analysis { types: HashMap::new(), consts: HashMap::new(), folded: Vec::new(), run_time: HashSet::new() };
     for (name, v) in &g.consts {
         a.types.insert(name, (v.dtype, v.shape.clone()));
         a.consts.insert(name, v.clone());
@@ -257,6 +263,14 @@ pub fn analyze_with<'g>(g: &'g Graph, input_shapes: &[Vec<i64>], fold_budget: u6
     }
     for n in &g.nodes {
         let def = OpId::from_name(&n.op).ok_or_else(|| format!("operator {} is not supported", n.op))?.def();
+        // The attributes' names and kinds first, so a bad one is blamed on its node here rather
+        // than on an instruction of the lowered module.
+        def.check_attrs(&n.attrs).map_err(|e| format!("node `{}` ({}): {e}", n.name, n.op))?;
+        if n.inputs.iter().any(|x| a.run_time.contains(x.as_str())) {
+            a.run_time.extend(n.outputs.iter().filter(|o| !o.is_empty()).map(String::as_str));
+            a.folded.push(false);
+            continue;
+        }
         let mut infos = Vec::new();
         for x in &n.inputs {
             infos.push(if x.is_empty() {
@@ -269,10 +283,16 @@ pub fn analyze_with<'g>(g: &'g Graph, input_shapes: &[Vec<i64>], fold_budget: u6
                 Some(TensorInfo { dtype: *d, shape: s, value: a.consts.get(x.as_str()) })
             });
         }
-        // The attributes' names and kinds first, so a bad one is blamed on its node here rather
-        // than on an instruction of the lowered module.
-        def.check_attrs(&n.attrs).map_err(|e| format!("node `{}` ({}): {e}", n.name, n.op))?;
-        let outs = (def.infer)(&infos, &n.attrs).map_err(|e| format!("node `{}` ({}): {e}", n.name, n.op))?;
+        let outs = match (def.infer)(&infos, &n.attrs) {
+            Ok(outs) => outs,
+            // The value of a run-time input decides the shape: known when the program runs.
+            Err(e) if rxvm_vm::ir::schema::needs_input_value(&e) => {
+                a.run_time.extend(n.outputs.iter().filter(|o| !o.is_empty()).map(String::as_str));
+                a.folded.push(false);
+                continue;
+            }
+            Err(e) => return Err(format!("node `{}` ({}): {e}", n.name, n.op)),
+        };
         if outs.len() < n.outputs.len() {
             return Err(format!(
                 "node `{}` ({}): names {} outputs, the operator produces {}",
@@ -330,7 +350,7 @@ pub fn analyze_with<'g>(g: &'g Graph, input_shapes: &[Vec<i64>], fold_budget: u6
         a.folded.push(fold);
     }
     for o in &g.outputs {
-        if !a.types.contains_key(o.as_str()) {
+        if !a.types.contains_key(o.as_str()) && !a.run_time.contains(o.as_str()) {
             return Err(format!("graph output `{o}` is never produced"));
         }
     }

@@ -367,3 +367,55 @@ fn size_of_a_computed_tensor_folds_and_feeds_a_range() {
         .collect();
     assert_eq!(out, vec![want]);
 }
+
+/// A ReduceSum whose axes are a graph input: its output shape is known only when the
+/// program runs. The planned part (`h = Relu(x)`, also an output) feeds it; the VM
+/// allocates `s` and the `Mul` after it at run time, and frees `s` after its last use.
+#[test]
+fn shapes_decided_by_run_time_values_are_allocated_when_the_program_runs() {
+    let mut g = Graph::new("reduce_by_input".into());
+    g.inputs.push(GraphInput {
+        name: "x".into(),
+        dtype: DType::F32,
+        dims: vec![InputDim::Fixed(2), InputDim::Fixed(3), InputDim::Fixed(4)],
+    });
+    g.inputs.push(GraphInput { name: "axes".into(), dtype: DType::I64, dims: vec![InputDim::Fixed(1)] });
+    g.nodes.push(node("Relu", &["x"], &["h"], &[]));
+    g.nodes.push(node("ReduceSum", &["h", "axes"], &["s"], &[("keepdims", AttrValue::Int(0))]));
+    g.nodes.push(node("Mul", &["s", "s"], &["y"], &[]));
+    g.outputs.push("y".into());
+    g.outputs.push("h".into());
+    let shapes = vec![vec![2, 3, 4], vec![1]];
+    let c = compile(&g, &shapes, &Options::default()).expect("compiles");
+    let text = rxvm::asm::disassemble(&c.module);
+    assert!(text.contains("%s = call @onnx.ReduceSum(%h, %axes) { keepdims = 0 }"), "{text}");
+    assert!(text.contains("%y = call @onnx.Mul(%s, %s)"), "{text}");
+    assert!(text.contains("kill %s"), "{text}");
+    assert!(text.contains("-> (tensor, f32[2, 3, 4])"), "{text}");
+    assert_eq!(c.report.run_time, ["s", "y"]);
+    assert!(c.plan_comment.contains("; run-time shapes: 2 tensors allocated when the program runs (s, y)\n"));
+    assert_eq!(c.report.tensors, 1, "only h is planned");
+    let x = weights(&[2, 3, 4], 7);
+    let h: Vec<f64> = x.to_f64().into_iter().map(|v| v.max(0.0)).collect();
+    let mut vm = Vm::host(Arc::new(c.module)).expect("a VM");
+    for (axis, shape) in [(0usize, vec![3, 4]), (2, vec![2, 3]), (1, vec![2, 4])] {
+        let axes = i64_const(&[axis as i64], &[1]);
+        let out = vm.invoke("main", &[HostValue::Tensor(x.clone()), HostValue::Tensor(axes)]).expect("runs");
+        let [HostValue::Tensor(y), HostValue::Tensor(h_out)] = &out[..] else { panic!("{out:?}") };
+        assert_eq!(y.shape, shape, "axis {axis}");
+        assert_eq!(h_out.to_f64(), h);
+        // The sum over `axis` of [2, 3, 4], squared.
+        let dims = [2usize, 3, 4];
+        let mut want = vec![0f64; 24 / dims[axis]];
+        for (i, v) in h.iter().enumerate() {
+            let idx = [i / 12, i / 4 % 3, i % 4];
+            let rest: Vec<usize> = (0..3).filter(|&d| d != axis).map(|d| idx[d]).collect();
+            let other = (0..3).filter(|&d| d != axis).map(|d| dims[d]).collect::<Vec<_>>();
+            want[rest[0] * other[1] + rest[1]] += (*v as f32) as f64;
+        }
+        let got = y.to_f64();
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w * w).abs() <= 1e-4 * (1.0 + w * w), "axis {axis}: {got:?} vs squares of {want:?}");
+        }
+    }
+}

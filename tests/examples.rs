@@ -110,6 +110,39 @@ fn dynamic_loop_sizes_storages_from_registers() {
 }
 
 #[test]
+fn run_time_shapes_select_rows_by_value() {
+    let x = tmp("rts_x.npy");
+    let values: Vec<f32> = (0..12).map(|i| i as f32 - 4.0).collect();
+    write_npy(&x, &HostTensor::from_f32(&[4, 3], &values).unwrap()).unwrap();
+    for (scores, rows) in [([1.0, -1.0, 2.0, -3.0], vec![0, 2]), ([-1.0, -1.0, -1.0, 0.5], vec![3])] {
+        let score = tmp("rts_score.npy");
+        write_npy(&score, &HostTensor::from_f32(&[4], &scores).unwrap()).unwrap();
+        let y = tmp("rts_y.npy");
+        let out = run_ok(&[
+            "run",
+            "examples/run_time_shapes.rxa",
+            "--input",
+            &format!("x={}", s(&x)),
+            "--input",
+            &format!("score={}", s(&score)),
+            "--output",
+            s(&y),
+            "--stats=json",
+        ]);
+        let y = read_npy(&y).unwrap();
+        assert_eq!(y.shape, vec![rows.len() as i64, 3], "{out}");
+        let want: Vec<f64> =
+            rows.iter().flat_map(|&r| values[r * 3..r * 3 + 3].iter().map(|v| f64::from(v.max(0.0)))).collect();
+        assert_eq!(y.to_f64(), want);
+        // The two inputs and three tensors made at run time (keep, rows, y); only the
+        // result is left.
+        let st = stats_json(&out);
+        assert_eq!(st["storages_created"], 5, "{out}");
+        assert_eq!(st["live_storages"], 1, "{out}");
+    }
+}
+
+#[test]
 fn textures_pad_rows_to_the_pitch() {
     let dense = tmp("tex_dense.npy");
     let out = run_ok(&["run", "examples/textures.rxa", "-o", s(&dense), "-q"]);

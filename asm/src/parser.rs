@@ -735,7 +735,7 @@ fn operands<'a>(ar: &'a Bump, op: Opcode, i: Toks<'a>) -> PResult<'a, InstrKind<
             Ok((i, InstrKind::AllocTensor(ar.alloc(AllocTensorOps { storage, offset, dtype, dims, scope }))))
         }
         Opcode::Kill => map(reg, |reg| InstrKind::Kill { reg }).parse(i),
-        Opcode::Call | Opcode::CallBuiltin | Opcode::CallOp | Opcode::CallKernel => {
+        Opcode::Call | Opcode::CallBuiltin | Opcode::CallOp | Opcode::CallOpAlloc | Opcode::CallKernel => {
             let (i, callee) = global("`@function`")(i)?;
             if callee.text.starts_with("onnx.") {
                 return op_call(ar, callee, i);

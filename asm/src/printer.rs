@@ -356,6 +356,7 @@ impl<'f> Names<'f> {
                 | Instr::CallBuiltin { .. }
                 | Instr::Ret { .. }
                 | Instr::CallOp { .. }
+                | Instr::CallOpAlloc { .. }
                 | Instr::CallKernel { .. }
                 | Instr::Br { .. } => {}
             }
@@ -618,7 +619,11 @@ impl FnPrinter<'_> {
                 }
                 self.call_args(list, ndst, nargs);
             }
-            Instr::CallOp { op, list, attrs, nout, nin } => {
+            Instr::CallOp { op, list, attrs, nout, nin } | Instr::CallOpAlloc { op, list, attrs, ndst: nout, nin } => {
+                let allocates = matches!(ins, Instr::CallOpAlloc { .. });
+                if allocates {
+                    self.call_dsts(list, nout);
+                }
                 self.out.push_str("call @onnx.");
                 match OpId::get(op.0) {
                     Some(d) => self.out.push_str(d.name),
@@ -627,10 +632,15 @@ impl FnPrinter<'_> {
                     }
                 }
                 self.out.push('(');
-                self.args(list, nin as usize);
-                self.out.push_str(") -> (");
-                self.args(list.wrapping_add(nin as u32), nout as usize);
-                self.out.push(')');
+                if allocates {
+                    self.args(list.wrapping_add(nout as u32), nin as usize);
+                    self.out.push(')');
+                } else {
+                    self.args(list, nin as usize);
+                    self.out.push_str(") -> (");
+                    self.args(list.wrapping_add(nin as u32), nout as usize);
+                    self.out.push(')');
+                }
                 if attrs != 0 {
                     self.out.push(' ');
                     match self.m.attrs.get(attrs as usize - 1) {

@@ -31,6 +31,7 @@ pub fn form(op: Opcode) -> Form {
         | Opcode::Call
         | Opcode::CallBuiltin
         | Opcode::CallOp
+        | Opcode::CallOpAlloc
         | Opcode::CallKernel => (true, true),
         Opcode::Kill | Opcode::Ret | Opcode::Br | Opcode::BrIf => (false, true),
     };

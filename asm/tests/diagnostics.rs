@@ -122,8 +122,9 @@ fn op_literal_input() {
 }
 
 #[test]
-fn op_destination() {
-    insta::assert_snapshot!("op_destination", render(&op_prog("  %y = call @onnx.Relu(%x)\n")));
+fn op_alloc_too_many_destinations() {
+    let src = "func @main(%x: f32[4]) {\n  %y, %z = call @onnx.Relu(%x)\n  ret\n}\n";
+    insta::assert_snapshot!("op_alloc_too_many_destinations", render_verified(src));
 }
 
 #[test]

@@ -39,9 +39,22 @@ pub fn lower(
         ));
     }
     let ty = |name: &str| -> Result<Type, String> {
+        if a.run_time.contains(name) {
+            return Ok(Type::AnyTensor);
+        }
         let (d, s) = a.types.get(name).ok_or_else(|| format!("tensor `{name}` has no type"))?;
         Ok(tensor_type(*d, s))
     };
+    // The last step reading each tensor the run allocates; returned ones live on.
+    let mut run_time_last: HashMap<&str, u32> = HashMap::new();
+    for (step, st) in s.steps.iter().enumerate() {
+        for x in st.inputs.iter().chain(&st.outputs).filter(|x| s.run_time.contains(*x)) {
+            run_time_last.insert(x, step as u32);
+        }
+    }
+    for o in &s.outputs {
+        run_time_last.remove(o.as_str());
+    }
     let mut params: Vec<Type> = g.inputs.iter().map(|i| ty(&i.name)).collect::<Result<_, _>>()?;
     params.extend(parameters.iter().map(|_| Type::Storage));
     // Returned tensors are buffers: the outputs themselves or their buffer copies.
@@ -118,7 +131,8 @@ pub fn lower(
             arenas.insert(pool, storage);
         }
         let mut out_regs = Vec::new();
-        for o in st.outputs.iter().filter(|o| !o.is_empty()) {
+        let run_time = st.outputs.iter().any(|o| s.run_time.contains(o));
+        for o in st.outputs.iter().filter(|o| !o.is_empty() && !run_time) {
             let t = live.tensor(o).ok_or_else(|| format!("{what}: output `{o}` was not planned"))?;
             let pool = problem.buffers[t.buffer].pool;
             let storage = *arenas.get(&pool).ok_or_else(|| format!("internal: arena {pool} is not open at `{o}`"))?;
@@ -150,6 +164,23 @@ pub fn lower(
                     Operand::Const(konst(&mut mb, x, c))
                 });
             }
+            if run_time {
+                // Shapes known only at run time: the VM infers them and allocates the outputs.
+                let nout = st.outputs.iter().rposition(|o| !o.is_empty()).map_or(1, |i| i + 1);
+                let dsts = f
+                    .call_op_alloc(&node.op, &inputs, nout, node.attrs.clone())
+                    .map_err(|e| format!("node `{}`: {e}", node.name))?;
+                for (o, r) in st.outputs.iter().zip(dsts) {
+                    if o.is_empty() {
+                        f.kill(r);
+                    } else {
+                        f.name(r, &ident(o, &mut names));
+                        regs.insert(o, r);
+                    }
+                }
+                kill_dying(&mut f, st, step, live, &regs, &run_time_last);
+                continue;
+            }
             // Outputs named "" are omitted: the call passes `none` for them.
             let mut outs = Vec::new();
             let mut k = 0;
@@ -171,17 +202,7 @@ pub fn lower(
             f.call_op(&node.op, &inputs, &outs, node.attrs.clone())
                 .map_err(|e| format!("node `{}`: {e}", node.name))?;
         }
-        // Tensors read (or defined) for the last time here, then arenas done allocating.
-        let mut dying: Vec<&str> = st.inputs.iter().chain(&st.outputs).map(String::as_str).collect();
-        dying.sort_unstable();
-        dying.dedup();
-        for x in dying {
-            if let (Some(t), Some(r)) = (live.tensor(x), regs.get(x)) {
-                if t.last == step {
-                    f.kill(*r);
-                }
-            }
-        }
+        kill_dying(&mut f, st, step, live, &regs, &run_time_last);
         let mut closing: Vec<u32> = arena_span.iter().filter(|(_, s)| s.1 == step).map(|(p, _)| *p).collect();
         closing.sort_unstable();
         for pool in closing {
@@ -203,4 +224,27 @@ pub fn lower(
     f.ret(&rets);
     mb.add_function(f);
     mb.build().map_err(|e| format!("the lowered module does not verify: {e}"))
+}
+
+/// Kills the tensors step `step` reads (or defines) for the last time: planned ones by
+/// their liveness, those the run allocates by `run_time_last`.
+fn kill_dying(
+    f: &mut rxvm_vm::builder::FunctionBuilder,
+    st: &super::scopes::Step,
+    step: u32,
+    live: &Liveness,
+    regs: &HashMap<&str, Reg>,
+    run_time_last: &HashMap<&str, u32>,
+) {
+    let mut dying: Vec<&str> = st.inputs.iter().chain(&st.outputs).map(String::as_str).collect();
+    dying.sort_unstable();
+    dying.dedup();
+    for x in dying {
+        let last = live.tensor(x).map(|t| t.last).or_else(|| run_time_last.get(x).copied());
+        if let (Some(last), Some(r)) = (last, regs.get(x)) {
+            if last == step {
+                f.kill(*r);
+            }
+        }
+    }
 }

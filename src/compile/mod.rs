@@ -140,6 +140,9 @@ pub struct PlanReport {
     pub pools: Vec<PoolReport>,
     /// Bytes of the graph inputs left in the caller's memory (not planned).
     pub input_bytes: u64,
+    /// Tensors whose shapes only the run knows, allocated from the VM's pools when they
+    /// are made (not planned), in schedule order.
+    pub run_time: Vec<String>,
 }
 
 impl PlanReport {
@@ -429,6 +432,13 @@ pub fn compile(g: &Graph, input_shapes: &[Vec<i64>], opts: &Options) -> Result<C
         image_bytes: images.as_ref().map_or(0, |(_, p)| p.bytes()),
         pools: pool_reports,
         input_bytes,
+        run_time: sched
+            .steps
+            .iter()
+            .flat_map(|st| &st.outputs)
+            .filter(|o| sched.run_time.contains(*o))
+            .cloned()
+            .collect(),
     };
     let mut c = format!(
         "; memory plan ({}) for target `{}`: {} arena bytes, lower bound {}, no-reuse {}; steps 0..{}\n",
@@ -449,6 +459,15 @@ pub fn compile(g: &Graph, input_shapes: &[Vec<i64>], opts: &Options) -> Result<C
     }
     if let Some((before, after)) = report.reorder_peaks {
         let _ = writeln!(c, "; reorder: peak of live bytes {before} before, {after} after");
+    }
+    if !report.run_time.is_empty() {
+        let _ = writeln!(
+            c,
+            "; run-time shapes: {} tensor{} allocated when the program runs ({})",
+            report.run_time.len(),
+            if report.run_time.len() == 1 { "" } else { "s" },
+            report.run_time.join(", ")
+        );
     }
     if let Some(note) = &sched.note {
         let _ = writeln!(c, "; note: {note}");

@@ -16,7 +16,7 @@ use rxvm_vm::ops::Operator;
 use rxvm_vm::ops::{OpId, TensorInfo};
 use rxvm_vm::types::{DType, ImageLayout, Scope};
 use rxvm_vm::DeviceCaps;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Whether the compiler may put activations in textures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -82,6 +82,9 @@ pub struct Schedule {
     pub outputs: Vec<String>,
     /// Why textures were not used although asked for (e.g. the target has no images).
     pub note: Option<String>,
+    /// Tensors whose shapes only the run knows ([`Analysis::run_time`]): buffers the
+    /// program allocates when a step makes them, not placed here.
+    pub run_time: HashSet<String>,
 }
 
 impl Schedule {
@@ -270,7 +273,9 @@ pub fn schedule(g: &Graph, a: &Analysis, target: &DeviceCaps, mode: Textures) ->
         }
         let mut outputs = Vec::with_capacity(node.outputs.len());
         for (k, o) in node.outputs.iter().enumerate() {
-            if !o.is_empty() {
+            if a.run_time.contains(o.as_str()) {
+                s.run_time.insert(o.clone());
+            } else if !o.is_empty() {
                 let (dtype, shape) =
                     a.types.get(o.as_str()).ok_or_else(|| format!("node `{}`: output `{o}` has no type", node.name))?;
                 let p = match (textured[n] && k == 0).then(|| texture(shape, target)).flatten() {

@@ -129,7 +129,7 @@ pub(super) fn operand_list_len(ins: &InstrNode<'_>) -> usize {
         InstrKind::Shape { dims } => dims.len(),
         InstrKind::AllocTensor(AllocTensorOps { dims, .. }) => 1 + dims.len(),
         InstrKind::Call { args, .. } => ins.dsts.len() + args.len(),
-        InstrKind::OpCall(OpCallOps { inputs, outputs, .. }) => inputs.len() + outputs.len(),
+        InstrKind::OpCall(OpCallOps { inputs, outputs, .. }) => ins.dsts.len() + inputs.len() + outputs.len(),
         InstrKind::KernelCall(KernelCallOps { args, global, .. }) => args.len() + global.map_or(0, |g| g.dims.len()),
         InstrKind::Ret { values } => values.len(),
         _ => 0,
@@ -489,16 +489,27 @@ fn assemble_instr(a: &mut Asm<'_>, fa: &mut FuncAsm<'_>, fi: usize, results: &[T
             }
         }
         InstrKind::OpCall(&OpCallOps { op, inputs, outputs, arrow, attrs }) => {
-            if !ins.dsts.is_empty() {
-                a.errs.push(op_call_dsts(a.lines.src, ins, arrow.is_some(), attrs.map(|b| b.span)));
+            // `%y = call @onnx.X(...)`: the VM allocates the outputs.
+            let allocates = !ins.dsts.is_empty();
+            if allocates && arrow.is_some() {
+                a.errs.push(op_call_dsts_and_outputs(ins));
             }
             let id = a.names.op(op.text).unwrap_or_else(|| {
                 a.errs.push(unknown_operator(&op));
                 OpId(0)
             });
             let nin = count_u16(inputs.len(), ins.span, "operator inputs", &mut a.errs);
-            let nout = count_u8(outputs.len(), ins.span, "operator outputs", &mut a.errs);
+            let nout = if allocates {
+                count_u8(ins.dsts.len(), ins.span, "destinations", &mut a.errs)
+            } else {
+                count_u8(outputs.len(), ins.span, "operator outputs", &mut a.errs)
+            };
             let list = fa.list_start(ins.span, &mut a.errs);
+            for d in ins.dsts {
+                ops.push(d.span);
+                let r = fa.reg(d, &mut a.errs);
+                fa.args.push(Arg::reg(r));
+            }
             for x in inputs {
                 ops.push(x.span());
                 let v = operand(a, &mut *fa, x, false);
@@ -549,7 +560,11 @@ fn assemble_instr(a: &mut Asm<'_>, fa: &mut FuncAsm<'_>, fi: usize, results: &[T
                     }
                 }
             };
-            Instr::CallOp { op: id, list, attrs, nout, nin }
+            if allocates {
+                Instr::CallOpAlloc { op: id, list, attrs, ndst: nout, nin }
+            } else {
+                Instr::CallOp { op: id, list, attrs, nout, nin }
+            }
         }
         InstrKind::KernelCall(&KernelCallOps { kernel, args, global }) => {
             if !ins.dsts.is_empty() {
@@ -886,20 +901,17 @@ pub(super) fn unknown_operator(op: &Name<'_>) -> Diagnostic {
 }
 
 /// `%y = call @onnx.Relu(%x)`: operators write into tensors the program passes after `->`.
-pub(super) fn op_call_dsts(src: &str, ins: &InstrNode<'_>, has_arrow: bool, block: Option<Span>) -> Diagnostic {
+/// `%y = call @onnx.X(...) -> (%z)`: both forms of an operator call at once.
+pub(super) fn op_call_dsts_and_outputs(ins: &InstrNode<'_>) -> Diagnostic {
     let span = ins.dsts[0].span.to(ins.dsts[ins.dsts.len() - 1].span);
-    let d = Diagnostic::new(span, "an operator call has no destinations")
-        .with_label("remove this")
-        .with_note("operators are destination-passing: they write into output tensors the program allocated");
     let dsts: Vec<String> = ins.dsts.iter().map(|n| format!("%{}", n.text)).collect();
-    let call_end = block.map_or(ins.span.end, |b| b.start);
-    match (has_arrow, src.get(ins.mnemonic.span.start..call_end)) {
-        (false, Some(call)) => {
-            let attrs = block.and_then(|b| src.get(b.range())).map(|t| format!(" {t}")).unwrap_or_default();
-            d.with_note(format!("name the outputs after `->`: `{} -> ({}){attrs}`", call.trim_end(), dsts.join(", ")))
-        }
-        _ => d.with_note(format!("write the call without `{} =`", dsts.join(", "))),
-    }
+    Diagnostic::new(span, "an operator call assigns its outputs or writes into views, not both")
+        .with_label("the VM would allocate these")
+        .with_note(
+            "`%y = call @onnx.X(...)` allocates the outputs at run time; `call @onnx.X(...) -> (%y)` \
+             writes into views the program allocated",
+        )
+        .with_note(format!("write the call without `{} =`, or without `-> (...)`", dsts.join(", ")))
 }
 
 pub(super) fn unknown_kernel<'n>(kernel: &Name<'_>, declared: impl Iterator<Item = &'n str>) -> Diagnostic {

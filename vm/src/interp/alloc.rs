@@ -36,12 +36,16 @@ impl Vm {
         }
         match Storage::alloc(&self.rt, device, sz as u64, al as u64, scope, site, false) {
             Ok(s) => Ok(Value::Storage(s)),
-            Err(e) => {
-                let memory = matches!(e, AllocError::LiveLimit { .. } | AllocError::OutOfMemory { .. });
-                let notes = if memory { self.stack_memory_note().into_iter().collect() } else { Vec::new() };
-                Err(Box::new(Fault { message: e.to_string(), notes }))
-            }
+            Err(e) => Err(self.alloc_fault(e)),
         }
+    }
+
+    /// The fault of a refused allocation; when memory ran out, with a note on what the
+    /// stack holds.
+    pub(crate) fn alloc_fault(&self, e: AllocError) -> Box<Fault> {
+        let memory = matches!(e, AllocError::LiveLimit { .. } | AllocError::OutOfMemory { .. });
+        let notes = if memory { self.stack_memory_note().into_iter().collect() } else { Vec::new() };
+        Box::new(Fault { message: e.to_string(), notes })
     }
 
     #[allow(clippy::too_many_arguments)]

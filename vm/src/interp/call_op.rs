@@ -12,7 +12,7 @@ use crate::ir::module::{Function, Module};
 use crate::ir::types::Scope;
 use crate::ops::{Attrs, TensorInfo};
 use crate::runtime::backend::{Device, KernelValue, Operand, ViewKind};
-use crate::runtime::memory::View;
+use crate::runtime::memory::{Storage, View, ViewSpec};
 use crate::runtime::shared::Shared;
 use crate::runtime::value::Value;
 use smallvec::SmallVec;
@@ -344,6 +344,114 @@ impl Vm {
         Ok(())
     }
 
+    /// The tensors of an operator call's operands (`None` for `none`).
+    fn op_operands(
+        &self,
+        m: &Module,
+        f: &Function,
+        base: usize,
+        def: &crate::ir::schema::OpDef,
+        items: &[crate::ir::bytecode::Arg],
+    ) -> Step<SmallVec<[Option<Shared<View>>; 6]>> {
+        let mut views: SmallVec<[Option<Shared<View>>; 6]> = SmallVec::new();
+        for a in items {
+            views.push(match a.kind() {
+                ArgKind::None => None,
+                _ => match self.read(m, f, base, *a)? {
+                    Value::Tensor(t) => Some(t),
+                    v => return fault(format!("@onnx.{} expects tensors, found {}", def.name, v.describe())),
+                },
+            });
+        }
+        Ok(views)
+    }
+
+    /// `%outputs = call @onnx.Name(inputs) { attrs }`: infers the output types from the
+    /// actual inputs (reading the values that decide shapes), allocates each output from
+    /// the pool of the inputs' device (the first device when there are no tensor inputs)
+    /// and runs the kernel. Returns the new tensors for the destinations.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn op_call_alloc(
+        &self,
+        m: &Module,
+        f: &Function,
+        base: usize,
+        site: crate::runtime::memory::Site,
+        op: OpId,
+        list: u32,
+        attrs: u32,
+        ndst: u8,
+        nin: u16,
+    ) -> Step<SmallVec<[Shared<View>; 2]>> {
+        let def = op.def();
+        let empty = Attrs::default();
+        let attrs = if attrs == 0 { &empty } else { &m.attrs[attrs as usize - 1] };
+        let items = &f.args[list as usize..][..ndst as usize + nin as usize];
+        let inputs = self.op_operands(m, f, base, def, &items[ndst as usize..])?;
+        let mut first: Option<&View> = None;
+        for v in inputs.iter().flatten() {
+            if first.is_some_and(|f| f.storage.device != v.storage.device) {
+                return fault(format!(
+                    "@onnx.{}: tensors on different devices (`{}` and others); copy them to one device first",
+                    def.name,
+                    v.storage.device_state().caps.name
+                ));
+            }
+            if v.scope.is_texture() {
+                return fault(format!(
+                    "@onnx.{}: an operator call that allocates its outputs takes buffer views; {} is a texture view",
+                    def.name,
+                    Value::Tensor(v.clone()).describe()
+                ));
+            }
+            first = first.or(Some(v));
+        }
+        let device = first.map_or(0, |v| v.storage.device);
+        let dev = first.and_then(|v| v.storage.device_state().device());
+        let noop = self.kernels == Kernels::Noop;
+        let io_err = |e: Box<String>| Box::new(Fault { message: *e, notes: vec![] });
+        let mut host_in: Recycled<Option<HostTensor>> = Recycled::new(&self.scratch);
+        host_in.resize_with(inputs.len(), || None);
+        for (slot, v) in host_in.iter_mut().zip(&inputs) {
+            match v {
+                Some(v) if (dev.is_none() && !noop) || inference_reads_value(v) => {
+                    *slot = Some(self.read_recycled(v).map_err(io_err)?)
+                }
+                _ => {}
+            }
+        }
+        let infos: SmallVec<[Option<TensorInfo>; 6]> = inputs
+            .iter()
+            .zip(host_in.iter())
+            .map(|(v, h)| v.as_ref().map(|v| TensorInfo { dtype: v.dtype, shape: &v.shape, value: h.as_ref() }))
+            .collect();
+        let inferred = (def.infer)(&infos, attrs).or_else(|e| fault(format!("@onnx.{}: {e}", def.name)))?;
+        if inferred.len() < ndst as usize {
+            return fault(format!(
+                "@onnx.{} produces {} outputs here, but the call assigns {}",
+                def.name,
+                inferred.len(),
+                ndst
+            ));
+        }
+        let mut outputs: SmallVec<[Option<Shared<View>>; 2]> = SmallVec::new();
+        for (dtype, shape) in &inferred[..ndst as usize] {
+            let Some(bytes) = crate::ir::types::dense_bytes(*dtype, shape) else {
+                return fault(format!("@onnx.{}: output {dtype}{shape:?} is too large", def.name));
+            };
+            // A storage has at least one byte (OpenCL has no empty buffers).
+            let st = Storage::alloc(&self.rt, device, bytes.max(1), 0, Scope::Global, site, false)
+                .map_err(|e| self.alloc_fault(e))?;
+            outputs.push(Some(View::make(st, ViewSpec::buffer(0, *dtype, shape, bytes), site, None).or_else(fault)?));
+        }
+        if !noop {
+            let call =
+                OpCall { dev, op, def, inputs: &inputs, outputs: &outputs, infos: &infos, host_in: &host_in, attrs };
+            self.run_op(&call, &inferred)?;
+        }
+        Ok(outputs.into_iter().flatten().collect())
+    }
+
     /// `call @onnx.Name(inputs) -> (outputs) { attrs }`: infers the output types from the
     /// inputs, checks them against the output views, then runs the kernel.
     #[allow(clippy::too_many_arguments)]
@@ -364,16 +472,7 @@ impl Vm {
         let def = op.def();
         let empty = Attrs::default();
         let attrs = if attrs == 0 { &empty } else { &m.attrs[attrs as usize - 1] };
-        let mut views: SmallVec<[Option<Shared<View>>; 6]> = SmallVec::new();
-        for a in items {
-            views.push(match a.kind() {
-                ArgKind::None => None,
-                _ => match self.read(m, f, base, *a)? {
-                    Value::Tensor(t) => Some(t),
-                    v => return fault(format!("@onnx.{} expects tensors, found {}", def.name, v.describe())),
-                },
-            });
-        }
+        let views = self.op_operands(m, f, base, def, items)?;
         let (inputs, outputs) = views.split_at(nin as usize);
         // One pass over the operands: their device, whether any is an image, and whether
         // inference must read a (non-constant, small) input's value.

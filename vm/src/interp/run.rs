@@ -480,6 +480,19 @@ impl Vm {
                 Op::CallOp { op, list, attrs, nout, nin } => {
                     self.op_call(m, f, base, u32::MAX, op, list, attrs, nout, nin)
                 }
+                Op::CallOpAlloc { op, list, attrs, ndst, nin } => {
+                    match self.op_call_alloc(m, f, base, self.site(fid, at), op, list, attrs, ndst, nin) {
+                        Ok(outputs) => {
+                            for (d, v) in f.args[list as usize..][..ndst as usize].iter().zip(outputs) {
+                                if let ArgKind::Reg(r) = d.kind() {
+                                    self.set(base, r, Value::Tensor(v));
+                                }
+                            }
+                            Ok(())
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
                 Op::CallKernel { kernel, list, ndims, nargs } => {
                     self.kernel_call(m, f, base, kernel, list, ndims, nargs)
                 }

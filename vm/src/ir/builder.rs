@@ -133,6 +133,10 @@ impl ModuleBuilder {
                     let attrs = attr_ids.get(attrs as usize - 1).copied().unwrap_or(u32::MAX);
                     Instr::CallOp { op, list, attrs, nout, nin }
                 }
+                Instr::CallOpAlloc { op, list, attrs, ndst, nin } if attrs != 0 => {
+                    let attrs = attr_ids.get(attrs as usize - 1).copied().unwrap_or(u32::MAX);
+                    Instr::CallOpAlloc { op, list, attrs, ndst, nin }
+                }
                 other => other,
             })
             .collect();
@@ -322,6 +326,32 @@ impl FunctionBuilder {
         };
         self.code.push(Instr::CallOp { op, list, attrs, nout: outputs.len() as u8, nin: inputs.len() as u16 });
         Ok(())
+    }
+
+    /// `%y0, ... = call @onnx.NAME(inputs) { attrs }` with `nout` outputs the VM allocates
+    /// at run time (their shapes are known only then); returns the destination registers
+    /// (fresh).
+    pub fn call_op_alloc(
+        &mut self,
+        name: &str,
+        inputs: &[Operand],
+        nout: usize,
+        attrs: Attrs,
+    ) -> Result<Vec<Reg>, String> {
+        let op = OpId::from_name(name).ok_or_else(|| format!("unknown operator @onnx.{name}"))?;
+        let ndst = u8::try_from(nout).map_err(|_| format!("@onnx.{name}: {nout} outputs are too many"))?;
+        let dsts: Vec<Reg> = (0..nout).map(|_| self.new_reg()).collect();
+        let mut ops: Vec<Operand> = dsts.iter().map(|r| Operand::Reg(*r)).collect();
+        ops.extend_from_slice(inputs);
+        let list = self.list(&ops);
+        let attrs = if attrs.is_empty() {
+            0
+        } else {
+            self.attrs.push(attrs);
+            self.attrs.len() as u32
+        };
+        self.code.push(Instr::CallOpAlloc { op, list, attrs, ndst, nin: inputs.len() as u16 });
+        Ok(dsts)
     }
 
     pub fn ret(&mut self, vals: &[Operand]) {

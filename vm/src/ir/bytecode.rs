@@ -477,6 +477,13 @@ macro_rules! for_each_opcode {
         /// ([`crate::ir::module::Module::kernels`]). The list holds `nargs` arguments (tensors,
         /// ints, floats) then `ndims` (1 to 3) global work sizes (ints).
         0x0f CallKernel "call" { kernel: u32 = a, list: u32 = b, ndims: u8 = x, nargs: u16 = yz } => [args list[0; nargs as usize + ndims as usize]]
+        /// `%y0, ... = call @onnx.Name(inputs) { attributes }`: an operator whose outputs the VM
+        /// allocates, for shapes known only at run time (a shape computed from data, or a
+        /// tensor sized by one). Inference runs on the actual inputs (reading the values that
+        /// decide shapes), each output gets a fresh storage from the device's pool, and the
+        /// destinations hold the new tensors (a `kill` returns the storage). The list holds
+        /// `ndst` destinations then `nin` inputs; `attrs` as `call @onnx` has it.
+        0x10 CallOpAlloc "call" { op: OpId = a, list: u32 = b, attrs: u32 = c, ndst: u8 = x, nin: u16 = yz } => [defs list[0; ndst as usize], args list[ndst as usize; nin as usize]]
         }
     };
 }
@@ -534,6 +541,7 @@ mod tests {
             Instr::BrIf { cond: Reg(1), then_: Label(2), else_: Label(9) },
             Instr::CallOp { op: OpId(1), list: 4, attrs: 2, nout: 1, nin: 3 },
             Instr::CallKernel { kernel: 2, list: 7, ndims: 2, nargs: 4 },
+            Instr::CallOpAlloc { op: OpId(3), list: 9, attrs: 1, ndst: 2, nin: 2 },
         ];
         assert_eq!(samples.len(), Opcode::ALL.len());
         for ins in samples {

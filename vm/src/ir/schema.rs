@@ -18,6 +18,13 @@ pub struct TensorInfo<'a> {
 /// An inferred output: dtype and shape.
 pub type OutInfo = (DType, Vec<i64>);
 
+/// Whether an inference error says that the value of an input decides the output shape
+/// and was not given (a run-time tensor, not a constant): the call's outputs can then be
+/// typed only at run time. The schemas word every such error this way.
+pub fn needs_input_value(err: &str) -> bool {
+    err.contains("needs the value of its") || err.contains("its value decides the output shape")
+}
+
 /// Infers output types from the inputs (`None` for an omitted optional input).
 pub type InferFn = fn(&[Option<TensorInfo>], &Attrs) -> Result<Vec<OutInfo>, String>;
 

@@ -654,7 +654,20 @@ impl<'m> FuncVerifier<'m> {
     }
 
     /// An operator call: arities, attribute set and attributes, inputs and outputs.
-    fn check_op_call(&self, pc: usize, op: OpId, list: u32, attrs: u32, nout: u8, nin: u16) -> VResult<()> {
+    /// `call @onnx.Name(inputs) -> (outputs)` (`alloc` false: the list holds the inputs
+    /// then the outputs) or `%outputs = call @onnx.Name(inputs)` (`alloc`: the list holds
+    /// the destinations then the inputs).
+    #[allow(clippy::too_many_arguments)]
+    fn check_op_call(
+        &self,
+        pc: usize,
+        op: OpId,
+        list: u32,
+        attrs: u32,
+        nout: u8,
+        nin: u16,
+        alloc: bool,
+    ) -> VResult<()> {
         let Some(def) = OpId::get(op.0) else {
             return self.at(pc, None, format!("operator {} does not exist: there are {} operators", op.0, OPS.len()));
         };
@@ -672,41 +685,46 @@ impl<'m> FuncVerifier<'m> {
             );
         }
         if nout < def.min_outputs || nout > def.max_outputs {
+            let what = if alloc { "the call assigns" } else { "found" };
             return self.at(
                 pc,
                 None,
                 format!(
-                    "@onnx.{} produces {}, found {nout}",
+                    "@onnx.{} produces {}, {what} {nout}",
                     def.name,
                     range_text(def.min_outputs, def.max_outputs, "output")
                 ),
             );
         }
+        // Operand `i` in text order is input `k`, or (None) an output.
+        let first_input = if alloc { nout } else { 0 };
         for (i, a) in items.iter().enumerate() {
-            match a.kind() {
-                ArgKind::None if i < def.min_inputs => {
+            let input = (first_input..first_input + nin).contains(&i).then(|| i - first_input);
+            match (a.kind(), input) {
+                (ArgKind::None, Some(k)) if k < def.min_inputs => {
                     return self.at(
                         pc,
                         Some(i),
                         format!(
                             "input {} of @onnx.{} is required; `none` marks omitted optional inputs",
-                            i + 1,
+                            k + 1,
                             def.name
                         ),
                     );
                 }
-                ArgKind::None if i >= nin => {
+                (ArgKind::None, Some(_)) => {}
+                (ArgKind::Reg(_), _) => self.check_arg(pc, i, *a)?,
+                (ArgKind::Const(_), Some(_)) => self.check_arg(pc, i, *a)?,
+                (ArgKind::None, None) if !alloc => {
                     return self.at(pc, Some(i), "an operator output must be a tensor register, not `none`".into());
                 }
-                ArgKind::None => {}
-                ArgKind::Reg(_) => self.check_arg(pc, i, *a)?,
-                ArgKind::Const(_) if i < nin => self.check_arg(pc, i, *a)?,
-                _ if i >= nin => return self.at(pc, Some(i), "an operator output must be a tensor register".into()),
-                _ => {
+                (_, None) if alloc => return self.at(pc, Some(i), "a call destination must be a register".into()),
+                (_, None) => return self.at(pc, Some(i), "an operator output must be a tensor register".into()),
+                (_, Some(k)) => {
                     return self.at(
                         pc,
                         Some(i),
-                        format!("input {} of @onnx.{} must be a tensor register or a constant", i + 1, def.name),
+                        format!("input {} of @onnx.{} must be a tensor register or a constant", k + 1, def.name),
                     )
                 }
             }
@@ -849,7 +867,12 @@ impl<'m> FuncVerifier<'m> {
                     self.check_arg(pc, i, *a)?;
                 }
             }
-            Instr::CallOp { op, list, attrs, nout, nin } => self.check_op_call(pc, op, list, attrs, nout, nin)?,
+            Instr::CallOp { op, list, attrs, nout, nin } => {
+                self.check_op_call(pc, op, list, attrs, nout, nin, false)?
+            }
+            Instr::CallOpAlloc { op, list, attrs, ndst, nin } => {
+                self.check_op_call(pc, op, list, attrs, ndst, nin, true)?
+            }
             Instr::CallKernel { kernel, list, ndims, nargs } => {
                 if kernel as usize >= self.m.kernels.len() {
                     return self.at(
@@ -1006,6 +1029,9 @@ impl<'m> FuncVerifier<'m> {
                     Instr::CallBuiltin { builtin, list, ndst, .. } => {
                         (&f.args[list as usize..][..ndst as usize], Builtin::ALL[builtin.index()].sig().results)
                     }
+                    Instr::CallOpAlloc { list, ndst, .. } => {
+                        (&f.args[list as usize..][..ndst as usize], &[Kind::Tensor; 256][..ndst as usize])
+                    }
                     ins => {
                         let Some((r, k)) = single_def(ins) else { continue };
                         if first {
@@ -1104,6 +1130,14 @@ impl<'m> FuncVerifier<'m> {
                     } else if !matches!(self.arg_kind(*a), Some(Kind::Tensor | Kind::Int | Kind::Float)) {
                         self.expect_kind(pc, i, *a, Kind::Tensor, format_args!("argument {} of @cl.{name}", i + 1))?;
                     }
+                }
+            }
+            Instr::CallOpAlloc { op, list, ndst, nin, .. } => {
+                let name = OPS[op.index()].name;
+                let inputs = &f.args[list as usize + ndst as usize..][..nin as usize];
+                for (i, a) in inputs.iter().enumerate() {
+                    let op = ndst as usize + i;
+                    self.expect_kind(pc, op, *a, Kind::Tensor, format_args!("input {} of @onnx.{name}", i + 1))?;
                 }
             }
             Instr::CallOp { op, list, nout, nin, .. } => {
