@@ -26,6 +26,7 @@ pub mod recurrent;
 pub mod resize;
 pub mod shape;
 pub mod signal;
+pub mod symbolic_infer;
 pub mod tensor;
 pub mod vision;
 
