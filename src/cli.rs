@@ -156,6 +156,12 @@ pub struct CompileArgs {
     /// `.npy` `--input`.
     #[arg(long = "shape", value_name = "NAME=[D0,D1,...]")]
     pub shapes: Vec<String>,
+    /// Upper bounds of symbolic input dims, NAME=N[,NAME=N...] (`batch=8`; a `?` dim of
+    /// input `x` is the symbol `x_K`, K its position). With a bound for every symbol, one
+    /// program plans memory for every value up to the bounds; without, the tensors that
+    /// depend on a symbol are allocated at run time. Repeatable.
+    #[arg(long = "bound", value_name = "NAME=N[,NAME=N...]")]
+    pub bounds: Vec<String>,
 }
 
 impl CompileArgs {
@@ -168,6 +174,21 @@ impl CompileArgs {
                 _ => Err(format!("--shape {raw}: expected NAME=[d0,d1,...], e.g. x=[1,3,224,224]")),
             })
             .collect()
+    }
+
+    /// The bounds `--bound` gives, by symbol name.
+    pub fn given_bounds(&self) -> Result<Vec<(String, i64)>, String> {
+        let mut out = Vec::new();
+        for raw in &self.bounds {
+            for part in raw.split(',') {
+                let parsed = part.split_once('=').and_then(|(n, v)| Some((n.trim(), v.trim().parse::<i64>().ok()?)));
+                match parsed {
+                    Some((name, v)) if !name.is_empty() => out.push((name.to_string(), v)),
+                    _ => return Err(format!("--bound {raw}: expected NAME=N[,NAME=N...], e.g. batch=8,seq=512")),
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The pool map of `--inputs-in-arena`, `--pool` and `--io`.
@@ -326,9 +347,21 @@ pub fn main_with(cli: Cli) -> i32 {
 }
 
 /// Reads and compiles an ONNX model for `args.target`, or else `device`.
+/// Compiles a model for `compile` and `plan`: inputs whose dims stay dynamic (not pinned
+/// by `--shape`) are symbolic, bounded by `--bound`.
 fn compile_model(path: &Path, args: &CompileArgs, device: &DeviceCaps) -> Result<crate::compile::Compiled, Failure> {
-    let (g, shapes) = read_model_with(path, &args.given_shapes()?)?;
-    compile_graph(path, &g, &shapes, &args.options(device)?)
+    let g = crate::onnx::read_model(path)?;
+    for w in &g.warnings {
+        eprintln!("warning: {w}");
+    }
+    let named = |e: String| Failure::Message(format!("{}: {e}", path.display()));
+    let pinned = crate::session::input_dims(&g, &args.given_shapes()?).map_err(named)?;
+    let bounds = args.given_bounds()?;
+    let opts = args.options(device)?;
+    match pinned.iter().cloned().collect::<Option<Vec<Vec<i64>>>>() {
+        Some(shapes) if bounds.is_empty() => compile_graph(path, &g, &shapes, &opts),
+        _ => crate::compile::compile_symbolic(&g, &pinned, &bounds, &opts).map_err(named),
+    }
 }
 
 fn write_out(path: &Path, bytes: &[u8]) -> Result<(), Failure> {

@@ -249,6 +249,17 @@ pub fn analyze<'g>(g: &'g Graph, input_shapes: &[Vec<i64>]) -> Result<Analysis<'
 /// Folding allocates its outputs on the host, so the budget bounds what compiling a model
 /// can allocate (a 100-byte model can ask for a 256 GiB `ConstantOfShape`).
 pub fn analyze_with<'g>(g: &'g Graph, input_shapes: &[Vec<i64>], fold_budget: u64) -> Result<Analysis<'g>, String> {
+    let shapes: Vec<Option<Vec<i64>>> = input_shapes.iter().cloned().map(Some).collect();
+    analyze_inputs(g, &shapes, fold_budget)
+}
+
+/// [`analyze_with`] where an input whose shape is `None` is known only when the program
+/// runs: it and everything computed from it are [`Analysis::run_time`].
+pub fn analyze_inputs<'g>(
+    g: &'g Graph,
+    input_shapes: &[Option<Vec<i64>>],
+    fold_budget: u64,
+) -> Result<Analysis<'g>, String> {
     g.validate()?;
     let mut budget = fold_budget;
     let mut a =
@@ -258,8 +269,10 @@ pub fn analyze_with<'g>(g: &'g Graph, input_shapes: &[Vec<i64>], fold_budget: u6
         a.consts.insert(name, v.clone());
     }
     for (i, inp) in g.inputs.iter().enumerate() {
-        let shape = input_shapes.get(i).ok_or_else(|| format!("no shape given for input `{}`", inp.name))?;
-        a.types.insert(&inp.name, (inp.dtype, shape.clone()));
+        match input_shapes.get(i).ok_or_else(|| format!("no shape given for input `{}`", inp.name))? {
+            Some(shape) => _ = a.types.insert(&inp.name, (inp.dtype, shape.clone())),
+            None => _ = a.run_time.insert(&inp.name),
+        }
     }
     for n in &g.nodes {
         let def = OpId::from_name(&n.op).ok_or_else(|| format!("operator {} is not supported", n.op))?.def();

@@ -61,8 +61,33 @@ pub fn read_model_with(path: &Path, given: &[(String, Vec<i64>)]) -> Result<(Gra
 }
 
 /// The shape of each graph input: its own dims where they are fixed, else the shape
-/// `given` for it by ONNX name or register name.
+/// `given` for it by ONNX name or register name; an error names the inputs left with
+/// dynamic dims.
 pub fn input_shapes(g: &Graph, given: &[(String, Vec<i64>)]) -> Result<Vec<Vec<i64>>, String> {
+    let shapes = input_dims(g, given)?;
+    let ty = |i: &crate::graph::GraphInput| {
+        let dims: Vec<String> = i.dims.iter().map(|d| d.to_string()).collect();
+        format!("{}[{}]", i.dtype, dims.join(", "))
+    };
+    let dynamic: Vec<String> = g
+        .inputs
+        .iter()
+        .zip(&shapes)
+        .filter(|(_, s)| s.is_none())
+        .map(|(i, _)| format!("`{}`: {}", i.name, ty(i)))
+        .collect();
+    if !dynamic.is_empty() {
+        return Err(format!(
+            "these inputs have dynamic dims: {}; give their shapes with --shape NAME=[d0,d1,...] (or, for `run`, a .npy --input), or export the model with fixed input dims",
+            dynamic.join(", ")
+        ));
+    }
+    Ok(shapes.into_iter().flatten().collect())
+}
+
+/// [`input_shapes`], with `None` for an input whose dims stay dynamic (symbolic, for
+/// `compile`).
+pub fn input_dims(g: &Graph, given: &[(String, Vec<i64>)]) -> Result<Vec<Option<Vec<i64>>>, String> {
     let ty = |i: &crate::graph::GraphInput| {
         let dims: Vec<String> = i.dims.iter().map(|d| d.to_string()).collect();
         format!("{}[{}]", i.dtype, dims.join(", "))
@@ -75,11 +100,10 @@ pub fn input_shapes(g: &Graph, given: &[(String, Vec<i64>)]) -> Result<Vec<Vec<i
         }
     }
     let mut shapes = Vec::with_capacity(g.inputs.len());
-    let mut dynamic = Vec::new();
     for i in &g.inputs {
         let pinned = given.iter().find(|(n, _)| names(i).contains(n)).map(|(_, s)| s);
         match (i.dims.iter().map(InputDim::fixed).collect::<Option<Vec<i64>>>(), pinned) {
-            (Some(s), None) => shapes.push(s),
+            (Some(s), None) => shapes.push(Some(s)),
             (_, Some(s)) => {
                 let fits = s.len() == i.dims.len()
                     && i.dims.iter().zip(s).all(|(d, v)| *v >= 0 && d.fixed().is_none_or(|d| d == *v));
@@ -90,14 +114,15 @@ pub fn input_shapes(g: &Graph, given: &[(String, Vec<i64>)]) -> Result<Vec<Vec<i
                         ty(i)
                     ));
                 }
-                shapes.push(s.clone());
+                shapes.push(Some(s.clone()));
             }
-            (None, None) => dynamic.push(format!("`{}`: {}", i.name, ty(i))),
+            (None, None) => shapes.push(None),
         }
     }
     // Inputs that name the same dim must agree on its size.
     let mut named: Vec<(&str, i64, &str, usize)> = Vec::new();
     for (i, s) in g.inputs.iter().zip(&shapes) {
+        let Some(s) = s else { continue };
         for (k, (d, v)) in i.dims.iter().zip(s).enumerate() {
             let InputDim::Named(n) = d else { continue };
             match named.iter().find(|(m, ..)| m == n) {
@@ -111,12 +136,6 @@ pub fn input_shapes(g: &Graph, given: &[(String, Vec<i64>)]) -> Result<Vec<Vec<i
                 None => named.push((n, *v, &i.name, k)),
             }
         }
-    }
-    if !dynamic.is_empty() {
-        return Err(format!(
-            "these inputs have dynamic dims: {}; give their shapes with --shape NAME=[d0,d1,...] (or, for `run`, a .npy --input), or export the model with fixed input dims",
-            dynamic.join(", ")
-        ));
     }
     Ok(shapes)
 }

@@ -469,7 +469,8 @@ fn dynamic_input_dims_take_the_shapes_given() {
     let text = std::fs::read_to_string(&rxa).expect("written");
     assert!(text.contains("func @main(%x: f32[2, 3, 8, 8])"), "{text}");
     let refused = [
-        (vec!["compile", model], "error: tests/bad_onnx/input_symbolic_dims.onnx: these inputs have dynamic dims: `x`: f32[batch, 3, 8, 8]; give their shapes with --shape NAME=[d0,d1,...] (or, for `run`, a .npy --input), or export the model with fixed input dims\n"),
+        (vec!["compile", model, "--bound", "n=8"], "error: tests/bad_onnx/input_symbolic_dims.onnx: --bound n=8: no symbol `n`; the symbols are `batch`\n"),
+        (vec!["compile", model, "--bound", "batch"], "error: --bound batch: expected NAME=N[,NAME=N...], e.g. batch=8,seq=512\n"),
         (vec!["compile", model, "--shape", "x=[2,4,8,8]"], "error: tests/bad_onnx/input_symbolic_dims.onnx: input `x` is f32[batch, 3, 8, 8], which the shape [2, 4, 8, 8] given for it does not fit\n"),
         (vec!["compile", model, "--shape", "y=[2,3,8,8]"], "error: tests/bad_onnx/input_symbolic_dims.onnx: the model has no input `y`; its inputs are `x`: f32[batch, 3, 8, 8]\n"),
         (vec!["compile", model, "--shape", "x=2,3"], "error: --shape x=2,3: expected NAME=[d0,d1,...], e.g. x=[1,3,224,224]\n"),
@@ -479,6 +480,27 @@ fn dynamic_input_dims_take_the_shapes_given() {
         let (code, _, err) = rxvm(&args);
         assert_eq!((code, err.as_str()), (1, want), "{args:?}");
     }
+
+    // Without --shape the batch is a symbol: one program for batch 1 and 3, planned up to
+    // its bound; over the bound, the entry check says so.
+    let rxb = tmp("symbolic.rxb");
+    let (code, _, err) = rxvm(&["compile", model, "--bound", "batch=4", "-o", rxb.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    for (x, want) in [(&p3, &y3), (&p1, &y1)] {
+        let y = tmp("y_symbolic.npy");
+        let args = ["run", rxb.to_str().unwrap(), "--input", &format!("x={}", x.display()), "-o", y.to_str().unwrap()];
+        let (code, _, err) = rxvm(&args);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(rxvm::npy::read_npy(&y).expect("y").data, want.data);
+    }
+    let x5 = tmp("x5.npy");
+    rxvm::npy::write_npy(&x5, &rxvm::vm::HostTensor::zeros(x3.dtype, &[5, 3, 8, 8]).unwrap()).expect("write");
+    let (code, _, err) = rxvm(&["run", rxb.to_str().unwrap(), "--input", &format!("x={}", x5.display())]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("argument 1 (%x) of @main: dimension 0 is 5, over the bound of %batch (%batch <= 4)"),
+        "{err}"
+    );
 }
 
 #[test]

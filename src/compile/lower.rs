@@ -9,17 +9,57 @@ use super::liveness::Liveness;
 use super::scopes::{Schedule, StepKind};
 use crate::graph::{ident, tensor_type, Analysis, Graph};
 use crate::plan::{Plan, Problem};
-use rxvm_vm::builder::{ModuleBuilder, Operand};
+use rxvm_vm::builder::{FunctionBuilder, ModuleBuilder, Operand};
 use rxvm_vm::bytecode::Reg;
 use rxvm_vm::module::ConstData;
 use rxvm_vm::types::{Scope, Type};
 use rxvm_vm::{HostTensor, Module};
 use std::collections::HashMap;
 
+/// Where the types, arena sizes, offsets and view dims of the lowered program come from:
+/// the plan's numbers ([`Fixed`]), or for a program that serves every value of its
+/// symbols, expressions computed in bytecode ([`super::symbolic`]).
+pub trait Layout {
+    /// The type of graph input `input`, given its concrete type.
+    fn param_type(&self, _input: usize, concrete: Type) -> Type {
+        concrete
+    }
+    /// The result type of graph output `name`, given its concrete type.
+    fn result_type(&self, _name: &str, concrete: Type) -> Type {
+        concrete
+    }
+    /// Runs once the function has its parameters, before any other instruction.
+    fn prologue(&mut self, _f: &mut FunctionBuilder) -> Result<(), String> {
+        Ok(())
+    }
+    /// The size of arena `pool`, `bytes` in the plan.
+    fn arena_size(&mut self, f: &mut FunctionBuilder, pool: u32, bytes: u64) -> Result<Operand, String>;
+    /// The offset of buffer `buffer`, `offset` in the plan.
+    fn offset(&mut self, f: &mut FunctionBuilder, buffer: usize, offset: u64) -> Result<Operand, String>;
+    /// The view dims of tensor `name`, `shape` in the plan.
+    fn dims(&mut self, f: &mut FunctionBuilder, name: &str, shape: &[i64]) -> Result<Vec<Operand>, String>;
+}
+
+/// The plan's numbers, as constants.
+pub struct Fixed;
+
+impl Layout for Fixed {
+    fn arena_size(&mut self, _: &mut FunctionBuilder, _: u32, bytes: u64) -> Result<Operand, String> {
+        Ok(Operand::Int(i64::try_from(bytes.max(1)).map_err(|_| format!("internal: arena of {bytes} bytes"))?))
+    }
+    fn offset(&mut self, _: &mut FunctionBuilder, _: usize, offset: u64) -> Result<Operand, String> {
+        Ok(Operand::Int(i64::try_from(offset).map_err(|_| format!("internal: offset {offset}"))?))
+    }
+    fn dims(&mut self, _: &mut FunctionBuilder, _: &str, shape: &[i64]) -> Result<Vec<Operand>, String> {
+        Ok(shape.iter().map(|&d| Operand::Int(d)).collect())
+    }
+}
+
 /// Emits the module for the schedule `s` of `g`, with buffer `i` of `live` at
 /// `plan.offsets[i]` in arena `problem.buffers[i].pool`. The pools in `parameters` are
 /// storage parameters of `@main` after the graph inputs (in that order); planned inputs are
-/// placed in theirs.
+/// placed in theirs. `layout` gives the numbers (see [`Layout`]).
+#[allow(clippy::too_many_arguments)]
 pub fn lower(
     g: &Graph,
     a: &Analysis,
@@ -28,6 +68,7 @@ pub fn lower(
     problem: &Problem,
     plan: &Plan,
     parameters: &[u32],
+    layout: &mut dyn Layout,
 ) -> Result<Module, String> {
     // Storage sizes and offsets are `int`s (i64) in the program: an arena beyond i64::MAX
     // would wrap to a negative size. Offsets lie within their arena, so they fit too.
@@ -55,10 +96,16 @@ pub fn lower(
     for o in &s.outputs {
         run_time_last.remove(o.as_str());
     }
-    let mut params: Vec<Type> = g.inputs.iter().map(|i| ty(&i.name)).collect::<Result<_, _>>()?;
+    let mut params: Vec<Type> = g
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(k, i)| Ok(layout.param_type(k, ty(&i.name)?)))
+        .collect::<Result<_, String>>()?;
     params.extend(parameters.iter().map(|_| Type::Storage));
     // Returned tensors are buffers: the outputs themselves or their buffer copies.
-    let results: Vec<Type> = g.outputs.iter().map(|o| ty(o)).collect::<Result<_, _>>()?;
+    let results: Vec<Type> =
+        g.outputs.iter().map(|o| Ok(layout.result_type(o, ty(o)?))).collect::<Result<_, String>>()?;
     let mut mb = ModuleBuilder::new(&ident(if g.name.is_empty() { "model" } else { &g.name }, &mut HashMap::new()));
     let mut f = mb.function("main", params, results);
     let mut names = HashMap::new();
@@ -102,6 +149,7 @@ pub fn lower(
             f.place_param(i as u32, (g.inputs.len() + k) as u32, plan.offsets[t.buffer]);
         }
     }
+    layout.prologue(&mut f)?;
     let mut const_ids = HashMap::new();
     let mut const_names = HashMap::new();
     let mut konst = |mb: &mut ModuleBuilder, name: &str, c: &HostTensor| {
@@ -124,8 +172,8 @@ pub fn lower(
             .collect();
         opening.sort_unstable();
         for (pool, bytes) in opening {
-            let size = i64::try_from(bytes.max(1)).map_err(|_| format!("internal: arena of {bytes} bytes"))?;
-            let storage = f.alloc_storage(Operand::Int(size), None, 0, Scope::Global);
+            let size = layout.arena_size(&mut f, pool, bytes)?;
+            let storage = f.alloc_storage(size, None, 0, Scope::Global);
             let name = pool_name(pool, &mut names);
             f.name(storage, &name);
             arenas.insert(pool, storage);
@@ -136,9 +184,9 @@ pub fn lower(
             let t = live.tensor(o).ok_or_else(|| format!("{what}: output `{o}` was not planned"))?;
             let pool = problem.buffers[t.buffer].pool;
             let storage = *arenas.get(&pool).ok_or_else(|| format!("internal: arena {pool} is not open at `{o}`"))?;
-            let dims: Vec<Operand> = t.shape.iter().map(|&d| Operand::Int(d)).collect();
-            let off = i64::try_from(plan.offsets[t.buffer]).map_err(|_| format!("internal: offset of `{o}`"))?;
-            let r = f.alloc_tensor(storage, Operand::Int(off), t.dtype, &dims, t.scope);
+            let dims = layout.dims(&mut f, o, &t.shape)?;
+            let off = layout.offset(&mut f, t.buffer, plan.offsets[t.buffer])?;
+            let r = f.alloc_tensor(storage, off, t.dtype, &dims, t.scope);
             f.name(r, &ident(o, &mut names));
             regs.insert(o, r);
             out_regs.push(r);
@@ -229,7 +277,7 @@ pub fn lower(
 /// Kills the tensors step `step` reads (or defines) for the last time: planned ones by
 /// their liveness, those the run allocates by `run_time_last`.
 fn kill_dying(
-    f: &mut rxvm_vm::builder::FunctionBuilder,
+    f: &mut FunctionBuilder,
     st: &super::scopes::Step,
     step: u32,
     live: &Liveness,

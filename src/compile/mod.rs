@@ -18,6 +18,7 @@ pub mod lower;
 pub mod pools;
 pub mod reorder;
 pub mod scopes;
+pub mod symbolic;
 
 pub use pools::{InputsInArena, Io, PoolMap};
 pub use scopes::Textures;
@@ -311,7 +312,99 @@ pub fn run_planner(problem: &Problem, planner: Planner, budget: u64) -> Result<P
 
 /// Compiles `g` for concrete input shapes (in the order of `g.inputs`).
 pub fn compile(g: &Graph, input_shapes: &[Vec<i64>], opts: &Options) -> Result<Compiled, String> {
-    let analyze = |g, shapes| crate::graph::analyze_with(g, shapes, opts.fold_budget);
+    let shapes: Vec<Option<Vec<i64>>> = input_shapes.iter().cloned().map(Some).collect();
+    compile_inner(g, &shapes, None, opts).map_err(Fail::into_message)
+}
+
+/// Compiles `g` for inputs whose dims may be symbolic ([`symbolic`]): an input `pinned` to
+/// a shape has it; the others' named and `?` dims are symbols, bounded by `bounds` (by
+/// name). With a bound for every symbol, memory is planned for every value within the
+/// bounds (offsets computed at entry); otherwise, or when a node has no symbolic
+/// inference, the tensors that depend on a symbol are allocated when the program runs,
+/// and the plan's comments say why.
+pub fn compile_symbolic(
+    g: &Graph,
+    pinned: &[Option<Vec<i64>>],
+    bounds: &[(String, i64)],
+    opts: &Options,
+) -> Result<Compiled, String> {
+    let syms = symbolic::Symbols::new(g, pinned, bounds)?;
+    if syms.names.is_empty() {
+        let shapes: Vec<Option<Vec<i64>>> = syms.shapes_at(&[])?.into_iter().map(Some).collect();
+        return compile_inner(g, &shapes, None, opts).map_err(Fail::into_message);
+    }
+    if !matches!(opts.pools.inputs_in_arena, InputsInArena::None)
+        || opts.pools.io != Io::Vm
+        || !opts.pools.rules.is_empty()
+    {
+        return Err("inputs with symbolic dims are compiled with the default pools (no --inputs-in-arena, --pool or --io caller yet)".into());
+    }
+    let why = match syms.all_bounds() {
+        Some(bounds) => {
+            let shapes: Vec<Option<Vec<i64>>> = syms.shapes_at(&bounds)?.into_iter().map(Some).collect();
+            let planned = Options { textures: Textures::None, ..opts.clone() };
+            match compile_inner(g, &shapes, Some((&syms, Mode::Planned)), &planned) {
+                Ok(c) => return Ok(c),
+                Err(Fail::NotSymbolic(why)) => why,
+                Err(Fail::Error(e)) => return Err(e),
+            }
+        }
+        None => {
+            let free: Vec<&str> =
+                syms.names.iter().zip(&syms.bounds).filter(|(_, b)| b.is_none()).map(|(n, _)| n.as_str()).collect();
+            format!("no bound for {} (give --bound NAME=N to plan them)", free.join(", "))
+        }
+    };
+    let shapes: Vec<Option<Vec<i64>>> = (0..g.inputs.len())
+        .map(|i| if syms.is_symbolic(i) { Ok(None) } else { syms.shapes_at(&[]).map(|s| Some(s[i].clone())) })
+        .collect::<Result<_, String>>()?;
+    compile_inner(g, &shapes, Some((&syms, Mode::RunTime(why))), opts).map_err(Fail::into_message)
+}
+
+/// How a symbolic program handles the tensors that depend on its symbols.
+enum Mode {
+    /// Planned at the bounds and placed by orders evaluated at entry.
+    Planned,
+    /// Allocated when the program runs, for this reason.
+    RunTime(String),
+}
+
+/// Why [`compile_inner`] failed.
+enum Fail {
+    /// The graph cannot be planned symbolically (run-time allocation serves it).
+    NotSymbolic(String),
+    Error(String),
+}
+
+impl Fail {
+    fn into_message(self) -> String {
+        match self {
+            Fail::NotSymbolic(e) | Fail::Error(e) => e,
+        }
+    }
+}
+
+impl From<String> for Fail {
+    fn from(e: String) -> Fail {
+        Fail::Error(e)
+    }
+}
+
+impl From<&str> for Fail {
+    fn from(e: &str) -> Fail {
+        Fail::Error(e.to_string())
+    }
+}
+
+/// Compiles `g` with each input's shape, `None` for an input allocated at run time
+/// (whose dims are symbols of `sym`).
+fn compile_inner(
+    g: &Graph,
+    input_shapes: &[Option<Vec<i64>>],
+    sym: Option<(&symbolic::Symbols, Mode)>,
+    opts: &Options,
+) -> Result<Compiled, Fail> {
+    let analyze = |g, shapes| crate::graph::analyze_inputs(g, shapes, opts.fold_budget);
     let a = analyze(g, input_shapes)?;
     let folded;
     let (g, a) = match fold::fold_scale_into_batchnorm(g, &a) {
@@ -386,7 +479,34 @@ pub fn compile(g: &Graph, input_shapes: &[Vec<i64>], opts: &Options) -> Result<C
             return Err("internal: a texture of an image slot was not placed at offset 0".into());
         }
     }
-    let module = lower::lower(g, &a, &sched, &live, &problem, &plan, &layout.parameters)?;
+    let nparams = (g.inputs.len() + layout.parameters.len()) as u32;
+    let mut sym_note = None;
+    let module = match &sym {
+        None => lower::lower(g, &a, &sched, &live, &problem, &plan, &layout.parameters, &mut lower::Fixed)?,
+        Some((syms, Mode::RunTime(why))) => {
+            sym_note = Some(format!(
+                "; symbolic: {}; the tensors computed from them are allocated at run time: {why}\n",
+                syms.describe()
+            ));
+            let mut l = symbolic::SymbolicLayout::run_time(g, syms, nparams);
+            lower::lower(g, &a, &sched, &live, &problem, &plan, &layout.parameters, &mut l)?
+        }
+        Some((syms, Mode::Planned)) => {
+            let bounds =
+                syms.all_bounds().ok_or_else(|| "internal: a planned symbolic program without bounds".to_string())?;
+            let dims = symbolic::infer_dims(g, &a, syms, &bounds).map_err(Fail::NotSymbolic)?;
+            let replan = |q: &Problem| run_planner(q, opts.planner, opts.plan_budget);
+            let sp =
+                symbolic::symbolic_plan(&live, &problem, &plan, &dims, &bounds, &replan).map_err(Fail::NotSymbolic)?;
+            sym_note = Some(format!(
+                "; symbolic: {}; sizes and offsets below are at the bounds; {} placement order(s), evaluated at entry\n",
+                syms.describe(),
+                sp.orders.len()
+            ));
+            let mut l = symbolic::SymbolicLayout::planned(g, syms, nparams, &problem, sp, dims);
+            lower::lower(g, &a, &sched, &live, &problem, &plan, &layout.parameters, &mut l)?
+        }
+    };
     let bounds = plan::lower_bound_per_pool(&problem);
     let pool_reports = layout
         .names
@@ -444,6 +564,9 @@ pub fn compile(g: &Graph, input_shapes: &[Vec<i64>], opts: &Options) -> Result<C
         "; memory plan ({}) for target `{}`: {} arena bytes, lower bound {}, no-reuse {}; steps 0..{}\n",
         report.strategy, report.target, report.arena_bytes, report.lower_bound, report.naive_bytes, live.steps
     );
+    if let Some(note) = &sym_note {
+        c.push_str(note);
+    }
     if opts.textures == Textures::Auto {
         let _ = writeln!(c, "; textures: {} tensors, {} layout conversions", report.textures, report.conversions);
     }

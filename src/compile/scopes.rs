@@ -221,7 +221,7 @@ fn fresh(base: &str, suffix: &str, a: &Analysis, taken: &HashMap<String, Placeme
 /// Assigns scopes and builds the schedule of `g` for `target`.
 pub fn schedule(g: &Graph, a: &Analysis, target: &DeviceCaps, mode: Textures) -> Result<Schedule, String> {
     let mut s = Schedule::default();
-    for inp in &g.inputs {
+    for inp in g.inputs.iter().filter(|i| !a.run_time.contains(i.name.as_str())) {
         let (dtype, shape) = &a.types[inp.name.as_str()];
         s.tensors
             .insert(inp.name.clone(), buffer(*dtype, shape, target).map_err(|e| format!("input `{}`: {e}", inp.name))?);

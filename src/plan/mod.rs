@@ -21,6 +21,7 @@ pub mod exact;
 mod heuristics;
 pub mod images;
 mod index;
+pub mod order;
 mod problem;
 pub mod svg;
 pub mod trace;

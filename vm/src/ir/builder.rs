@@ -78,17 +78,20 @@ impl ModuleBuilder {
         FuncId(self.module.funcs.len() as u32 - 1)
     }
 
-    /// Starts a function body (declaring it if needed).
+    /// Starts a function body (declaring it if needed). The symbols of symbolic parameter
+    /// types (`Dim::Sym`, registers `nparams`, `nparams + 1`, ... in order of first
+    /// occurrence) are reserved: they are int registers from the first instruction on.
     pub fn function(&mut self, name: &str, params: Vec<Type>, results: Vec<Type>) -> FunctionBuilder {
         let nparams = params.len();
+        let regs = params.iter().flat_map(|t| t.symbols().map(|(_, reg, _)| reg + 1)).fold(nparams as u32, u32::max);
         let id = self.declare(name, params, results);
         FunctionBuilder {
             id,
-            num_regs: nparams as u32,
+            num_regs: regs,
             code: Vec::new(),
             ops: Vec::new(),
             labels: Vec::new(),
-            reg_names: vec![String::new(); nparams],
+            reg_names: vec![String::new(); regs as usize],
             attrs: Vec::new(),
             placements: Vec::new(),
         }

@@ -75,6 +75,13 @@ impl Expr {
         }
     }
 
+    /// The terms, `(monomial, coefficient)`: each monomial a sorted product of atoms with
+    /// their powers (empty for the constant term). For code that evaluates the expression
+    /// another way (the compiler emits it as integer instructions).
+    pub fn terms(&self) -> impl Iterator<Item = (&[(Atom, u32)], i64)> + '_ {
+        self.terms.iter().map(|(m, c)| (m.as_slice(), *c))
+    }
+
     /// One term with coefficient 1 (`%n`, `%n*%s`): printed without parentheses.
     fn is_simple(&self) -> bool {
         matches!(self.terms.as_slice(), [(_, 1)])
