@@ -256,6 +256,11 @@ pub struct PlanArgs {
     /// Draw the plan (time × address, one panel per pool) as an SVG picture.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// For a model compiled with symbolic dims and --bound: report (and draw) the plan the
+    /// program uses when the symbols take these values, NAME=N[,NAME=N...] (the others at
+    /// their bounds).
+    #[arg(long, value_name = "NAME=N[,NAME=N...]")]
+    pub at: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -460,15 +465,20 @@ fn cmd_plan(a: &PlanArgs) -> Result<(), Failure> {
         let caps = planning_caps(a.device.as_deref())?;
         let c = compile_model(model, &a.compile, &caps)?;
         let name = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let mut summary = crate::report::PlanSummary::new(
-            &format!("{name} (target {})", c.report.target),
-            &c.problem,
-            &c.plan,
-            c.plan_millis,
-        );
+        let (title, problem, plan) = match &a.at {
+            None => (format!("{name} (target {})", c.report.target), c.problem.clone(), c.plan.clone()),
+            Some(at) => {
+                let values = CompileArgs { bounds: vec![at.clone()], ..a.compile.clone() }
+                    .given_bounds()
+                    .map_err(|_| format!("--at {at}: expected NAME=N[,NAME=N...], e.g. batch=2"))?;
+                let (p, plan) = c.plan_at(&values)?;
+                (format!("{name} at {at} (target {})", c.report.target), p, plan)
+            }
+        };
+        let mut summary = crate::report::PlanSummary::new(&title, &problem, &plan, c.plan_millis);
         summary.reorder_peaks = c.report.reorder_peaks;
         summary.images = (c.report.image_slots > 0).then_some((c.report.image_slots, c.report.image_bytes));
-        planned.push((summary, c.problem, c.plan));
+        planned.push((summary, problem, plan));
     }
     if let Some(svg) = &a.svg {
         let [(summary, problem, plan)] = planned.as_slice() else {

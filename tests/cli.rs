@@ -536,3 +536,29 @@ fn inputs_that_name_one_dim_must_agree_on_its_size() {
     let (code, _, err) = rxvm(&["compile", m, "--shape", "a=[3,4]", "--shape", "b=[3,4]", "-o", out.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
 }
+
+#[test]
+fn plan_shows_a_symbolic_plan_at_chosen_values() {
+    let model = "tests/symbolic/encoder.onnx";
+    let (code, out, err) = rxvm(&["plan", model, "--bound", "seq=512", "--at", "seq=64"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("encoder at seq=64 (target host)\n  strategy     placement order\n  arena        147,456 B\n  lower bound  147,456 B\n"), "{out}");
+    let svg = tmp("enc64.svg");
+    let (code, _, err) = rxvm(&["plan", model, "--bound", "seq=512", "--at", "seq=7", "--svg", svg.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::read_to_string(&svg).expect("drawn").contains("<title>encoder at seq=7"));
+    for (args, want) in [
+        (vec!["plan", model, "--bound", "seq=512", "--at", "seq=600"], "error: --at seq=600: outside 0..=512\n"),
+        (
+            vec!["plan", model, "--bound", "seq=512", "--at", "n=6"],
+            "error: --at n=6: no symbol `n`; the symbols are seq <= 512\n",
+        ),
+        (
+            vec!["plan", model, "--shape", "x=[1,8,32]", "--at", "seq=6"],
+            "error: --at: the program has no planned symbols (compile with --bound for each symbolic dim)\n",
+        ),
+    ] {
+        let (code, _, err) = rxvm(&args);
+        assert_eq!((code, err.as_str()), (1, want), "{args:?}");
+    }
+}

@@ -278,6 +278,46 @@ pub struct Compiled {
     pub plan: Plan,
     /// Time spent planning (milliseconds).
     pub plan_millis: f64,
+    /// For a planned symbolic program: its symbols, buffer sizes and placement orders, to
+    /// show the plan at other values of the symbols ([`Compiled::plan_at`]).
+    pub symbolic: Option<(symbolic::Symbols, symbolic::SymbolicPlan)>,
+}
+
+impl Compiled {
+    /// The plan of a planned symbolic program when its symbols take `values` (by name;
+    /// the others at their bounds): the buffers at those sizes, placed in the order the
+    /// entry would pick (the one with the smallest arena).
+    pub fn plan_at(&self, values: &[(String, i64)]) -> Result<(Problem, Plan), String> {
+        let Some((syms, sp)) = &self.symbolic else {
+            return Err("--at: the program has no planned symbols (compile with --bound for each symbolic dim)".into());
+        };
+        let mut at: Vec<i64> = syms.bounds.iter().map(|b| b.unwrap_or(1)).collect();
+        for (name, v) in values {
+            let k =
+                syms.names.iter().position(|n| n == name).ok_or_else(|| {
+                    format!("--at {name}={v}: no symbol `{name}`; the symbols are {}", syms.describe())
+                })?;
+            let bound = syms.bounds[k].unwrap_or(i64::MAX);
+            if *v < 0 || *v > bound {
+                return Err(format!("--at {name}={v}: outside 0..={bound}"));
+            }
+            at[k] = *v;
+        }
+        let mut q = self.problem.clone();
+        for (b, size) in q.buffers.iter_mut().zip(&sp.sizes) {
+            let v = size.eval(&|s| at.get(s as usize).copied()).ok_or("a size overflows")?;
+            b.size = u64::try_from(v).map_err(|_| "a size is negative at these values")?;
+        }
+        let mut best: Option<Plan> = None;
+        for order in &sp.orders {
+            let p = crate::plan::order::place_in_order(&q, order)?;
+            if best.as_ref().is_none_or(|b| p.arena_bytes() < b.arena_bytes()) {
+                best = Some(p);
+            }
+        }
+        let plan = best.ok_or("internal: a symbolic plan without orders")?;
+        Ok((q, plan))
+    }
 }
 
 /// Plans `problem` with `planner` and checks the result with the independent checker.
@@ -481,6 +521,7 @@ fn compile_inner(
     }
     let nparams = (g.inputs.len() + layout.parameters.len()) as u32;
     let mut sym_note = None;
+    let mut sym_plan = None;
     let module = match &sym {
         None => lower::lower(g, &a, &sched, &live, &problem, &plan, &layout.parameters, &mut lower::Fixed)?,
         Some((syms, Mode::RunTime(why))) => {
@@ -503,6 +544,7 @@ fn compile_inner(
                 syms.describe(),
                 sp.orders.len()
             ));
+            sym_plan = Some(((*syms).clone(), sp.clone()));
             let mut l = symbolic::SymbolicLayout::planned(g, syms, nparams, &problem, sp, dims);
             lower::lower(g, &a, &sched, &live, &problem, &plan, &layout.parameters, &mut l)?
         }
@@ -627,5 +669,5 @@ fn compile_inner(
             if t.is_view { " (view)" } else { "" }
         );
     }
-    Ok(Compiled { module, report, plan_comment: c, problem, plan, plan_millis: millis })
+    Ok(Compiled { module, report, plan_comment: c, problem, plan, plan_millis: millis, symbolic: sym_plan })
 }

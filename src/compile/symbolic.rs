@@ -236,6 +236,7 @@ pub fn infer_dims(
 
 /// What a program whose plan is symbolic computes at entry: each buffer's size as an
 /// expression and the placement orders to choose from.
+#[derive(Clone, Debug)]
 pub struct SymbolicPlan {
     pub sizes: Vec<Expr>,
     pub orders: Vec<Vec<usize>>,
