@@ -245,3 +245,24 @@ fn a_shape_read_as_a_value_falls_back_to_run_time_allocation() {
         assert_eq!(y, want);
     }
 }
+
+/// The symbolic program runs on the OpenCL devices too (offsets computed at entry, views
+/// over sub-buffers), planned for each device's alignment, with the host's results.
+#[test]
+fn symbolic_programs_run_on_every_device() {
+    let g = resnet18_style();
+    let image = HostTensor::random(DType::F32, &[3, 3, 32, 32], 11).unwrap();
+    let host = compile(&g, &[vec![3, 3, 32, 32]], &Options::default()).unwrap();
+    let (want, _) = run(&Arc::new(host.module), &image);
+    for (name, spec) in rxvm_test_support::devices::host_and(&["intel", "pocl"]) {
+        let opts = Options { target: rxvm::session::device_caps(&spec), ..Options::default() };
+        let c = compile_symbolic(&g, &[None], &[("batch".into(), 4)], &opts).expect("compiles");
+        let mut vm = Vm::with_devices(Arc::new(c.module), vec![spec]).expect("a VM");
+        let out = vm.invoke("main", &[HostValue::Tensor(image.clone())]).expect("runs");
+        let [HostValue::Tensor(y)] = &out[..] else { panic!("{out:?}") };
+        assert_eq!(y.shape, vec![3, 10], "{name}");
+        for (a, b) in y.to_f64().iter().zip(&want) {
+            assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{name}: {a} vs {b}");
+        }
+    }
+}
