@@ -395,9 +395,9 @@ pub fn compile_symbolic(
             format!("no bound for {} (give --bound NAME=N to plan them)", free.join(", "))
         }
     };
-    let shapes: Vec<Option<Vec<i64>>> = (0..g.inputs.len())
-        .map(|i| if syms.is_symbolic(i) { Ok(None) } else { syms.shapes_at(&[]).map(|s| Some(s[i].clone())) })
-        .collect::<Result<_, String>>()?;
+    // The inputs without symbols keep their (constant) shapes.
+    let shapes: Vec<Option<Vec<i64>>> =
+        syms.inputs.iter().map(|dims| dims.iter().map(|e| e.as_const()).collect::<Option<Vec<i64>>>()).collect();
     compile_inner(g, &shapes, Some((&syms, Mode::RunTime(why))), opts).map_err(Fail::into_message)
 }
 

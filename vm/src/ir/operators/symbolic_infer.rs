@@ -557,6 +557,9 @@ fn shapes(op: Operator, cx: &mut Cx, ins: &[Option<SymInfo>], attrs: &Attrs) -> 
             "its output value is the input's (symbolic) dims, and symbolic values are not modelled: inferred at run \
              time",
         ),
+        // The cache keeps its shape; the update's own dims (a symbolic number of new
+        // entries) are checked against it by the concrete inference at the probes.
+        O::TensorScatter => Ok(vec![x()?.dims.to_vec()]),
         op if UNARY.contains(&op) => {
             let x = x()?;
             if op != O::CastLike {
