@@ -162,6 +162,12 @@ pub struct CompileArgs {
     /// depend on a symbol are allocated at run time. Repeatable.
     #[arg(long = "bound", value_name = "NAME=N[,NAME=N...]")]
     pub bounds: Vec<String>,
+    /// Graph inputs the program may update in place, NAME[,NAME...] (a KV cache): an
+    /// operator that rewrites part of one (TensorScatter, ScatterND, ScatterElements) and
+    /// is its only reader writes into it, and returns it as its output. THE INPUT DATA IS
+    /// UPDATED by the run. Repeatable.
+    #[arg(long = "donate", value_name = "NAME[,NAME...]")]
+    pub donate: Vec<String>,
 }
 
 impl CompileArgs {
@@ -229,6 +235,7 @@ impl CompileArgs {
             plan_budget: self.plan_budget,
             pools: self.pool_map()?,
             fold_budget: self.fold_budget.unwrap_or(crate::graph::DEFAULT_FOLD_BUDGET),
+            donate: self.donate.iter().flat_map(|d| d.split(',')).map(|d| d.trim().to_string()).collect(),
         })
     }
 }

@@ -111,7 +111,11 @@ pub fn liveness(g: &Graph, s: &Schedule, planned: &dyn Fn(&str) -> bool) -> Resu
             StepKind::ToBlocked | StepKind::FromBlocked => (format!("conversion of `{}`", st.inputs[0]), ""),
         };
         // Tensors the run allocates are not planned.
-        let named: Vec<&String> = st.outputs.iter().filter(|o| !o.is_empty() && !s.run_time.contains(*o)).collect();
+        let named: Vec<&String> = st
+            .outputs
+            .iter()
+            .filter(|o| !o.is_empty() && !s.run_time.contains(*o) && !s.aliases.contains_key(*o))
+            .collect();
         for &o in &named {
             let p = s.tensors.get(o).ok_or_else(|| format!("{what}: output `{o}` has no type"))?;
             // A view of input 0 when the node only reinterprets it in the same scope.

@@ -180,7 +180,7 @@ pub fn lower(
         }
         let mut out_regs = Vec::new();
         let run_time = st.outputs.iter().any(|o| s.run_time.contains(o));
-        for o in st.outputs.iter().filter(|o| !o.is_empty() && !run_time) {
+        for o in st.outputs.iter().filter(|o| !o.is_empty() && !run_time && !s.aliases.contains_key(*o)) {
             let t = live.tensor(o).ok_or_else(|| format!("{what}: output `{o}` was not planned"))?;
             let pool = problem.buffers[t.buffer].pool;
             let storage = *arenas.get(&pool).ok_or_else(|| format!("internal: arena {pool} is not open at `{o}`"))?;
@@ -235,6 +235,12 @@ pub fn lower(
             for o in &st.outputs {
                 if o.is_empty() {
                     outs.push(None);
+                } else if let Some(src) = s.aliases.get(o) {
+                    // A donated input updated in place: the output is its tensor.
+                    let r =
+                        *regs.get(src.as_str()).ok_or_else(|| format!("internal: donated `{src}` has no register"))?;
+                    regs.insert(o, r);
+                    outs.push(Some(r));
                 } else {
                     outs.push(Some(out_regs[k]));
                     k += 1;

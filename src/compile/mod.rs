@@ -12,6 +12,7 @@
 //! Each stage is a module with its own tests: [`crate::graph::analyze`], [`fold`], [`scopes`],
 //! [`liveness`], [`crate::plan`] and [`lower`]. `docs/compiler.md` describes them.
 
+pub mod donation;
 pub mod fold;
 pub mod liveness;
 pub mod lower;
@@ -82,6 +83,10 @@ pub struct Options {
     /// Bytes of constant subgraph outputs evaluated at compile time, in all
     /// ([`crate::graph::analyze_with`]); the rest runs at run time.
     pub fold_budget: u64,
+    /// Graph inputs the program may update in place ([`donation`]): an operator that
+    /// rewrites part of one (a KV cache's `TensorScatter`) writes into it, and the output
+    /// is the input's tensor.
+    pub donate: Vec<String>,
 }
 
 impl Default for Options {
@@ -94,6 +99,7 @@ impl Default for Options {
             plan_budget: plan::exact::DEFAULT_BUDGET,
             pools: PoolMap::default(),
             fold_budget: crate::graph::DEFAULT_FOLD_BUDGET,
+            donate: Vec::new(),
         }
     }
 }
@@ -462,7 +468,8 @@ fn compile_inner(
         }
         None => (g, a),
     };
-    let sched = scopes::schedule(g, &a, &opts.target, opts.textures)?;
+    let mut sched = scopes::schedule(g, &a, &opts.target, opts.textures)?;
+    sched.aliases = donation::aliases(g, &a, &opts.donate)?;
     let planned = |n: &str| opts.pools.pool_of(pools::Class::Input, &[n]).is_some();
     let live = liveness::liveness(g, &sched, &planned)?;
     let reordered_graph;
@@ -470,7 +477,8 @@ fn compile_inner(
         let before = peak_bytes(&live);
         reordered_graph = reorder::reordered(g, &reorder::reorder(g, &a));
         let a2 = analyze(&reordered_graph, input_shapes)?;
-        let sched2 = scopes::schedule(&reordered_graph, &a2, &opts.target, opts.textures)?;
+        let mut sched2 = scopes::schedule(&reordered_graph, &a2, &opts.target, opts.textures)?;
+        sched2.aliases = donation::aliases(&reordered_graph, &a2, &opts.donate)?;
         let live2 = liveness::liveness(&reordered_graph, &sched2, &planned)?;
         let after = peak_bytes(&live2);
         if after < before {

@@ -85,6 +85,9 @@ pub struct Schedule {
     /// Tensors whose shapes only the run knows ([`Analysis::run_time`]): buffers the
     /// program allocates when a step makes them, not placed here.
     pub run_time: HashSet<String>,
+    /// Outputs written in place over a donated input, by the input they are
+    /// (`super::donation`): not planned.
+    pub aliases: HashMap<String, String>,
 }
 
 impl Schedule {

@@ -182,7 +182,9 @@ fn tensor_scatter(ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, a: &Attrs
          y[yo + id] = c[co + id];\n}}\n"
     );
     let n = c.numel();
-    if n > 0 {
+    // In place (the output is the cache, a donated input): nothing to copy.
+    let in_place = c.mem == y.mem && c.offset == y.offset;
+    if n > 0 && !in_place {
         let mut args: Vec<KernelArg> = Vec::new();
         args.extend(c.args());
         args.extend(y.args());
