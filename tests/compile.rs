@@ -3,21 +3,12 @@
 //! `alloc_tensor` and `kill` lands in the emitted `.rxa`.
 
 use rxvm::compile::{compile, Options, Planner, Textures};
-use rxvm::graph::{Graph, GraphInput, InputDim, Node};
+use rxvm::graph::{Graph, GraphInput, InputDim};
 use rxvm::vm::ops::{AttrValue, Attrs};
 use rxvm::vm::types::DType;
 use rxvm::vm::{DeviceCaps, HostTensor, HostValue, Vm};
+use rxvm_test_support::graphs::node;
 use std::sync::Arc;
-
-fn node(op: &str, ins: &[&str], outs: &[&str], attrs: &[(&str, AttrValue)]) -> Node {
-    Node {
-        name: format!("{}_{}", op.to_lowercase(), outs[0]),
-        op: op.into(),
-        inputs: ins.iter().map(|s| s.to_string()).collect(),
-        outputs: outs.iter().map(|s| s.to_string()).collect(),
-        attrs: Attrs(attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()),
-    }
-}
 
 fn weights(shape: &[i64], seed: u64) -> HostTensor {
     HostTensor::random(DType::F32, shape, seed).expect("weights")
@@ -303,23 +294,7 @@ fn mask_subgraphs_of_constants_fold_and_logic_runs() {
 /// folds too, and the program has none of it: only the Relu and the Reshape's view.
 #[test]
 fn shape_of_a_computed_tensor_folds_with_the_arithmetic_after_it() {
-    let i64s = |v: &[i64]| {
-        HostTensor::new(DType::I64, vec![v.len() as i64], v.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap()
-    };
-    let mut g = Graph::new("legacy".into());
-    g.inputs.push(GraphInput {
-        name: "x".into(),
-        dtype: DType::F32,
-        dims: vec![InputDim::Fixed(2), InputDim::Fixed(3), InputDim::Fixed(4)],
-    });
-    g.add_const("zero", i64s(&[0]));
-    g.add_const("minus_one", i64s(&[-1]));
-    g.nodes.push(node("Relu", &["x"], &["h"], &[]));
-    g.nodes.push(node("Shape", &["h"], &["s"], &[]));
-    g.nodes.push(node("Gather", &["s", "zero"], &["n"], &[("axis", AttrValue::Int(0))]));
-    g.nodes.push(node("Concat", &["n", "minus_one"], &["target"], &[("axis", AttrValue::Int(0))]));
-    g.nodes.push(node("Reshape", &["h", "target"], &["y"], &[]));
-    g.outputs.push("y".into());
+    let g = rxvm_test_support::graphs::legacy_reshape(InputDim::Fixed(2));
     let shapes = vec![vec![2, 3, 4]];
     let c = compile(&g, &shapes, &Options::default()).expect("compiles: the reshape target is known");
     let text = rxvm::asm::disassemble(&c.module);

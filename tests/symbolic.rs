@@ -212,27 +212,11 @@ fn a_transformer_with_a_symbolic_sequence_length_stays_at_the_lower_bound() {
 /// batch are allocated at run time, and the plan's comments say which node stopped it.
 #[test]
 fn a_shape_read_as_a_value_falls_back_to_run_time_allocation() {
-    let i64s = |v: &[i64]| {
-        HostTensor::new(DType::I64, vec![v.len() as i64], v.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap()
-    };
-    let mut g = Graph::new("legacy".into());
-    g.inputs.push(GraphInput {
-        name: "x".into(),
-        dtype: DType::F32,
-        dims: vec![InputDim::Named("batch".into()), InputDim::Fixed(3), InputDim::Fixed(4)],
-    });
-    g.add_const("zero", i64s(&[0]));
-    g.add_const("minus_one", i64s(&[-1]));
-    g.nodes.push(node("relu", "Relu", &["x"], &["h"], &[]));
-    g.nodes.push(node("shape", "Shape", &["h"], &["s"], &[]));
-    g.nodes.push(node("gather", "Gather", &["s", "zero"], &["n"], &[("axis", AttrValue::Int(0))]));
-    g.nodes.push(node("concat", "Concat", &["n", "minus_one"], &["target"], &[("axis", AttrValue::Int(0))]));
-    g.nodes.push(node("reshape", "Reshape", &["h", "target"], &["y"], &[]));
-    g.outputs.push("y".into());
+    let g = rxvm_test_support::graphs::legacy_reshape(InputDim::Named("batch".into()));
     let c = compile_symbolic(&g, &[None], &[("batch".into(), 4)], &Options::default()).expect("compiles");
     assert!(
         c.plan_comment.contains(
-            "allocated at run time: node `shape` (Shape): its value is a symbolic dim, which the program would fix at compile time"
+            "allocated at run time: node `shape_s` (Shape): its value is a symbolic dim, which the program would fix at compile time"
         ),
         "{}",
         c.plan_comment

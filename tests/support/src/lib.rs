@@ -7,8 +7,10 @@
 //! * [`onnx_build`]: small ONNX models built in code (the fuzz seeds, `tests/bad_onnx.rs`).
 //! * [`devices`]: the host and the installed OpenCL platforms, required ones enforced.
 //! * [`models`]: the nine model-zoo CNNs of the onnx wheel.
+//! * [`graphs`]: small graphs built with the compiler's graph API.
 
 pub mod devices;
 pub mod fuzz;
+pub mod graphs;
 pub mod models;
 pub mod onnx_build;
