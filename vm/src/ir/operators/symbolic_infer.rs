@@ -233,8 +233,9 @@ fn ov<T>(v: Option<T>) -> R<T> {
 
 /// The symbols' values of the probes, in this order of preference: symbol `j` (in sorted
 /// order) is `base * (1 + j % 3)` unless a relation decides it. Multiples of 60 satisfy
-/// most divisibility relations.
-const PROBE_BASES: [i64; 4] = [60, 24, 420, 6];
+/// most divisibility relations; small values keep a high-rank tensor's size in range (so
+/// that both probes failing is not an overflow of large ones).
+const PROBE_BASES: [i64; 4] = [60, 6, 24, 420];
 
 type Valuation = Vec<(SymId, i64)>;
 
