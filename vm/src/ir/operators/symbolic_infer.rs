@@ -13,7 +13,7 @@
 //! BatchNormalization, InstanceNormalization, RMSNormalization, GroupNormalization and
 //! PRelu (their parameters related to X's dims), the broadcasting operators (arithmetic,
 //! comparisons, logic, bitwise, Where, Max/Min/Sum/Mean; the opset ≤ 6 `axis` placement
-//! too), MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool,
+//! too), SwiGLU, MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool,
 //! GlobalMaxPool, Flatten, Reshape (constant shape), Transpose, Concat, Split, Slice
 //! (constant starts/ends/axes/steps), Gather, Squeeze, Unsqueeze, Expand (constant shape),
 //! Tile and Pad (constant repeats and pads), the Reduce operators and ArgMax/ArgMin.
@@ -37,7 +37,9 @@
 //! ConstantOfShape, Range, TopK...), Reshape's `-1` when the other dims do not divide the
 //! input's element count as expressions (`[n, 6]` to `[m, -1]`), Squeeze without axes over
 //! a symbolic dim (whether it is 1 decides the rank), symbolic kernels or parameters of
-//! PRelu/GroupNormalization/Clip-like inputs, and every operator not listed above.
+//! PRelu/GroupNormalization/Clip-like inputs, and every operator not listed above
+//! (Attention and RotaryEmbedding among them: their masks, caches and past key/values
+//! relate to Q's dims in more ways than are modelled here yet).
 
 use super::elementwise::reduce_axes;
 use super::nn::{auto_pad, axis_list, flag, pads_list, AutoPad};
@@ -774,6 +776,17 @@ fn shapes(op: Operator, cx: &mut Cx, ins: &[Option<SymInfo>], attrs: &Attrs) -> 
                 }
             }
             Ok(vec![x.dims.to_vec()])
+        }
+        O::SwiGLU => {
+            // A and B have one shape, no broadcasting.
+            let (a, b) = (x()?, input(ins, 1)?);
+            if a.dims.len() != b.dims.len() {
+                return Err(Fail::Defer);
+            }
+            for (da, db) in a.dims.iter().zip(b.dims) {
+                cx.eq(da, db)?;
+            }
+            Ok(vec![a.dims.to_vec()])
         }
         O::MatMul => matmul(cx, ins),
         O::Gemm => {
@@ -1937,6 +1950,7 @@ mod tests {
             "IsNaN",
             "Hardmax",
             "Trilu",
+            "SwiGLU",
         ]);
         let rank = r.int(0, 4) as usize;
         let shape = r.shape(rank, 0, 6);
@@ -1955,6 +1969,13 @@ mod tests {
             "LRN" => a.push(("size", int(3))),
             "Clip" if r.chance(50) => ins.push(t(dtype, &[])),
             "Dropout" if r.chance(30) => ins.push(t(DType::F32, &[])),
+            "SwiGLU" => {
+                let mut other = shape.clone();
+                if !other.is_empty() && r.chance(10) {
+                    other[0] += 1;
+                }
+                ins.push(t(dtype, &other));
+            }
             _ => {}
         }
         Case { op, ins, attrs: attrs(&a) }
