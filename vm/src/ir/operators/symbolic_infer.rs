@@ -34,12 +34,14 @@
 //! Falls back (`Unsupported`, the caller infers at run time): Shape and Size (their output
 //! *value* is the symbolic dims, which inference does not model), operators whose shape
 //! depends on an input value that is not a constant (a Reshape by a computed shape,
-//! ConstantOfShape, Range, TopK...), Reshape's `-1` when the other dims do not divide the
-//! input's element count as expressions (`[n, 6]` to `[m, -1]`), Squeeze without axes over
-//! a symbolic dim (whether it is 1 decides the rank), symbolic kernels or parameters of
-//! PRelu/GroupNormalization/Clip-like inputs, and every operator not listed above
-//! (Attention and RotaryEmbedding among them: their masks, caches and past key/values
-//! relate to Q's dims in more ways than are modelled here yet).
+//! ConstantOfShape, Range, TopK...), Squeeze without axes over a symbolic dim (whether it is
+//! 1 decides the rank), symbolic kernels or parameters of PRelu/GroupNormalization/Clip-like
+//! inputs, relations for which no probe values are found (contradictory ones such as
+//! `%c == 16` and `%c == 17`, or products such as `%n * %s == 12`), and every operator not
+//! listed above (Attention and RotaryEmbedding among them: their masks, caches and past
+//! key/values relate to Q's dims in more ways than are modelled here yet). Reshape's `-1`
+//! with a constant shape is always expressible: the copied (`0`) dims cancel against the
+//! input's, and the rest is divided by a constant (a relation requires divisibility).
 
 use super::elementwise::reduce_axes;
 use super::nn::{auto_pad, axis_list, flag, pads_list, AutoPad};
