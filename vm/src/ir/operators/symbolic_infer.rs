@@ -1448,7 +1448,7 @@ mod tests {
         // Without -1 the element counts must agree.
         let r = infer("Reshape", &[f32_in(&[s(0), c(6)]), value_in(&[3, 4])], &attrs(&[])).unwrap();
         assert_eq!(r.requires, vec![(s(0).scale(6).unwrap(), c(12))]);
-        // [n, 6] -> [-1, 5] cannot hold for any n that is a multiple of... it can (n = 5k):
+        // [n, 6] -> [-1, 5] needs n a multiple of 5.
         let r = infer("Reshape", &[f32_in(&[s(0), c(6)]), value_in(&[-1, 5])], &attrs(&[])).unwrap();
         assert!(holds(&r, &[5]) && !holds(&r, &[6]));
         // A computed shape is not known at compile time.
@@ -1887,6 +1887,7 @@ mod tests {
                 Ok(_) => Outcome::Symbolic,
                 Err(SymError::Invalid(_)) => Outcome::Invalid,
                 Err(SymError::Unsupported(m)) => {
+                    // SYMINF_DEBUG=1 lists the cases left to run time, to see what is missing.
                     if std::env::var_os("SYMINF_DEBUG").is_some() {
                         eprintln!("{m} {:?} {:?} {:?}", case.ins, dims, case.attrs);
                     }
