@@ -115,9 +115,7 @@ fn word_after<'a>(msg: &'a str, prefix: &str) -> Option<&'a str> {
 /// name the operators of a domain the reader refuses. When the error joins several
 /// (`a; b`), the first recognised kind in the order below wins.
 pub fn classify_error(msg: &str, model: Option<&Path>) -> Cause {
-    if msg.contains("of type GRAPH is not supported")
-        || msg.contains("(batched, with `sequence_lens`) is not supported")
-    {
+    if msg.contains("of type GRAPH is not supported") || msg.contains("opset 8's `sequence_lens` is not supported") {
         return Cause::ControlFlow(error_op(msg));
     }
     if msg.contains("of type TYPE_PROTO is not supported") {
@@ -550,7 +548,7 @@ mod tests {
         let m = "out/node/test_x/model.onnx: ";
         let cases: [(String, Cause); 16] = [
             (
-                format!("{m}node `Scan_0` (Scan): the Scan of opset 8 (batched, with `sequence_lens`) is not supported; the Scan of opset 9 and later is"),
+                format!("{m}node `Scan_0` (Scan): opset 8's `sequence_lens` is not supported: omit it (\"\") when every sequence has the full length"),
                 Cause::ControlFlow("Scan".into()),
             ),
             (

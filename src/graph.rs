@@ -157,13 +157,9 @@ impl ControlFlow {
                 }
             }
             "Scan" => {
-                if let Some(rxvm_vm::ops::AttrValue::Int(v)) = node.attrs.get("onnx_opset") {
-                    if *v < 9 {
-                        return fail(format!(
-                            "the Scan of opset {v} (batched, with `sequence_lens`) is not supported; the Scan of opset 9 and later is"
-                        ));
-                    }
-                }
+                // Opset 8's batched Scan takes `sequence_lens` first.
+                let batched = matches!(node.attrs.get("onnx_opset"), Some(rxvm_vm::ops::AttrValue::Int(v)) if *v < 9);
+                let own = if batched { own.saturating_sub(1) } else { own };
                 let scans = match node.attrs.get("num_scan_inputs") {
                     Some(rxvm_vm::ops::AttrValue::Int(k)) if *k >= 1 => *k as usize,
                     _ => return fail("needs the attribute `num_scan_inputs` (a positive int)".into()),
@@ -384,11 +380,13 @@ impl Graph {
                 add(&n.op, &n.name);
             }
         }
-        // Operators inside subgraphs, nested ones included.
-        for s in self.subgraphs.values().flat_map(|c| &c.subgraphs) {
-            for (op, nodes) in s.body.unsupported_ops() {
-                for n in nodes {
-                    add(&op, &n);
+        // Operators inside subgraphs, nested ones included: `node/attribute/inner node`.
+        for (node, cf) in &self.subgraphs {
+            for s in &cf.subgraphs {
+                for (op, nodes) in s.body.unsupported_ops() {
+                    for n in nodes {
+                        add(&op, &format!("{node}/{}/{n}", s.attr));
+                    }
                 }
             }
         }

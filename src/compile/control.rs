@@ -264,9 +264,9 @@ impl Emitter<'_, '_> {
 
     /// The value a scan output has when the loop runs no iteration: an empty tensor of the
     /// dtype the subgraph declares (f32 if it declares none).
-    fn empty(&mut self, sub_output: usize) -> Result<Reg, String> {
+    fn empty(&mut self, what: &str, sub_output: usize) -> Result<Reg, String> {
         let dtype = self.sub("body")?.output_dtypes.get(sub_output).copied().flatten().unwrap_or(DType::F32);
-        Ok(self.constant(&format!("empty{sub_output}"), dtype, &[0], Vec::new()))
+        Ok(self.constant(&format!("{what}{sub_output}"), dtype, &[0], Vec::new()))
     }
 
     /// Loop: the trip count and condition as ints; per iteration a call of the body with the
@@ -296,7 +296,7 @@ impl Emitter<'_, '_> {
         }
         let mut accs = Vec::with_capacity(scans);
         for j in 0..scans {
-            accs.push(self.empty(1 + carried + j)?);
+            accs.push(self.empty("empty", 1 + carried + j)?);
         }
         let i = self.f.int(0);
         let (head, check, step, done) = (self.f.label(), self.f.label(), self.f.label(), self.f.label());
@@ -334,10 +334,11 @@ impl Emitter<'_, '_> {
         Ok(vals)
     }
 
-    /// Scan (opset 9 and later; [`ControlFlow::check`] refuses opset 8's): per iteration, the slice of every scan input at the
-    /// iteration's index along its axis (`Gather`; from the end for a reversed input), a call
-    /// of the body with the state values and the slices, and the scan outputs stacked along
-    /// their axes.
+    /// Scan: per iteration, the slice of every scan input at the iteration's index along
+    /// its axis (`Gather`; from the end for a reversed input), a call of the body with the
+    /// state values and the slices, and the scan outputs stacked along their axes. Opset 8's
+    /// Scan is batched: its inputs (after the omitted `sequence_lens`) have a batch axis 0,
+    /// and an outer loop runs that scan for each batch entry and stacks its results.
     fn scan(&mut self, own: &[Operand], captured: &[Operand]) -> Result<Vec<Reg>, String> {
         let n_scan = match self.node.attrs.get("num_scan_inputs") {
             Some(AttrValue::Int(k)) if *k >= 1 => *k as usize,
@@ -351,17 +352,107 @@ impl Emitter<'_, '_> {
                 Some(_) => Err(format!("node `{}` (Scan): attribute `{name}` must list {n} ints", node.name)),
             }
         };
+        let batched = matches!(node.attrs.get("onnx_opset"), Some(AttrValue::Int(v)) if *v < 9);
+        let own = if batched {
+            if !matches!(own.first(), Some(Operand::None)) {
+                return Err(self.fail(
+                    "opset 8's `sequence_lens` is not supported: omit it (\"\") when every sequence has the full length"
+                        .into(),
+                ));
+            }
+            &own[1..]
+        } else {
+            own
+        };
         let states = own.len().saturating_sub(n_scan);
         let args = self.capture_args("body", captured)?;
         let (body, nres) = self.function("body")?;
         let n_out = nres.saturating_sub(states);
-        let (in_axes, in_dirs) = (ints("scan_input_axes", n_scan)?, ints("scan_input_directions", n_scan)?);
-        let (out_axes, out_dirs) = (ints("scan_output_axes", n_out)?, ints("scan_output_directions", n_out)?);
+        let spec = if batched {
+            ScanSpec {
+                states,
+                in_axes: vec![0; n_scan],
+                in_dirs: ints("directions", n_scan)?,
+                out_axes: vec![0; n_out],
+                out_dirs: vec![0; n_out],
+                body,
+                nres,
+                args,
+            }
+        } else {
+            ScanSpec {
+                states,
+                in_axes: ints("scan_input_axes", n_scan)?,
+                in_dirs: ints("scan_input_directions", n_scan)?,
+                out_axes: ints("scan_output_axes", n_out)?,
+                out_dirs: ints("scan_output_directions", n_out)?,
+                body,
+                nres,
+                args,
+            }
+        };
+        if !batched {
+            return self.scan_loop(&spec, own);
+        }
+        // Opset 8: the scan of each batch entry, its results stacked along the batch axis.
+        let x0 = self.own_reg(own[0])?;
+        let shape = self.int_builtin("shape_of", &[Operand::Reg(x0)])?;
+        let batch = self.int_builtin("dim", &[Operand::Reg(shape), Operand::Int(0)])?;
+        self.f.kill(x0);
+        let at = self.i64_scalar("batch_zero", 0);
+        let one = self.i64_scalar("batch_one", 1);
+        let mut accs = Vec::with_capacity(nres);
+        for j in 0..nres {
+            accs.push(self.empty("batch_empty", j)?);
+        }
+        let b = self.f.int(0);
+        let (head, step, done) = (self.f.label(), self.f.label(), self.f.label());
+        self.f.br(head);
+        self.f.place(head);
+        let more = self.int_builtin("ilt", &[Operand::Reg(b), Operand::Reg(batch)])?;
+        self.f.br_if(more, step, done);
+        self.f.place(step);
+        let mut entries = Vec::with_capacity(own.len());
+        for &x in own {
+            let attrs = Attrs(vec![("axis".into(), AttrValue::Int(0))]);
+            entries.push(Operand::Reg(self.op("Gather", &[x, Operand::Reg(at)], attrs)?));
+        }
+        let res = self.scan_loop(&spec, &entries)?;
+        for e in entries {
+            if let Operand::Reg(r) = e {
+                self.f.kill(r);
+            }
+        }
+        let first = self.int_builtin("ieq", &[Operand::Reg(b), Operand::Int(0)])?;
+        for (&acc, r) in accs.iter().zip(res) {
+            self.stack(acc, r, 0, false, first)?;
+        }
+        let next = self.op("Add", &[Operand::Reg(at), Operand::Reg(one)], Attrs::default())?;
+        self.replace(at, next);
+        let b2 = self.int_builtin("iadd", &[Operand::Reg(b), Operand::Int(1)])?;
+        self.f.mov(b, b2);
+        self.f.br(head);
+        self.f.place(done);
+        self.f.kill(at);
+        self.f.kill(one);
+        Ok(accs)
+    }
+
+    /// A builtin of one result.
+    fn int_builtin(&mut self, name: &str, args: &[Operand]) -> Result<Reg, String> {
+        let r = self.f.call_builtin(name, args).map_err(|e| self.fail(e))?;
+        r.first().copied().ok_or_else(|| self.fail(format!("@vm.{name} has no result")))
+    }
+
+    /// The loop of a Scan over `own`: the initial states, then the scan inputs. Returns the
+    /// final states, then the stacked scan outputs.
+    fn scan_loop(&mut self, spec: &ScanSpec, own: &[Operand]) -> Result<Vec<Reg>, String> {
+        let states = spec.states;
+        let n_out = spec.nres.saturating_sub(states);
         let xs: Vec<Operand> = own[states..].to_vec();
         let x0 = self.own_reg(xs[0])?;
-        let shape = self.f.call_builtin("shape_of", &[Operand::Reg(x0)]).map_err(|e| self.fail(e))?[0];
-        let len =
-            self.f.call_builtin("dim", &[Operand::Reg(shape), Operand::Int(in_axes[0])]).map_err(|e| self.fail(e))?[0];
+        let shape = self.int_builtin("shape_of", &[Operand::Reg(x0)])?;
+        let len = self.int_builtin("dim", &[Operand::Reg(shape), Operand::Int(spec.in_axes[0])])?;
         self.f.kill(x0);
         let fwd = self.i64_scalar("zero", 0);
         let bwd = self.i64_scalar("minus_one", -1);
@@ -372,39 +463,39 @@ impl Emitter<'_, '_> {
         }
         let mut accs = Vec::with_capacity(n_out);
         for j in 0..n_out {
-            accs.push(self.empty(states + j)?);
+            accs.push(self.empty("empty", states + j)?);
         }
         let i = self.f.int(0);
         let (head, step, done) = (self.f.label(), self.f.label(), self.f.label());
         self.f.br(head);
         self.f.place(head);
-        let more = self.f.call_builtin("ilt", &[Operand::Reg(i), Operand::Reg(len)]).map_err(|e| self.fail(e))?[0];
+        let more = self.int_builtin("ilt", &[Operand::Reg(i), Operand::Reg(len)])?;
         self.f.br_if(more, step, done);
         self.f.place(step);
-        let mut slices = Vec::with_capacity(n_scan);
+        let mut slices = Vec::with_capacity(xs.len());
         for (k, &x) in xs.iter().enumerate() {
-            let at = if in_dirs[k] == 1 { bwd } else { fwd };
-            let attrs = Attrs(vec![("axis".into(), AttrValue::Int(in_axes[k]))]);
+            let at = if spec.in_dirs[k] == 1 { bwd } else { fwd };
+            let attrs = Attrs(vec![("axis".into(), AttrValue::Int(spec.in_axes[k]))]);
             slices.push(self.op("Gather", &[x, Operand::Reg(at)], attrs)?);
         }
         let mut call_args: Vec<Operand> = vals.iter().chain(&slices).map(|&r| Operand::Reg(r)).collect();
-        call_args.extend(args);
-        let res = self.f.call(body, nres, &call_args);
+        call_args.extend(spec.args.iter().copied());
+        let res = self.f.call(spec.body, spec.nres, &call_args);
         for s in slices {
             self.f.kill(s);
         }
         for (k, &v) in vals.iter().enumerate() {
             self.replace(v, res[k]);
         }
-        let first = self.f.call_builtin("ieq", &[Operand::Reg(i), Operand::Int(0)]).map_err(|e| self.fail(e))?[0];
+        let first = self.int_builtin("ieq", &[Operand::Reg(i), Operand::Int(0)])?;
         for (j, &acc) in accs.iter().enumerate() {
-            self.stack(acc, res[states + j], out_axes[j], out_dirs[j] == 1, first)?;
+            self.stack(acc, res[states + j], spec.out_axes[j], spec.out_dirs[j] == 1, first)?;
         }
         let f2 = self.op("Add", &[Operand::Reg(fwd), Operand::Reg(one)], Attrs::default())?;
         self.replace(fwd, f2);
         let b2 = self.op("Sub", &[Operand::Reg(bwd), Operand::Reg(one)], Attrs::default())?;
         self.replace(bwd, b2);
-        let i2 = self.f.call_builtin("iadd", &[Operand::Reg(i), Operand::Int(1)]).map_err(|e| self.fail(e))?[0];
+        let i2 = self.int_builtin("iadd", &[Operand::Reg(i), Operand::Int(1)])?;
         self.f.mov(i, i2);
         self.f.br(head);
         self.f.place(done);
@@ -414,4 +505,17 @@ impl Emitter<'_, '_> {
         vals.extend(accs);
         Ok(vals)
     }
+}
+
+/// What a Scan's loop needs: the number of state values, the axes and directions of the
+/// scan inputs and outputs, and the body's function, result count and captured arguments.
+struct ScanSpec {
+    states: usize,
+    in_axes: Vec<i64>,
+    in_dirs: Vec<i64>,
+    out_axes: Vec<i64>,
+    out_dirs: Vec<i64>,
+    body: FuncId,
+    nres: usize,
+    args: Vec<Operand>,
 }
