@@ -1,4 +1,4 @@
-//! ONNX control flow (`If`, `Loop`) compiled to branches and loops around calls of the
+//! ONNX control flow (`If`, `Loop`, `Scan`) compiled to branches and loops around calls of the
 //! subgraphs' functions (docs/compiler.md, "Control flow"): small models built in code run
 //! on random inputs and are checked against a direct computation; malformed subgraphs are
 //! refused with errors naming the node (snapshots `control_flow__*.snap`).
@@ -8,7 +8,7 @@ use onnx_protobuf::{AttributeProto, GraphProto, NodeProto};
 use rxvm::compile::{compile, Options};
 use rxvm::vm::types::DType;
 use rxvm::vm::{HostTensor, HostValue, Vm};
-use rxvm_test_support::onnx_build::{bytes, model, node, value_info, F32, I64};
+use rxvm_test_support::onnx_build::{bytes, int_attr, ints_attr, model, node, value_info, F32, I64};
 use std::sync::Arc;
 
 /// `TensorProto.DataType` of `bool`.
@@ -90,8 +90,47 @@ fn loop_model(n: i64) -> GraphProto {
     g
 }
 
+/// s0: f32[r]; xa: f32[r, t], xb: f32[t, r] → a Scan over xa's axis 1 backwards and xb's
+/// axis 0 forwards. The body: s' = s + a, o1 = s' * b, o2 = a - b; o1 is stacked along axis
+/// 1 backwards, o2 along axis -1 forwards.
+fn scan_model(r: i64, t: i64) -> GraphProto {
+    let mut g = GraphProto::new();
+    g.name = "scan".into();
+    g.input.push(value_info("s0", F32, &[r]));
+    g.input.push(value_info("xa", F32, &[r, t]));
+    g.input.push(value_info("xb", F32, &[t, r]));
+    let body = subgraph(
+        "body",
+        &[("s", F32), ("a", F32), ("b", F32)],
+        vec![
+            named("acc", "Add", &["s", "a"], &["s_out"]),
+            named("mul", "Mul", &["s_out", "b"], &["o1"]),
+            named("sub", "Sub", &["a", "b"], &["o2"]),
+        ],
+        &["s_out", "o1", "o2"],
+    );
+    let mut scan = named("scan", "Scan", &["s0", "xa", "xb"], &["s_final", "y1", "y2"]);
+    scan.attribute.push(graph_attr("body", body));
+    scan.attribute.push(int_attr("num_scan_inputs", 2));
+    scan.attribute.push(ints_attr("scan_input_axes", &[1, 0]));
+    scan.attribute.push(ints_attr("scan_input_directions", &[1, 0]));
+    scan.attribute.push(ints_attr("scan_output_axes", &[1, -1]));
+    scan.attribute.push(ints_attr("scan_output_directions", &[1, 0]));
+    g.node.push(scan);
+    for o in ["s_final", "y1", "y2"] {
+        g.output.push(value_info(o, F32, &[]));
+    }
+    g
+}
+
 fn compiled(g: GraphProto, shapes: &[Vec<i64>]) -> Result<Vm, String> {
-    let graph = rxvm::onnx::model_from_bytes(&bytes(&model(g)), "control.onnx")?;
+    compiled_at(g, shapes, 13)
+}
+
+fn compiled_at(g: GraphProto, shapes: &[Vec<i64>], opset: i64) -> Result<Vm, String> {
+    let mut m = model(g);
+    m.opset_import[0].version = opset;
+    let graph = rxvm::onnx::model_from_bytes(&bytes(&m), "control.onnx")?;
     let c = compile(&graph, shapes, &Options::default())?;
     Vm::host(Arc::new(c.module)).map_err(|e| e.to_string())
 }
@@ -163,6 +202,87 @@ fn loop_carries_values_and_stacks_its_scan_outputs() {
             close(&scans.to_f64(), &want_scans);
         }
     }
+}
+
+#[test]
+fn scan_slices_and_stacks_along_its_axes_in_both_directions() {
+    let (r, t) = (3usize, 5usize);
+    let mut vm =
+        compiled(scan_model(r as i64, t as i64), &[vec![r as i64], vec![r as i64, t as i64], vec![t as i64, r as i64]])
+            .expect("compiles");
+    for seed in 0..3u64 {
+        let s0 = HostTensor::random(DType::F32, &[r as i64], 3 * seed).unwrap();
+        let xa = HostTensor::random(DType::F32, &[r as i64, t as i64], 3 * seed + 1).unwrap();
+        let xb = HostTensor::random(DType::F32, &[t as i64, r as i64], 3 * seed + 2).unwrap();
+        let out = vm
+            .invoke(
+                "main",
+                &[HostValue::Tensor(s0.clone()), HostValue::Tensor(xa.clone()), HostValue::Tensor(xb.clone())],
+            )
+            .expect("runs");
+        let [HostValue::Tensor(s), HostValue::Tensor(y1), HostValue::Tensor(y2)] = &out[..] else { panic!("{out:?}") };
+        let (a, b) = (xa.to_f64(), xb.to_f64());
+        let mut state: Vec<f32> = s0.to_f64().iter().map(|v| *v as f32).collect();
+        let (mut w1, mut w2) = (vec![0f64; r * t], vec![0f64; r * t]);
+        for k in 0..t {
+            // xa's column t-1-k (backwards), xb's row k.
+            for i in 0..r {
+                let (av, bv) = (a[i * t + (t - 1 - k)] as f32, b[k * r + i] as f32);
+                state[i] += av;
+                w1[i * t + (t - 1 - k)] = (state[i] * bv) as f64;
+                w2[i * t + k] = (av - bv) as f64;
+            }
+        }
+        close(&s.to_f64(), &state.iter().map(|v| *v as f64).collect::<Vec<_>>());
+        assert_eq!(
+            (y1.shape.as_slice(), y2.shape.as_slice()),
+            ([r as i64, t as i64].as_slice(), [r as i64, t as i64].as_slice())
+        );
+        close(&y1.to_f64(), &w1);
+        close(&y2.to_f64(), &w2);
+    }
+}
+
+/// Opset 8's Scan is batched: axis 0 of every input is the batch, `sequence_lens` (first)
+/// is omitted.
+#[test]
+fn opset_8_scan_runs_each_batch_entry() {
+    let (n, t, d) = (2usize, 4usize, 3usize);
+    let mut g = GraphProto::new();
+    g.name = "scan8".into();
+    g.input.push(value_info("s0", F32, &[n as i64, d as i64]));
+    g.input.push(value_info("x", F32, &[n as i64, t as i64, d as i64]));
+    let body = subgraph(
+        "body",
+        &[("s", F32), ("e", F32)],
+        vec![named("acc", "Add", &["s", "e"], &["s_out"]), named("keep", "Identity", &["s_out"], &["y"])],
+        &["s_out", "y"],
+    );
+    let mut scan = named("scan", "Scan", &["", "s0", "x"], &["s_final", "ys"]);
+    scan.attribute.push(graph_attr("body", body));
+    scan.attribute.push(int_attr("num_scan_inputs", 1));
+    g.node.push(scan);
+    g.output.push(value_info("s_final", F32, &[]));
+    g.output.push(value_info("ys", F32, &[]));
+    let mut vm = compiled_at(g, &[vec![n as i64, d as i64], vec![n as i64, t as i64, d as i64]], 8).expect("compiles");
+    let s0 = HostTensor::random(DType::F32, &[n as i64, d as i64], 5).unwrap();
+    let x = HostTensor::random(DType::F32, &[n as i64, t as i64, d as i64], 6).unwrap();
+    let out = vm.invoke("main", &[HostValue::Tensor(s0.clone()), HostValue::Tensor(x.clone())]).expect("runs");
+    let [HostValue::Tensor(s), HostValue::Tensor(ys)] = &out[..] else { panic!("{out:?}") };
+    let xs = x.to_f64();
+    let mut state: Vec<f32> = s0.to_f64().iter().map(|v| *v as f32).collect();
+    let mut want = vec![0f64; n * t * d];
+    for bi in 0..n {
+        for k in 0..t {
+            for j in 0..d {
+                state[bi * d + j] += xs[(bi * t + k) * d + j] as f32;
+                want[(bi * t + k) * d + j] = state[bi * d + j] as f64;
+            }
+        }
+    }
+    assert_eq!(ys.shape, [n as i64, t as i64, d as i64]);
+    close(&s.to_f64(), &state.iter().map(|v| *v as f64).collect::<Vec<_>>());
+    close(&ys.to_f64(), &want);
 }
 
 #[test]
