@@ -115,8 +115,11 @@ fn word_after<'a>(msg: &'a str, prefix: &str) -> Option<&'a str> {
 /// name the operators of a domain the reader refuses. When the error joins several
 /// (`a; b`), the first recognised kind in the order below wins.
 pub fn classify_error(msg: &str, model: Option<&Path>) -> Cause {
-    if msg.contains("of type GRAPH is not supported") {
+    if msg.contains("of type GRAPH is not supported") || msg.contains("opset 8's `sequence_lens` is not supported") {
         return Cause::ControlFlow(error_op(msg));
+    }
+    if msg.contains("of type TYPE_PROTO is not supported") {
+        return Cause::Dtype("non-tensor value".into());
     }
     if msg.contains("operator domain") && msg.contains("is not supported")
         || msg.contains("declares no opset for the default domain")
@@ -295,7 +298,7 @@ pub fn run_case_with_options(dir: &Path, device: &DeviceSpec, options: &Options)
     }
     if let DeviceSpec::OpenCl(info) = device {
         let mut lacking: Vec<&str> =
-            model.nodes.iter().map(|n| n.op.as_str()).filter(|op| rxvm_vm::ops::cl_fn(op).is_none()).collect();
+            model.called_ops().into_iter().filter(|op| rxvm_vm::ops::cl_fn(op).is_none()).collect();
         lacking.sort();
         lacking.dedup();
         if !lacking.is_empty() {
@@ -543,7 +546,11 @@ mod tests {
     #[test]
     fn errors_are_classified_by_cause() {
         let m = "out/node/test_x/model.onnx: ";
-        let cases: [(String, Cause); 15] = [
+        let cases: [(String, Cause); 16] = [
+            (
+                format!("{m}node `Scan_0` (Scan): opset 8's `sequence_lens` is not supported: omit it (\"\") when every sequence has the full length"),
+                Cause::ControlFlow("Scan".into()),
+            ),
             (
                 format!("{m}node `Scan_0` (Scan): attribute `body` of type GRAPH is not supported"),
                 Cause::ControlFlow("Scan".into()),

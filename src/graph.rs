@@ -66,7 +66,173 @@ pub struct Graph {
     /// What the reader of the model warns about but accepts (e.g. an opset newer than it
     /// knows), each naming the file; the command line prints them.
     pub warnings: Vec<String>,
+    /// The subgraphs of the control-flow nodes (`If`, `Loop`, `Scan`), by node name
+    /// ([`ControlFlow`]).
+    pub subgraphs: HashMap<String, ControlFlow>,
     const_index: HashMap<String, usize>,
+}
+
+/// Operators that hold subgraphs and that the compiler lowers to branches and loops.
+pub const CONTROL_FLOW_OPS: [&str; 3] = ["If", "Loop", "Scan"];
+
+/// The subgraphs of a control-flow node. Its subgraphs may read tensors of the enclosing
+/// graphs by name: those captures are appended to the node's inputs (after the operator's
+/// own inputs), so every stage sees them as ordinary uses.
+#[derive(Clone, Debug, Default)]
+pub struct ControlFlow {
+    /// `then_branch` and `else_branch` of an `If`; `body` of a `Loop` or `Scan`.
+    pub subgraphs: Vec<Subgraph>,
+    /// The outer tensors the subgraphs read, in order of first use: the last
+    /// `captures.len()` inputs of the node.
+    pub captures: Vec<String>,
+}
+
+impl ControlFlow {
+    /// Records `subgraphs` and their captures, and appends those to the node's inputs.
+    pub fn attach(node: &mut Node, subgraphs: Vec<Subgraph>) -> ControlFlow {
+        let mut captures: Vec<String> = Vec::new();
+        for c in subgraphs.iter().flat_map(|s| &s.captures) {
+            if !captures.contains(c) {
+                captures.push(c.clone());
+            }
+        }
+        node.inputs.extend(captures.iter().cloned());
+        ControlFlow { subgraphs, captures }
+    }
+
+    /// Checks that the node and its subgraphs fit together: the operator's inputs are there,
+    /// and each subgraph takes and returns as many values as the operator passes and
+    /// expects. Errors name the node and the operator.
+    pub fn check(&self, node: &Node) -> Result<(), String> {
+        let who = format!("node `{}` ({})", node.name, node.op);
+        let fail = |msg: String| Err(format!("{who}: {msg}"));
+        let own = node.inputs.len().saturating_sub(self.captures.len());
+        let sub = |attr: &str| self.get(attr).ok_or_else(|| format!("{who}: has no `{attr}` subgraph"));
+        let outs = node.outputs.len();
+        match node.op.as_str() {
+            "If" => {
+                if own != 1 || node.inputs[0].is_empty() {
+                    return fail(format!("needs one input, the condition; found {own}"));
+                }
+                for attr in ["then_branch", "else_branch"] {
+                    let s = sub(attr)?;
+                    if !s.inputs.is_empty() {
+                        return fail(format!("`{attr}` takes {} inputs; a branch takes none", s.inputs.len()));
+                    }
+                    if s.body.outputs.len() != outs {
+                        return fail(format!(
+                            "`{attr}` returns {} values, the node has {outs} outputs",
+                            s.body.outputs.len()
+                        ));
+                    }
+                }
+            }
+            "Loop" => {
+                if own < 2 {
+                    return fail(format!(
+                        "needs the trip count and condition inputs (either may be \"\"), found {own} inputs"
+                    ));
+                }
+                let n = own - 2;
+                let s = sub("body")?;
+                if s.inputs.len() != n + 2 {
+                    return fail(format!(
+                        "`body` takes {} inputs; with {n} loop-carried values it must take {} (iteration number, condition, values)",
+                        s.inputs.len(),
+                        n + 2
+                    ));
+                }
+                if s.body.outputs.len() < n + 1 {
+                    return fail(format!(
+                        "`body` returns {} values; with {n} loop-carried values it must return at least {} (condition, values, scan outputs)",
+                        s.body.outputs.len(),
+                        n + 1
+                    ));
+                }
+                if outs > s.body.outputs.len() - 1 {
+                    return fail(format!(
+                        "has {outs} outputs, the body gives {} (loop-carried values and scan outputs)",
+                        s.body.outputs.len() - 1
+                    ));
+                }
+            }
+            "Scan" => {
+                // Opset 8's batched Scan takes `sequence_lens` first.
+                let batched = matches!(node.attrs.get("onnx_opset"), Some(rxvm_vm::ops::AttrValue::Int(v)) if *v < 9);
+                let own = if batched { own.saturating_sub(1) } else { own };
+                let scans = match node.attrs.get("num_scan_inputs") {
+                    Some(rxvm_vm::ops::AttrValue::Int(k)) if *k >= 1 => *k as usize,
+                    _ => return fail("needs the attribute `num_scan_inputs` (a positive int)".into()),
+                };
+                if own < scans {
+                    return fail(format!("has {own} inputs, fewer than `num_scan_inputs` ({scans})"));
+                }
+                let s = sub("body")?;
+                if s.inputs.len() != own {
+                    return fail(format!(
+                        "`body` takes {} inputs; it must take one per input of the node ({own})",
+                        s.inputs.len()
+                    ));
+                }
+                let states = own - scans;
+                if s.body.outputs.len() < states || outs > s.body.outputs.len() {
+                    return fail(format!(
+                        "`body` returns {} values: it must return the {states} state values, then the scan outputs (the node has {outs} outputs)",
+                        s.body.outputs.len()
+                    ));
+                }
+            }
+            op => return fail(format!("{op} is not a control-flow operator")),
+        }
+        Ok(())
+    }
+
+    /// The subgraph held by attribute `attr`.
+    pub fn get(&self, attr: &str) -> Option<&Subgraph> {
+        self.subgraphs.iter().find(|s| s.attr == attr)
+    }
+}
+
+/// A graph attribute of a control-flow node: a function of its inputs (and of the outer
+/// tensors it captures) to its outputs.
+#[derive(Clone, Debug, Default)]
+pub struct Subgraph {
+    /// The attribute that holds it: `then_branch`, `else_branch` or `body`.
+    pub attr: String,
+    /// Its inputs' names, in order.
+    pub inputs: Vec<String>,
+    /// The element type each output declares, if it declares one.
+    pub output_dtypes: Vec<Option<DType>>,
+    /// Its constants, nodes (nested control flow in `body.subgraphs`) and outputs; the
+    /// inputs are `inputs`, whose types are known only when the program runs.
+    pub body: Graph,
+    /// Tensors of enclosing graphs it reads, in order of first use.
+    pub captures: Vec<String>,
+}
+
+impl Subgraph {
+    /// A subgraph; its captures are the names its nodes and outputs read that are not its
+    /// inputs, constants or earlier nodes' outputs.
+    pub fn new(attr: &str, inputs: Vec<String>, output_dtypes: Vec<Option<DType>>, body: Graph) -> Subgraph {
+        let mut defined: HashSet<&str> = inputs.iter().map(String::as_str).collect();
+        defined.extend(body.consts.iter().map(|(n, _)| n.as_str()));
+        let mut captures: Vec<String> = Vec::new();
+        let mut read = |x: &str, defined: &HashSet<&str>| {
+            if !x.is_empty() && !defined.contains(x) && !captures.iter().any(|c| c == x) {
+                captures.push(x.to_string());
+            }
+        };
+        for n in &body.nodes {
+            for x in &n.inputs {
+                read(x, &defined);
+            }
+            defined.extend(n.outputs.iter().map(String::as_str));
+        }
+        for o in &body.outputs {
+            read(o, &defined);
+        }
+        Subgraph { attr: attr.to_string(), inputs, output_dtypes, body, captures }
+    }
 }
 
 impl Graph {
@@ -182,14 +348,45 @@ impl Graph {
         }
     }
 
+    /// The operators the program calls: those of every node, subgraphs' nodes included,
+    /// except the control-flow nodes, which become branches and loops (their loops call
+    /// `Add`, `Sub`, `Gather`, `Unsqueeze` and `Concat` as well).
+    pub fn called_ops(&self) -> Vec<&str> {
+        let mut ops = Vec::new();
+        for n in &self.nodes {
+            match self.subgraphs.get(&n.name) {
+                Some(cf) => {
+                    if n.op != "If" {
+                        ops.extend(["Add", "Sub", "Gather", "Unsqueeze", "Concat"]);
+                    }
+                    ops.extend(cf.subgraphs.iter().flat_map(|s| s.body.called_ops()));
+                }
+                None => ops.push(n.op.as_str()),
+            }
+        }
+        ops
+    }
+
     /// Operator types the VM lacks, with the nodes that use each, sorted.
     pub fn unsupported_ops(&self) -> Vec<(String, Vec<String>)> {
         let mut missing: Vec<(String, Vec<String>)> = Vec::new();
+        let mut add = |op: &str, node: &str| match missing.iter_mut().find(|(o, _)| *o == op) {
+            Some((_, nodes)) => nodes.push(node.to_string()),
+            None => missing.push((op.to_string(), vec![node.to_string()])),
+        };
         for n in &self.nodes {
-            if OpId::from_name(&n.op).is_none() {
-                match missing.iter_mut().find(|(o, _)| *o == n.op) {
-                    Some((_, nodes)) => nodes.push(n.name.clone()),
-                    None => missing.push((n.op.clone(), vec![n.name.clone()])),
+            let control = CONTROL_FLOW_OPS.contains(&n.op.as_str()) && self.subgraphs.contains_key(&n.name);
+            if OpId::from_name(&n.op).is_none() && !control {
+                add(&n.op, &n.name);
+            }
+        }
+        // Operators inside subgraphs, nested ones included: `node/attribute/inner node`.
+        for (node, cf) in &self.subgraphs {
+            for s in &cf.subgraphs {
+                for (op, nodes) in s.body.unsupported_ops() {
+                    for n in nodes {
+                        add(&op, &format!("{node}/{}/{n}", s.attr));
+                    }
                 }
             }
         }
@@ -275,6 +472,14 @@ pub fn analyze_inputs<'g>(
         }
     }
     for n in &g.nodes {
+        // Control flow: the outputs' shapes are known when the program runs (branches may
+        // differ, loops carry values).
+        if let Some(cf) = g.subgraphs.get(&n.name) {
+            cf.check(n)?;
+            a.run_time.extend(n.outputs.iter().filter(|o| !o.is_empty()).map(String::as_str));
+            a.folded.push(false);
+            continue;
+        }
         let def = OpId::from_name(&n.op).ok_or_else(|| format!("operator {} is not supported", n.op))?.def();
         // The attributes' names and kinds first, so a bad one is blamed on its node here rather
         // than on an instruction of the lowered module.

@@ -1,9 +1,9 @@
 //! Reading ONNX files with the `onnx-protobuf` crate: models into the compiler's [`Graph`],
 //! and `TensorProto` files (`input_0.pb`, `output_0.pb`) into host tensors.
 
-use crate::graph::{Graph, GraphInput, InputDim, Node};
+use crate::graph::{ControlFlow, Graph, GraphInput, InputDim, Node, Subgraph, CONTROL_FLOW_OPS};
 use onnx_protobuf::attribute_proto::AttributeType;
-use onnx_protobuf::{Message, ModelProto, NodeProto, TensorProto};
+use onnx_protobuf::{GraphProto, Message, ModelProto, NodeProto, TensorProto};
 use rxvm_vm::ir::operators::flex::PREVIEW_DOMAIN_OPS;
 use rxvm_vm::ir::operators::ml::ML_DOMAIN_OPS;
 use rxvm_vm::ops::{AttrValue, Attrs};
@@ -371,6 +371,8 @@ fn node_attrs(n: &NodeProto, dir: Option<&Path>) -> Result<(Attrs, Option<HostTe
                     AttrValue::Ints(v.to_i64())
                 }
             }
+            // The subgraphs of control flow: `nodes_in` reads them.
+            AttributeType::GRAPH if CONTROL_FLOW_OPS.contains(&n.op_type.as_str()) => continue,
             other => return Err(format!("attribute `{}` of type {other:?} is not supported", a.name)),
         };
         attrs.0.push((a.name.clone(), v));
@@ -411,7 +413,7 @@ fn model_opset(m: &ModelProto, warnings: &mut Vec<String>) -> Result<i64, String
 
 /// Operators whose meaning changed across opsets in a way their attributes cannot tell:
 /// the importer records the opset on them as the `onnx_opset` attribute.
-const OPSET_SENSITIVE: &[&str] = &["Softmax", "LogSoftmax", "Hardmax", "DFT", "Resize", "RoiAlign"];
+const OPSET_SENSITIVE: &[&str] = &["Softmax", "LogSoftmax", "Hardmax", "DFT", "Resize", "RoiAlign", "Scan"];
 
 /// Reads an ONNX model into a graph. Errors list every problem found, not just the first.
 pub fn read_model(path: &Path) -> Result<Graph, String> {
@@ -480,6 +482,20 @@ fn model_in(bytes: &[u8], show: &str, dir: Option<&Path>) -> Result<Graph, Strin
         };
         graph.inputs.push(GraphInput { name: vi.name.clone(), dtype, dims });
     }
+    nodes_in(g, &mut graph, opset, dir, &mut problems);
+    graph.outputs = g.output.iter().map(|o| o.name.clone()).collect();
+    if graph.outputs.is_empty() {
+        problems.push("the graph declares no outputs, so there is nothing to compute (is the file truncated?)".into());
+    }
+    if !problems.is_empty() {
+        return Err(format!("{show}: {}", problems.join("; ")));
+    }
+    Ok(graph)
+}
+
+/// Reads the nodes of `g` into `graph` (constants of `Constant` nodes into its constants,
+/// control-flow subgraphs into `graph.subgraphs`), adding what is wrong to `problems`.
+fn nodes_in(g: &GraphProto, graph: &mut Graph, opset: i64, dir: Option<&Path>, problems: &mut Vec<String>) {
     // ONNX does not enforce unique node names; ours are, so errors name one node.
     let mut seen = std::collections::HashSet::new();
     // Every tensor name, so that an omitted output can be given a fresh one.
@@ -554,19 +570,55 @@ fn model_in(bytes: &[u8], show: &str, dir: Option<&Path>) -> Result<Graph, Strin
                         fresh
                     })
                     .collect();
-                graph.nodes.push(Node { name, op: n.op_type.clone(), inputs: n.input.clone(), outputs, attrs });
+                let mut node = Node { name, op: n.op_type.clone(), inputs: n.input.clone(), outputs, attrs };
+                if CONTROL_FLOW_OPS.contains(&n.op_type.as_str()) {
+                    let mut subs = Vec::new();
+                    for a in n.attribute.iter().filter(|a| a.type_.enum_value() == Ok(AttributeType::GRAPH)) {
+                        match a.g.as_ref() {
+                            Some(sg) => match subgraph_in(&a.name, sg, opset, dir) {
+                                Ok(sub) => subs.push(sub),
+                                Err(e) => problems
+                                    .push(format!("node `{}` ({}): subgraph `{}`: {e}", node.name, n.op_type, a.name)),
+                            },
+                            None => problems.push(format!(
+                                "node `{}` ({}): attribute `{}` holds no graph",
+                                node.name, n.op_type, a.name
+                            )),
+                        }
+                    }
+                    let cf = ControlFlow::attach(&mut node, subs);
+                    graph.subgraphs.insert(node.name.clone(), cf);
+                }
+                graph.nodes.push(node);
             }
             Err(e) => problems.push(format!("node `{name}` ({}): {e}", n.op_type)),
         }
     }
-    graph.outputs = g.output.iter().map(|o| o.name.clone()).collect();
-    if graph.outputs.is_empty() {
-        problems.push("the graph declares no outputs, so there is nothing to compute (is the file truncated?)".into());
+}
+
+/// Reads a control-flow node's subgraph (attribute `attr`): its initializers, nodes and
+/// outputs, and the names of its inputs (their types are known when the program runs).
+fn subgraph_in(attr: &str, g: &GraphProto, opset: i64, dir: Option<&Path>) -> Result<Subgraph, String> {
+    let mut body = Graph::new(g.name.clone());
+    let mut problems = Vec::new();
+    for t in &g.initializer {
+        match tensor_in(t, dir) {
+            Ok(v) => body.add_const(&t.name, v),
+            Err(e) => problems.push(format!("initializer `{}`: {e}", t.name)),
+        }
     }
+    nodes_in(g, &mut body, opset, dir, &mut problems);
     if !problems.is_empty() {
-        return Err(format!("{show}: {}", problems.join("; ")));
+        return Err(problems.join("; "));
     }
-    Ok(graph)
+    body.outputs = g.output.iter().map(|o| o.name.clone()).collect();
+    let elem = |v: &onnx_protobuf::ValueInfoProto| match v.type_.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(onnx_protobuf::type_proto::Value::TensorType(tt)) => dtype_of(tt.elem_type),
+        _ => None,
+    };
+    let dtypes = g.output.iter().map(elem).collect();
+    let inputs = g.input.iter().map(|i| i.name.clone()).filter(|n| !body.is_const(n)).collect();
+    Ok(Subgraph::new(attr, inputs, dtypes, body))
 }
 
 #[cfg(test)]

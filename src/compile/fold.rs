@@ -123,6 +123,7 @@ fn rebuild(g: &Graph, a: &Analysis, absorbed: &[bool], mut rewrites: HashMap<usi
     let mut out = Graph::new(g.name.clone());
     out.inputs = g.inputs.clone();
     out.outputs = g.outputs.clone();
+    out.subgraphs = g.subgraphs.clone();
     for (name, v) in &g.consts {
         out.add_const(name, v.clone());
     }

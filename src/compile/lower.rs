@@ -215,9 +215,8 @@ pub fn lower(
             if run_time {
                 // Shapes known only at run time: the VM infers them and allocates the outputs.
                 let nout = st.outputs.iter().rposition(|o| !o.is_empty()).map_or(1, |i| i + 1);
-                let dsts = f
-                    .call_op_alloc(&node.op, &inputs, nout, node.attrs.clone())
-                    .map_err(|e| format!("node `{}`: {e}", node.name))?;
+                let cf = g.subgraphs.get(&node.name);
+                let dsts = super::control::emit_run_time_node(&mut mb, &mut f, "main", node, cf, &inputs, nout)?;
                 for (o, r) in st.outputs.iter().zip(dsts) {
                     if o.is_empty() {
                         f.kill(r);

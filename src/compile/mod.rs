@@ -12,6 +12,7 @@
 //! Each stage is a module with its own tests: [`crate::graph::analyze`], [`fold`], [`scopes`],
 //! [`liveness`], [`crate::plan`] and [`lower`]. `docs/compiler.md` describes them.
 
+pub mod control;
 pub mod donation;
 pub mod fold;
 pub mod liveness;

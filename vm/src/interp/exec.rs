@@ -452,6 +452,21 @@ pub fn call_builtin(b: Builtin, args: &[Value], out: &mut dyn Write) -> Result<O
             let h = read_view(as_tensor(&args[0])?)?;
             Ok(Some(Value::Float(h.to_f64().iter().sum())))
         }
+        Builtin::Item => {
+            let t = as_tensor(&args[0])?;
+            if t.dtype.is_float() || t.numel() != 1 {
+                return fail(format!(
+                    "@vm.item: the tensor must hold one bool or integer element, found {} with {} elements",
+                    t.dtype,
+                    t.numel()
+                ));
+            }
+            let h = read_view(t)?;
+            match h.to_i64().first() {
+                Some(&v) => Ok(Some(Value::Int(v))),
+                None => fail("@vm.item: the tensor holds no element".into()),
+            }
+        }
         Builtin::ToBlocked | Builtin::FromBlocked => {
             let name = b.sig().name;
             let (src, dst) = (as_tensor(&args[0])?, writable(name, as_tensor(&args[1])?)?);

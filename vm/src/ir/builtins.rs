@@ -81,6 +81,7 @@ define_builtins! {
     Print "print" () + any -> () "prints its arguments on one line";
     ToBlocked "to_blocked" (T, T) -> () "copies src [N, C, spatial...] into dst in the blocked layout [N, ceil(C/4), spatial..., 4] (padding channels zero)";
     FromBlocked "from_blocked" (T, T) -> () "copies blocked src [N, ceil(C/4), spatial..., 4] back into dst [N, C, spatial...]";
+    Item "item" (T) -> (I) "the single element of a bool or integer tensor, as an int (an error for any other dtype or element count)";
 }
 
 impl Builtin {
