@@ -317,7 +317,7 @@ impl Compiled {
         }
         let mut best: Option<Plan> = None;
         for order in &sp.orders {
-            let p = crate::plan::order::place_in_order(&q, order)?;
+            let p = crate::plan::order::place_in_order_with(&q, order, &self.problem)?;
             if best.as_ref().is_none_or(|b| p.arena_bytes() < b.arena_bytes()) {
                 best = Some(p);
             }

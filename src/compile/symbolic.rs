@@ -18,7 +18,7 @@
 use super::liveness::Liveness;
 use super::lower::{Fixed, Layout};
 use crate::graph::{ident, Analysis, Graph, InputDim};
-use crate::plan::order::{order_of, place_in_order};
+use crate::plan::order::{order_of, place_in_order_with};
 use crate::plan::{Plan, Problem};
 use rxvm_vm::builder::{FunctionBuilder, Operand};
 use rxvm_vm::bytecode::Reg;
@@ -267,6 +267,11 @@ pub fn symbolic_plan(
         if at(&size, bounds)? as u64 != problem.buffers[b].size {
             return Err(format!("internal: the size of `{}` at the bounds is not the planned one", t.name));
         }
+        // Buffers of no bytes at the bounds constrain nothing (`conflict`): they must have
+        // none at any value.
+        if problem.buffers[b].size == 0 && size.as_const() != Some(0) {
+            return Err(format!("`{}` has no bytes at the bounds but may have some below them", t.name));
+        }
         sizes.push(size);
     }
     let mut orders = vec![order_of(plan)];
@@ -280,12 +285,12 @@ pub fn symbolic_plan(
         // Another order only when it places this point better than the ones kept.
         let best_kept = orders
             .iter()
-            .map(|o| place_in_order(&q, o).map(|p| p.arena_bytes()))
+            .map(|o| place_in_order_with(&q, o, problem).map(|p| p.arena_bytes()))
             .collect::<Result<Vec<u64>, String>>()?
             .into_iter()
             .min()
             .unwrap_or(u64::MAX);
-        if place_in_order(&q, &order)?.arena_bytes() < best_kept {
+        if place_in_order_with(&q, &order, problem)?.arena_bytes() < best_kept {
             orders.push(order);
         }
     }

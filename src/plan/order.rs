@@ -18,17 +18,27 @@ pub fn order_of(plan: &Plan) -> Vec<usize> {
     order
 }
 
-/// Whether two buffers constrain each other: live at a common step in one pool (whatever
-/// their sizes, which change with the symbols).
+/// Whether two buffers constrain each other: live at a common step in one pool, both with
+/// bytes (a buffer of no bytes may sit anywhere).
 pub fn conflict(p: &Problem, a: usize, b: usize) -> bool {
     let (x, y) = (&p.buffers[a], &p.buffers[b]);
-    x.pool == y.pool && x.first <= y.last && y.first <= x.last
+    x.pool == y.pool && x.size > 0 && y.size > 0 && x.first <= y.last && y.first <= x.last
 }
 
 /// The plan that stacks `p`'s buffers in `order` (a permutation of its buffers); `Err` when
 /// it is not one, or an offset overflows.
 pub fn place_in_order(p: &Problem, order: &[usize]) -> Result<Plan, String> {
+    place_in_order_with(p, order, p)
+}
+
+/// [`place_in_order`] with the pairs that constrain each other decided by `reference` (the
+/// same buffers at other sizes): a symbolic program decides them once, at its bounds, and
+/// places every call's sizes with them.
+pub fn place_in_order_with(p: &Problem, order: &[usize], reference: &Problem) -> Result<Plan, String> {
     let n = p.buffers.len();
+    if reference.buffers.len() != n {
+        return Err("a reference problem has other buffers".into());
+    }
     let mut seen = vec![false; n];
     if order.len() != n || order.iter().any(|&i| i >= n || std::mem::replace(&mut seen[i], true)) {
         return Err(format!("a placement order lists each of the {n} buffers once"));
@@ -37,7 +47,7 @@ pub fn place_in_order(p: &Problem, order: &[usize]) -> Result<Plan, String> {
     for (k, &b) in order.iter().enumerate() {
         let mut off = 0u64;
         for &a in &order[..k] {
-            if conflict(p, a, b) {
+            if conflict(reference, a, b) {
                 let top = offsets[a].checked_add(p.buffers[a].size).ok_or("a placement overflows")?;
                 off = off.max(align_up(top, p.buffers[b].align));
             }
@@ -87,8 +97,19 @@ mod tests {
             for b in &mut q.buffers {
                 b.size = b.size * scale + shift * u64::from(b.size > 0);
             }
-            check(&q, &place_in_order(&q, &order).unwrap()).unwrap();
+            check(&q, &place_in_order_with(&q, &order, &p).unwrap()).unwrap();
         }
+    }
+
+    /// A buffer of no bytes may share its offset with a live one (the plan puts it there):
+    /// it constrains nothing, so the other is not pushed above it.
+    #[test]
+    fn buffers_of_no_bytes_constrain_nothing() {
+        let p = problem(&[(1, 1, 0, 18, 1), (0, 1, 0, 0, 1)]);
+        let plan = place_in_order(&p, &[1, 0]).unwrap();
+        assert_eq!(plan.offsets, vec![0, 0]);
+        let plan = place_in_order(&p, &[0, 1]).unwrap();
+        assert_eq!((plan.offsets, plan.pool_sizes), (vec![0, 0], vec![(1, 1)]));
     }
 
     #[test]
