@@ -373,6 +373,24 @@ pub(super) fn unary_f32(
     Ok(())
 }
 
+/// A unary map of the activation family: `f` on f32 (f16 and bf16 compute in f32, as
+/// [`unary_f32`]), `g` on f64.
+pub(super) fn unary_f32_f64(
+    ins: &[Option<&HostTensor>],
+    attrs: &Attrs,
+    outs: &mut [HostTensor],
+    validate: Validate,
+    f: impl Fn(f32) -> f32,
+    g: impl Fn(f64) -> f64,
+) -> Result<(), String> {
+    if ins.first().copied().flatten().is_some_and(|x| x.dtype == DType::F64) {
+        prepare(ins, attrs, outs, validate, infer_f32_f64)?;
+        map::<f64>(req(ins, 0)?, first(outs)?, g);
+        return Ok(());
+    }
+    unary_f32(ins, attrs, outs, validate, f)
+}
+
 fn clip(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     prepare(ins, attrs, outs, validate_clip, infer_clip)?;
     let x = req(ins, 0)?;

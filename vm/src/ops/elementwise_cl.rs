@@ -559,6 +559,23 @@ pub(super) fn unary_f32(
     map_kernel(ctx, x, y, t, t, false, expr, params)
 }
 
+/// A unary f64 operator `y = expr(v)` in double (the activation family's f64 maps): `expr`
+/// and `params` are in double; the device needs fp64.
+pub(super) fn unary_f64(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    outs: &[ClTensor],
+    expr: &str,
+    params: Vec<(&str, KernelArg)>,
+) -> Res {
+    let x = input(ins, 0, "X")?;
+    check_dtype(x, 0, "X", &[DType::F64])?;
+    need_fp64(ctx, x.dtype)?;
+    let y = output(outs, 0)?;
+    check_out(y, x.dtype, &x.shape)?;
+    map_kernel(ctx, x, y, "double", "double", true, expr, params)
+}
+
 /// The f32 expression `y = expr(v)` of a unary operator (and its scalar parameters), shared
 /// by the buffer kernels here and the texture kernels (`super::texture_cl`); `None` for
 /// operators that are not f32 maps. Scalar inputs (Clip's bounds, Dropout's mode) are read

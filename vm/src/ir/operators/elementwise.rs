@@ -187,6 +187,8 @@ pub(crate) const ARITH: &[DType] = &[
 /// The f32 maps (the activation family, LeakyRelu, Elu, Selu) take f16 and bf16 too,
 /// computed in f32 and rounded once.
 pub(crate) const F32_BF16: &[DType] = &[DType::F32, DType::F16, DType::BF16];
+/// The unary math maps (the activation family) take f64 too, computed in f64.
+pub(crate) const F32_BF16_F64: &[DType] = &[DType::F32, DType::F16, DType::BF16, DType::F64];
 
 /// An element type the kernels compute in, read from and written to little-endian bytes.
 /// (Every implementor is a plain number: any bit pattern is a valid value.)
@@ -422,6 +424,13 @@ pub(crate) fn validate_add(a: &Attrs) -> Result<(), String> {
 pub(crate) fn infer_f32(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
     let x = input(ins, 0, "X")?;
     check_dtype(x, 0, "X", F32_BF16)?;
+    Ok(vec![(x.dtype, x.shape.to_vec())])
+}
+
+/// [`infer_f32`] with f64 too: the activation family's maps.
+pub(crate) fn infer_f32_f64(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let x = input(ins, 0, "X")?;
+    check_dtype(x, 0, "X", F32_BF16_F64)?;
     Ok(vec![(x.dtype, x.shape.to_vec())])
 }
 
