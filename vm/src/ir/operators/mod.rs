@@ -10,6 +10,7 @@ pub mod activation;
 pub mod attention;
 pub mod bitwise;
 pub mod blocked;
+pub mod datadep;
 pub mod detection;
 pub mod elementwise;
 pub mod flex;
@@ -63,6 +64,7 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(detection::OPS)
         .chain(ml::OPS)
         .chain(flex::OPS)
+        .chain(datadep::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all
