@@ -343,6 +343,12 @@ mod tests {
             // alpha 0.2 is an f32 attribute: 0.2f32 + 0.5.
             ("HardSigmoid", &[1.0, 10.0], &[0.7000000029802322, 1.0]),
             ("ThresholdedRelu", &[1.0, 1.5], &[0.0, 1.5]),
+            // The elementwise family's f32 maps that take f64 too (alpha 0.01f32, 1, Selu's
+            // f32 defaults).
+            ("Relu", &[-1.0, 2.5], &[0.0, 2.5]),
+            ("LeakyRelu", &[-2.0, 3.0], &[-0.019999999552965164, 3.0]),
+            ("Elu", &[-1.0, 3.0], &[-0.6321205588285577, 3.0]),
+            ("Selu", &[-1.0, 2.0], &[-1.1113307412864781, 2.1014020442962646]),
         ];
         for (name, x, want) in cases {
             let got = run64(name, &none, x);

@@ -6,11 +6,10 @@
 //! expressions in double (devices with `cl_khr_fp64`).
 
 use super::cl::{float_arg as f32_arg, ClCtx, ClFn, ClTensor, Res};
-use super::elementwise_cl::{unary_f32, unary_f64, Params};
+use super::elementwise_cl::{double_map, unary_f32, unary_f64, Params};
 use super::{Attrs, Operator, TensorInfo};
 use crate::ir::operators::activation::{gelu_tanh, validate_celu, validate_hard_sigmoid, validate_thresholded_relu};
 use crate::ir::types::DType;
-use crate::opencl::device::KernelArg;
 
 macro_rules! table {
     ($($op:ident)*) => {
@@ -35,38 +34,6 @@ fn mapped(op: Operator, ctx: &ClCtx, ins: &[Option<ClTensor>], attrs: &Attrs, ou
         return unary_f64(ctx, ins, outs, &expr, params);
     }
     unary_f32(ctx, ins, outs, expr, params)
-}
-
-/// The double form of an [`f32_map`]: float literals (`0.5f`) lose their suffix (the
-/// double overloads are then chosen), `float` parameters become `double` (their values are
-/// f32 attributes, exact in double, as the host's f64 kernels take them), and Gelu's tanh
-/// saturates where tanh is ±1 in double (|u| > 20).
-fn double_map(expr: &str, params: Params) -> Result<(String, Params), String> {
-    let expr = expr.replace("> 10.0f", "> 20.0f");
-    let mut out = String::with_capacity(expr.len());
-    let mut prev = ' ';
-    for c in expr.chars() {
-        if !(c == 'f' && (prev.is_ascii_digit() || prev == '.')) {
-            out.push(c);
-        }
-        prev = c;
-    }
-    let mut doubles = Vec::with_capacity(params.len());
-    for (decl, arg) in params {
-        let (Some(name), KernelArg::Bytes(b, 4)) = (decl.strip_prefix("float "), &arg) else {
-            return Err(format!("parameter `{decl}` has no double form"));
-        };
-        let v = f32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as f64;
-        let decl: &'static str = match name {
-            "alpha" => "double alpha",
-            "beta" => "double beta",
-            _ => return Err(format!("parameter `{decl}` has no double form")),
-        };
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(&v.to_ne_bytes());
-        doubles.push((decl, KernelArg::Bytes(bytes, 8)));
-    }
-    Ok((out, doubles))
 }
 
 /// The f32 expression `y = expr(v)` of an activation operator and its scalar parameters;
@@ -280,7 +247,11 @@ mod tests {
             "Cosh",
             "Asinh",
             "Acosh",
-            "Atanh",
+            "Atanh", // and the elementwise family's f32 maps that take f64 too:
+            "Relu",
+            "LeakyRelu",
+            "Elu",
+            "Selu",
         ]
         .into_iter()
         .map(|n| (n, none.clone()))
@@ -288,6 +259,8 @@ mod tests {
         cases.push(("Gelu", attrs(&[("approximate", s("tanh"))])));
         cases.push(("HardSigmoid", attrs(&[("alpha", f(0.7)), ("beta", f(-0.1))])));
         cases.push(("Celu", attrs(&[("alpha", f(0.3))])));
+        cases.push(("LeakyRelu", attrs(&[("alpha", f(0.3))])));
+        cases.push(("Selu", attrs(&[("alpha", f(2.0)), ("gamma", f(0.5))])));
         for (name, a) in cases {
             let def = OPS.iter().find(|o| o.name == name).unwrap();
             let infos = [Some(TensorInfo { dtype: x.dtype, shape: &x.shape, value: None })];
@@ -296,7 +269,7 @@ mod tests {
             (def.op.id().host_kernel().unwrap())(&[Some(&x)], &a, &mut want).unwrap();
             let got = run_kernel(&dev, name, &[Some(x.clone())], &infos, &a, &want).remove(0);
             let got = HostTensor::new(DType::F64, shape.clone(), got).unwrap().to_f64();
-            let exact = matches!(name, "Floor" | "Ceil" | "Round" | "Sign" | "ThresholdedRelu");
+            let exact = matches!(name, "Floor" | "Ceil" | "Round" | "Sign" | "ThresholdedRelu" | "Relu" | "LeakyRelu");
             for (i, (w, g)) in want[0].to_f64().into_iter().zip(got).enumerate() {
                 let tol = if exact { 0.0 } else { 1e-14 + 1e-12 * w.abs() };
                 let ok = (w.is_nan() && g.is_nan()) || w == g || (w - g).abs() <= tol;

@@ -419,7 +419,15 @@ fn clip(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> 
 
 fn leaky_relu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     let alpha = attrs.float("alpha", 0.01) as f32;
-    unary_f32(ins, attrs, outs, validate_leaky_relu, |v| if v > 0.0 { v } else { v * alpha })
+    let a64 = alpha as f64;
+    unary_f32_f64(
+        ins,
+        attrs,
+        outs,
+        validate_leaky_relu,
+        |v| if v > 0.0 { v } else { v * alpha },
+        |v| if v > 0.0 { v } else { v * a64 },
+    )
 }
 
 fn sigmoid(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -447,7 +455,15 @@ fn sqrt(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> 
 
 fn elu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     let alpha = attrs.float("alpha", 1.0) as f32;
-    unary_f32(ins, attrs, outs, validate_elu, |v| if v > 0.0 { v } else { alpha * v.exp_m1() })
+    let a64 = alpha as f64;
+    unary_f32_f64(
+        ins,
+        attrs,
+        outs,
+        validate_elu,
+        |v| if v > 0.0 { v } else { alpha * v.exp_m1() },
+        |v| if v > 0.0 { v } else { a64 * v.exp_m1() },
+    )
 }
 
 fn selu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -455,7 +471,15 @@ fn selu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> 
     // f32 values exactly.
     let alpha = attrs.float("alpha", 1.673_263_2_f32 as f64) as f32;
     let gamma = attrs.float("gamma", 1.050_701_f32 as f64) as f32;
-    unary_f32(ins, attrs, outs, validate_selu, |v| if v > 0.0 { gamma * v } else { gamma * (alpha * v.exp() - alpha) })
+    let (a64, g64) = (alpha as f64, gamma as f64);
+    unary_f32_f64(
+        ins,
+        attrs,
+        outs,
+        validate_selu,
+        |v| if v > 0.0 { gamma * v } else { gamma * (alpha * v.exp() - alpha) },
+        |v| if v > 0.0 { g64 * v } else { g64 * (a64 * v.exp() - a64) },
+    )
 }
 
 fn softplus(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -1248,6 +1272,9 @@ fn lrn(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> R
 
 pub fn relu(ins: &[Option<&HostTensor>], attrs: &Attrs, out: &mut [HostTensor]) -> Result<(), String> {
     let x = super::host::need(ins, 0, "Relu")?;
+    if x.dtype == DType::F64 {
+        return unary_f32_f64(ins, attrs, out, no_checks, |v| v.max(0.0), |v| v.max(0.0));
+    }
     if matches!(x.dtype, DType::F16 | DType::BF16) {
         // Computed in f32 and rounded, as the other f32 maps.
         return unary_f32(ins, attrs, out, no_checks, |v| v.max(0.0));
