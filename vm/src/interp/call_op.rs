@@ -412,9 +412,11 @@ impl Vm {
         let io_err = |e: Box<String>| Box::new(Fault { message: *e, notes: vec![] });
         let mut host_in: Recycled<Option<HostTensor>> = Recycled::new(&self.scratch);
         host_in.resize_with(inputs.len(), || None);
+        // Operators whose output shapes depend on their data read every input, whatever its size.
+        let whole = crate::ir::operators::datadep::reads_whole_inputs(def.op);
         for (slot, v) in host_in.iter_mut().zip(&inputs) {
             match v {
-                Some(v) if (dev.is_none() && !noop) || inference_reads_value(v) => {
+                Some(v) if (dev.is_none() && !noop) || whole || inference_reads_value(v) => {
                     *slot = Some(self.read_recycled(v).map_err(io_err)?)
                 }
                 _ => {}

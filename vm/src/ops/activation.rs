@@ -1,11 +1,11 @@
-//! Operators: activation family — host kernels of the unary f32 maps whose schemas are in
+//! Operators: activation family — host kernels of the unary maps whose schemas are in
 //! `crate::ir::operators::activation`. Each kernel runs the family's shared prologue
-//! (`super::elementwise::unary_f32`: data, attribute and shape checks) and maps every
-//! element. Functions without an f32 form in Rust's std (erf, erfc) and those where f32
+//! (`super::elementwise::unary_f32_f64`: data, attribute and shape checks) and maps every
+//! element: f32, f16 and bf16 in f32, f64 in f64. Functions without an f32 form in Rust's std (erf, erfc) and those where f32
 //! intermediates lose accuracy (Gelu, Mish, Celu, the hyperbolic functions: acosh near 1)
 //! are computed in f64 and rounded once.
 
-use super::elementwise::{no_checks, unary_f32};
+use super::elementwise::{no_checks, unary_f32_f64};
 use super::host::HostFn;
 use super::Attrs;
 use crate::ir::host_tensor::HostTensor;
@@ -16,39 +16,42 @@ use std::f64::consts::{FRAC_1_SQRT_2, FRAC_2_PI};
 /// This family's host kernels.
 pub(crate) static HOST: &[(Operator, HostFn)] = &[
     (Operator::Gelu, gelu),
-    (Operator::Erf, |i, a, o| unary_f32(i, a, o, no_checks, |v| libm::erf(v as f64) as f32)),
+    (Operator::Erf, |i, a, o| unary_f32_f64(i, a, o, no_checks, |v| libm::erf(v as f64) as f32, libm::erf)),
     (Operator::HardSigmoid, hard_sigmoid),
-    (Operator::HardSwish, |i, a, o| unary_f32(i, a, o, no_checks, |v| v * unit_clamp(v / 6.0 + 0.5))),
-    (Operator::Mish, |i, a, o| unary_f32(i, a, o, no_checks, mish)),
+    (Operator::HardSwish, |i, a, o| {
+        unary_f32_f64(
+            i,
+            a,
+            o,
+            no_checks,
+            |v| v * (v / 6.0 + 0.5).clamp(0.0, 1.0),
+            |v| v * (v / 6.0 + 0.5).clamp(0.0, 1.0),
+        )
+    }),
+    (Operator::Mish, |i, a, o| unary_f32_f64(i, a, o, no_checks, |v| mish(v as f64) as f32, mish)),
     (Operator::Celu, celu),
     (Operator::ThresholdedRelu, thresholded_relu),
-    (Operator::Log, |i, a, o| unary_f32(i, a, o, no_checks, f32::ln)),
-    (Operator::Reciprocal, |i, a, o| unary_f32(i, a, o, no_checks, f32::recip)),
-    (Operator::Floor, |i, a, o| unary_f32(i, a, o, no_checks, f32::floor)),
-    (Operator::Ceil, |i, a, o| unary_f32(i, a, o, no_checks, f32::ceil)),
-    (Operator::Round, |i, a, o| unary_f32(i, a, o, no_checks, f32::round_ties_even)),
-    (Operator::Sign, |i, a, o| unary_f32(i, a, o, no_checks, sign)),
-    (Operator::Sin, |i, a, o| unary_f32(i, a, o, no_checks, f32::sin)),
-    (Operator::Cos, |i, a, o| unary_f32(i, a, o, no_checks, f32::cos)),
-    (Operator::Tan, |i, a, o| unary_f32(i, a, o, no_checks, f32::tan)),
-    (Operator::Asin, |i, a, o| unary_f32(i, a, o, no_checks, f32::asin)),
-    (Operator::Acos, |i, a, o| unary_f32(i, a, o, no_checks, f32::acos)),
-    (Operator::Atan, |i, a, o| unary_f32(i, a, o, no_checks, f32::atan)),
-    (Operator::Sinh, |i, a, o| unary_f32(i, a, o, no_checks, |v| (v as f64).sinh() as f32)),
-    (Operator::Cosh, |i, a, o| unary_f32(i, a, o, no_checks, |v| (v as f64).cosh() as f32)),
-    (Operator::Asinh, |i, a, o| unary_f32(i, a, o, no_checks, |v| (v as f64).asinh() as f32)),
-    (Operator::Acosh, |i, a, o| unary_f32(i, a, o, no_checks, |v| (v as f64).acosh() as f32)),
-    (Operator::Atanh, |i, a, o| unary_f32(i, a, o, no_checks, |v| (v as f64).atanh() as f32)),
+    (Operator::Log, |i, a, o| unary_f32_f64(i, a, o, no_checks, f32::ln, f64::ln)),
+    (Operator::Reciprocal, |i, a, o| unary_f32_f64(i, a, o, no_checks, f32::recip, f64::recip)),
+    (Operator::Floor, |i, a, o| unary_f32_f64(i, a, o, no_checks, f32::floor, f64::floor)),
+    (Operator::Ceil, |i, a, o| unary_f32_f64(i, a, o, no_checks, f32::ceil, f64::ceil)),
+    (Operator::Round, |i, a, o| unary_f32_f64(i, a, o, no_checks, f32::round_ties_even, f64::round_ties_even)),
+    (Operator::Sign, |i, a, o| unary_f32_f64(i, a, o, no_checks, |v| sign(v as f64) as f32, sign)),
+    (Operator::Sin, |i, a, o| unary_f32_f64(i, a, o, no_checks, f32::sin, f64::sin)),
+    (Operator::Cos, |i, a, o| unary_f32_f64(i, a, o, no_checks, f32::cos, f64::cos)),
+    (Operator::Tan, |i, a, o| unary_f32_f64(i, a, o, no_checks, f32::tan, f64::tan)),
+    (Operator::Asin, |i, a, o| unary_f32_f64(i, a, o, no_checks, f32::asin, f64::asin)),
+    (Operator::Acos, |i, a, o| unary_f32_f64(i, a, o, no_checks, f32::acos, f64::acos)),
+    (Operator::Atan, |i, a, o| unary_f32_f64(i, a, o, no_checks, f32::atan, f64::atan)),
+    (Operator::Sinh, |i, a, o| unary_f32_f64(i, a, o, no_checks, |v| (v as f64).sinh() as f32, f64::sinh)),
+    (Operator::Cosh, |i, a, o| unary_f32_f64(i, a, o, no_checks, |v| (v as f64).cosh() as f32, f64::cosh)),
+    (Operator::Asinh, |i, a, o| unary_f32_f64(i, a, o, no_checks, |v| (v as f64).asinh() as f32, f64::asinh)),
+    (Operator::Acosh, |i, a, o| unary_f32_f64(i, a, o, no_checks, |v| (v as f64).acosh() as f32, f64::acosh)),
+    (Operator::Atanh, |i, a, o| unary_f32_f64(i, a, o, no_checks, |v| (v as f64).atanh() as f32, f64::atanh)),
 ];
 
-/// `max(0, min(1, t))` keeping NaN (as numpy's `clip`, which the ONNX reference uses;
-/// `f32::clamp` returns NaN for NaN).
-fn unit_clamp(t: f32) -> f32 {
-    t.clamp(0.0, 1.0)
-}
-
 /// numpy's sign: ±1, 0 for ±0, NaN for NaN.
-fn sign(v: f32) -> f32 {
+fn sign(v: f64) -> f64 {
     if v > 0.0 {
         1.0
     } else if v < 0.0 {
@@ -61,55 +64,56 @@ fn sign(v: f32) -> f32 {
 }
 
 /// x * tanh(softplus(x)), softplus as max(x, 0) + ln(1 + e^-|x|) (no overflow).
-fn mish(v: f32) -> f32 {
-    let x = v as f64;
-    (x * (x.max(0.0) + (-x.abs()).exp().ln_1p()).tanh()) as f32
+fn mish(x: f64) -> f64 {
+    x * (x.max(0.0) + (-x.abs()).exp().ln_1p()).tanh()
 }
 
 fn gelu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     if gelu_tanh(attrs)? {
         let c = FRAC_2_PI.sqrt();
-        unary_f32(ins, attrs, outs, validate_gelu, |v| {
-            let x = v as f64;
-            (0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())) as f32
-        })
+        let g = move |x: f64| 0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh());
+        unary_f32_f64(ins, attrs, outs, validate_gelu, |v| g(v as f64) as f32, g)
     } else {
         // x/2 (1 + erf(x/√2)) = x/2 erfc(-x/√2): no cancellation for large negative x.
-        unary_f32(ins, attrs, outs, validate_gelu, |v| {
-            let x = v as f64;
-            (0.5 * x * libm::erfc(-x * FRAC_1_SQRT_2)) as f32
-        })
+        let g = |x: f64| 0.5 * x * libm::erfc(-x * FRAC_1_SQRT_2);
+        unary_f32_f64(ins, attrs, outs, validate_gelu, |v| g(v as f64) as f32, g)
     }
 }
 
+/// `max(0, min(1, t))` keeping NaN (as numpy's `clip`, which the ONNX reference uses;
+/// `clamp` returns NaN for NaN); alpha and beta are f32, as ONNX's attributes.
 fn hard_sigmoid(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    let alpha = attrs.float("alpha", 0.2) as f32;
-    let beta = attrs.float("beta", 0.5) as f32;
-    unary_f32(ins, attrs, outs, validate_hard_sigmoid, |v| unit_clamp(alpha * v + beta))
+    let (a32, b32) = (attrs.float("alpha", 0.2) as f32, attrs.float("beta", 0.5) as f32);
+    let (alpha, beta) = (a32 as f64, b32 as f64);
+    unary_f32_f64(
+        ins,
+        attrs,
+        outs,
+        validate_hard_sigmoid,
+        |v| (a32 * v + b32).clamp(0.0, 1.0),
+        |v| (alpha * v + beta).clamp(0.0, 1.0),
+    )
 }
 
 fn celu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     // For any nonzero alpha, min(0, alpha (exp(x/alpha) - 1)) is 0 for x > 0 and the term
     // itself otherwise, so the sum is one branch or the other.
     let alpha = attrs.float("alpha", 1.0) as f32 as f64;
-    unary_f32(
-        ins,
-        attrs,
-        outs,
-        validate_celu,
-        |v| {
-            if v > 0.0 {
-                v
-            } else {
-                (alpha * (v as f64 / alpha).exp_m1()) as f32
-            }
-        },
-    )
+    let g = move |v: f64| if v > 0.0 { v } else { alpha * (v / alpha).exp_m1() };
+    unary_f32_f64(ins, attrs, outs, validate_celu, |v| if v > 0.0 { v } else { g(v as f64) as f32 }, g)
 }
 
 fn thresholded_relu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
-    let alpha = attrs.float("alpha", 1.0) as f32;
-    unary_f32(ins, attrs, outs, validate_thresholded_relu, |v| if v > alpha { v } else { 0.0 })
+    let a32 = attrs.float("alpha", 1.0) as f32;
+    let alpha = a32 as f64;
+    unary_f32_f64(
+        ins,
+        attrs,
+        outs,
+        validate_thresholded_relu,
+        |v| if v > a32 { v } else { 0.0 },
+        |v| if v > alpha { v } else { 0.0 },
+    )
 }
 
 #[cfg(test)]
@@ -302,5 +306,58 @@ mod tests {
         let x = HostTensor::zeros(crate::ir::types::DType::I64, &[2]).unwrap();
         let info = [Some(TensorInfo { dtype: x.dtype, shape: &x.shape, value: None })];
         assert!((def.infer)(&info, &Attrs::default()).is_err());
+    }
+
+    /// f64 computes in f64: hand-checked values (Python's `math` in f64), within 2 ulp.
+    #[test]
+    fn f64_maps_compute_in_f64() {
+        use crate::ir::types::DType;
+        use crate::ops::host::testing::tensor;
+        let run64 = |name: &str, a: &Attrs, x: &[f64]| -> Vec<f64> {
+            let def = OPS.iter().find(|o| o.name == name).unwrap();
+            let x = tensor(DType::F64, &[x.len() as i64], x);
+            let info = [Some(TensorInfo { dtype: x.dtype, shape: &x.shape, value: Some(&x) })];
+            let (dtype, shape) = (def.infer)(&info, a).unwrap().remove(0);
+            assert_eq!(dtype, DType::F64);
+            let mut out = [HostTensor::zeros(dtype, &shape).unwrap()];
+            (def.op.id().host_kernel().unwrap())(&[Some(&x)], a, &mut out).unwrap();
+            out[0].to_f64()
+        };
+        let none = Attrs::default();
+        #[rustfmt::skip]
+        let cases: &[(&str, &[f64], &[f64])] = &[
+            ("Log", &[1.0, 0.5, 10.0, 0.0, -1.0], &[0.0, -0.6931471805599453, 2.302585092994046, f64::NEG_INFINITY, f64::NAN]),
+            ("Reciprocal", &[4.0, 3.0], &[0.25, 0.3333333333333333]),
+            ("Floor", &[-0.5, 2.7], &[-1.0, 2.0]),
+            ("Ceil", &[-0.5, 2.2], &[-0.0, 3.0]),
+            ("Round", &[0.5, 1.5, -2.5, 4503599627370495.5], &[0.0, 2.0, -2.0, 4503599627370496.0]),
+            ("Sign", &[-3.0, 0.0, 1e-300, f64::NAN], &[-1.0, 0.0, 1.0, f64::NAN]),
+            ("Sin", &[1.0], &[0.8414709848078965]),
+            ("Cos", &[1.0], &[0.5403023058681398]),
+            ("Atan", &[1.0], &[0.7853981633974483]),
+            ("Sinh", &[1.0], &[1.1752011936438014]),
+            ("Acosh", &[2.0], &[1.3169578969248166]),
+            ("Atanh", &[0.5], &[0.5493061443340549]),
+            ("Erf", &[0.5], &[0.5204998778130465]),
+            ("Gelu", &[1.0], &[0.8413447460685429]),
+            // alpha 0.2 is an f32 attribute: 0.2f32 + 0.5.
+            ("HardSigmoid", &[1.0, 10.0], &[0.7000000029802322, 1.0]),
+            ("ThresholdedRelu", &[1.0, 1.5], &[0.0, 1.5]),
+            // The elementwise family's f32 maps that take f64 too (alpha 0.01f32, 1, Selu's
+            // f32 defaults).
+            ("Relu", &[-1.0, 2.5], &[0.0, 2.5]),
+            ("LeakyRelu", &[-2.0, 3.0], &[-0.019999999552965164, 3.0]),
+            ("Elu", &[-1.0, 3.0], &[-0.6321205588285577, 3.0]),
+            ("Selu", &[-1.0, 2.0], &[-1.1113307412864781, 2.1014020442962646]),
+        ];
+        for (name, x, want) in cases {
+            let got = run64(name, &none, x);
+            for (i, (&g, &w)) in got.iter().zip(want.iter()).enumerate() {
+                let ok = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= 4.5e-16 * w.abs();
+                assert!(ok, "{name} element {i}: got {g:e}, want {w:e}");
+            }
+        }
+        // 1e-300's f32 rounding would be 0: the f64 path does not go through f32.
+        assert_eq!(run64("Log", &none, &[1e-300])[0], 1e-300f64.ln());
     }
 }

@@ -2,12 +2,14 @@
 //! expression ([`f32_map`]) the buffer kernels here (through the elementwise family's
 //! unary kernel) and the texture kernels (`super::texture_cl`) share. The expressions
 //! mirror the host kernels in `super::activation`, in f32 with OpenCL's built-ins (`erf`,
-//! `erfc`, `rint` rounds halves to even in the default rounding mode).
+//! `erfc`, `rint` rounds halves to even in the default rounding mode); f64 runs the same
+//! expressions in double (devices with `cl_khr_fp64`).
 
 use super::cl::{float_arg as f32_arg, ClCtx, ClFn, ClTensor, Res};
-use super::elementwise_cl::{unary_f32, Params};
+use super::elementwise_cl::{double_map, unary_f32, unary_f64, Params};
 use super::{Attrs, Operator, TensorInfo};
 use crate::ir::operators::activation::{gelu_tanh, validate_celu, validate_hard_sigmoid, validate_thresholded_relu};
+use crate::ir::types::DType;
 
 macro_rules! table {
     ($($op:ident)*) => {
@@ -22,10 +24,16 @@ macro_rules! table {
 table!(Gelu Erf HardSigmoid HardSwish Mish Celu ThresholdedRelu Log Reciprocal Floor Ceil Round Sign Sin Cos Tan
     Asin Acos Atan Sinh Cosh Asinh Acosh Atanh);
 
-/// The buffer kernel of activation operator `op`: its [`f32_map`] over one f32 buffer.
+/// The buffer kernel of activation operator `op`: its [`f32_map`] over one f32 (f16,
+/// bf16) buffer, or over an f64 buffer in double ([`double_map`]).
 fn mapped(op: Operator, ctx: &ClCtx, ins: &[Option<ClTensor>], attrs: &Attrs, outs: &[ClTensor]) -> Res {
     let (expr, params) = f32_map(op, attrs)?.ok_or_else(|| format!("{} is not an activation", op.name()))?;
-    unary_f32(ctx, &ins[..1.min(ins.len())], outs, expr, params)
+    let ins = &ins[..1.min(ins.len())];
+    if ins.first().and_then(Option::as_ref).is_some_and(|x| x.dtype == DType::F64) {
+        let (expr, params) = double_map(expr, params)?;
+        return unary_f64(ctx, ins, outs, &expr, params);
+    }
+    unary_f32(ctx, ins, outs, expr, params)
 }
 
 /// The f32 expression `y = expr(v)` of an activation operator and its scalar parameters;
@@ -198,5 +206,75 @@ mod tests {
         // Round's ties go to even on the device too (rint), not away from zero.
         let ties = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 4194304.5, -3.5, 2.4999998];
         check(&dev, "Round", &ties, &none, 0.0);
+    }
+
+    /// f64 in double: every activation against the host's f64 kernel (skipped without fp64).
+    #[test]
+    fn f64_kernels_match_the_host() {
+        use crate::ir::types::DType;
+        use crate::ops::host::testing::tensor;
+        let Some(dev) = device() else { return };
+        if !(ClCtx { dev: &dev }).has_fp64() {
+            return;
+        }
+        let mut xs: Vec<f64> = rand(11, 200, -4.0, 4.0).iter().map(|&v| v as f64 + 1e-9).collect();
+        xs.extend([0.0, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e-300, -25.0, 25.0, 0.5, -2.5, 1.0]);
+        let x = tensor(DType::F64, &[xs.len() as i64], &xs);
+        let s = |v: &str| AttrValue::Str(v.into());
+        let f = AttrValue::Float;
+        let none = Attrs::default();
+        let mut cases: Vec<(&str, Attrs)> = [
+            "Gelu",
+            "Erf",
+            "HardSigmoid",
+            "HardSwish",
+            "Mish",
+            "Celu",
+            "ThresholdedRelu",
+            "Log",
+            "Reciprocal",
+            "Floor",
+            "Ceil",
+            "Round",
+            "Sign",
+            "Sin",
+            "Cos",
+            "Tan",
+            "Asin",
+            "Acos",
+            "Atan",
+            "Sinh",
+            "Cosh",
+            "Asinh",
+            "Acosh",
+            "Atanh", // and the elementwise family's f32 maps that take f64 too:
+            "Relu",
+            "LeakyRelu",
+            "Elu",
+            "Selu",
+        ]
+        .into_iter()
+        .map(|n| (n, none.clone()))
+        .collect();
+        cases.push(("Gelu", attrs(&[("approximate", s("tanh"))])));
+        cases.push(("HardSigmoid", attrs(&[("alpha", f(0.7)), ("beta", f(-0.1))])));
+        cases.push(("Celu", attrs(&[("alpha", f(0.3))])));
+        cases.push(("LeakyRelu", attrs(&[("alpha", f(0.3))])));
+        cases.push(("Selu", attrs(&[("alpha", f(2.0)), ("gamma", f(0.5))])));
+        for (name, a) in cases {
+            let def = OPS.iter().find(|o| o.name == name).unwrap();
+            let infos = [Some(TensorInfo { dtype: x.dtype, shape: &x.shape, value: None })];
+            let (dtype, shape) = (def.infer)(&infos, &a).unwrap().remove(0);
+            let mut want = [HostTensor::zeros(dtype, &shape).unwrap()];
+            (def.op.id().host_kernel().unwrap())(&[Some(&x)], &a, &mut want).unwrap();
+            let got = run_kernel(&dev, name, &[Some(x.clone())], &infos, &a, &want).remove(0);
+            let got = HostTensor::new(DType::F64, shape.clone(), got).unwrap().to_f64();
+            let exact = matches!(name, "Floor" | "Ceil" | "Round" | "Sign" | "ThresholdedRelu" | "Relu" | "LeakyRelu");
+            for (i, (w, g)) in want[0].to_f64().into_iter().zip(got).enumerate() {
+                let tol = if exact { 0.0 } else { 1e-14 + 1e-12 * w.abs() };
+                let ok = (w.is_nan() && g.is_nan()) || w == g || (w - g).abs() <= tol;
+                assert!(ok, "{name} {a} x = {}: host {w:e}, OpenCL {g:e}", xs[i]);
+            }
+        }
     }
 }

@@ -373,6 +373,24 @@ pub(super) fn unary_f32(
     Ok(())
 }
 
+/// A unary map of the activation family: `f` on f32 (f16 and bf16 compute in f32, as
+/// [`unary_f32`]), `g` on f64.
+pub(super) fn unary_f32_f64(
+    ins: &[Option<&HostTensor>],
+    attrs: &Attrs,
+    outs: &mut [HostTensor],
+    validate: Validate,
+    f: impl Fn(f32) -> f32,
+    g: impl Fn(f64) -> f64,
+) -> Result<(), String> {
+    if ins.first().copied().flatten().is_some_and(|x| x.dtype == DType::F64) {
+        prepare(ins, attrs, outs, validate, infer_f32_f64)?;
+        map::<f64>(req(ins, 0)?, first(outs)?, g);
+        return Ok(());
+    }
+    unary_f32(ins, attrs, outs, validate, f)
+}
+
 fn clip(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     prepare(ins, attrs, outs, validate_clip, infer_clip)?;
     let x = req(ins, 0)?;
@@ -401,7 +419,15 @@ fn clip(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> 
 
 fn leaky_relu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     let alpha = attrs.float("alpha", 0.01) as f32;
-    unary_f32(ins, attrs, outs, validate_leaky_relu, |v| if v > 0.0 { v } else { v * alpha })
+    let a64 = alpha as f64;
+    unary_f32_f64(
+        ins,
+        attrs,
+        outs,
+        validate_leaky_relu,
+        |v| if v > 0.0 { v } else { v * alpha },
+        |v| if v > 0.0 { v } else { v * a64 },
+    )
 }
 
 fn sigmoid(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -429,7 +455,15 @@ fn sqrt(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> 
 
 fn elu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
     let alpha = attrs.float("alpha", 1.0) as f32;
-    unary_f32(ins, attrs, outs, validate_elu, |v| if v > 0.0 { v } else { alpha * v.exp_m1() })
+    let a64 = alpha as f64;
+    unary_f32_f64(
+        ins,
+        attrs,
+        outs,
+        validate_elu,
+        |v| if v > 0.0 { v } else { alpha * v.exp_m1() },
+        |v| if v > 0.0 { v } else { a64 * v.exp_m1() },
+    )
 }
 
 fn selu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -437,7 +471,15 @@ fn selu(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> 
     // f32 values exactly.
     let alpha = attrs.float("alpha", 1.673_263_2_f32 as f64) as f32;
     let gamma = attrs.float("gamma", 1.050_701_f32 as f64) as f32;
-    unary_f32(ins, attrs, outs, validate_selu, |v| if v > 0.0 { gamma * v } else { gamma * (alpha * v.exp() - alpha) })
+    let (a64, g64) = (alpha as f64, gamma as f64);
+    unary_f32_f64(
+        ins,
+        attrs,
+        outs,
+        validate_selu,
+        |v| if v > 0.0 { gamma * v } else { gamma * (alpha * v.exp() - alpha) },
+        |v| if v > 0.0 { g64 * v } else { g64 * (a64 * v.exp() - a64) },
+    )
 }
 
 fn softplus(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
@@ -1230,6 +1272,9 @@ fn lrn(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> R
 
 pub fn relu(ins: &[Option<&HostTensor>], attrs: &Attrs, out: &mut [HostTensor]) -> Result<(), String> {
     let x = super::host::need(ins, 0, "Relu")?;
+    if x.dtype == DType::F64 {
+        return unary_f32_f64(ins, attrs, out, no_checks, |v| v.max(0.0), |v| v.max(0.0));
+    }
     if matches!(x.dtype, DType::F16 | DType::BF16) {
         // Computed in f32 and rounded, as the other f32 maps.
         return unary_f32(ins, attrs, out, no_checks, |v| v.max(0.0));

@@ -374,8 +374,11 @@ fn relu(ctx: &ClCtx, ins: &[Option<ClTensor>], _: &[Option<TensorInfo>], _: &Att
     if matches!(x.dtype, DType::F16 | DType::BF16) {
         return unary_f32(ctx, &ins[..1], outs, "fmax(v, 0.0f)", Vec::new());
     }
+    if x.dtype == DType::F64 {
+        return unary_f64(ctx, &ins[..1], outs, "fmax(v, 0.0)", Vec::new());
+    }
     if x.dtype != DType::F32 {
-        return Err(format!("Relu supports f32, f16 and bf16 tensors, found {}", x.dtype));
+        return Err(format!("Relu supports f32, f16, bf16 and f64 tensors, found {}", x.dtype));
     }
     let t = cl_type(x.dtype);
     map_kernel(ctx, x, y, t, t, false, "fmax(v, 0.0f)", Vec::new())
@@ -559,6 +562,56 @@ pub(super) fn unary_f32(
     map_kernel(ctx, x, y, t, t, false, expr, params)
 }
 
+/// A unary f64 operator `y = expr(v)` in double (the activation family's f64 maps): `expr`
+/// and `params` are in double; the device needs fp64.
+pub(super) fn unary_f64(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    outs: &[ClTensor],
+    expr: &str,
+    params: Vec<(&str, KernelArg)>,
+) -> Res {
+    let x = input(ins, 0, "X")?;
+    check_dtype(x, 0, "X", &[DType::F64])?;
+    need_fp64(ctx, x.dtype)?;
+    let y = output(outs, 0)?;
+    check_out(y, x.dtype, &x.shape)?;
+    map_kernel(ctx, x, y, "double", "double", true, expr, params)
+}
+
+/// The double form of an f32 map (`f32_map` here or in `super::activation_cl`): float literals (`0.5f`) lose their suffix (the
+/// double overloads are then chosen), `float` parameters become `double` (their values are
+/// f32 attributes, exact in double, as the host's f64 kernels take them), and Gelu's tanh
+/// saturates where tanh is ±1 in double (|u| > 20).
+pub(super) fn double_map(expr: &str, params: Params) -> Result<(String, Params), String> {
+    let expr = expr.replace("> 10.0f", "> 20.0f");
+    let mut out = String::with_capacity(expr.len());
+    let mut prev = ' ';
+    for c in expr.chars() {
+        if !(c == 'f' && (prev.is_ascii_digit() || prev == '.')) {
+            out.push(c);
+        }
+        prev = c;
+    }
+    let mut doubles = Vec::with_capacity(params.len());
+    for (decl, arg) in params {
+        let (Some(name), KernelArg::Bytes(b, 4)) = (decl.strip_prefix("float "), &arg) else {
+            return Err(format!("parameter `{decl}` has no double form"));
+        };
+        let v = f32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as f64;
+        let decl: &'static str = match name {
+            "alpha" => "double alpha",
+            "beta" => "double beta",
+            "gamma" => "double gamma",
+            _ => return Err(format!("parameter `{decl}` has no double form")),
+        };
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&v.to_ne_bytes());
+        doubles.push((decl, KernelArg::Bytes(bytes, 8)));
+    }
+    Ok((out, doubles))
+}
+
 /// The f32 expression `y = expr(v)` of a unary operator (and its scalar parameters), shared
 /// by the buffer kernels here and the texture kernels (`super::texture_cl`); `None` for
 /// operators that are not f32 maps. Scalar inputs (Clip's bounds, Dropout's mode) are read
@@ -649,7 +702,8 @@ fn clip_bounds(infos: Infos, attrs: &Attrs) -> Result<[f32; 2], String> {
 }
 
 /// A buffer kernel for an f32 map of [`f32_map`]; the parameterless float maps also take
-/// f16 (computed in float) and f64, and Clip every numeric dtype.
+/// f16 (computed in float) and f64, LeakyRelu, Elu and Selu f64 (in double), and Clip
+/// every numeric dtype.
 fn mapped(op: Operator, ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, attrs: &Attrs, outs: &[ClTensor]) -> Res {
     let x = input(ins, 0, "X")?;
     if x.dtype != DType::F32 {
@@ -676,6 +730,10 @@ fn mapped(op: Operator, ctx: &ClCtx, ins: &[Option<ClTensor>], infos: Infos, att
         }
     }
     let (expr, params) = f32_map(op, infos, attrs)?.ok_or_else(|| format!("{} is not an f32 map", op.name()))?;
+    if x.dtype == DType::F64 && matches!(op, Operator::LeakyRelu | Operator::Elu | Operator::Selu) {
+        let (expr, params) = double_map(expr, params)?;
+        return unary_f64(ctx, &ins[..1], outs, &expr, params);
+    }
     unary_f32(ctx, &ins[..1.min(ins.len())], outs, expr, params)
 }
 

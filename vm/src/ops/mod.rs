@@ -18,6 +18,9 @@ pub mod bitwise;
 pub mod bitwise_cl;
 #[cfg(feature = "opencl")]
 pub mod cl;
+pub mod datadep;
+#[cfg(feature = "opencl")]
+pub mod datadep_cl;
 pub mod detection;
 #[cfg(feature = "opencl")]
 pub mod detection_cl;
@@ -106,6 +109,7 @@ static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
         detection::HOST,
         ml::HOST,
         flex::HOST,
+        datadep::HOST,
     ])
 });
 
@@ -131,6 +135,7 @@ static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
         detection_cl::CL,
         ml_cl::CL,
         flex_cl::CL,
+        datadep_cl::CL,
     ])
 });
 

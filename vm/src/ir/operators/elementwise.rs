@@ -16,7 +16,7 @@ pub static OPS: &[OpDef] = &[
         validate validate_clip, infer infer_clip,
         "clamp to [min, max]: attributes (opset 6) or scalar inputs 2, 3 (opset 11+); default ±inf"),
     op!(LeakyRelu, in 1..=1, out 1..=1, attrs &[attr!("alpha", Float)],
-        validate validate_leaky_relu, infer infer_f32, "x > 0 ? x : alpha * x (alpha 0.01)"),
+        validate validate_leaky_relu, infer infer_f32_f64, "x > 0 ? x : alpha * x (alpha 0.01)"),
     op!(Sigmoid, in 1..=1, out 1..=1, attrs &[], infer infer_float, "1 / (1 + exp(-x))"),
     op!(Tanh, in 1..=1, out 1..=1, attrs &[], infer infer_float, "tanh(x)"),
     op!(Exp, in 1..=1, out 1..=1, attrs &[], infer infer_float, "exp(x)"),
@@ -27,9 +27,9 @@ pub static OPS: &[OpDef] = &[
     op!(Neg, in 1..=1, out 1..=1, attrs &[], infer infer_signed, "-x (floats and signed integers; integers wrap)"),
     op!(Abs, in 1..=1, out 1..=1, attrs &[], infer infer_abs, "|x| (every numeric dtype; integers wrap)"),
     op!(Elu, in 1..=1, out 1..=1, attrs &[attr!("alpha", Float)],
-        validate validate_elu, infer infer_f32, "x > 0 ? x : alpha * (exp(x) - 1) (alpha 1.0)"),
+        validate validate_elu, infer infer_f32_f64, "x > 0 ? x : alpha * (exp(x) - 1) (alpha 1.0)"),
     op!(Selu, in 1..=1, out 1..=1, attrs &[attr!("alpha", Float), attr!("gamma", Float)],
-        validate validate_selu, infer infer_f32,
+        validate validate_selu, infer infer_f32_f64,
         "gamma * (x > 0 ? x : alpha * (exp(x) - 1)) (alpha 1.6732632, gamma 1.0507010)"),
     op!(Softplus, in 1..=1, out 1..=1, attrs &[], infer infer_float, "ln(1 + exp(x)), computed stably"),
     op!(Softsign, in 1..=1, out 1..=1, attrs &[], infer infer_float, "x / (1 + |x|)"),
@@ -187,6 +187,9 @@ pub(crate) const ARITH: &[DType] = &[
 /// The f32 maps (the activation family, LeakyRelu, Elu, Selu) take f16 and bf16 too,
 /// computed in f32 and rounded once.
 pub(crate) const F32_BF16: &[DType] = &[DType::F32, DType::F16, DType::BF16];
+/// The unary maps of the activation family, Relu, LeakyRelu, Elu and Selu take f64 too,
+/// computed in f64.
+pub(crate) const F32_BF16_F64: &[DType] = &[DType::F32, DType::F16, DType::BF16, DType::F64];
 
 /// An element type the kernels compute in, read from and written to little-endian bytes.
 /// (Every implementor is a plain number: any bit pattern is a valid value.)
@@ -422,6 +425,13 @@ pub(crate) fn validate_add(a: &Attrs) -> Result<(), String> {
 pub(crate) fn infer_f32(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
     let x = input(ins, 0, "X")?;
     check_dtype(x, 0, "X", F32_BF16)?;
+    Ok(vec![(x.dtype, x.shape.to_vec())])
+}
+
+/// [`infer_f32`] with f64 too: the activation family's maps, Relu, LeakyRelu, Elu, Selu.
+pub(crate) fn infer_f32_f64(ins: &[Option<TensorInfo>], _: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let x = input(ins, 0, "X")?;
+    check_dtype(x, 0, "X", F32_BF16_F64)?;
     Ok(vec![(x.dtype, x.shape.to_vec())])
 }
 

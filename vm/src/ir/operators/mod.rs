@@ -10,6 +10,7 @@ pub mod activation;
 pub mod attention;
 pub mod bitwise;
 pub mod blocked;
+pub mod datadep;
 pub mod detection;
 pub mod elementwise;
 pub mod flex;
@@ -38,7 +39,7 @@ use crate::ir::schema::{op, OpDef};
 use std::sync::LazyLock;
 
 /// Operators defined here; the families live in their own modules.
-static CORE: &[OpDef] = &[op!(Relu, in 1..=1, out 1..=1, attrs &[], infer elementwise::infer_f32, "max(x, 0)")];
+static CORE: &[OpDef] = &[op!(Relu, in 1..=1, out 1..=1, attrs &[], infer elementwise::infer_f32_f64, "max(x, 0)")];
 
 /// Every operator's schema, by [`OpId`]: the families' tables merged in [`Operator`] order
 /// (a test checks that every operator has exactly one schema).
@@ -64,6 +65,7 @@ pub static OPS: LazyLock<Vec<&'static OpDef>> = LazyLock::new(|| {
         .chain(detection::OPS)
         .chain(ml::OPS)
         .chain(flex::OPS)
+        .chain(datadep::OPS)
         .collect();
     all.sort_by_key(|d| d.op);
     all

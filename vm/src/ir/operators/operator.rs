@@ -53,6 +53,7 @@ operators! {
     Einsum Det
     Resize Upsample
     RoiAlign DeformConv TfIdfVectorizer Binarizer ArrayFeatureExtractor TreeEnsemble FlexAttention
+    NonZero Unique NonMaxSuppression
 }
 
 impl Operator {
