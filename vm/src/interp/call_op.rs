@@ -7,7 +7,7 @@ use super::state::*;
 use super::vm::Vm;
 use crate::interp::exec::write_view;
 use crate::ir::bytecode::{ArgKind, Instr, OpId};
-use crate::ir::host_tensor::HostTensor;
+use crate::ir::host_tensor::{HostTensor, TensorMut, TensorRef};
 use crate::ir::module::{Function, Module};
 use crate::ir::types::Scope;
 use crate::ops::{Attrs, TensorInfo};
@@ -74,6 +74,55 @@ pub(crate) struct OpCall<'a> {
     /// Host copies of the inputs the call reads on the host.
     pub(crate) host_in: &'a [Option<HostTensor>],
     pub(crate) attrs: &'a Attrs,
+    /// The operator's in-place host kernel runs on the operands' memory ([`in_place`]):
+    /// `host_in` holds only what inference reads.
+    pub(crate) in_place: bool,
+}
+
+/// Whether a host operator call can run its in-place kernel: every operand a dense run of
+/// host memory, every output given and writable, and no output overlapping an input or
+/// another output (the kernel borrows the inputs shared and the outputs exclusively).
+pub(crate) fn in_place(op: OpId, inputs: &[Option<Shared<View>>], outputs: &[Option<Shared<View>>]) -> bool {
+    fn span(v: &View) -> Option<(usize, usize)> {
+        if v.handle.is_some() || v.image.is_some() || !v.storage.in_host_memory() {
+            return None;
+        }
+        let len = usize::try_from(v.numel() * v.dtype.size() as u64).ok()?;
+        let start = (v.storage.host_ptr() as usize).checked_add(v.offset as usize)?;
+        Some((start, start.checked_add(len)?))
+    }
+    let overlap = |a: (usize, usize), b: (usize, usize)| a.0 < b.1 && b.0 < a.1;
+    if op.view_kernel().is_none() || outputs.is_empty() {
+        return false;
+    }
+    let mut outs: SmallVec<[(usize, usize); 2]> = SmallVec::new();
+    for v in outputs {
+        match v.as_deref().filter(|v| !v.storage.is_constant()).and_then(span) {
+            Some(o) if outs.iter().all(|&p| !overlap(p, o)) => outs.push(o),
+            _ => return false,
+        }
+    }
+    inputs.iter().flatten().all(|v| span(v).is_some_and(|i| outs.iter().all(|&o| !overlap(o, i))))
+}
+
+/// A host view's bytes in place.
+///
+/// # Safety
+/// `v` is a dense host-memory view ([`in_place`] checked it) and no `&mut` to its bytes
+/// lives as long as the slice.
+unsafe fn host_bytes(v: &View) -> &[u8] {
+    let len = (v.numel() * v.dtype.size() as u64) as usize;
+    std::slice::from_raw_parts(v.storage.host_ptr().add(v.offset as usize), len)
+}
+
+/// [`host_bytes`], mutable.
+///
+/// # Safety
+/// As for [`host_bytes`], and no other reference to these bytes lives as long as the slice.
+#[allow(clippy::mut_from_ref)]
+unsafe fn host_bytes_mut(v: &View) -> &mut [u8] {
+    let len = (v.numel() * v.dtype.size() as u64) as usize;
+    std::slice::from_raw_parts_mut(v.storage.host_ptr().add(v.offset as usize), len)
 }
 
 /// Host tensors whose buffers go back to the [`Scratch`] pool when dropped.
@@ -414,9 +463,11 @@ impl Vm {
         host_in.resize_with(inputs.len(), || None);
         // Operators whose output shapes depend on their data read every input, whatever its size.
         let whole = crate::ir::operators::datadep::reads_whole_inputs(def.op);
+        // (Its outputs are fresh storages, so in place only asks about the inputs.)
+        let in_place = dev.is_none() && !noop && op.view_kernel().is_some() && in_place(op, &inputs, &[]);
         for (slot, v) in host_in.iter_mut().zip(&inputs) {
             match v {
-                Some(v) if (dev.is_none() && !noop) || whole || inference_reads_value(v) => {
+                Some(v) if (dev.is_none() && !noop && !in_place) || whole || inference_reads_value(v) => {
                     *slot = Some(self.read_recycled(v).map_err(io_err)?)
                 }
                 _ => {}
@@ -447,8 +498,17 @@ impl Vm {
             outputs.push(Some(View::make(st, ViewSpec::buffer(0, *dtype, shape, bytes), site, None).or_else(fault)?));
         }
         if !noop {
-            let call =
-                OpCall { dev, op, def, inputs: &inputs, outputs: &outputs, infos: &infos, host_in: &host_in, attrs };
+            let call = OpCall {
+                dev,
+                op,
+                def,
+                inputs: &inputs,
+                outputs: &outputs,
+                infos: &infos,
+                host_in: &host_in,
+                attrs,
+                in_place,
+            };
             self.run_op(&call, &inferred)?;
         }
         Ok(outputs.into_iter().flatten().collect())
@@ -512,6 +572,7 @@ impl Vm {
         }
         let dev = first.and_then(|v| v.storage.device_state().device());
         let io_err = |e: Box<String>| Box::new(Fault { message: *e, notes: vec![] });
+        let in_place = dev.is_none() && !noop && !textured && in_place(op, inputs, outputs);
         // Shape inference needs the values of shape-like inputs; on a device only small
         // inputs (scalars, shapes, pads, indices) are read back for it.
         let mut host_in: Recycled<Option<HostTensor>> = Recycled::new(&self.scratch);
@@ -522,7 +583,10 @@ impl Vm {
             match v {
                 // Constants need not be read when only inference wants them and it has
                 // seen them before: `memo` below.
-                Some(v) if (dev.is_none() && !noop) || (inference_reads_value(v) && !v.storage.is_constant()) => {
+                Some(v)
+                    if (dev.is_none() && !noop && !in_place)
+                        || (inference_reads_value(v) && !v.storage.is_constant()) =>
+                {
                     *slot = Some(self.read_recycled(v).map_err(io_err)?)
                 }
                 _ => {}
@@ -555,15 +619,17 @@ impl Vm {
             .collect();
         if textured {
             return self.op_call_blocked(
-                &OpCall { dev, op, def, inputs, outputs, infos: &infos, host_in: &host_in, attrs },
+                &OpCall { dev, op, def, inputs, outputs, infos: &infos, host_in: &host_in, attrs, in_place: false },
                 noop,
             );
         }
         if let Some(inferred) = memo {
             // (With no-op kernels a remembered call returned above.)
             refuse_constant_outputs(def, outputs)?;
-            return self
-                .run_op(&OpCall { dev, op, def, inputs, outputs, infos: &infos, host_in: &host_in, attrs }, &inferred);
+            return self.run_op(
+                &OpCall { dev, op, def, inputs, outputs, infos: &infos, host_in: &host_in, attrs, in_place },
+                &inferred,
+            );
         }
         let inferred = (def.infer)(&infos, attrs).or_else(|e| fault(format!("@onnx.{}: {e}", def.name)))?;
         if inferred.len() < outputs.len() {
@@ -602,7 +668,10 @@ impl Vm {
         if noop {
             return Ok(());
         }
-        self.run_op(&OpCall { dev, op, def, inputs, outputs, infos: &infos, host_in: &host_in, attrs }, &inferred)
+        self.run_op(
+            &OpCall { dev, op, def, inputs, outputs, infos: &infos, host_in: &host_in, attrs, in_place },
+            &inferred,
+        )
     }
 
     /// Sets the [`QuickCheck`]s of operator call site `site`, or unsets them (`None`, or
@@ -636,9 +705,25 @@ impl Vm {
 
     /// Runs an operator's kernel once its output types are known to match its views.
     pub(crate) fn run_op(&self, call: &OpCall, inferred: &[crate::ops::OutInfo]) -> Step<()> {
-        let OpCall { dev, def, outputs, host_in, attrs, .. } = *call;
+        let OpCall { dev, op, def, inputs, outputs, host_in, attrs, in_place, .. } = *call;
         if let Some(dev) = dev {
             return self.op_call_device(dev, call);
+        }
+        if let (true, Some(kernel)) = (in_place, op.view_kernel()) {
+            // SAFETY: `in_place` checked that every operand is a dense run of host memory
+            // and that no output overlaps another operand.
+            let ins: SmallVec<[Option<TensorRef>; 6]> = inputs
+                .iter()
+                .map(|v| {
+                    v.as_ref().map(|v| TensorRef { dtype: v.dtype, shape: &v.shape, data: unsafe { host_bytes(v) } })
+                })
+                .collect();
+            let mut outs: SmallVec<[TensorMut; 2]> = outputs
+                .iter()
+                .flatten()
+                .map(|v| TensorMut { dtype: v.dtype, shape: &v.shape, data: unsafe { host_bytes_mut(v) } })
+                .collect();
+            return kernel(&ins, attrs, &mut outs).or_else(|e| fault(format!("@onnx.{}: {e}", def.name)));
         }
         let mut outs: Recycled<HostTensor> = Recycled::new(&self.scratch);
         for (dtype, shape) in inferred {

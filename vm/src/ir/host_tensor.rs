@@ -147,12 +147,50 @@ impl HostTensor {
 
     /// Every element converted to f64.
     pub fn to_f64(&self) -> Vec<f64> {
-        self.data.chunks(self.dtype.size()).map(|c| load_f64(self.dtype, c)).collect()
+        TensorRef::from(self).to_f64()
     }
 
     /// Every element converted to i64.
     pub fn to_i64(&self) -> Vec<i64> {
         self.data.chunks(self.dtype.size()).map(|c| load_i64(self.dtype, c)).collect()
+    }
+}
+
+/// A tensor's bytes borrowed where they are (a host view's memory, or a [`HostTensor`]'s):
+/// an input of an in-place kernel.
+#[derive(Clone, Copy, Debug)]
+pub struct TensorRef<'a> {
+    pub dtype: DType,
+    pub shape: &'a [i64],
+    pub data: &'a [u8],
+}
+
+/// A tensor's bytes borrowed mutably where they are: an output of an in-place kernel,
+/// holding whatever the memory held before (the kernel writes every element).
+#[derive(Debug)]
+pub struct TensorMut<'a> {
+    pub dtype: DType,
+    pub shape: &'a [i64],
+    pub data: &'a mut [u8],
+}
+
+impl<'a> TensorRef<'a> {
+    /// Every element converted to f64.
+    pub fn to_f64(&self) -> Vec<f64> {
+        self.data.chunks(self.dtype.size()).map(|c| load_f64(self.dtype, c)).collect()
+    }
+}
+
+impl<'a> From<&'a HostTensor> for TensorRef<'a> {
+    fn from(t: &'a HostTensor) -> Self {
+        TensorRef { dtype: t.dtype, shape: &t.shape, data: &t.data }
+    }
+}
+
+impl HostTensor {
+    /// The tensor's bytes borrowed mutably.
+    pub fn view_mut(&mut self) -> TensorMut<'_> {
+        TensorMut { dtype: self.dtype, shape: &self.shape, data: &mut self.data }
     }
 }
 

@@ -2,13 +2,31 @@
 //! dense row-major host tensors.
 
 use super::{Attrs, InferFn, OutInfo, TensorInfo};
-use crate::ir::host_tensor::HostTensor;
+use crate::ir::host_tensor::{HostTensor, TensorMut, TensorRef};
 use crate::ir::operators::shape::broadcast_strides;
 use crate::ir::operators::tensor::check_data;
 use crate::ir::types::DType;
 
 /// A host kernel: computes the outputs (pre-shaped, zeroed) from the inputs on the host.
 pub type HostFn = fn(&[Option<&HostTensor>], &Attrs, &mut [HostTensor]) -> Result<(), String>;
+
+/// An in-place host kernel: reads its inputs and writes its outputs where they lie (a host
+/// view's memory), and writes every element of its outputs, which hold stale bytes. On
+/// the host device the operators that have one run without copying an operand (weights
+/// included) into or out of a scratch buffer; their [`HostFn`] is [`on_tensors`] over it.
+pub type ViewFn = fn(&[Option<TensorRef>], &Attrs, &mut [TensorMut]) -> Result<(), String>;
+
+/// Runs an in-place kernel on host tensors.
+pub fn on_tensors(
+    f: ViewFn,
+    ins: &[Option<&HostTensor>],
+    attrs: &Attrs,
+    outs: &mut [HostTensor],
+) -> Result<(), String> {
+    let refs: smallvec::SmallVec<[Option<TensorRef>; 6]> = ins.iter().map(|t| t.map(TensorRef::from)).collect();
+    let mut muts: smallvec::SmallVec<[TensorMut; 2]> = outs.iter_mut().map(HostTensor::view_mut).collect();
+    f(&refs, attrs, &mut muts)
+}
 
 // ---------------------------------------------------------------------------------------
 // The prologue the kernels share: the inputs' data checked against their shapes, the
@@ -71,7 +89,12 @@ pub fn f32s(t: &HostTensor, op: &str) -> Result<Vec<f32>, String> {
 
 /// Stores f32 elements into a tensor of the same element count.
 pub fn put_f32s(t: &mut HostTensor, v: &[f32]) {
-    for (chunk, x) in t.data.chunks_exact_mut(4).zip(v) {
+    store_f32s(&mut t.data, v)
+}
+
+/// Stores f32 elements as little-endian bytes.
+pub fn store_f32s(out: &mut [u8], v: &[f32]) {
+    for (chunk, x) in out.chunks_exact_mut(4).zip(v) {
         chunk.copy_from_slice(&x.to_le_bytes());
     }
 }

@@ -78,7 +78,7 @@ pub use crate::ir::attrs::{AttrKind, AttrSpec, AttrTable, AttrValue, Attrs};
 pub use crate::ir::bytecode::OpId;
 pub use crate::ir::operators::{blocked, shape, Operator, OPS};
 pub use crate::ir::schema::{InferFn, OpDef, OutInfo, TensorInfo};
-pub use host::HostFn;
+pub use host::{HostFn, ViewFn};
 
 use crate::ir::bytecode::EntityRef;
 use crate::ir::operators::by_id;
@@ -112,6 +112,9 @@ static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
         datadep::HOST,
     ])
 });
+
+/// The operators whose host kernels run in place, on the operands' memory.
+static VIEW_KERNELS: LazyLock<Vec<Option<ViewFn>>> = LazyLock::new(|| by_id(&[nn::VIEW]));
 
 #[cfg(feature = "opencl")]
 static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {
@@ -159,6 +162,13 @@ impl OpId {
             .copied()
             .flatten()
             .ok_or_else(|| format!("operator {} has no host kernel", self.0))
+    }
+
+    /// The operator's in-place host kernel, if it has one (its [`OpId::host_kernel`] runs
+    /// the same kernel on host tensors).
+    #[inline]
+    pub fn view_kernel(self) -> Option<ViewFn> {
+        VIEW_KERNELS.get(self.index()).copied().flatten()
     }
 
     /// The operator's OpenCL buffer kernel, if it has one.

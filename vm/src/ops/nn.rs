@@ -6,10 +6,9 @@
 //! im2col (skipped for pointwise kernels) plus a packed, cache-blocked GEMM; the GEMM and
 //! the per-(batch, group) work split over the available cores once the work is large.
 
-use super::host::HostFn;
-use super::host::{f32s, put_f32s};
+use super::host::{on_tensors, store_f32s, HostFn, ViewFn};
 use super::Attrs;
-use crate::ir::host_tensor::{load_f64, numel, store_f64, HostTensor};
+use crate::ir::host_tensor::{load_f64, numel, store_f64, TensorMut, TensorRef};
 use crate::ir::operators::nn::*;
 use crate::ir::operators::shape::broadcast_strides;
 use crate::ir::operators::Operator;
@@ -18,8 +17,8 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
-/// This family's host kernels.
-pub(crate) static HOST: &[(Operator, HostFn)] = &[
+/// This family's in-place host kernels.
+pub(crate) static VIEW: &[(Operator, ViewFn)] = &[
     (Operator::Conv, conv),
     (Operator::ConvTranspose, conv_transpose),
     (Operator::MaxPool, max_pool),
@@ -30,6 +29,18 @@ pub(crate) static HOST: &[(Operator, HostFn)] = &[
     (Operator::MatMul, matmul),
 ];
 
+/// This family's host kernels: the in-place ones on host tensors.
+pub(crate) static HOST: &[(Operator, HostFn)] = &[
+    (Operator::Conv, |i, a, o| on_tensors(conv, i, a, o)),
+    (Operator::ConvTranspose, |i, a, o| on_tensors(conv_transpose, i, a, o)),
+    (Operator::MaxPool, |i, a, o| on_tensors(max_pool, i, a, o)),
+    (Operator::AveragePool, |i, a, o| on_tensors(average_pool, i, a, o)),
+    (Operator::GlobalAveragePool, |i, a, o| on_tensors(global_average_pool, i, a, o)),
+    (Operator::GlobalMaxPool, |i, a, o| on_tensors(global_max_pool, i, a, o)),
+    (Operator::Gemm, |i, a, o| on_tensors(gemm_op, i, a, o)),
+    (Operator::MatMul, |i, a, o| on_tensors(matmul, i, a, o)),
+];
+
 fn prod(v: &[usize]) -> usize {
     v.iter().product()
 }
@@ -37,7 +48,7 @@ fn prod(v: &[usize]) -> usize {
 // ---------------------------------------------------------------------------------------
 // Host kernels.
 
-fn host_input<'a>(ins: &[Option<&'a HostTensor>], i: usize, name: &str) -> Result<&'a HostTensor, String> {
+fn host_input<'a>(ins: &[Option<TensorRef<'a>>], i: usize, name: &str) -> Result<TensorRef<'a>, String> {
     ins.get(i).copied().flatten().ok_or_else(|| format!("the input {name} is required"))
 }
 
@@ -62,21 +73,21 @@ fn f32_view_mut(data: &mut [u8]) -> Option<&mut [f32]> {
 }
 
 /// The f32 elements of an input, checked against its shape (borrowed when aligned).
-fn values<'a>(t: &'a HostTensor, name: &str) -> Result<Cow<'a, [f32]>, String> {
+fn values<'a>(t: TensorRef<'a>, name: &str) -> Result<Cow<'a, [f32]>, String> {
     if t.dtype != DType::F32 {
         return Err(format!("{name} must be f32, found {}{:?}", t.dtype, t.shape));
     }
-    if numel(&t.shape).and_then(|n| n.checked_mul(4)) != Some(t.data.len() as u64) {
-        return Err(format!("{name}: {} bytes of data do not match the shape {}", t.data.len(), ty(&t.shape)));
+    if numel(t.shape).and_then(|n| n.checked_mul(4)) != Some(t.data.len() as u64) {
+        return Err(format!("{name}: {} bytes of data do not match the shape {}", t.data.len(), ty(t.shape)));
     }
-    Ok(match f32_view(&t.data) {
+    Ok(match f32_view(t.data) {
         Some(v) => Cow::Borrowed(v),
-        None => Cow::Owned(f32s(t, name)?),
+        None => Cow::Owned(t.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
     })
 }
 
 /// Checks that output `i` was allocated as `dtype[shape]`.
-fn check_out(outs: &[HostTensor], i: usize, dtype: DType, shape: &[i64]) -> Result<(), String> {
+fn check_out(outs: &[TensorMut], i: usize, dtype: DType, shape: &[i64]) -> Result<(), String> {
     let o = outs.get(i).ok_or_else(|| format!("output {} is missing", i + 1))?;
     let bytes = numel(shape).and_then(|n| n.checked_mul(dtype.size() as u64));
     if o.dtype != dtype || o.shape != shape || bytes != Some(o.data.len() as u64) {
@@ -86,32 +97,32 @@ fn check_out(outs: &[HostTensor], i: usize, dtype: DType, shape: &[i64]) -> Resu
 }
 
 /// Runs `f` on an f32 output's elements, zeroed first (in place when aligned).
-fn fill_f32(out: &mut HostTensor, f: impl FnOnce(&mut [f32]) -> Result<(), String>) -> Result<(), String> {
-    if let Some(v) = f32_view_mut(&mut out.data) {
+fn fill_f32(out: &mut TensorMut, f: impl FnOnce(&mut [f32]) -> Result<(), String>) -> Result<(), String> {
+    if let Some(v) = f32_view_mut(out.data) {
         v.fill(0.0);
         return f(v);
     }
     let mut v = vec![0f32; out.data.len() / 4];
     f(&mut v)?;
-    put_f32s(out, &v);
+    store_f32s(out.data, &v);
     Ok(())
 }
 
 /// Runs `f` on an f32 output's elements (in place when aligned, with whatever they held:
 /// `f` must write every element).
-fn write_f32(out: &mut HostTensor, f: impl FnOnce(&mut [f32]) -> Result<(), String>) -> Result<(), String> {
-    if let Some(v) = f32_view_mut(&mut out.data) {
+fn write_f32(out: &mut TensorMut, f: impl FnOnce(&mut [f32]) -> Result<(), String>) -> Result<(), String> {
+    if let Some(v) = f32_view_mut(out.data) {
         return f(v);
     }
     let mut v = vec![0f32; out.data.len() / 4];
     f(&mut v)?;
-    put_f32s(out, &v);
+    store_f32s(out.data, &v);
     Ok(())
 }
 
-fn conv(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+fn conv(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
     let (x, w, b) = (host_input(ins, 0, "X")?, host_input(ins, 1, "W")?, ins.get(2).copied().flatten());
-    let cd = conv_dims(&x.shape, &w.shape, b.map(|b| &b.shape[..]), attrs)?;
+    let cd = conv_dims(x.shape, w.shape, b.map(|b| b.shape), attrs)?;
     let d = operands_dtype(&[Some(x), Some(w), b])?;
     check_out(outs, 0, d, &cd.out_shape)?;
     match d {
@@ -134,9 +145,9 @@ fn conv(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> 
     }
 }
 
-fn conv_transpose(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+fn conv_transpose(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
     let (x, w, b) = (host_input(ins, 0, "X")?, host_input(ins, 1, "W")?, ins.get(2).copied().flatten());
-    let cd = conv_transpose_dims(&x.shape, &w.shape, b.map(|b| &b.shape[..]), attrs)?;
+    let cd = conv_transpose_dims(x.shape, w.shape, b.map(|b| b.shape), attrs)?;
     let d = operands_dtype(&[Some(x), Some(w), b])?;
     check_out(outs, 0, d, &cd.out_shape)?;
     match d {
@@ -164,7 +175,7 @@ fn conv_transpose(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTe
 // kernels and rounded back; f64 is computed in f64 by the plain loops below.
 
 /// The one dtype of a product's operands (f32, f16, bf16 or f64).
-fn operands_dtype(ts: &[Option<&HostTensor>]) -> Result<DType, String> {
+fn operands_dtype(ts: &[Option<TensorRef>]) -> Result<DType, String> {
     let mut it = ts.iter().flatten();
     let d = it.next().map_or(DType::F32, |t| t.dtype);
     if !MATMUL_FLOATS.contains(&d) {
@@ -177,15 +188,15 @@ fn operands_dtype(ts: &[Option<&HostTensor>]) -> Result<DType, String> {
 }
 
 /// The data of `t` checked against its shape.
-fn check_len(t: &HostTensor, name: &str) -> Result<(), String> {
-    if numel(&t.shape).and_then(|n| n.checked_mul(t.dtype.size() as u64)) != Some(t.data.len() as u64) {
+fn check_len(t: TensorRef, name: &str) -> Result<(), String> {
+    if numel(t.shape).and_then(|n| n.checked_mul(t.dtype.size() as u64)) != Some(t.data.len() as u64) {
         return Err(format!("{name}: {} bytes of data do not match the shape {}{:?}", t.data.len(), t.dtype, t.shape));
     }
     Ok(())
 }
 
 /// An f32, f16 or bf16 input's elements as f32 (exact).
-fn wide<'a>(t: &'a HostTensor, name: &str) -> Result<Cow<'a, [f32]>, String> {
+fn wide<'a>(t: TensorRef<'a>, name: &str) -> Result<Cow<'a, [f32]>, String> {
     if t.dtype == DType::F32 {
         return values(t, name);
     }
@@ -194,13 +205,13 @@ fn wide<'a>(t: &'a HostTensor, name: &str) -> Result<Cow<'a, [f32]>, String> {
 }
 
 /// An input's elements as f64.
-fn wide64(t: &HostTensor, name: &str) -> Result<Vec<f64>, String> {
+fn wide64(t: TensorRef, name: &str) -> Result<Vec<f64>, String> {
     check_len(t, name)?;
     Ok(t.to_f64())
 }
 
 /// Stores values into a float output (rounding to nearest even for f16 and bf16).
-fn put_wide(out: &mut HostTensor, v: impl Iterator<Item = f64>) -> Result<(), String> {
+fn put_wide(out: &mut TensorMut, v: impl Iterator<Item = f64>) -> Result<(), String> {
     let (d, size) = (out.dtype, out.dtype.size());
     for (chunk, x) in out.data.chunks_exact_mut(size).zip(v) {
         store_f64(d, x, chunk);
@@ -386,15 +397,47 @@ impl ConvItem<'_> {
         self.mg < 4 && !self.pointwise()
     }
 
+    /// The group's weights packed once for all the GEMMs of its column chunks (none for the
+    /// direct loops); give the buffer back with [`ConvItem::unpack`].
+    fn pack(&self, wg: &[f32]) -> Option<PackedA> {
+        let krows = self.cg * self.kprod;
+        let a = Mat { d: wg, rs: krows, cs: 1, packed: None };
+        (!self.direct() && a.fits(self.mg, krows)).then(|| PackedA::new(a, self.mg, krows, WEIGHTS.take()))
+    }
+
+    fn unpack(p: Option<PackedA>) {
+        if let Some(p) = p {
+            WEIGHTS.set(p.data);
+        }
+    }
+
     /// Adds output columns `q0..q1` of a convolution item to `y` (`mg` row segments holding
     /// those columns). `xg` holds the group's input channels, `wg` its weights
-    /// ([Mg, Cg * kernel]).
-    fn conv_cols(&self, xg: &[f32], wg: &[f32], q0: usize, q1: usize, y: &mut [&mut [f32]]) -> Result<(), String> {
+    /// ([Mg, Cg * kernel]), `wp` them packed ([`ConvItem::pack`]).
+    #[allow(clippy::too_many_arguments)]
+    fn conv_cols(
+        &self,
+        xg: &[f32],
+        wg: &[f32],
+        wp: Option<&PackedA>,
+        q0: usize,
+        q1: usize,
+        y: &mut [&mut [f32]],
+    ) -> Result<(), String> {
         let (g, cg, mg, kprod) = (self.g, self.cg, self.mg, self.kprod);
         let krows = cg * kprod;
-        let a = Mat { d: wg, rs: krows, cs: 1 };
+        let a = Mat { d: wg, rs: krows, cs: 1, packed: wp };
         if self.pointwise() {
-            return gemm_rows(mg, q1 - q0, cg, 1.0, a, Mat { d: &xg[q0..], rs: self.in_plane, cs: 1 }, y, false);
+            return gemm_rows(
+                mg,
+                q1 - q0,
+                cg,
+                1.0,
+                a,
+                Mat { d: &xg[q0..], rs: self.in_plane, cs: 1, packed: None },
+                y,
+                false,
+            );
         }
         let nd = g.k.len();
         if self.direct() && nd <= 2 {
@@ -440,7 +483,7 @@ impl ConvItem<'_> {
                 let cols = &mut cols[..krows * wd];
                 im2col(xg, g, &self.taps, c0, c1, cols);
                 let mut sub: Vec<&mut [f32]> = y.iter_mut().map(|r| &mut r[c0 - q0..c1 - q0]).collect();
-                gemm_rows(mg, wd, krows, 1.0, a, Mat { d: cols, rs: wd, cs: 1 }, &mut sub, false)?;
+                gemm_rows(mg, wd, krows, 1.0, a, Mat { d: cols, rs: wd, cs: 1, packed: None }, &mut sub, false)?;
             }
             Ok(())
         };
@@ -606,7 +649,7 @@ impl ConvItem<'_> {
         let (g, cg, kprod, in_plane) = (self.g, self.cg, self.kprod, self.in_plane);
         let (krows, rows) = (self.mg * kprod, (m1 - m0) * kprod);
         // The product needs W's transpose: rows (m, tap), columns c.
-        let wt = Mat { d: &wg[m0 * kprod..], rs: 1, cs: krows };
+        let wt = Mat { d: &wg[m0 * kprod..], rs: 1, cs: krows, packed: None };
         let chunk = cols_chunk(rows, in_plane);
         let mut cols = vec![0f32; rows * chunk];
         for q0 in (0..in_plane).step_by(chunk) {
@@ -614,7 +657,7 @@ impl ConvItem<'_> {
             let wd = q1 - q0;
             let cols = &mut cols[..rows * wd];
             cols.fill(0.0);
-            gemm(rows, wd, cg, 1.0, wt, Mat { d: &xg[q0..], rs: in_plane, cs: 1 }, cols, wd, false)?;
+            gemm(rows, wd, cg, 1.0, wt, Mat { d: &xg[q0..], rs: in_plane, cs: 1, packed: None }, cols, wd, false)?;
             col2im(cols, g, m1 - m0, &self.taps, q0, q1, y);
         }
         Ok(())
@@ -642,14 +685,19 @@ fn conv_f32(x: &[f32], w: &[f32], b: Option<&[f32]>, cd: &ConvDims, y: &mut [f32
         let wg = &w[gi * mg * krows..][..mg * krows];
         let mut rows: Vec<&mut [f32]> = yi.chunks_mut(out_plane).collect();
         let parts = if par && item_work >= PAR_WORK { ranges(out_plane, threads(), 64) } else { vec![] };
-        if parts.len() < 2 {
-            return it.conv_cols(xg, wg, 0, out_plane, &mut rows);
-        }
-        // One large item: threads take ranges of output columns (im2col included).
-        let lists = split_columns(&mut rows, &parts);
-        run_parts(lists.into_iter().zip(parts.iter().copied()), |(mut list, (q0, q1))| {
-            it.conv_cols(xg, wg, q0, q1, &mut list)
-        })
+        let packed = it.pack(wg);
+        let wp = packed.as_ref();
+        let res = if parts.len() < 2 {
+            it.conv_cols(xg, wg, wp, 0, out_plane, &mut rows)
+        } else {
+            // One large item: threads take ranges of output columns (im2col included).
+            let lists = split_columns(&mut rows, &parts);
+            run_parts(lists.into_iter().zip(parts.iter().copied()), |(mut list, (q0, q1))| {
+                it.conv_cols(xg, wg, wp, q0, q1, &mut list)
+            })
+        };
+        ConvItem::unpack(packed);
+        res
     })
 }
 
@@ -694,6 +742,8 @@ thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static COLS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static PACK: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    /// A convolution group's packed weights ([`ConvItem::pack`]).
+    static WEIGHTS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// `acc[j] += w * src[j + off]` for every `(off, w)` of `taps` in order, `FLAT` lanes of
@@ -1096,10 +1146,10 @@ fn pool_2d<P: PoolOut>(x: &[f32], pd: &PoolDims, kind: PoolKind, y: &mut [P]) ->
     })
 }
 
-fn max_pool(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+fn max_pool(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
     validate_max_pool(attrs)?;
     let x = host_input(ins, 0, "X")?;
-    let pd = pool_dims(&x.shape, attrs)?;
+    let pd = pool_dims(x.shape, attrs)?;
     if x.dtype != DType::F32 {
         return max_pool_wide(x, &pd, attrs, outs);
     }
@@ -1132,7 +1182,7 @@ fn max_pool(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor])
 }
 
 /// MaxPool on the other dtypes (widened exactly to f32) and with column-major Indices.
-fn max_pool_wide(x: &HostTensor, pd: &PoolDims, attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+fn max_pool_wide(x: TensorRef, pd: &PoolDims, attrs: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
     if !MAX_POOL_DTYPES.contains(&x.dtype) {
         return Err(format!("X must be f32, f16, bf16, u8 or i8, found {}{:?}", x.dtype, x.shape));
     }
@@ -1173,10 +1223,10 @@ fn max_pool_wide(x: &HostTensor, pd: &PoolDims, attrs: &Attrs, outs: &mut [HostT
     Ok(())
 }
 
-fn average_pool(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+fn average_pool(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
     validate_average_pool(attrs)?;
     let x = host_input(ins, 0, "X")?;
-    let pd = pool_dims(&x.shape, attrs)?;
+    let pd = pool_dims(x.shape, attrs)?;
     check_out(outs, 0, DType::F32, &pd.out_shape)?;
     let include_pad = flag(attrs, "count_include_pad")?;
     let xv = values(x, "X")?;
@@ -1187,9 +1237,9 @@ fn average_pool(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTens
 }
 
 /// Reduces every [N, C] plane of X to one value.
-fn global_pool(ins: &[Option<&HostTensor>], outs: &mut [HostTensor], max: bool) -> Result<(), String> {
+fn global_pool(ins: &[Option<TensorRef>], outs: &mut [TensorMut], max: bool) -> Result<(), String> {
     let x = host_input(ins, 0, "X")?;
-    let shape = global_shape(&x.shape)?;
+    let shape = global_shape(x.shape)?;
     check_out(outs, 0, DType::F32, &shape)?;
     let xv = values(x, "X")?;
     let planes = (shape[0] * shape[1]) as usize;
@@ -1220,17 +1270,17 @@ fn global_pool(ins: &[Option<&HostTensor>], outs: &mut [HostTensor], max: bool) 
     })
 }
 
-fn global_average_pool(ins: &[Option<&HostTensor>], _: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+fn global_average_pool(ins: &[Option<TensorRef>], _: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
     global_pool(ins, outs, false)
 }
 
-fn global_max_pool(ins: &[Option<&HostTensor>], _: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+fn global_max_pool(ins: &[Option<TensorRef>], _: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
     global_pool(ins, outs, true)
 }
 
-fn gemm_op(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+fn gemm_op(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
     let (a, b, c) = (host_input(ins, 0, "A")?, host_input(ins, 1, "B")?, ins.get(2).copied().flatten());
-    let (m, k, n) = gemm_dims(&a.shape, &b.shape, c.map(|c| &c.shape[..]), attrs)?;
+    let (m, k, n) = gemm_dims(a.shape, b.shape, c.map(|c| c.shape), attrs)?;
     let d = operands_dtype(&[Some(a), Some(b), c])?;
     check_out(outs, 0, d, &[m as i64, n as i64])?;
     if d != DType::F32 {
@@ -1239,11 +1289,19 @@ fn gemm_op(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) 
     let (alpha, beta) = (attrs.float("alpha", 1.0) as f32, attrs.float("beta", 1.0) as f32);
     let (av, bv) = (values(a, "A")?, values(b, "B")?);
     let cv = match c {
-        Some(c) if beta != 0.0 => Some((values(c, "C")?, broadcast_strides(&c.shape, &[m as i64, n as i64]))),
+        Some(c) if beta != 0.0 => Some((values(c, "C")?, broadcast_strides(c.shape, &[m as i64, n as i64]))),
         _ => None,
     };
-    let am = if attrs.int("transA", 0) != 0 { Mat { d: &av, rs: 1, cs: m } } else { Mat { d: &av, rs: k, cs: 1 } };
-    let bm = if attrs.int("transB", 0) != 0 { Mat { d: &bv, rs: 1, cs: k } } else { Mat { d: &bv, rs: n, cs: 1 } };
+    let am = if attrs.int("transA", 0) != 0 {
+        Mat { d: &av, rs: 1, cs: m, packed: None }
+    } else {
+        Mat { d: &av, rs: k, cs: 1, packed: None }
+    };
+    let bm = if attrs.int("transB", 0) != 0 {
+        Mat { d: &bv, rs: 1, cs: k, packed: None }
+    } else {
+        Mat { d: &bv, rs: n, cs: 1, packed: None }
+    };
     fill_f32(&mut outs[0], |y| {
         if let Some((cv, st)) = &cv {
             for (i, row) in y.chunks_exact_mut(n.max(1)).enumerate() {
@@ -1256,9 +1314,9 @@ fn gemm_op(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) 
     })
 }
 
-fn matmul(ins: &[Option<&HostTensor>], _: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+fn matmul(ins: &[Option<TensorRef>], _: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
     let (a, b) = (host_input(ins, 0, "A")?, host_input(ins, 1, "B")?);
-    let md = matmul_dims(&a.shape, &b.shape)?;
+    let md = matmul_dims(a.shape, b.shape)?;
     let d = operands_dtype(&[Some(a), Some(b)])?;
     check_out(outs, 0, d, &md.out_shape)?;
     match d {
@@ -1298,18 +1356,18 @@ fn matmul(ins: &[Option<&HostTensor>], _: &Attrs, outs: &mut [HostTensor]) -> Re
 
 /// Gemm on f16, bf16 (computed in f32) and f64 (computed in f64).
 fn gemm_wide(
-    a: &HostTensor,
-    b: &HostTensor,
-    c: Option<&HostTensor>,
+    a: TensorRef,
+    b: TensorRef,
+    c: Option<TensorRef>,
     attrs: &Attrs,
     (m, k, n): (usize, usize, usize),
-    out: &mut HostTensor,
+    out: &mut TensorMut,
 ) -> Result<(), String> {
     let (alpha, beta) = (attrs.float("alpha", 1.0), attrs.float("beta", 1.0));
     let (ta, tb) = (attrs.int("transA", 0) != 0, attrs.int("transB", 0) != 0);
     let mut y = vec![0f64; m * n];
     if let Some(c) = c.filter(|_| beta != 0.0) {
-        let (cv, st) = (wide64(c, "C")?, broadcast_strides(&c.shape, &[m as i64, n as i64]));
+        let (cv, st) = (wide64(c, "C")?, broadcast_strides(c.shape, &[m as i64, n as i64]));
         for (i, row) in y.chunks_exact_mut(n.max(1)).enumerate() {
             for (j, v) in row.iter_mut().enumerate() {
                 *v = beta * cv[i * st[0] + j * st[1]];
@@ -1325,8 +1383,8 @@ fn gemm_wide(
     }
     // f16 / bf16: the f32 product, then alpha and C as the f32 kernel applies them.
     let (av, bv) = (wide(a, "A")?, wide(b, "B")?);
-    let am = if ta { Mat { d: &av, rs: 1, cs: m } } else { Mat { d: &av, rs: k, cs: 1 } };
-    let bm = if tb { Mat { d: &bv, rs: 1, cs: k } } else { Mat { d: &bv, rs: n, cs: 1 } };
+    let am = if ta { Mat { d: &av, rs: 1, cs: m, packed: None } } else { Mat { d: &av, rs: k, cs: 1, packed: None } };
+    let bm = if tb { Mat { d: &bv, rs: 1, cs: k, packed: None } } else { Mat { d: &bv, rs: n, cs: 1, packed: None } };
     let mut y32: Vec<f32> = y.iter().map(|&v| v as f32).collect();
     gemm(m, n, k, alpha as f32, am, bm, &mut y32, n, true)?;
     put_wide(out, y32.iter().map(|&v| v as f64))
@@ -1340,7 +1398,17 @@ fn matmul_f32(a: &[f32], b: &[f32], md: &MatMulDims, y: &mut [f32]) -> Result<()
     }
     if md.b_batch == 1 && md.a_batch == batches {
         // B is shared by every batch: one GEMM with the batches stacked as rows.
-        return gemm(batches * m, n, k, 1.0, Mat { d: a, rs: k, cs: 1 }, Mat { d: b, rs: n, cs: 1 }, y, n, true);
+        return gemm(
+            batches * m,
+            n,
+            k,
+            1.0,
+            Mat { d: a, rs: k, cs: 1, packed: None },
+            Mat { d: b, rs: n, cs: 1, packed: None },
+            y,
+            n,
+            true,
+        );
     }
     let work = batches as f64 * (m * n) as f64 * k as f64;
     par_items(y, m * n, work, |bi, yi, par| {
@@ -1352,8 +1420,8 @@ fn matmul_f32(a: &[f32], b: &[f32], md: &MatMulDims, y: &mut [f32]) -> Result<()
             ao += j * md.a_strides[i];
             bo += j * md.b_strides[i];
         }
-        let am = Mat { d: &a[ao * m * k..], rs: k, cs: 1 };
-        let bm = Mat { d: &b[bo * k * n..], rs: n, cs: 1 };
+        let am = Mat { d: &a[ao * m * k..], rs: k, cs: 1, packed: None };
+        let bm = Mat { d: &b[bo * k * n..], rs: n, cs: 1, packed: None };
         gemm(m, n, k, 1.0, am, bm, yi, n, par)
     })
 }
@@ -1418,12 +1486,67 @@ fn par_items<T: Send>(
 // ---------------------------------------------------------------------------------------
 // GEMM: C[m, n] += alpha * A[m, k] B[k, n] on strided f32 views.
 
-/// A strided matrix view: element (i, j) is `d[i * rs + j * cs]`.
+/// A strided matrix view: element (i, j) is `d[i * rs + j * cs]`; as the left operand of a
+/// product, maybe packed already.
 #[derive(Clone, Copy)]
 struct Mat<'a> {
     d: &'a [f32],
     rs: usize,
     cs: usize,
+    packed: Option<&'a PackedA>,
+}
+
+/// A left operand packed once for every column block of a product (a convolution's
+/// weights, shared by all its column chunks and threads) as [`pack_a`] packs one block:
+/// for each KC block of k, the MR-tall strips of all rows.
+struct PackedA {
+    mr: usize,
+    m: usize,
+    k: usize,
+    data: Vec<f32>,
+}
+
+impl PackedA {
+    /// Packs `a` (m x k) for the GEMM kernel this CPU runs, into `buf`'s memory.
+    fn new(a: Mat, m: usize, k: usize, mut buf: Vec<f32>) -> PackedA {
+        let mr = kernel_mr();
+        buf.clear();
+        let mut block = Vec::new();
+        for p0 in (0..k).step_by(KC) {
+            let kc = KC.min(k - p0);
+            match mr {
+                MR512 => pack_a::<MR512>(&a, 0, p0, m, kc, &mut block),
+                6 => pack_a::<6>(&a, 0, p0, m, kc, &mut block),
+                _ => pack_a::<4>(&a, 0, p0, m, kc, &mut block),
+            }
+            buf.extend_from_slice(&block);
+        }
+        PackedA { mr, m, k, data: buf }
+    }
+
+    /// The strips of rows `i0..i0 + mc` (`i0` a multiple of MR) in the KC block at `p0`,
+    /// when this is the packing of an `m` x `k` operand for an `MR`-row kernel.
+    fn block<const MR: usize>(&self, m: usize, k: usize, i0: usize, p0: usize, mc: usize, kc: usize) -> Option<&[f32]> {
+        if self.mr != MR || self.m != m || self.k != k || !i0.is_multiple_of(MR) {
+            return None;
+        }
+        let start = p0 * m.div_ceil(MR) * MR + i0 * kc;
+        self.data.get(start..start + mc.div_ceil(MR) * MR * kc)
+    }
+}
+
+/// The rows of the micro-kernel [`gemm_serial`] picks on this CPU.
+fn kernel_mr() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            return MR512;
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            return 6;
+        }
+    }
+    4
 }
 
 impl Mat<'_> {
@@ -1503,7 +1626,7 @@ fn gemm_rows(
     if t > 1 && m >= 16 * t {
         let per = m.div_ceil(t);
         return run_parts(c.chunks_mut(per).enumerate(), |(ti, part)| {
-            let a_rows = Mat { d: &a.d[ti * per * a.rs..], ..a };
+            let a_rows = Mat { d: &a.d[ti * per * a.rs..], packed: None, ..a };
             gemm_serial(part.len(), n, k, alpha, a_rows, b, part);
             Ok(())
         });
@@ -1552,6 +1675,12 @@ fn gemm_serial(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut
         for (i, row) in c.iter_mut().enumerate().take(m) {
             row[0] += alpha * dot(&a.d[i * a.rs..][..k], bv);
         }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU supports AVX-512F (which implies FMA), checked just above.
+        unsafe { gemm_packed_avx512(m, n, k, alpha, a, b, c) };
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -1607,6 +1736,15 @@ unsafe fn gemm_packed_avx2(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: 
     gemm_packed::<6, 16, true>(m, n, k, alpha, a, b, c);
 }
 
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn gemm_packed_avx512(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut [&mut [f32]]) {
+    gemm_packed::<MR512, NR512, true>(m, n, k, alpha, a, b, c);
+}
+
+const MR512: usize = 12;
+const NR512: usize = 32;
+
 /// Block sizes: A blocks are MC x KC, B panels KC x NC (MC and NC multiples of every MR / NR).
 const KC: usize = 256;
 const MC: usize = 96;
@@ -1652,11 +1790,17 @@ fn gemm_blocks<const MR: usize, const NR: usize, const FMA: bool>(
             pack_b::<NR>(&b, p0, j0, kc, nc, bp);
             for i0 in (0..m).step_by(MC) {
                 let mc = MC.min(m - i0);
-                pack_a::<MR>(&a, i0, p0, mc, kc, ap);
+                let strips = match a.packed.and_then(|p| p.block::<MR>(m, k, i0, p0, mc, kc)) {
+                    Some(strips) => strips,
+                    None => {
+                        pack_a::<MR>(&a, i0, p0, mc, kc, ap);
+                        &ap[..]
+                    }
+                };
                 for (js, bs) in bp.chunks_exact(NR * kc).enumerate() {
                     let jj = j0 + js * NR;
                     let nr = NR.min(n - jj);
-                    for (is, asl) in ap.chunks_exact(MR * kc).enumerate() {
+                    for (is, asl) in strips.chunks_exact(MR * kc).enumerate() {
                         let ii = i0 + is * MR;
                         let mr = MR.min(m - ii);
                         let acc = micro::<MR, NR, FMA>(asl, bs);
@@ -1736,6 +1880,7 @@ fn pack_b<const NR: usize>(b: &Mat, p0: usize, j0: usize, kc: usize, nc: usize, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::host_tensor::HostTensor;
     use crate::ops::{AttrValue, OpId, TensorInfo};
 
     /// Exact dyadic test values in [-1.375, 1.375]; the generator for the expected values
@@ -3344,10 +3489,18 @@ mod tests {
         // The SSE-width kernel that machines without AVX2/FMA use, on odd sizes.
         let (m, k, n) = (13usize, 300usize, 21usize);
         let (a, b) = (rnd(&[m as i64, k as i64], 70), rnd(&[k as i64, n as i64], 71));
-        let (av, bv) = (values(&a, "A").unwrap(), values(&b, "B").unwrap());
+        let (av, bv) = (values((&a).into(), "A").unwrap(), values((&b).into(), "B").unwrap());
         let mut c = vec![1f32; m * n];
         let mut rows: Vec<&mut [f32]> = c.chunks_mut(n).collect();
-        gemm_packed::<4, 8, false>(m, n, k, 2.0, Mat { d: &av, rs: k, cs: 1 }, Mat { d: &bv, rs: n, cs: 1 }, &mut rows);
+        gemm_packed::<4, 8, false>(
+            m,
+            n,
+            k,
+            2.0,
+            Mat { d: &av, rs: k, cs: 1, packed: None },
+            Mat { d: &bv, rs: n, cs: 1, packed: None },
+            &mut rows,
+        );
         let want: Vec<f64> = naive_matmul(&a.to_f64(), &b.to_f64(), m, k, n).iter().map(|v| 1.0 + 2.0 * v).collect();
         let got: Vec<f64> = c.iter().map(|&v| v as f64).collect();
         assert_close("portable gemm", &got, &want);
@@ -3395,7 +3548,7 @@ mod tests {
         assert!(f32_view(&buf[..3]).is_none(), "a partial element");
         // Misaligned bytes still convert (by copy) and results are stored back correctly.
         let mut t = HostTensor::from_f32(&[2], &[0.0, 0.0]).unwrap();
-        fill_f32(&mut t, |v| {
+        fill_f32(&mut t.view_mut(), |v| {
             v.copy_from_slice(&[3.0, -1.0]);
             Ok(())
         })
