@@ -168,6 +168,10 @@ pub struct CompileArgs {
     /// UPDATED by the run. Repeatable.
     #[arg(long = "donate", value_name = "NAME[,NAME...]")]
     pub donate: Vec<String>,
+    /// Keep each Conv, residual Add and activation its own operator, instead of fusing
+    /// them into a `FusedConv` (buffer programs fuse by default).
+    #[arg(long)]
+    pub no_fuse: bool,
 }
 
 impl CompileArgs {
@@ -236,6 +240,7 @@ impl CompileArgs {
             pools: self.pool_map()?,
             fold_budget: self.fold_budget.unwrap_or(crate::graph::DEFAULT_FOLD_BUDGET),
             donate: self.donate.iter().flat_map(|d| d.split(',')).map(|d| d.trim().to_string()).collect(),
+            fuse: !self.no_fuse,
         })
     }
 }

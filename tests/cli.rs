@@ -133,16 +133,16 @@ fn compile_and_run_an_onnx_model() {
     assert_eq!(code, 0, "{err}");
     let text = std::fs::read_to_string(&rxa).unwrap();
     assert!(text.starts_with("; memory plan ("), "{}", &text[..200]);
-    assert!(text.contains("%arena = alloc_storage 6308352"), "the arena of the plan");
+    assert!(text.contains("%arena = alloc_storage 3928576"), "the arena of the plan");
     let rxb = tmp("squeezenet.rxb");
     let (code, _, err) = rxvm(&["compile", &model, "-o", rxb.to_str().unwrap(), "--planner", "none"]);
     assert_eq!(code, 0, "{err}");
     let (code, out, err) = rxvm(&["run", &model, "--input", "data_0=ramp", "--stats=json", "-q"]);
     assert_eq!(code, 0, "{err}");
     let stats: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
-    assert_eq!(stats["arena_bytes"], 6308352);
-    assert_eq!(stats["lower_bound"], 6308352);
-    assert!(stats["naive_bytes"].as_u64().unwrap() > 6308352);
+    assert_eq!(stats["arena_bytes"], 3928576);
+    assert_eq!(stats["lower_bound"], 3928576);
+    assert!(stats["naive_bytes"].as_u64().unwrap() > 3928576);
     let (code, _, err) = rxvm(&["compile", &model, "--planner", "magic"]);
     assert_eq!(code, 1);
     assert!(err.contains("unknown planner `magic`; the planners are: none, best, heuristics, greedy_by_size"), "{err}");
@@ -262,8 +262,8 @@ fn inputs_in_the_arena_pools_and_caller_io_from_the_command_line() {
     // The input's 602,112 bytes are reused by the activations: the run needs that much less.
     let plain = stats(&[]);
     let shared = stats(&["--inputs-in-arena"]);
-    assert_eq!((plain["input_bytes"].as_u64(), plain["device_bytes"].as_u64()), (Some(602112), Some(6910464)));
-    assert_eq!((shared["input_bytes"].as_u64(), shared["device_bytes"].as_u64()), (Some(0), Some(6308352)));
+    assert_eq!((plain["input_bytes"].as_u64(), plain["device_bytes"].as_u64()), (Some(602112), Some(4530688)));
+    assert_eq!((shared["input_bytes"].as_u64(), shared["device_bytes"].as_u64()), (Some(0), Some(3928576)));
     assert_eq!(shared["peak_bytes"], shared["device_bytes"], "measured = planned");
     assert_eq!(shared["pools"]["arena"]["holds"], "inputs+activations+outputs");
     assert_eq!(shared["pools"]["arena"]["caller_provided"], true);
@@ -278,7 +278,7 @@ fn inputs_in_the_arena_pools_and_caller_io_from_the_command_line() {
     let pools = stats(&["--io", "caller", "--pool", "inputs=in", "--pool", "activations=act"]);
     let p = &pools["pools"];
     assert_eq!((p["in"]["bytes"].as_u64(), p["in"]["caller_provided"].as_bool()), (Some(602112), Some(true)));
-    assert_eq!((p["act"]["bytes"].as_u64(), p["act"]["caller_provided"].as_bool()), (Some(6308352), Some(false)));
+    assert_eq!((p["act"]["bytes"].as_u64(), p["act"]["caller_provided"].as_bool()), (Some(3928576), Some(false)));
     assert_eq!((p["outputs"]["bytes"].as_u64(), p["outputs"]["caller_provided"].as_bool()), (Some(4000), Some(true)));
 
     // The compiled program says where the input lives.
@@ -288,7 +288,7 @@ fn inputs_in_the_arena_pools_and_caller_io_from_the_command_line() {
     let text = std::fs::read_to_string(rxa).unwrap();
     assert!(text.contains("func @main(%data_0: f32[1, 3, 224, 224] in %arena at "), "{}", &text[..600]);
     assert!(text.contains(
-        "; pool `arena`: 6308352 bytes, lower bound 6308352, holds inputs+activations+outputs, provided by the caller"
+        "; pool `arena`: 3928576 bytes, lower bound 3928576, holds inputs+activations+outputs, provided by the caller"
     ));
 
     for (args, want) in [

@@ -204,7 +204,8 @@ fn three_pools_never_share_bytes_and_report_their_sizes() {
         ..PoolMap::default()
     };
     let g = model_b();
-    let c = build(&g, &DeviceCaps::host(), pools);
+    // Unfused, so the Conv and the ReLU each have an activation in `act`.
+    let c = compile(&g, &[vec![1, 4, 8, 8]], &Options { pools, fuse: false, ..Options::default() }).expect("compiles");
     let sizes: Vec<(&str, u64, &str, bool)> =
         c.report.pools.iter().map(|p| (p.name.as_str(), p.bytes, p.holds.as_str(), p.parameter)).collect();
     // The input's pool is provided by the caller; the other two are allocated by @main.

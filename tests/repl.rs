@@ -194,15 +194,15 @@ fn a_compiled_model_shows_its_plan_and_steps_through_its_allocations() {
     }
     std::env::set_current_dir(root()).expect("cd");
     let out = session(Some(model), ":plan\n:break on alloc\n:run\n:where\n:mem\n:step 2\n:storages\n:mem\n");
-    assert!(out.contains("> :plan\n; memory plan (") && out.contains("; pool `arena`: 6308352 bytes"), "{out}");
-    assert!(out.contains(";   r0: f32[1, 64, 111, 111] 3154176 B at arena +0, live [0, 1]"), "{out}");
+    assert!(out.contains("> :plan\n; memory plan (") && out.contains("; pool `arena`: 3928576 bytes"), "{out}");
+    assert!(out.contains(";   r1: f32[1, 64, 111, 111] 3154176 B at arena +0, live [0, 1]"), "{out}");
     // The arena is the program's first allocation.
-    assert!(out.contains("stopped at @main+0, breakpoint 1 (on alloc)\n=> %arena = alloc_storage 6308352"), "{out}");
-    assert!(out.contains("#0 @main+0: %arena = alloc_storage 6308352"), "{out}");
+    assert!(out.contains("stopped at @main+0, breakpoint 1 (on alloc)\n=> %arena = alloc_storage 3928576"), "{out}");
+    assert!(out.contains("#0 @main+0: %arena = alloc_storage 3928576"), "{out}");
     // :mem lists the plan's pools: not yet allocated at the first stop, then live.
-    assert!(out.contains("pool `arena`: 6308352 B planned, not allocated now"), "{out}");
-    assert!(out.contains("pool `arena`: 6308352 B planned, live as storage #53"), "{out}");
-    let arena_row = |l: &str| l.contains(" 6308352 ") && l.contains("%arena") && l.ends_with("@main:0");
+    assert!(out.contains("pool `arena`: 3928576 B planned, not allocated now"), "{out}");
+    assert!(out.contains("pool `arena`: 3928576 B planned, live as storage #53"), "{out}");
+    let arena_row = |l: &str| l.contains(" 3928576 ") && l.contains("%arena") && l.ends_with("@main:0");
     assert!(out.lines().any(arena_row), "the arena in :storages: {out}");
 }
 

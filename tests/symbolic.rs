@@ -3,108 +3,11 @@
 //! uses no more memory than the plan made for that batch alone.
 
 use rxvm::compile::{compile, compile_symbolic, Options};
-use rxvm::graph::{Graph, GraphInput, InputDim, Node};
-use rxvm::vm::ops::{AttrValue, Attrs};
+use rxvm::graph::InputDim;
 use rxvm::vm::types::DType;
 use rxvm::vm::{HostTensor, HostValue, Module, Vm};
+use rxvm_test_support::graphs::resnet18_style;
 use std::sync::Arc;
-
-fn node(name: &str, op: &str, ins: &[&str], outs: &[&str], attrs: &[(&str, AttrValue)]) -> Node {
-    Node {
-        name: name.into(),
-        op: op.into(),
-        inputs: ins.iter().map(|s| s.to_string()).collect(),
-        outputs: outs.iter().map(|s| s.to_string()).collect(),
-        attrs: Attrs(attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()),
-    }
-}
-
-/// Random weights in [-1, 1) scaled by `scale` (He-like, so activations stay O(1)).
-fn weights(shape: &[i64], seed: u64, scale: f64) -> HostTensor {
-    let t = HostTensor::random(DType::F32, shape, seed).expect("weights");
-    let v: Vec<f32> = t.to_f64().iter().map(|x| (x * scale) as f32).collect();
-    HostTensor::from_f32(shape, &v).unwrap()
-}
-
-/// ResNet-18's structure at a small width: a 3x3 stem with BatchNormalization and ReLU, a
-/// max pool, four stages of two basic blocks (the first of stages 2-4 strided, with a 1x1
-/// projection), global average pooling, Flatten and a fully connected layer; random
-/// weights, on 3x32x32 images with a `batch` dim.
-fn resnet18_style() -> Graph {
-    let mut g = Graph::new("resnet18_style".into());
-    g.inputs.push(GraphInput {
-        name: "image".into(),
-        dtype: DType::F32,
-        dims: vec![InputDim::Named("batch".into()), InputDim::Fixed(3), InputDim::Fixed(32), InputDim::Fixed(32)],
-    });
-    let mut seed = 1;
-    let mut conv_bn = |g: &mut Graph, x: &str, y: &str, cin: i64, cout: i64, k: i64, stride: i64, relu: bool| {
-        seed += 1;
-        let w = format!("{y}.w");
-        g.add_const(&w, weights(&[cout, cin, k, k], seed, (2.0 / (cin * k * k) as f64).sqrt() * 1.7));
-        for (p, lo) in [("scale", 0.5), ("bias", -0.2), ("mean", -0.1), ("var", 0.5)] {
-            seed += 1;
-            let t = HostTensor::random(DType::F32, &[cout], seed).unwrap();
-            let v: Vec<f32> = t.to_f64().iter().map(|r| (lo + (r + 1.0) * 0.25) as f32).collect();
-            g.add_const(&format!("{y}.{p}"), HostTensor::from_f32(&[cout], &v).unwrap());
-        }
-        let pad = k / 2;
-        let attrs = [
-            ("pads", AttrValue::Ints(vec![pad; 4])),
-            ("strides", AttrValue::Ints(vec![stride, stride])),
-            ("kernel_shape", AttrValue::Ints(vec![k, k])),
-        ];
-        let c = format!("{y}.conv");
-        g.nodes.push(node(&c, "Conv", &[x, &w], &[&c], &attrs));
-        let bn_out = if relu { format!("{y}.bn") } else { y.to_string() };
-        let p = |s: &str| format!("{y}.{s}");
-        g.nodes.push(node(
-            &bn_out,
-            "BatchNormalization",
-            &[&c, &p("scale"), &p("bias"), &p("mean"), &p("var")],
-            &[&bn_out],
-            &[],
-        ));
-        if relu {
-            g.nodes.push(node(y, "Relu", &[&bn_out], &[y], &[]));
-        }
-    };
-    conv_bn(&mut g, "image", "stem", 3, 8, 3, 1, true);
-    let pool = [
-        ("kernel_shape", AttrValue::Ints(vec![3, 3])),
-        ("strides", AttrValue::Ints(vec![2, 2])),
-        ("pads", AttrValue::Ints(vec![1, 1, 1, 1])),
-    ];
-    g.nodes.push(node("pool", "MaxPool", &["stem"], &["pool"], &pool));
-    let mut x = "pool".to_string();
-    let mut cin = 8;
-    for (stage, cout) in [8i64, 16, 32, 64].into_iter().enumerate() {
-        for block in 0..2 {
-            let stride = if stage > 0 && block == 0 { 2 } else { 1 };
-            let b = format!("s{stage}b{block}");
-            conv_bn(&mut g, &x, &format!("{b}.a"), cin, cout, 3, stride, true);
-            conv_bn(&mut g, &format!("{b}.a"), &format!("{b}.b"), cout, cout, 3, 1, false);
-            let skip = if stride != 1 || cin != cout {
-                conv_bn(&mut g, &x, &format!("{b}.down"), cin, cout, 1, stride, false);
-                format!("{b}.down")
-            } else {
-                x.clone()
-            };
-            let sum = format!("{b}.sum");
-            g.nodes.push(node(&sum, "Add", &[&format!("{b}.b"), &skip], &[&sum], &[]));
-            g.nodes.push(node(&b, "Relu", &[&sum], &[&b], &[]));
-            x = b;
-            cin = cout;
-        }
-    }
-    g.nodes.push(node("gap", "GlobalAveragePool", &[&x], &["gap"], &[]));
-    g.nodes.push(node("flat", "Flatten", &["gap"], &["flat"], &[]));
-    g.add_const("fc.w", weights(&[10, 64], 99, 0.3));
-    g.add_const("fc.b", weights(&[10], 98, 0.1));
-    g.nodes.push(node("logits", "Gemm", &["flat", "fc.w", "fc.b"], &["logits"], &[("transB", AttrValue::Int(1))]));
-    g.outputs.push("logits".into());
-    g
-}
 
 /// Runs `m` on `input` in a fresh VM: the outputs and the peak of live bytes.
 fn run(m: &Arc<Module>, input: &HostTensor) -> (Vec<f64>, u64) {

@@ -15,6 +15,7 @@
 pub mod control;
 pub mod donation;
 pub mod fold;
+pub mod fuse;
 pub mod liveness;
 pub mod lower;
 pub mod pools;
@@ -88,6 +89,9 @@ pub struct Options {
     /// rewrites part of one (a KV cache's `TensorScatter`) writes into it, and the output
     /// is the input's tensor.
     pub donate: Vec<String>,
+    /// Fuse each Conv with the residual Add and the activation after it into a
+    /// `FusedConv` ([`fuse`]); buffer programs only.
+    pub fuse: bool,
 }
 
 impl Default for Options {
@@ -101,6 +105,7 @@ impl Default for Options {
             pools: PoolMap::default(),
             fold_budget: crate::graph::DEFAULT_FOLD_BUDGET,
             donate: Vec::new(),
+            fuse: true,
         }
     }
 }
@@ -466,6 +471,15 @@ fn compile_inner(
         Some(f) => {
             into_conv = f;
             (&into_conv, analyze(&into_conv, input_shapes)?)
+        }
+        None => (g, a),
+    };
+    // Texture programs keep their operators: FusedConv has buffer kernels only.
+    let fused_graph;
+    let (g, a) = match (opts.fuse && opts.textures == Textures::None).then(|| fuse::fuse_conv_chains(g, &a)).flatten() {
+        Some(f) => {
+            fused_graph = f;
+            (&fused_graph, analyze(&fused_graph, input_shapes)?)
         }
         None => (g, a),
     };

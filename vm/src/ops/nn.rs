@@ -20,6 +20,7 @@ use std::sync::OnceLock;
 /// This family's in-place host kernels.
 pub(crate) static VIEW: &[(Operator, ViewFn)] = &[
     (Operator::Conv, conv),
+    (Operator::FusedConv, fused_conv),
     (Operator::ConvTranspose, conv_transpose),
     (Operator::MaxPool, max_pool),
     (Operator::AveragePool, average_pool),
@@ -32,6 +33,7 @@ pub(crate) static VIEW: &[(Operator, ViewFn)] = &[
 /// This family's host kernels: the in-place ones on host tensors.
 pub(crate) static HOST: &[(Operator, HostFn)] = &[
     (Operator::Conv, |i, a, o| on_tensors(conv, i, a, o)),
+    (Operator::FusedConv, |i, a, o| on_tensors(fused_conv, i, a, o)),
     (Operator::ConvTranspose, |i, a, o| on_tensors(conv_transpose, i, a, o)),
     (Operator::MaxPool, |i, a, o| on_tensors(max_pool, i, a, o)),
     (Operator::AveragePool, |i, a, o| on_tensors(average_pool, i, a, o)),
@@ -142,6 +144,87 @@ fn conv(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Res
             conv_f32(&xv, &wv, bv.as_deref(), &cd, &mut y)?;
             put_wide(&mut outs[0], y.iter().map(|&v| v as f64))
         }
+    }
+}
+
+/// FusedConv: the convolution, then `+ Z` and the activation over its output, each step
+/// rounded to the output dtype as the unfused operators round it.
+fn fused_conv(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
+    let (act, params) = fused_activation(attrs)?;
+    let f = activation(act, &params);
+    conv(ins.get(..3).unwrap_or(ins), attrs, outs)?;
+    let y = outs.first_mut().ok_or("the output Y is required")?;
+    let z = ins.get(3).copied().flatten();
+    if let Some(z) = z {
+        if z.dtype != y.dtype || z.shape != y.shape || z.data.len() != y.data.len() {
+            return Err(format!("Z is {}{:?} but Y is {}{:?}: they must match", z.dtype, z.shape, y.dtype, y.shape));
+        }
+    }
+    if y.dtype == DType::F32 {
+        if let (Some(yv), Some(zv)) = (f32_view_mut(y.data), z.map_or(Some(&[][..]), |z| f32_view(z.data))) {
+            match z {
+                Some(_) => yv.iter_mut().zip(zv).for_each(|(o, &v)| *o = f(*o + v)),
+                None if act != "Identity" => yv.iter_mut().for_each(|o| *o = f(*o)),
+                None => {}
+            }
+            return Ok(());
+        }
+    }
+    let (d, size) = (y.dtype, y.dtype.size());
+    for (i, c) in y.data.chunks_exact_mut(size).enumerate() {
+        let mut v = load_f64(d, c);
+        if let Some(z) = z {
+            store_f64(d, v + load_f64(d, &z.data[i * size..][..size]), c);
+            v = load_f64(d, c);
+        }
+        store_f64(d, f(v as f32) as f64, c);
+    }
+    Ok(())
+}
+
+/// A FusedConv activation as an f32 map (`p` its `activation_params`).
+fn activation(name: &str, p: &[f64]) -> impl Fn(f32) -> f32 {
+    let p = |i: usize| p.get(i).copied().unwrap_or(0.0) as f32;
+    let (a, b) = (p(0), p(1));
+    let kind = match name {
+        "Relu" => 1,
+        "LeakyRelu" => 2,
+        "Clip" => 3,
+        "Sigmoid" => 4,
+        "Tanh" => 5,
+        "HardSigmoid" => 6,
+        _ => 0,
+    };
+    // The formulas of the unfused operators' f32 kernels, so the results are the same.
+    move |v: f32| match kind {
+        1 => v.max(0.0),
+        2 => {
+            if v > 0.0 {
+                v
+            } else {
+                v * a
+            }
+        }
+        // NaN stays NaN; a > b gives b, as Clip.
+        3 => {
+            let v = if v < a { a } else { v };
+            if v > b {
+                b
+            } else {
+                v
+            }
+        }
+        4 => {
+            if v >= 0.0 {
+                1.0 / (1.0 + (-v).exp())
+            } else {
+                let e = v.exp();
+                e / (1.0 + e)
+            }
+        }
+        5 => v.tanh(),
+        6 => (a * v + b).clamp(0.0, 1.0),
+        _ => v,
     }
 }
 

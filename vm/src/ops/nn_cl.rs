@@ -15,6 +15,7 @@ use crate::opencl::device::KernelArg;
 /// This family's OpenCL buffer kernels, by operator.
 pub static CL: &[(Operator, ClFn)] = &[
     (Operator::Conv, conv),
+    (Operator::FusedConv, fused_conv),
     (Operator::ConvTranspose, conv_transpose),
     (Operator::MaxPool, max_pool),
     (Operator::AveragePool, average_pool),
@@ -283,14 +284,33 @@ fn conv_shapes(
     Ok((n, c, m, group))
 }
 
-/// Conv and ConvTranspose: one work-item per output element.
+/// FusedConv's epilogue: `+ Z` (the argument `z` when `with_z`) and the activation (its
+/// parameters the arguments `p0`, `p1`), applied to `acc` before the store.
+fn fused_epilogue(e: &Elems, attrs: &Attrs, with_z: bool) -> Result<String, String> {
+    let (act, _) = crate::ir::operators::nn::fused_activation(attrs)?;
+    let z = if with_z { format!("  acc += {};\n", e.ld("z", "zo + gid")) } else { String::new() };
+    let f = match act {
+        "Relu" => "acc = fmax(acc, 0.0f);",
+        "LeakyRelu" => "acc = acc > 0.0f ? acc : acc * p0;",
+        "Clip" => "acc = acc < p0 ? p0 : acc; acc = acc > p1 ? p1 : acc;",
+        "Sigmoid" => "acc = 1.0f / (1.0f + exp(-acc));",
+        "Tanh" => "acc = tanh(acc);",
+        "HardSigmoid" => "acc = clamp(p0 * acc + p1, 0.0f, 1.0f);",
+        _ => "",
+    };
+    Ok(format!("{z}  {f}\n"))
+}
+
+/// Conv, FusedConv (`fused`) and ConvTranspose: one work-item per output element.
 fn conv_any(
     ctx: &ClCtx,
     ins: &[Option<ClTensor>],
     attrs: &Attrs,
     outs: &[ClTensor],
     transpose: bool,
+    fused: bool,
 ) -> Result<(), String> {
+    let (ins, z) = if fused { (ins.get(..3).unwrap_or(ins), ins.get(3).and_then(Option::as_ref)) } else { (ins, None) };
     let e = Elems::of(ctx, ins, outs)?;
     let (x, w, b) = (any_input(ins, 0, "X")?, any_input(ins, 1, "W")?, ins.get(2).and_then(Option::as_ref));
     let y = outs.first().ok_or("the output Y is required")?;
@@ -340,16 +360,18 @@ fn conv_any(
              }}\n"
         )
     };
+    let epilogue = if fused { fused_epilogue(&e, attrs, z.is_some())? } else { String::new() };
     let src = format!(
         "{pre}__kernel void k(__global const {t}* x, ulong xo, __global const {t}* w, ulong wo, \
-         __global const {t}* b, ulong bo, __global {t}* y, ulong yo, long total, long C, long M, long cg, \
+         __global const {t}* b, ulong bo, __global {t}* y, ulong yo, __global const {t}* z, ulong zo, \
+         float p0, float p1, long total, long C, long M, long cg, \
          long mg, {GEO_PARAMS}) {{\n\
          long gid = get_global_id(0);\n\
          if (gid >= total) return;\n\
          long r = gid;\n{SPLIT_OUT}\
          long m = r % M, n = r / M;\n\
          long g = m / mg;\n\
-         {acc_t} acc = 0.0f;\n{body}{bias}\
+         {acc_t} acc = 0.0f;\n{body}{bias}{epilogue}\
          {store}\n}}\n",
         pre = e.prelude(),
         store = e.st("y", "yo + gid", "acc"),
@@ -360,6 +382,15 @@ fn conv_any(
     args.extend(mem(w));
     args.extend(mem(b.unwrap_or(w)));
     args.extend(mem(y));
+    if let Some(z) = z {
+        if z.shape != y.shape || z.dtype != y.dtype {
+            return Err(format!("Z is {}{:?} but Y is {}{:?}: they must match", z.dtype, z.shape, y.dtype, y.shape));
+        }
+    }
+    args.extend(mem(z.unwrap_or(y)));
+    let params = if fused { attrs.floats("activation_params").unwrap_or_default() } else { vec![] };
+    let p = |i: usize| params.get(i).copied().unwrap_or(0.0) as f32;
+    args.extend([f(p(0)), f(p(1))]);
     args.extend([l(total), l(c), l(m), l(c / group), l(m / group)]);
     args.extend(geo.args());
     ctx.run(&src, &args, global(total)?)
@@ -372,7 +403,17 @@ fn conv(
     attrs: &Attrs,
     outs: &[ClTensor],
 ) -> Result<(), String> {
-    conv_any(ctx, ins, attrs, outs, false)
+    conv_any(ctx, ins, attrs, outs, false, false)
+}
+
+fn fused_conv(
+    ctx: &ClCtx,
+    ins: &[Option<ClTensor>],
+    _: &[Option<TensorInfo>],
+    attrs: &Attrs,
+    outs: &[ClTensor],
+) -> Result<(), String> {
+    conv_any(ctx, ins, attrs, outs, false, true)
 }
 
 fn conv_transpose(
@@ -382,7 +423,7 @@ fn conv_transpose(
     attrs: &Attrs,
     outs: &[ClTensor],
 ) -> Result<(), String> {
-    conv_any(ctx, ins, attrs, outs, true)
+    conv_any(ctx, ins, attrs, outs, true, false)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -15,6 +15,23 @@ pub(crate) const CONV_ATTRS: &[AttrSpec] = &[
     attr!("strides", Ints),
 ];
 
+/// FusedConv (onnxruntime's com.microsoft contrib operator): Conv's attributes and the
+/// activation.
+pub(crate) const FUSED_CONV_ATTRS: &[AttrSpec] = &[
+    attr!("auto_pad", Str),
+    attr!("dilations", Ints),
+    attr!("group", Int),
+    attr!("kernel_shape", Ints),
+    attr!("pads", Ints),
+    attr!("strides", Ints),
+    attr!("activation", Str),
+    attr!("activation_params", Floats),
+];
+
+/// The activations FusedConv applies, with how many `activation_params` each takes.
+pub const FUSED_ACTIVATIONS: &[(&str, usize)] =
+    &[("Identity", 0), ("Relu", 0), ("LeakyRelu", 1), ("Clip", 2), ("Sigmoid", 0), ("Tanh", 0), ("HardSigmoid", 2)];
+
 pub(crate) const CONV_TRANSPOSE_ATTRS: &[AttrSpec] = &[
     attr!("auto_pad", Str),
     attr!("dilations", Ints),
@@ -54,6 +71,8 @@ pub(crate) const GEMM_ATTRS: &[AttrSpec] =
 pub static OPS: &[OpDef] = &[
     op!(Conv, in 2..=3, out 1..=1, attrs CONV_ATTRS, validate validate_conv, infer infer_conv,
         "N-d convolution of X [N, C, ...] with W [M, C/group, k...] and optional bias B [M]; pads, strides, dilations, group, auto_pad"),
+    op!(FusedConv, in 2..=4, out 1..=1, attrs FUSED_CONV_ATTRS, validate validate_fused_conv, infer infer_fused_conv,
+        "onnxruntime's FusedConv: Y = activation(Conv(X, W, B) + Z), Z optional and shaped as Y; activation Relu, LeakyRelu [alpha], Clip [min, max], Sigmoid, Tanh, HardSigmoid [alpha, beta] or Identity (the compiler fuses Conv, Add and activation chains into it)"),
     op!(ConvTranspose, in 2..=3, out 1..=1, attrs CONV_TRANSPOSE_ATTRS, validate validate_conv_transpose,
         infer infer_conv_transpose,
         "N-d transposed convolution, W [C, M/group, k...]; pads, strides, dilations, group, output_padding, output_shape, auto_pad"),
@@ -161,6 +180,25 @@ pub(crate) fn validate_conv(attrs: &Attrs) -> Result<(), String> {
         return Err(format!("group must be at least 1, found {g}"));
     }
     Ok(())
+}
+
+pub(crate) fn validate_fused_conv(attrs: &Attrs) -> Result<(), String> {
+    validate_conv(attrs)?;
+    fused_activation(attrs).map(|_| ())
+}
+
+/// FusedConv's activation and its parameters, checked.
+pub fn fused_activation(attrs: &Attrs) -> Result<(&str, Vec<f64>), String> {
+    let name = attrs.str("activation").unwrap_or("Identity");
+    let Some(&(_, n)) = FUSED_ACTIVATIONS.iter().find(|(a, _)| *a == name) else {
+        let known: Vec<&str> = FUSED_ACTIVATIONS.iter().map(|(a, _)| *a).collect();
+        return Err(format!("activation must be one of {}, found {name:?}", known.join(", ")));
+    };
+    let params = attrs.floats("activation_params").unwrap_or_default();
+    if params.len() != n {
+        return Err(format!("activation {name} takes {n} activation_params, found {}", params.len()));
+    }
+    Ok((name, params))
 }
 
 pub(crate) fn validate_conv_transpose(attrs: &Attrs) -> Result<(), String> {
@@ -673,6 +711,16 @@ pub(crate) fn infer_conv(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Ve
     let (d, s) = float_inputs(ins, &["X", "W", "B"], 2)?;
     let (x, w) = (s[0].unwrap_or(&[]), s[1].unwrap_or(&[]));
     Ok(vec![(d, conv_dims(x, w, s[2], attrs)?.out_shape)])
+}
+
+pub(crate) fn infer_fused_conv(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {
+    let out = infer_conv(ins.get(..3).unwrap_or(ins), attrs)?;
+    if let (Some(Some(z)), Some((d, shape))) = (ins.get(3), out.first()) {
+        if z.dtype != *d || z.shape != &shape[..] {
+            return Err(format!("Z is {}{:?} but Y is {d}{shape:?}: they must match", z.dtype, z.shape));
+        }
+    }
+    Ok(out)
 }
 
 pub(crate) fn infer_conv_transpose(ins: &[Option<TensorInfo>], attrs: &Attrs) -> Result<Vec<OutInfo>, String> {

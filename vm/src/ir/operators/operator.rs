@@ -54,6 +54,7 @@ operators! {
     Resize Upsample
     RoiAlign DeformConv TfIdfVectorizer Binarizer ArrayFeatureExtractor TreeEnsemble FlexAttention
     NonZero Unique NonMaxSuppression
+    FusedConv
 }
 
 impl Operator {

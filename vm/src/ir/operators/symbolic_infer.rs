@@ -13,7 +13,7 @@
 //! BatchNormalization, InstanceNormalization, RMSNormalization, GroupNormalization and
 //! PRelu (their parameters related to X's dims), the broadcasting operators (arithmetic,
 //! comparisons, logic, bitwise, Where, Max/Min/Sum/Mean; the opset ≤ 6 `axis` placement
-//! too), SwiGLU, MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool,
+//! too), SwiGLU, MatMul, Gemm, Conv, FusedConv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool,
 //! GlobalMaxPool, Flatten, Reshape (constant shape), Transpose, Concat, Split, Slice
 //! (constant starts/ends/axes/steps), Gather, Squeeze, Unsqueeze, Expand (constant shape),
 //! Tile and Pad (constant repeats and pads), the Reduce operators and ArgMax/ArgMin.
@@ -810,6 +810,18 @@ fn shapes(op: Operator, cx: &mut Cx, ins: &[Option<SymInfo>], attrs: &Attrs) -> 
             Ok(vec![vec![m.clone(), n.clone()]])
         }
         O::Conv | O::ConvTranspose => conv(cx, ins, attrs, op == O::ConvTranspose),
+        O::FusedConv => {
+            let out = conv(cx, ins.get(..3).unwrap_or(ins), attrs, false)?;
+            if let (Some(z), Some(y)) = (opt(ins, 3), out.first()) {
+                if z.dims.len() != y.len() {
+                    return Err(Fail::Defer);
+                }
+                for (a, b) in z.dims.iter().zip(y) {
+                    cx.eq(a, b)?;
+                }
+            }
+            Ok(out)
+        }
         O::MaxPool | O::AveragePool => {
             let x = x()?;
             if x.dims.len() < 3 {
