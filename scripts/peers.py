@@ -182,7 +182,7 @@ def spawn(cmd, env=None, timeout=3600):
 def opencl_env():
     """The environment `source scripts/opencl-env.sh` makes, or None without the runtimes."""
     cmd = ["bash", "-c", "source scripts/opencl-env.sh >/dev/null 2>&1 && env -0"]
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True)
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, check=False)
     if p.returncode != 0:
         return None
     env = {}
@@ -193,11 +193,10 @@ def opencl_env():
     return env
 
 
-def has_platform(rxvm, env, name):
-    p = subprocess.run([rxvm, "devices"], env=env, capture_output=True, text=True)
-    return p.returncode == 0 and any(
-        line.startswith("opencl platform") and name.lower() in line.lower() for line in p.stdout.splitlines()
-    )
+def has_device(rxvm, env, device):
+    """Whether rxvm runs on `device` (opencl:NAME) in `env`: one inference of an example."""
+    probe = [rxvm, "bench", "examples/mlp.rxa", "--device", device, "--reps", "1", "--warmup", "0", "--json"]
+    return subprocess.run(probe, cwd=ROOT, env=env, capture_output=True, check=False).returncode == 0
 
 
 def version(module):
@@ -223,8 +222,10 @@ def machine():
 
 
 def git_commit():
-    p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True)
+    p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, check=False, text=True)
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, check=False, text=True
+    )
     return p.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
 
 
@@ -254,14 +255,15 @@ def fmt_ratio(r):
 def table(results, engines, args, versions):
     """The markdown table (with its header line) of `results[model][engine]`."""
     ort_v, tract_v, rustc = versions
-    lines = [
+    header = (
         f"Measured on: {machine()}; onnxruntime {ort_v}, tract {tract_v or 'not installed'}, "
         f"{rustc}; commit {git_commit()}. Medians of {args.reps} steady-state inferences after "
         f"{args.warmup} warm-up ({args.cl_reps} after {args.cl_warmup} on OpenCL), the median over "
-        f"{args.rounds} rounds; reproduce with `bash scripts/peers.sh --reps {args.reps} "
-        f"--cl-reps {args.cl_reps} --rounds {args.rounds}`.",
-        "",
-    ]
+        f"{args.rounds} round{'s' if args.rounds > 1 else ''}; reproduce with `bash scripts/peers.sh "
+        f"--reps {args.reps} --cl-reps {args.cl_reps} --rounds {args.rounds}"
+        f"{' --pocl' if 'rxvm-pocl' in engines else ''}`."
+    )
+    lines = [header, ""]
     pocl = "rxvm-pocl" in engines
     head = ["model", "onnxruntime median", "tract median", "rxvm host median", "rxvm Intel OpenCL median"]
     if pocl:
@@ -272,10 +274,10 @@ def table(results, engines, args, versions):
     host_ort, intel_host = [], []
     for name, res in results.items():
 
-        def med(engine, key="median_ms"):
+        def med(engine, key="median_ms", res=res):
             return res.get(engine, {}).get(key)
 
-        def cell(engine):
+        def cell(engine, res=res):
             e = res.get(engine, {})
             if "error" in e and e.get("median_ms") is None:
                 return "fails" if engine != "tract" or tract_v else "—"
@@ -307,7 +309,8 @@ def table(results, engines, args, versions):
 
 
 def update_docs(text):
-    doc = open(DOC).read()
+    with open(DOC) as f:
+        doc = f.read()
     if BEGIN not in doc or END not in doc:
         raise SystemExit(f"peers: {DOC} lacks the markers {BEGIN} ... {END}")
     head, rest = doc.split(BEGIN, 1)
@@ -347,12 +350,12 @@ def main():
     tract_v = version("tract")
     engines = ["ort"] + (["tract"] if tract_v else []) + ["rxvm-host"]
     cl_env = opencl_env()
-    if cl_env and has_platform(args.rxvm, cl_env, "intel"):
+    if cl_env and has_device(args.rxvm, cl_env, "opencl:intel"):
         engines.append("rxvm-intel")
     else:
         print("peers: no Intel OpenCL platform (scripts/setup-opencl.sh); its column stays empty", file=sys.stderr)
     if args.pocl:
-        if cl_env and has_platform(args.rxvm, cl_env, "pocl"):
+        if cl_env and has_device(args.rxvm, cl_env, "opencl:pocl"):
             engines.append("rxvm-pocl")
         else:
             print("peers: no PoCL platform; --pocl ignored", file=sys.stderr)
@@ -396,13 +399,13 @@ def main():
             if not reps:
                 res[engine] = {"error": errors.get(engine, "no run")}
                 continue
-            res[engine] = {
-                key: statistics.median(x[key] for x in reps) for key in ("median_ms", "load_ms", "first_ms")
-            }
+            res[engine] = {key: statistics.median(x[key] for x in reps) for key in ("median_ms", "load_ms", "first_ms")}
             res[engine]["rss"] = max(x["rss"] for x in reps)
         results[name] = res
 
-    rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip() or "rustc ?"
+    rustc = (
+        subprocess.run(["rustc", "--version"], capture_output=True, check=False, text=True).stdout.strip() or "rustc ?"
+    )
     rustc = re.sub(r"\s*\(.*\)", "", rustc)
     text = table(results, engines, args, (version("onnxruntime"), tract_v, rustc))
     sys.stdout.write(text)
