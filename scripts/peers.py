@@ -252,7 +252,7 @@ def fmt_ratio(r):
     return "—" if r is None else f"{r:.2f}"
 
 
-def table(results, engines, args, versions):
+def table(results, engines, args, versions, baseline):
     """The markdown table (with its header line) of `results[model][engine]`."""
     ort_v, tract_v, rustc = versions
     header = (
@@ -263,6 +263,17 @@ def table(results, engines, args, versions):
         f"--reps {args.reps} --cl-reps {args.cl_reps} --rounds {args.rounds}"
         f"{' --pocl' if 'rxvm-pocl' in engines else ''}`."
     )
+    base = [
+        f"{label} {fmt_mib(baseline[e])}"
+        for e, label in (("ort", "onnxruntime"), ("tract", "tract"))
+        if baseline.get(e)
+    ]
+    if base:
+        header += (
+            " The peak RSS of onnxruntime and tract includes their Python runner's: "
+            + ", ".join(base)
+            + " with the engine and numpy imported, before any model."
+        )
     lines = [header, ""]
     pocl = "rxvm-pocl" in engines
     head = ["model", "onnxruntime median", "tract median", "rxvm host median", "rxvm Intel OpenCL median"]
@@ -322,6 +333,7 @@ def update_docs(text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runner", nargs=5, metavar=("ENGINE", "MODEL", "INPUT", "WARMUP", "REPS"), help=argparse.SUPPRESS)
+    ap.add_argument("--baseline", metavar="ENGINE", help=argparse.SUPPRESS)
     ap.add_argument("--rxvm", default=os.path.join(ROOT, "target/release/rxvm"), help="the rxvm binary")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated model names (default: all nine)")
     ap.add_argument("--reps", type=int, default=20, help="steady-state inferences per run (default 20)")
@@ -333,6 +345,13 @@ def main():
     ap.add_argument("--table", metavar="FILE", help="write the markdown table to FILE")
     ap.add_argument("--update-docs", action="store_true", help="rewrite the table in docs/performance.md")
     args = ap.parse_args()
+    if args.baseline:
+        # The runner's own footprint: the interpreter, numpy and the engine, no model.
+        import numpy  # noqa: F401
+
+        __import__({"ort": "onnxruntime", "tract": "tract"}[args.baseline])
+        print("{}")
+        return
     if args.runner:
         engine, model, inp, warmup, reps = args.runner
         runner(engine, model, inp, int(warmup), int(reps))
@@ -373,6 +392,12 @@ def main():
         cmd += ["-i", f"{input_name}={npy}"]
         return cmd, (cl_env if cl else None)
 
+    baseline = {}
+    for engine in ("ort", "tract"):
+        if engine in engines:
+            rep, _ = spawn([py, me, "--baseline", engine])
+            baseline[engine] = rep["rss"] if rep else None
+
     results = {}
     for name in models:
         path, input_name, npy = model_input(name)
@@ -407,7 +432,7 @@ def main():
         subprocess.run(["rustc", "--version"], capture_output=True, check=False, text=True).stdout.strip() or "rustc ?"
     )
     rustc = re.sub(r"\s*\(.*\)", "", rustc)
-    text = table(results, engines, args, (version("onnxruntime"), tract_v, rustc))
+    text = table(results, engines, args, (version("onnxruntime"), tract_v, rustc), baseline)
     sys.stdout.write(text)
     if args.table:
         with open(args.table, "w") as f:
