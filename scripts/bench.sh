@@ -3,7 +3,8 @@
 # callgrind (scripts/callgrind-counts.sh) and rewrites the generated tables of
 # docs/performance.md from the medians and the counts. Sets up what the benchmarks need
 # first: the OpenCL runtimes (Intel's CPU runtime for the OpenCL rows), ONNX's model files
-# and valgrind.
+# and valgrind. Last, scripts/peers.sh times rxvm against onnxruntime and tract and
+# rewrites that table too (it installs them from PyPI into .cache/peers/venv).
 #
 #   bash scripts/bench.sh            # everything, about 20 minutes on 2 cores
 #   bash scripts/bench.sh --quick    # criterion's quick mode: a smoke run, rough figures
@@ -26,3 +27,4 @@ else
   rm -f target/callgrind/counts.tsv
 fi
 python3 scripts/bench_tables.py
+bash scripts/peers.sh --update-docs

@@ -4,13 +4,12 @@
 use crate::inputs::{parse_input_spec, InputSpec};
 use crate::npy::write_npy;
 use crate::session::{
-    compile_graph, compiled_program, device_caps, device_spec, is_onnx, load_program, make_input, read_model_with,
-    render_vm_error, Failure,
+    compile_graph, device_caps, device_spec, find_function, host_inputs, load_program, read_program_for,
+    render_vm_error, CompileSettings, Failure, Missing,
 };
 use crate::stats::{print_stats, StatsFormat};
 use clap::{Args, Parser, Subcommand};
 use rxvm_vm::host_tensor::{HostTensor, HostValue};
-use rxvm_vm::types::Type;
 use rxvm_vm::{DeviceCaps, Vm};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -64,6 +63,10 @@ pub enum Command {
     Plan(PlanArgs),
     /// Run a function of a `.rxa` or `.rxb` program.
     Run(RunArgs),
+    /// Measure a model's or program's inference time: load (read, compile, create the VM),
+    /// the first inference, then steady-state inferences after a warm-up (median, min,
+    /// p90, mean), and the process's peak resident memory.
+    Bench(BenchArgs),
     /// Step through a program and inspect its storages, views and kills (`:help` inside).
     /// Reads commands from standard input; on a terminal with line editing, history and
     /// tab completion.
@@ -172,6 +175,16 @@ pub struct CompileArgs {
     /// them into a `FusedConv` (buffer programs fuse by default).
     #[arg(long)]
     pub no_fuse: bool,
+}
+
+impl CompileSettings for CompileArgs {
+    fn given_shapes(&self) -> Result<Vec<(String, Vec<i64>)>, String> {
+        CompileArgs::given_shapes(self)
+    }
+
+    fn options(&self, caps: &DeviceCaps) -> Result<crate::compile::Options, Failure> {
+        CompileArgs::options(self, caps)
+    }
 }
 
 impl CompileArgs {
@@ -337,6 +350,70 @@ pub struct RunArgs {
     pub noop_kernels: bool,
 }
 
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// A `.rxa` or `.rxb` program, or an `.onnx` model (compiled in memory).
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub compile: CompileArgs,
+    /// Function to measure.
+    #[arg(long, default_value = "main")]
+    pub func: String,
+    /// An input, as for `run`: NAME=PATH.npy, NAME=zeros, NAME=random:SEED, NAME=ramp,
+    /// NAME=VALUE or NAME=[d0,d1,...]. Repeatable. A tensor input not given is generated:
+    /// deterministic pseudo-random values of its type (`random:K` for the K-th parameter).
+    #[arg(short, long = "input", value_name = "NAME=SPEC")]
+    pub inputs: Vec<String>,
+    /// Where to run: `host` (default), `opencl` or `opencl:NAME`.
+    #[arg(long, default_value = "host", value_name = "host|opencl|opencl:NAME")]
+    pub device: String,
+    /// Host device capabilities, as for `run`.
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    pub host_caps: Option<String>,
+    /// Inferences run and not measured after the first one.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub warmup: u64,
+    /// Steady-state inferences measured (default 20).
+    #[arg(long, value_name = "N", value_parser = parse_count, conflicts_with = "time")]
+    pub reps: Option<u64>,
+    /// Measure steady-state inferences for this long instead (at least one), e.g. `10s`.
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub time: Option<std::time::Duration>,
+    /// Print one JSON object (keys model, device, reps, load_ms, first_ms, median_ms,
+    /// min_ms, p90_ms, mean_ms, peak_rss_bytes) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A count of at least 1 for clap.
+fn parse_count(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("expected a count of at least 1, found `{s}`")),
+    }
+}
+
+fn cmd_bench(a: BenchArgs) -> Result<(), Failure> {
+    let spec = device_spec(&a.device, a.host_caps.as_deref())?;
+    let amount = match a.time {
+        Some(t) => crate::bench::Amount::Time(t),
+        None => crate::bench::Amount::Reps(a.reps.unwrap_or(crate::bench::DEFAULT_REPS)),
+    };
+    let request = crate::bench::Request {
+        file: &a.file,
+        device: &a.device,
+        spec,
+        settings: &a.compile,
+        func: &a.func,
+        inputs: &a.inputs,
+        warmup: a.warmup,
+        amount,
+    };
+    let report = crate::bench::run(request)?;
+    let text = if a.json { format!("{}\n", report.to_json()) } else { report.to_text() };
+    std::io::stdout().write_all(text.as_bytes()).map_err(|e| Failure::Message(e.to_string()))
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn main_with(cli: Cli) -> i32 {
     let r = match cli.command {
@@ -346,6 +423,7 @@ pub fn main_with(cli: Cli) -> i32 {
         Command::Compile { model, output, compile, device } => cmd_compile(&model, output, &compile, device.as_deref()),
         Command::Plan(args) => cmd_plan(&args),
         Command::Run(args) => cmd_run(args),
+        Command::Bench(args) => cmd_bench(args),
         Command::Repl { file, timeout } => cmd_repl(file.as_deref(), timeout),
         Command::Devices => cmd_devices(),
         Command::Conformance { dirs, device, summary, timeout } => cmd_conformance(&dirs, &device, summary, timeout),
@@ -625,85 +703,13 @@ fn cmd_run(a: RunArgs) -> Result<(), Failure> {
     // For a model, the ONNX names of @main's first parameters (its graph inputs): `--input`
     // takes them as well as the register names, in which characters other than letters,
     // digits and `_` became `_`.
-    let (p, onnx_inputs) = if is_onnx(&a.file) {
-        // Dynamic input dims take the shapes of the `.npy` inputs (after `--shape`'s).
-        let mut given = a.compile.given_shapes()?;
-        for raw in &a.inputs {
-            if let Ok((name, InputSpec::Npy(path))) = parse_input_spec(raw) {
-                if !given.iter().any(|(n, _)| *n == name) {
-                    given.push((name, crate::npy::npy_shape(&path)?));
-                }
-            }
-        }
-        let (g, shapes) = read_model_with(&a.file, &given)?;
-        let c = compile_graph(&a.file, &g, &shapes, &a.compile.options(&device_caps(&spec))?)?;
-        (compiled_program(&a.file, c), g.inputs.into_iter().map(|i| i.name).collect())
-    } else {
-        (load_program(&a.file)?, Vec::new())
-    };
+    let (p, onnx_inputs) = read_program_for(&a.file, &spec, &a.compile, &a.inputs)?;
     let module = Arc::new(p.module);
-    let fid = module.func_by_name(&a.func).ok_or_else(|| {
-        let names: Vec<String> = module.funcs.values().map(|f| format!("@{}", f.name)).collect();
-        format!("no function @{} in {}; it has: {}", a.func.trim_start_matches('@'), a.file.display(), names.join(", "))
-    })?;
+    let fid = find_function(&module, &a.func, &a.file)?;
     let f = &module.funcs[fid];
     // Storage parameters (pools the caller provides) are allocated by the VM with the size
     // the code needs; every other parameter takes an --input.
-    let value_params: Vec<usize> = (0..f.params.len()).filter(|&i| !matches!(f.params[i], Type::Storage)).collect();
-    let param_names: Vec<String> = value_params.iter().map(|&i| f.reg_name(rxvm_vm::bytecode::Reg(i as u32))).collect();
-    // The ONNX name of each value parameter, where it has one (the graph inputs are
-    // @main's first parameters, in order).
-    let onnx_names: Vec<Option<&str>> = value_params
-        .iter()
-        .map(|&i| if f.name == "main" { onnx_inputs.get(i).map(String::as_str) } else { None })
-        .collect();
-    // `%reg` or `%reg (ONNX input `name`)` when the names differ.
-    let describe = |k: usize| match onnx_names[k] {
-        Some(o) if o != param_names[k] => format!("%{} (ONNX input `{o}`)", param_names[k]),
-        _ => format!("%{}", param_names[k]),
-    };
-
-    let mut specs: Vec<Option<InputSpec>> = vec![None; value_params.len()];
-    for raw in &a.inputs {
-        let (name, spec) = parse_input_spec(raw)?;
-        let idx = param_names
-            .iter()
-            .position(|n| *n == name)
-            .or_else(|| onnx_names.iter().position(|o| *o == Some(name.as_str())))
-            .ok_or_else(|| {
-                let have = if param_names.is_empty() {
-                    "it takes no inputs".to_string()
-                } else {
-                    format!(
-                        "its parameters are: {}",
-                        (0..param_names.len()).map(describe).collect::<Vec<_>>().join(", ")
-                    )
-                };
-                format!("--input {raw}: @{} has no parameter %{name}; {have}", f.name)
-            })?;
-        if specs[idx].is_some() {
-            return Err(Failure::Message(format!("--input {raw}: {} is given twice", describe(idx))));
-        }
-        specs[idx] = Some(spec);
-    }
-    let missing: Vec<String> = specs
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.is_none())
-        .map(|(i, _)| format!("{}: {}", describe(i), f.params[value_params[i]]))
-        .collect();
-    if !missing.is_empty() {
-        return Err(Failure::Message(format!(
-            "missing input(s) for @{}: {}; pass --input NAME=PATH.npy|zeros|random:SEED|VALUE",
-            f.name,
-            missing.join(", ")
-        )));
-    }
-    let mut inputs = Vec::with_capacity(specs.len());
-    for (i, s) in specs.iter().enumerate() {
-        let s = s.as_ref().ok_or_else(|| "missing input".to_string())?;
-        inputs.push(make_input(f, value_params[i], s)?);
-    }
+    let inputs = host_inputs(f, &onnx_inputs, &a.inputs, Missing::Refuse)?;
 
     // The limits hold from the start: constants that would cross --max-live-bytes are
     // refused as they load.

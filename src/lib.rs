@@ -6,6 +6,7 @@
 // tests (the few on internal invariants carry an `allow` that says why).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod bench;
 pub mod cli;
 pub mod compile;
 pub mod conformance;

@@ -78,7 +78,7 @@ pub fn input_shapes(g: &Graph, given: &[(String, Vec<i64>)]) -> Result<Vec<Vec<i
         .collect();
     if !dynamic.is_empty() {
         return Err(format!(
-            "these inputs have dynamic dims: {}; give their shapes with --shape NAME=[d0,d1,...] (or, for `run`, a .npy --input), or export the model with fixed input dims",
+            "these inputs have dynamic dims: {}; give their shapes with --shape NAME=[d0,d1,...] (or, for `run` and `bench`, a .npy --input), or export the model with fixed input dims",
             dynamic.join(", ")
         ));
     }
@@ -304,4 +304,135 @@ pub fn device_caps(spec: &DeviceSpec) -> DeviceCaps {
 
 fn bad_device(device: &str) -> String {
     format!("--device {device}: expected `host`, `opencl` or `opencl:NAME`")
+}
+
+/// How a model is compiled for `run` and `bench`: the command line's compile flags.
+pub trait CompileSettings {
+    /// The input shapes `--shape` gives, by input name.
+    fn given_shapes(&self) -> Result<Vec<(String, Vec<i64>)>, String>;
+    /// The compiler options for a program to run on a device with `caps`.
+    fn options(&self, caps: &DeviceCaps) -> Result<Options, Failure>;
+}
+
+/// A program to run, read as `run` reads it: a `.rxa`/`.rxb` file, or an ONNX model
+/// compiled for `spec`'s device with `settings`, the dynamic dims of its inputs given by
+/// `--shape` and then by the shapes of `.npy` inputs. With the ONNX names of the graph's
+/// inputs (@main's first parameters), empty for a program.
+pub fn read_program_for(
+    file: &Path,
+    spec: &DeviceSpec,
+    settings: &dyn CompileSettings,
+    raw_inputs: &[String],
+) -> Result<(Program, Vec<String>), Failure> {
+    if !is_onnx(file) {
+        return Ok((load_program(file)?, Vec::new()));
+    }
+    let mut given = settings.given_shapes()?;
+    for raw in raw_inputs {
+        if let Ok((name, InputSpec::Npy(path))) = crate::inputs::parse_input_spec(raw) {
+            if !given.iter().any(|(n, _)| *n == name) {
+                given.push((name, crate::npy::npy_shape(&path)?));
+            }
+        }
+    }
+    let (g, shapes) = read_model_with(file, &given)?;
+    let c = compile_graph(file, &g, &shapes, &settings.options(&device_caps(spec))?)?;
+    Ok((compiled_program(file, c), g.inputs.into_iter().map(|i| i.name).collect()))
+}
+
+/// What to do for a value parameter no `--input` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Missing {
+    /// Refuse (`run`): the error lists the missing inputs.
+    Refuse,
+    /// Generate a tensor parameter's value as `random:K` (deterministic pseudo-random values
+    /// of its type), K its position among the value parameters (`bench`); refuse the others.
+    Random,
+}
+
+/// The host values of `f`'s value parameters (every parameter but storages, which the VM
+/// allocates) from `--input NAME=SPEC` specs. NAME is a register name or, for @main of a
+/// compiled model, the ONNX name of a graph input (`onnx_inputs`).
+pub fn host_inputs(
+    f: &Function,
+    onnx_inputs: &[String],
+    raw_inputs: &[String],
+    missing: Missing,
+) -> Result<Vec<HostValue>, Failure> {
+    let value_params: Vec<usize> = (0..f.params.len()).filter(|&i| !matches!(f.params[i], Type::Storage)).collect();
+    let param_names: Vec<String> = value_params.iter().map(|&i| f.reg_name(Reg(i as u32))).collect();
+    // The ONNX name of each value parameter, where it has one (the graph inputs are
+    // @main's first parameters, in order).
+    let onnx_names: Vec<Option<&str>> = value_params
+        .iter()
+        .map(|&i| if f.name == "main" { onnx_inputs.get(i).map(String::as_str) } else { None })
+        .collect();
+    // `%reg` or `%reg (ONNX input `name`)` when the names differ.
+    let describe = |k: usize| match onnx_names[k] {
+        Some(o) if o != param_names[k] => format!("%{} (ONNX input `{o}`)", param_names[k]),
+        _ => format!("%{}", param_names[k]),
+    };
+
+    let mut specs: Vec<Option<InputSpec>> = vec![None; value_params.len()];
+    for raw in raw_inputs {
+        let (name, spec) = crate::inputs::parse_input_spec(raw)?;
+        let idx = param_names
+            .iter()
+            .position(|n| *n == name)
+            .or_else(|| onnx_names.iter().position(|o| *o == Some(name.as_str())))
+            .ok_or_else(|| {
+                let have = if param_names.is_empty() {
+                    "it takes no inputs".to_string()
+                } else {
+                    format!(
+                        "its parameters are: {}",
+                        (0..param_names.len()).map(describe).collect::<Vec<_>>().join(", ")
+                    )
+                };
+                format!("--input {raw}: @{} has no parameter %{name}; {have}", f.name)
+            })?;
+        if specs[idx].is_some() {
+            return Err(Failure::Message(format!("--input {raw}: {} is given twice", describe(idx))));
+        }
+        specs[idx] = Some(spec);
+    }
+    if missing == Missing::Random {
+        for (i, s) in specs.iter_mut().enumerate() {
+            if s.is_none() && matches!(f.params[value_params[i]], Type::Tensor { .. }) {
+                *s = Some(InputSpec::Random(i as u64));
+            }
+        }
+    }
+    let absent: Vec<String> = specs
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.is_none())
+        .map(|(i, _)| format!("{}: {}", describe(i), f.params[value_params[i]]))
+        .collect();
+    if !absent.is_empty() {
+        return Err(Failure::Message(format!(
+            "missing input(s) for @{}: {}; pass --input NAME=PATH.npy|zeros|random:SEED|VALUE",
+            f.name,
+            absent.join(", ")
+        )));
+    }
+    let mut inputs = Vec::with_capacity(specs.len());
+    for (i, s) in specs.iter().enumerate() {
+        let s = s.as_ref().ok_or_else(|| "missing input".to_string())?;
+        inputs.push(make_input(f, value_params[i], s)?);
+    }
+    Ok(inputs)
+}
+
+/// The function `name` of `module`, or an error listing the functions `file` has.
+pub fn find_function(module: &Module, name: &str, file: &Path) -> Result<rxvm_vm::bytecode::FuncId, Failure> {
+    module.func_by_name(name).ok_or_else(|| {
+        let names: Vec<String> = module.funcs.values().map(|f| format!("@{}", f.name)).collect();
+        Failure::Message(format!(
+            "no function @{} in {}; it has: {}",
+            name.trim_start_matches('@'),
+            file.display(),
+            names.join(", ")
+        ))
+    })
 }

@@ -474,7 +474,7 @@ fn dynamic_input_dims_take_the_shapes_given() {
         (vec!["compile", model, "--shape", "x=[2,4,8,8]"], "error: tests/bad_onnx/input_symbolic_dims.onnx: input `x` is f32[batch, 3, 8, 8], which the shape [2, 4, 8, 8] given for it does not fit\n"),
         (vec!["compile", model, "--shape", "y=[2,3,8,8]"], "error: tests/bad_onnx/input_symbolic_dims.onnx: the model has no input `y`; its inputs are `x`: f32[batch, 3, 8, 8]\n"),
         (vec!["compile", model, "--shape", "x=2,3"], "error: --shape x=2,3: expected NAME=[d0,d1,...], e.g. x=[1,3,224,224]\n"),
-        (vec!["run", model, "--input", "x=zeros"], "error: tests/bad_onnx/input_symbolic_dims.onnx: these inputs have dynamic dims: `x`: f32[batch, 3, 8, 8]; give their shapes with --shape NAME=[d0,d1,...] (or, for `run`, a .npy --input), or export the model with fixed input dims\n"),
+        (vec!["run", model, "--input", "x=zeros"], "error: tests/bad_onnx/input_symbolic_dims.onnx: these inputs have dynamic dims: `x`: f32[batch, 3, 8, 8]; give their shapes with --shape NAME=[d0,d1,...] (or, for `run` and `bench`, a .npy --input), or export the model with fixed input dims\n"),
     ];
     for (args, want) in refused {
         let (code, _, err) = rxvm(&args);

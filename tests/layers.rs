@@ -44,7 +44,7 @@ const LAYERS: &[Crate] = &[
             ("plan", &["plan/"]),
             ("model", &["graph.rs", "onnx.rs", "npy.rs", "inputs.rs"]),
             ("compiler", &["compile/"]),
-            ("tools", &["report.rs", "stats.rs", "conformance.rs", "session.rs"]),
+            ("tools", &["report.rs", "stats.rs", "conformance.rs", "session.rs", "bench.rs"]),
             ("front", &["cli.rs", "repl/"]),
             ("api", &["lib.rs", "main.rs"]),
         ],
