@@ -5,7 +5,9 @@
 use rxvm_vm::ops::{Attrs, OpId, Operator, TensorInfo};
 use rxvm_vm::types::{DType, Dim, Type};
 use rxvm_vm::HostTensor;
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// A graph input: name, dtype and dims.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,7 +63,8 @@ pub struct Graph {
     pub name: String,
     pub inputs: Vec<GraphInput>,
     pub outputs: Vec<String>,
-    pub consts: Vec<(String, HostTensor)>,
+    /// Shared, so the graphs the compiler's passes derive hold the weights once.
+    pub consts: Vec<(String, Arc<HostTensor>)>,
     pub nodes: Vec<Node>,
     /// What the reader of the model warns about but accepts (e.g. an opset newer than it
     /// knows), each naming the file; the command line prints them.
@@ -241,6 +244,11 @@ impl Graph {
     }
 
     pub fn add_const(&mut self, name: &str, v: HostTensor) {
+        self.add_shared_const(name, Arc::new(v));
+    }
+
+    /// [`Graph::add_const`] of a value another graph holds too.
+    pub fn add_shared_const(&mut self, name: &str, v: Arc<HostTensor>) {
         self.const_index.insert(name.to_string(), self.consts.len());
         self.consts.push((name.to_string(), v));
     }
@@ -250,7 +258,7 @@ impl Graph {
     }
 
     pub fn const_value(&self, name: &str) -> Option<&HostTensor> {
-        self.const_index.get(name).map(|&i| &self.consts[i].1)
+        self.const_index.get(name).map(|&i| &*self.consts[i].1)
     }
 
     /// Adds an input with static dims.
@@ -419,7 +427,9 @@ pub struct Analysis<'g> {
     /// Dtype and shape of every tensor.
     pub types: HashMap<&'g str, (DType, Vec<i64>)>,
     /// Values of constant tensors: initializers and folded node outputs.
-    pub consts: HashMap<&'g str, HostTensor>,
+    /// (The graph's own constants are borrowed, not copied: a model's weights are held
+    /// once however many analyses of its graphs are alive.)
+    pub consts: HashMap<&'g str, Cow<'g, HostTensor>>,
     /// Nodes evaluated at compile time.
     pub folded: Vec<bool>,
     /// Tensors whose shapes only the run knows (not in `types`): outputs of a node whose
@@ -427,6 +437,13 @@ pub struct Analysis<'g> {
     /// input), and everything computed from them. The program allocates them when they are
     /// made (`%y = call @onnx.Reshape(...)`) instead of planning them.
     pub run_time: HashSet<&'g str>,
+}
+
+impl Analysis<'_> {
+    /// The value of constant tensor `name` (an initializer or a folded node output).
+    pub fn const_value(&self, name: &str) -> Option<&HostTensor> {
+        self.consts.get(name).map(|c| &**c)
+    }
 }
 
 /// How many bytes of node outputs [`analyze`] may evaluate at compile time, in all (1 GiB):
@@ -463,7 +480,7 @@ pub fn analyze_inputs<'g>(
         Analysis { types: HashMap::new(), consts: HashMap::new(), folded: Vec::new(), run_time: HashSet::new() };
     for (name, v) in &g.consts {
         a.types.insert(name, (v.dtype, v.shape.clone()));
-        a.consts.insert(name, v.clone());
+        a.consts.insert(name, Cow::Borrowed(&**v));
     }
     for (i, inp) in g.inputs.iter().enumerate() {
         match input_shapes.get(i).ok_or_else(|| format!("no shape given for input `{}`", inp.name))? {
@@ -498,7 +515,7 @@ pub fn analyze_inputs<'g>(
                     .types
                     .get(x.as_str())
                     .ok_or_else(|| format!("node `{}`: input `{x}` is not defined before it", n.name))?;
-                Some(TensorInfo { dtype: *d, shape: s, value: a.consts.get(x.as_str()) })
+                Some(TensorInfo { dtype: *d, shape: s, value: a.const_value(x) })
             });
         }
         let outs = match (def.infer)(&infos, &n.attrs) {
@@ -542,7 +559,7 @@ pub fn analyze_inputs<'g>(
                     HostTensor::new(DType::I64, vec![], count.to_le_bytes().to_vec())?
                 };
                 budget -= bytes;
-                a.consts.insert(y.as_str(), t);
+                a.consts.insert(y.as_str(), Cow::Owned(t));
                 for (name, t) in n.outputs.iter().zip(outs) {
                     a.types.insert(name, t);
                 }
@@ -553,13 +570,13 @@ pub fn analyze_inputs<'g>(
         let fold = out_bytes.is_some() && n.inputs.iter().all(|x| x.is_empty() || a.consts.contains_key(x.as_str()));
         if let (true, Some(bytes)) = (fold, out_bytes) {
             budget -= bytes;
-            let ins: Vec<Option<&HostTensor>> = n.inputs.iter().map(|x| a.consts.get(x.as_str())).collect();
+            let ins: Vec<Option<&HostTensor>> = n.inputs.iter().map(|x| a.const_value(x)).collect();
             let mut res: Vec<HostTensor> =
                 outs.iter().map(|(d, s)| HostTensor::zeros(*d, s)).collect::<Result<_, _>>()?;
             (def.op.id().host_kernel()?)(&ins, &n.attrs, &mut res)
                 .map_err(|e| format!("folding node `{}`: {e}", n.name))?;
             for (name, t) in n.outputs.iter().zip(res) {
-                a.consts.insert(name, t);
+                a.consts.insert(name, Cow::Owned(t));
             }
         }
         for (name, t) in n.outputs.iter().zip(outs) {

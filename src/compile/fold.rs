@@ -125,7 +125,7 @@ fn rebuild(g: &Graph, a: &Analysis, absorbed: &[bool], mut rewrites: HashMap<usi
     out.outputs = g.outputs.clone();
     out.subgraphs = g.subgraphs.clone();
     for (name, v) in &g.consts {
-        out.add_const(name, v.clone());
+        out.add_shared_const(name, v.clone());
     }
     for (n, node) in g.nodes.iter().enumerate() {
         if absorbed[n] {
@@ -170,7 +170,7 @@ pub fn fold_batchnorm_into_conv(g: &Graph, a: &Analysis) -> Option<Graph> {
         }
     }
     let f32_const = |name: &str, len: usize| {
-        a.consts.get(name).filter(|c| c.dtype == DType::F32 && c.numel() as usize == len).map(HostTensor::to_f64)
+        a.const_value(name).filter(|c| c.dtype == DType::F32 && c.numel() as usize == len).map(HostTensor::to_f64)
     };
     // Per folded Conv: its new weights and bias and the normalization's output.
     let mut rewrites: HashMap<usize, (HostTensor, Vec<f64>, String)> = HashMap::new();

@@ -200,7 +200,7 @@ fn texture_capable(g: &Graph, a: &Analysis, n: usize, target: &DeviceCaps) -> bo
         } else {
             let (dtype, shape) = &a.types[x.as_str()];
             let shape = blocked_shapes[i].as_deref().unwrap_or(shape);
-            Some(TensorInfo { dtype: *dtype, shape, value: a.consts.get(x.as_str()) })
+            Some(TensorInfo { dtype: *dtype, shape, value: a.const_value(x) })
         });
     }
     let Some(op) = OpId::from_name(&node.op) else { return false };

@@ -211,7 +211,7 @@ pub fn infer_dims(
             } else {
                 let d = dims.get(x.as_str()).ok_or_else(|| format!("internal: `{x}` has no dims"))?;
                 let (dtype, _) = a.types.get(x.as_str()).ok_or_else(|| format!("internal: `{x}` has no type"))?;
-                Some(SymInfo { dtype: *dtype, dims: d, value: a.consts.get(x.as_str()) })
+                Some(SymInfo { dtype: *dtype, dims: d, value: a.const_value(x) })
             });
         }
         let inferred = infer_symbolic(def, &infos, &node.attrs).map_err(|e| format!("{}: {e}", what()))?;

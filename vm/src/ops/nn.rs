@@ -1924,6 +1924,20 @@ fn pack_a<const MR: usize>(a: &Mat, i0: usize, p0: usize, mc: usize, kc: usize, 
                 dst[p * MR + rows..p * MR + MR].fill(0.0);
             }
         }
+        if rows == MR && a.cs == 1 {
+            // A full strip of contiguous rows: read the MR rows side by side and write
+            // each column of the strip at once (the loop below scatters one row at a time).
+            let src: [&[f32]; MR] = std::array::from_fn(|ii| {
+                let base = (i0 + s * MR + ii) * a.rs + p0;
+                &a.d[base..base + kc]
+            });
+            for (p, col) in dst.chunks_exact_mut(MR).enumerate() {
+                for (c, r) in col.iter_mut().zip(&src) {
+                    *c = r[p];
+                }
+            }
+            continue;
+        }
         for ii in 0..rows {
             let base = (i0 + s * MR + ii) * a.rs + p0 * a.cs;
             if a.cs == 1 {
