@@ -11,7 +11,7 @@ use crate::ir::bytecode::{ConstId, PrimaryMap};
 use crate::ir::host_tensor::store_f64;
 use crate::ir::module::{ConstData, Module};
 use crate::ir::types::Scope;
-use crate::runtime::device::DeviceCaps;
+use crate::runtime::device::{DeviceCaps, HostBlock};
 use crate::runtime::memory::{ConstAlloc, Ledger, Runtime, Site, Stats, Storage, View, ViewSpec, NO_BIN};
 use crate::runtime::shared::Shared;
 use crate::runtime::value::Value;
@@ -111,12 +111,28 @@ impl Vm {
         // The constants load under this VM's live-bytes limit (each entry applies it again).
         rt.set_live_limit(limits.max_live_bytes.unwrap_or(u64::MAX));
         let mut consts = Vec::with_capacity(module.consts.len());
+        // On the host, a constant's storage is the module's own bytes (the VM holds the
+        // module): the weights are in memory once, and loading copies nothing.
+        let owner: Arc<dyn std::any::Any + Send + Sync> = module.clone();
+        let on_host = rt.devices[0].device().is_none();
         for c in module.consts.values() {
             let numel = c.numel().unwrap_or(0);
             let bytes = numel.saturating_mul(c.dtype.size() as u64);
             let fail = |e: String| {
                 VmError::api(format!("cannot load constant @{} ({}{:?}, {bytes} bytes): {e}", c.name, c.dtype, c.shape))
             };
+            if let (true, ConstData::Bytes(b)) = (on_host, &c.data) {
+                let aligned = (b.as_ptr() as usize).is_multiple_of(c.dtype.size().max(1));
+                if let (true, true, Some(block)) =
+                    (b.len() as u64 == bytes, aligned, HostBlock::borrowed(b, owner.clone()))
+                {
+                    let st = Storage::constant_over(&rt, 0, block, Site::API).map_err(|e| fail(e.to_string()))?;
+                    consts.push(
+                        View::make(st, ViewSpec::buffer(0, c.dtype, &c.shape, bytes), Site::API, None).map_err(fail)?,
+                    );
+                    continue;
+                }
+            }
             let st =
                 Storage::alloc(&rt, 0, bytes, 0, Scope::Global, Site::API, true).map_err(|e| fail(e.to_string()))?;
             let in_host_memory = st.in_host_memory();

@@ -198,6 +198,9 @@ enum HostMem {
     /// An anonymous mapping, held to be unmapped when the block drops; `ptr` is its first
     /// address aligned to the block's alignment.
     Mapped { _map: memmap2::MmapMut },
+    /// Bytes another object owns and keeps alive (a module's constant data): a constant
+    /// storage over them costs no copy. Never written.
+    Borrowed { _owner: std::sync::Arc<dyn std::any::Any + Send + Sync> },
 }
 
 /// The largest alignment a host storage may ask for (2 MiB, a huge page). A stricter
@@ -244,6 +247,18 @@ impl HostBlock {
         // SAFETY: `skip <= slack`, so `skip + capacity <= len`: inside the mapping.
         let ptr = NonNull::new(unsafe { base.add(skip) })?;
         Some(HostBlock { ptr, capacity, align, mem: HostMem::Mapped { _map: map } })
+    }
+
+    /// A block over `bytes`, which `owner` keeps alive and nobody writes while the block
+    /// lives (only a constant storage may hold it); its alignment is the pointer's, up to
+    /// [`HOST_MAX_ALIGN`]. `None` for empty bytes.
+    pub fn borrowed(bytes: &[u8], owner: std::sync::Arc<dyn std::any::Any + Send + Sync>) -> Option<HostBlock> {
+        if bytes.is_empty() {
+            return None;
+        }
+        let ptr = NonNull::new(bytes.as_ptr() as *mut u8)?;
+        let align = (1u64 << (ptr.as_ptr() as usize).trailing_zeros().min(63)).min(HOST_MAX_ALIGN);
+        Some(HostBlock { ptr, capacity: bytes.len() as u64, align, mem: HostMem::Borrowed { _owner: owner } })
     }
 
     pub fn as_ptr(&self) -> *mut u8 {

@@ -565,6 +565,32 @@ impl Storage {
         site: Site,
         constant: bool,
     ) -> Result<Shared<Storage>, AllocError> {
+        Storage::alloc_in(rt, device, size, align, scope, site, constant, None)
+    }
+
+    /// A constant host storage over `block`'s bytes (see [`HostBlock::borrowed`]): counted
+    /// and limited as [`Storage::alloc`] counts a constant, without a copy.
+    pub fn constant_over(
+        rt: &Rc<Runtime>,
+        device: u8,
+        block: HostBlock,
+        site: Site,
+    ) -> Result<Shared<Storage>, AllocError> {
+        let (size, align) = (block.capacity(), block.align());
+        Storage::alloc_in(rt, device, size, align, Scope::Global, site, true, Some(block))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn alloc_in(
+        rt: &Rc<Runtime>,
+        device: u8,
+        size: u64,
+        align: u64,
+        scope: Scope,
+        site: Site,
+        constant: bool,
+        given: Option<HostBlock>,
+    ) -> Result<Shared<Storage>, AllocError> {
         let Some(dev) = rt.devices.get(device as usize) else {
             return Err(AllocError::NoDevice { device, count: rt.devices.len() });
         };
@@ -592,11 +618,11 @@ impl Storage {
         let class = size_class(size);
         // A dead storage of this class kept whole (see `Storage::park`): only its identity
         // changes. Any other request makes a new one.
-        let parked = if constant { None } else { dev.parked.borrow_mut().take(class, align) };
+        let parked = if constant || given.is_some() { None } else { dev.parked.borrow_mut().take(class, align) };
         if let Some(p) = parked {
             return Ok(Storage::revive(rt, dev, p, size, align, scope, site));
         }
-        let (storage, source) = Storage::fresh(rt, dev, device, size, class, align, scope, site, constant)?;
+        let (storage, source) = Storage::fresh(rt, dev, device, size, class, align, scope, site, constant, given)?;
         Storage::count_new(rt, dev, size, constant, source);
         Ok(storage)
     }
@@ -679,6 +705,7 @@ impl Storage {
         scope: Scope,
         site: Site,
         constant: bool,
+        given: Option<HostBlock>,
     ) -> Result<(Shared<Storage>, AllocSource), AllocError> {
         let caps = &dev.caps;
         let oom = || AllocError::OutOfMemory {
@@ -688,6 +715,7 @@ impl Storage {
             device: caps.name.clone(),
         };
         let (block, source) = match &dev.backend {
+            Backend::Host if given.is_some() => (DeviceMem::Host(given.ok_or_else(oom)?), AllocSource::Fresh),
             // Constants take exactly their size: they are never pooled.
             Backend::Host if constant => {
                 (DeviceMem::Host(HostBlock::new(size, align).ok_or_else(oom)?), AllocSource::Fresh)
