@@ -114,7 +114,7 @@ static HOST_KERNELS: LazyLock<Vec<Option<HostFn>>> = LazyLock::new(|| {
 });
 
 /// The operators whose host kernels run in place, on the operands' memory.
-static VIEW_KERNELS: LazyLock<Vec<Option<ViewFn>>> = LazyLock::new(|| by_id(&[nn::VIEW]));
+static VIEW_KERNELS: LazyLock<Vec<Option<ViewFn>>> = LazyLock::new(|| by_id(&[nn::VIEW, tensor::VIEW]));
 
 #[cfg(feature = "opencl")]
 static CL_KERNELS: LazyLock<Vec<Option<cl::ClFn>>> = LazyLock::new(|| {

@@ -17,9 +17,9 @@
 //! Every operator plans its work with the same function at inference and in the host kernel,
 //! so the kernel re-checks everything it relies on and never panics on malformed inputs.
 
-use super::host::HostFn;
+use super::host::{on_tensors, HostFn, ViewFn};
 use super::{AttrValue, Attrs, OutInfo, TensorInfo};
-use crate::ir::host_tensor::{load_f64, load_i64, store_f64, store_i64, HostTensor};
+use crate::ir::host_tensor::{load_f64, load_i64, store_f64, store_i64, HostTensor, TensorMut, TensorRef};
 use crate::ir::minifloat::{float8_encode, RoundMode};
 use crate::ir::operators::shape::input;
 use crate::ir::operators::tensor::*;
@@ -27,9 +27,12 @@ use crate::ir::operators::Operator;
 use crate::ir::types::DType;
 
 /// This family's host kernels.
+/// This family's in-place host kernels: the copies that take no input values.
+pub(crate) static VIEW: &[(Operator, ViewFn)] = &[(Operator::Concat, concat), (Operator::Transpose, transpose)];
+
 pub(crate) static HOST: &[(Operator, HostFn)] = &[
-    (Operator::Concat, host_concat),
-    (Operator::Transpose, host_transpose),
+    (Operator::Concat, |i, a, o| on_tensors(concat, i, a, o)),
+    (Operator::Transpose, |i, a, o| on_tensors(transpose, i, a, o)),
     (Operator::Reshape, host_reshape),
     (Operator::Flatten, host_flatten),
     (Operator::Squeeze, host_squeeze),
@@ -78,17 +81,44 @@ fn host_infos<'a>(ins: &[Option<&'a HostTensor>], op: &str) -> Result<Vec<Option
         .collect()
 }
 
+/// The in-place inputs as inference sees them (shapes, no values), their data checked.
+fn view_infos<'a>(ins: &[Option<TensorRef<'a>>], op: &str) -> Result<Vec<Option<TensorInfo<'a>>>, String> {
+    ins.iter()
+        .map(|t| match t {
+            Some(t) => {
+                check_bytes(t.dtype, t.shape, t.data.len(), op)?;
+                Ok(Some(TensorInfo { dtype: t.dtype, shape: t.shape, value: None }))
+            }
+            None => Ok(None),
+        })
+        .collect()
+}
+
 /// Checks the pre-shaped outputs against the plan (the caller may pass fewer outputs than the
 /// operator can produce, never more).
 fn check_outs(outs: &[HostTensor], expect: &[OutInfo], op: &str) -> Result<(), String> {
-    if outs.is_empty() || outs.len() > expect.len() {
-        return Err(format!("{op}: given {} outputs, expected 1 to {}", outs.len(), expect.len()));
+    check_out_types(outs.iter().map(|o| (o.dtype, &o.shape[..], o.data.len())), outs.len(), expect, op)
+}
+
+/// [`check_outs`] of in-place outputs.
+fn check_view_outs(outs: &[TensorMut], expect: &[OutInfo], op: &str) -> Result<(), String> {
+    check_out_types(outs.iter().map(|o| (o.dtype, o.shape, o.data.len())), outs.len(), expect, op)
+}
+
+fn check_out_types<'a>(
+    outs: impl Iterator<Item = (DType, &'a [i64], usize)>,
+    n: usize,
+    expect: &[OutInfo],
+    op: &str,
+) -> Result<(), String> {
+    if n == 0 || n > expect.len() {
+        return Err(format!("{op}: given {n} outputs, expected 1 to {}", expect.len()));
     }
-    for (i, (o, (dtype, shape))) in outs.iter().zip(expect).enumerate() {
-        if o.dtype != *dtype || o.shape != *shape {
-            return Err(format!("{op}: output {} is {}{:?}, expected {dtype}{shape:?}", i + 1, o.dtype, o.shape));
+    for (i, ((d, sh, len), (dtype, shape))) in outs.zip(expect).enumerate() {
+        if d != *dtype || sh != &shape[..] {
+            return Err(format!("{op}: output {} is {d}{sh:?}, expected {dtype}{shape:?}", i + 1));
         }
-        check_data(o, op)?;
+        check_bytes(d, sh, len, op)?;
     }
     Ok(())
 }
@@ -211,40 +241,40 @@ fn host_same_bytes(
     Ok(())
 }
 
-fn host_concat(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+fn concat(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
     const OP: &str = "Concat";
-    let infos = host_infos(ins, OP)?;
+    let infos = view_infos(ins, OP)?;
     let (axis, out) = plan_concat(&infos, attrs)?;
-    check_outs(outs, std::slice::from_ref(&out), OP)?;
+    check_view_outs(outs, std::slice::from_ref(&out), OP)?;
     if outs[0].data.is_empty() {
         return Ok(());
     }
     let es = out.0.size();
     let outer = uprod(&out.1[..axis], OP)?;
     let mut parts = Vec::with_capacity(infos.len());
-    for t in infos.iter().flatten() {
-        parts.push((t.value.ok_or(OOB)?, uprod(&t.shape[axis..], OP)? * es));
+    for t in ins.iter().flatten() {
+        parts.push((t, uprod(&t.shape[axis..], OP)? * es));
     }
-    let dst = &mut outs[0].data;
+    let dst = &mut *outs[0].data;
     let mut pos = 0;
     for o in 0..outer {
         for &(t, n) in &parts {
-            copy_bytes(dst, pos, &t.data, o * n, n)?;
+            copy_bytes(dst, pos, t.data, o * n, n)?;
             pos += n;
         }
     }
     Ok(())
 }
 
-fn host_transpose(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {
+fn transpose(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
     const OP: &str = "Transpose";
-    let infos = host_infos(ins, OP)?;
+    let infos = view_infos(ins, OP)?;
     let (perm, out) = plan_transpose(&infos, attrs)?;
-    check_outs(outs, std::slice::from_ref(&out), OP)?;
-    let x = input(&infos, 0, OP)?.value.ok_or(OOB)?;
-    let in_st = strides(&x.shape);
+    check_view_outs(outs, std::slice::from_ref(&out), OP)?;
+    let x = ins.first().copied().flatten().ok_or_else(|| format!("{OP}: input 1 is required"))?;
+    let in_st = strides(x.shape);
     let src_st: Vec<i64> = perm.iter().map(|&p| in_st[p]).collect();
-    strided_copy(&x.data, 0, &src_st, &mut outs[0].data, 0, &strides(&out.1), &out.1, out.0.size())
+    strided_copy(x.data, 0, &src_st, outs[0].data, 0, &strides(&out.1), &out.1, out.0.size())
 }
 
 fn host_reshape(ins: &[Option<&HostTensor>], attrs: &Attrs, outs: &mut [HostTensor]) -> Result<(), String> {

@@ -87,9 +87,14 @@ pub(crate) fn check_shape(shape: &[i64], op: &str) -> Result<(), String> {
 
 /// Checks that a tensor's data holds exactly its shape's elements.
 pub(crate) fn check_data(t: &HostTensor, op: &str) -> Result<(), String> {
-    let need = (prod(&t.shape, op)? as u128) * t.dtype.size() as u128;
-    if t.data.len() as u128 != need {
-        return Err(format!("{op}: a {}{:?} tensor needs {need} bytes, found {}", t.dtype, t.shape, t.data.len()));
+    check_bytes(t.dtype, &t.shape, t.data.len(), op)
+}
+
+/// Whether `len` bytes are what a `dtype[shape]` tensor needs.
+pub(crate) fn check_bytes(dtype: DType, shape: &[i64], len: usize, op: &str) -> Result<(), String> {
+    let need = (prod(shape, op)? as u128) * dtype.size() as u128;
+    if len as u128 != need {
+        return Err(format!("{op}: a {dtype}{shape:?} tensor needs {need} bytes, found {len}"));
     }
     Ok(())
 }
