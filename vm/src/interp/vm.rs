@@ -122,10 +122,7 @@ impl Vm {
                 VmError::api(format!("cannot load constant @{} ({}{:?}, {bytes} bytes): {e}", c.name, c.dtype, c.shape))
             };
             if let (true, ConstData::Bytes(b)) = (on_host, &c.data) {
-                let aligned = (b.as_ptr() as usize).is_multiple_of(c.dtype.size().max(1));
-                if let (true, true, Some(block)) =
-                    (b.len() as u64 == bytes, aligned, HostBlock::borrowed(b, owner.clone()))
-                {
+                if let (true, Some(block)) = (b.len() as u64 == bytes, HostBlock::borrowed(b, owner.clone())) {
                     let st = Storage::constant_over(&rt, 0, block, Site::API).map_err(|e| fail(e.to_string()))?;
                     consts.push(
                         View::make(st, ViewSpec::buffer(0, c.dtype, &c.shape, bytes), Site::API, None).map_err(fail)?,

@@ -208,6 +208,9 @@ enum HostMem {
 /// of device memory", or reserve address space the size of the alignment.
 pub const HOST_MAX_ALIGN: u64 = 1 << 21;
 
+/// The alignment of a [`HostBlock::borrowed`] block.
+pub const BORROWED_ALIGN: u64 = 16;
+
 /// Host blocks of at least this many bytes (1 MiB) are anonymous mappings, zeroed lazily
 /// by the OS (see [`HostBlock`]).
 pub const HOST_MAP_THRESHOLD: u64 = 1 << 20;
@@ -250,15 +253,16 @@ impl HostBlock {
     }
 
     /// A block over `bytes`, which `owner` keeps alive and nobody writes while the block
-    /// lives (only a constant storage may hold it); its alignment is the pointer's, up to
-    /// [`HOST_MAX_ALIGN`]. `None` for empty bytes.
+    /// lives (only a constant storage may hold it). Its alignment is [`BORROWED_ALIGN`]
+    /// (what the system allocator gives any heap buffer, so it does not depend on where
+    /// the bytes happen to lie); `None` for empty or less aligned bytes.
     pub fn borrowed(bytes: &[u8], owner: std::sync::Arc<dyn std::any::Any + Send + Sync>) -> Option<HostBlock> {
-        if bytes.is_empty() {
+        let ptr = NonNull::new(bytes.as_ptr() as *mut u8)?;
+        if bytes.is_empty() || !(ptr.as_ptr() as usize).is_multiple_of(BORROWED_ALIGN as usize) {
             return None;
         }
-        let ptr = NonNull::new(bytes.as_ptr() as *mut u8)?;
-        let align = (1u64 << (ptr.as_ptr() as usize).trailing_zeros().min(63)).min(HOST_MAX_ALIGN);
-        Some(HostBlock { ptr, capacity: bytes.len() as u64, align, mem: HostMem::Borrowed { _owner: owner } })
+        let mem = HostMem::Borrowed { _owner: owner };
+        Some(HostBlock { ptr, capacity: bytes.len() as u64, align: BORROWED_ALIGN, mem })
     }
 
     pub fn as_ptr(&self) -> *mut u8 {
