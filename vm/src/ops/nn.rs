@@ -1593,16 +1593,16 @@ impl PackedA {
     /// Packs `a` (m x k) for the GEMM kernel this CPU runs, into `buf`'s memory.
     fn new(a: Mat, m: usize, k: usize, mut buf: Vec<f32>) -> PackedA {
         let mr = kernel_mr();
-        buf.clear();
-        let mut block = Vec::new();
-        for p0 in (0..k).step_by(KC) {
+        let rows = m.div_ceil(mr) * mr;
+        // (Every element is written: the strips, padding included.)
+        buf.resize(rows * k, 0.0);
+        for (p0, block) in (0..k).step_by(KC).zip(buf.chunks_mut(rows * KC)) {
             let kc = KC.min(k - p0);
             match mr {
-                MR512 => pack_a::<MR512>(&a, 0, p0, m, kc, &mut block),
-                6 => pack_a::<6>(&a, 0, p0, m, kc, &mut block),
-                _ => pack_a::<4>(&a, 0, p0, m, kc, &mut block),
+                MR512 => pack_a_into::<MR512>(&a, 0, p0, m, kc, block),
+                6 => pack_a_into::<6>(&a, 0, p0, m, kc, block),
+                _ => pack_a_into::<4>(&a, 0, p0, m, kc, block),
             }
-            buf.extend_from_slice(&block);
         }
         PackedA { mr, m, k, data: buf }
     }
@@ -1917,6 +1917,12 @@ fn micro<const MR: usize, const NR: usize, const FMA: bool>(ap: &[f32], bp: &[f3
 #[inline(always)]
 fn pack_a<const MR: usize>(a: &Mat, i0: usize, p0: usize, mc: usize, kc: usize, out: &mut Vec<f32>) {
     out.resize(mc.div_ceil(MR) * MR * kc, 0.0);
+    pack_a_into::<MR>(a, i0, p0, mc, kc, out);
+}
+
+/// [`pack_a`] into `out`, which holds exactly the strips.
+#[inline(always)]
+fn pack_a_into<const MR: usize>(a: &Mat, i0: usize, p0: usize, mc: usize, kc: usize, out: &mut [f32]) {
     for (s, dst) in out.chunks_exact_mut(MR * kc).enumerate() {
         let rows = MR.min(mc - s * MR);
         if rows < MR {
