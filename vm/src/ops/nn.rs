@@ -1596,14 +1596,34 @@ impl PackedA {
         let rows = m.div_ceil(mr) * mr;
         // (Every element is written: the strips, padding included.)
         buf.resize(rows * k, 0.0);
-        for (p0, block) in (0..k).step_by(KC).zip(buf.chunks_mut(rows * KC)) {
+        let pack = |(p0, block): (usize, &mut [f32])| {
             let kc = KC.min(k - p0);
             match mr {
                 MR512 => pack_a_into::<MR512>(&a, 0, p0, m, kc, block),
                 6 => pack_a_into::<6>(&a, 0, p0, m, kc, block),
                 _ => pack_a_into::<4>(&a, 0, p0, m, kc, block),
             }
-        }
+            Ok(())
+        };
+        let blocks: Vec<(usize, &mut [f32])> = (0..k).step_by(KC).zip(buf.chunks_mut(rows * KC)).collect();
+        let t = threads().min(blocks.len());
+        // Packing streams the weights from memory once per call: both cores share it.
+        let res = if t > 1 && (rows * k) as f64 >= PAR_WORK {
+            let per = blocks.len().div_ceil(t);
+            let mut jobs: Vec<Vec<(usize, &mut [f32])>> = Vec::with_capacity(t);
+            for (i, b) in blocks.into_iter().enumerate() {
+                if i % per == 0 {
+                    jobs.push(Vec::with_capacity(per));
+                }
+                if let Some(job) = jobs.last_mut() {
+                    job.push(b);
+                }
+            }
+            run_parts(jobs, |job| job.into_iter().try_for_each(pack))
+        } else {
+            blocks.into_iter().try_for_each(pack)
+        };
+        debug_assert!(res.is_ok(), "packing cannot fail");
         PackedA { mr, m, k, data: buf }
     }
 
