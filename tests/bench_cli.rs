@@ -2,25 +2,13 @@
 //! generated, and clear errors (exit 1, or 2 for usage errors) for bad arguments.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 fn rxvm(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rxvm"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run rxvm");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    rxvm_test_support::cli::run(env!("CARGO_BIN_EXE_rxvm"), env!("CARGO_MANIFEST_DIR"), args)
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rxvm-bench-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d.join(name)
+    rxvm_test_support::cli::tmp("bench-cli", name)
 }
 
 /// `y = Relu(Conv(x, w))`, x: f32[1, 3, 16, 16] named `in/x`, w an initializer.

@@ -8,7 +8,9 @@
 //! * [`devices`]: the host and the installed OpenCL platforms, required ones enforced.
 //! * [`models`]: the nine model-zoo CNNs of the onnx wheel.
 //! * [`graphs`]: small graphs built with the compiler's graph API.
+//! * [`cli`]: running the `rxvm` binary in tests.
 
+pub mod cli;
 pub mod devices;
 pub mod fuzz;
 pub mod graphs;

@@ -14,9 +14,9 @@ use crate::opencl::device::KernelArg;
 
 /// This family's OpenCL buffer kernels, by operator.
 pub static CL: &[(Operator, ClFn)] = &[
-    (Operator::Conv, conv),
-    (Operator::FusedConv, fused_conv),
-    (Operator::ConvTranspose, conv_transpose),
+    (Operator::Conv, |ctx, ins, _, attrs, outs| conv_any(ctx, ins, attrs, outs, false, false)),
+    (Operator::FusedConv, |ctx, ins, _, attrs, outs| conv_any(ctx, ins, attrs, outs, false, true)),
+    (Operator::ConvTranspose, |ctx, ins, _, attrs, outs| conv_any(ctx, ins, attrs, outs, true, false)),
     (Operator::MaxPool, max_pool),
     (Operator::AveragePool, average_pool),
     (Operator::GlobalAveragePool, global_average_pool),
@@ -394,36 +394,6 @@ fn conv_any(
     args.extend([l(total), l(c), l(m), l(c / group), l(m / group)]);
     args.extend(geo.args());
     ctx.run(&src, &args, global(total)?)
-}
-
-fn conv(
-    ctx: &ClCtx,
-    ins: &[Option<ClTensor>],
-    _: &[Option<TensorInfo>],
-    attrs: &Attrs,
-    outs: &[ClTensor],
-) -> Result<(), String> {
-    conv_any(ctx, ins, attrs, outs, false, false)
-}
-
-fn fused_conv(
-    ctx: &ClCtx,
-    ins: &[Option<ClTensor>],
-    _: &[Option<TensorInfo>],
-    attrs: &Attrs,
-    outs: &[ClTensor],
-) -> Result<(), String> {
-    conv_any(ctx, ins, attrs, outs, false, true)
-}
-
-fn conv_transpose(
-    ctx: &ClCtx,
-    ins: &[Option<ClTensor>],
-    _: &[Option<TensorInfo>],
-    attrs: &Attrs,
-    outs: &[ClTensor],
-) -> Result<(), String> {
-    conv_any(ctx, ins, attrs, outs, true, false)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -6,27 +6,27 @@ use crate::ir::attrs::*;
 use crate::ir::schema::*;
 use crate::ir::types::DType;
 
-pub(crate) const CONV_ATTRS: &[AttrSpec] = &[
-    attr!("auto_pad", Str),
-    attr!("dilations", Ints),
-    attr!("group", Int),
-    attr!("kernel_shape", Ints),
-    attr!("pads", Ints),
-    attr!("strides", Ints),
-];
+/// Conv's attributes, then `extra`.
+macro_rules! conv_attrs {
+    ($($extra:expr),*) => {
+        &[
+            attr!("auto_pad", Str),
+            attr!("dilations", Ints),
+            attr!("group", Int),
+            attr!("kernel_shape", Ints),
+            attr!("pads", Ints),
+            attr!("strides", Ints),
+            $($extra),*
+        ]
+    };
+}
+
+pub(crate) const CONV_ATTRS: &[AttrSpec] = conv_attrs!();
 
 /// FusedConv (onnxruntime's com.microsoft contrib operator): Conv's attributes and the
 /// activation.
-pub(crate) const FUSED_CONV_ATTRS: &[AttrSpec] = &[
-    attr!("auto_pad", Str),
-    attr!("dilations", Ints),
-    attr!("group", Int),
-    attr!("kernel_shape", Ints),
-    attr!("pads", Ints),
-    attr!("strides", Ints),
-    attr!("activation", Str),
-    attr!("activation_params", Floats),
-];
+pub(crate) const FUSED_CONV_ATTRS: &[AttrSpec] =
+    conv_attrs!(attr!("activation", Str), attr!("activation_params", Floats));
 
 /// The activations FusedConv applies, with how many `activation_params` each takes.
 pub const FUSED_ACTIVATIONS: &[(&str, usize)] =
