@@ -463,11 +463,9 @@ impl Vm {
         host_in.resize_with(inputs.len(), || None);
         // Operators whose output shapes depend on their data read every input, whatever its size.
         let whole = crate::ir::operators::datadep::reads_whole_inputs(def.op);
-        // (Its outputs are fresh storages, so in place only asks about the inputs.)
-        let in_place = dev.is_none() && !noop && op.view_kernel().is_some() && in_place(op, &inputs, &[]);
         for (slot, v) in host_in.iter_mut().zip(&inputs) {
             match v {
-                Some(v) if (dev.is_none() && !noop && !in_place) || whole || inference_reads_value(v) => {
+                Some(v) if (dev.is_none() && !noop) || whole || inference_reads_value(v) => {
                     *slot = Some(self.read_recycled(v).map_err(io_err)?)
                 }
                 _ => {}
@@ -507,7 +505,8 @@ impl Vm {
                 infos: &infos,
                 host_in: &host_in,
                 attrs,
-                in_place,
+                // The host kernel reads the copies in `host_in`.
+                in_place: false,
             };
             self.run_op(&call, &inferred)?;
         }

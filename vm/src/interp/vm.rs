@@ -121,20 +121,21 @@ impl Vm {
             let fail = |e: String| {
                 VmError::api(format!("cannot load constant @{} ({}{:?}, {bytes} bytes): {e}", c.name, c.dtype, c.shape))
             };
-            if let (true, ConstData::Bytes(b)) = (on_host, &c.data) {
-                if let (true, Some(block)) = (b.len() as u64 == bytes, HostBlock::borrowed(b, owner.clone())) {
-                    let st = Storage::constant_over(&rt, 0, block, Site::API).map_err(|e| fail(e.to_string()))?;
-                    consts.push(
-                        View::make(st, ViewSpec::buffer(0, c.dtype, &c.shape, bytes), Site::API, None).map_err(fail)?,
-                    );
-                    continue;
-                }
+            let borrowed = match &c.data {
+                ConstData::Bytes(b) if on_host && b.len() as u64 == bytes => HostBlock::borrowed(b, owner.clone()),
+                _ => None,
+            };
+            let loaded = borrowed.is_some();
+            let st = match borrowed {
+                Some(block) => Storage::constant_over(&rt, 0, block, Site::API),
+                None => Storage::alloc(&rt, 0, bytes, 0, Scope::Global, Site::API, true),
             }
-            let st =
-                Storage::alloc(&rt, 0, bytes, 0, Scope::Global, Site::API, true).map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| fail(e.to_string()))?;
             let in_host_memory = st.in_host_memory();
             let view = View::make(st, ViewSpec::buffer(0, c.dtype, &c.shape, bytes), Site::API, None).map_err(fail)?;
             match &c.data {
+                // A borrowed block is the bytes already.
+                ConstData::Bytes(_) if loaded => {}
                 ConstData::Bytes(b) => store_bytes(&view, b).map_err(|e| fail(*e))?,
                 ConstData::Fill(v) => {
                     let mut e = [0u8; 8];

@@ -84,7 +84,12 @@ pub fn f32s(t: &HostTensor, op: &str) -> Result<Vec<f32>, String> {
     if t.dtype != DType::F32 {
         return Err(format!("{op} supports f32 tensors, found {}", t.dtype));
     }
-    Ok(t.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    Ok(load_f32s(&t.data))
+}
+
+/// Little-endian f32 bytes as f32 elements.
+pub fn load_f32s(data: &[u8]) -> Vec<f32> {
+    data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
 /// Stores f32 elements into a tensor of the same element count.

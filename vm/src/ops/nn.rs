@@ -6,7 +6,7 @@
 //! im2col (skipped for pointwise kernels) plus a packed, cache-blocked GEMM; the GEMM and
 //! the per-(batch, group) work split over the available cores once the work is large.
 
-use super::host::{on_tensors, store_f32s, HostFn, ViewFn};
+use super::host::{load_f32s, on_tensors, store_f32s, HostFn, ViewFn};
 use super::Attrs;
 use crate::ir::host_tensor::{load_f64, numel, store_f64, TensorMut, TensorRef};
 use crate::ir::operators::nn::*;
@@ -84,7 +84,7 @@ fn values<'a>(t: TensorRef<'a>, name: &str) -> Result<Cow<'a, [f32]>, String> {
     }
     Ok(match f32_view(t.data) {
         Some(v) => Cow::Borrowed(v),
-        None => Cow::Owned(t.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
+        None => Cow::Owned(load_f32s(t.data)),
     })
 }
 
@@ -1592,16 +1592,17 @@ struct PackedA {
 impl PackedA {
     /// Packs `a` (m x k) for the GEMM kernel this CPU runs, into `buf`'s memory.
     fn new(a: Mat, m: usize, k: usize, mut buf: Vec<f32>) -> PackedA {
-        let mr = kernel_mr();
+        let kernel = Kernel::detect();
+        let mr = kernel.rows();
         let rows = m.div_ceil(mr) * mr;
         // (Every element is written: the strips, padding included.)
         buf.resize(rows * k, 0.0);
         let pack = |(p0, block): (usize, &mut [f32])| {
             let kc = KC.min(k - p0);
-            match mr {
-                MR512 => pack_a_into::<MR512>(&a, 0, p0, m, kc, block),
-                6 => pack_a_into::<6>(&a, 0, p0, m, kc, block),
-                _ => pack_a_into::<4>(&a, 0, p0, m, kc, block),
+            match kernel {
+                Kernel::Avx512 => pack_a_into::<MR512>(&a, 0, p0, m, kc, block),
+                Kernel::Avx2 => pack_a_into::<MR_AVX2>(&a, 0, p0, m, kc, block),
+                Kernel::Portable => pack_a_into::<MR_PORTABLE>(&a, 0, p0, m, kc, block),
             }
             Ok(())
         };
@@ -1638,18 +1639,38 @@ impl PackedA {
     }
 }
 
-/// The rows of the micro-kernel [`gemm_serial`] picks on this CPU.
-fn kernel_mr() -> usize {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx512f") {
-            return MR512;
+/// The GEMM micro-kernel this CPU runs: [`gemm_serial`] calls it and [`PackedA`] packs
+/// for it.
+#[derive(Clone, Copy)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+enum Kernel {
+    Avx512,
+    Avx2,
+    Portable,
+}
+
+impl Kernel {
+    fn detect() -> Kernel {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx512f") {
+                return Kernel::Avx512;
+            }
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                return Kernel::Avx2;
+            }
         }
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            return 6;
+        Kernel::Portable
+    }
+
+    /// Its rows (MR).
+    fn rows(self) -> usize {
+        match self {
+            Kernel::Avx512 => MR512,
+            Kernel::Avx2 => MR_AVX2,
+            Kernel::Portable => MR_PORTABLE,
         }
     }
-    4
 }
 
 impl Mat<'_> {
@@ -1780,19 +1801,15 @@ fn gemm_serial(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut
         }
         return;
     }
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU supports AVX-512F (which implies FMA), checked just above.
-        unsafe { gemm_packed_avx512(m, n, k, alpha, a, b, c) };
-        return;
+    match Kernel::detect() {
+        // SAFETY: the CPU supports AVX-512F (and FMA), as `detect` found.
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx512 => unsafe { gemm_packed_avx512(m, n, k, alpha, a, b, c) },
+        // SAFETY: the CPU supports AVX2 and FMA, as `detect` found.
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx2 => unsafe { gemm_packed_avx2(m, n, k, alpha, a, b, c) },
+        _ => gemm_packed::<MR_PORTABLE, 8, false>(m, n, k, alpha, a, b, c),
     }
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU supports AVX2 and FMA, checked just above.
-        unsafe { gemm_packed_avx2(m, n, k, alpha, a, b, c) };
-        return;
-    }
-    gemm_packed::<4, 8, false>(m, n, k, alpha, a, b, c);
 }
 
 fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -1836,7 +1853,7 @@ fn dot_body(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn gemm_packed_avx2(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut [&mut [f32]]) {
-    gemm_packed::<6, 16, true>(m, n, k, alpha, a, b, c);
+    gemm_packed::<MR_AVX2, 16, true>(m, n, k, alpha, a, b, c);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -1846,6 +1863,8 @@ unsafe fn gemm_packed_avx512(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b
 }
 
 const MR512: usize = 12;
+const MR_AVX2: usize = 6;
+const MR_PORTABLE: usize = 4;
 const NR512: usize = 32;
 
 /// Block sizes: A blocks are MC x KC, B panels KC x NC (MC and NC multiples of every MR / NR).

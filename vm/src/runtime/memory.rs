@@ -714,14 +714,19 @@ impl Storage {
             limit: caps.global_mem,
             device: caps.name.clone(),
         };
-        let (block, source) = match &dev.backend {
-            Backend::Host if given.is_some() => (DeviceMem::Host(given.ok_or_else(oom)?), AllocSource::Fresh),
+        let (block, source) = match (given, &dev.backend) {
+            (Some(b), Backend::Host) => (DeviceMem::Host(b), AllocSource::Fresh),
+            (Some(_), Backend::Device(_)) => {
+                return Err(AllocError::Device(format!("on `{}`: host bytes cannot back a device storage", caps.name)))
+            }
             // Constants take exactly their size: they are never pooled.
-            Backend::Host if constant => {
+            (None, Backend::Host) if constant => {
                 (DeviceMem::Host(HostBlock::new(size, align).ok_or_else(oom)?), AllocSource::Fresh)
             }
-            Backend::Host => (DeviceMem::Host(HostBlock::new(class, align).ok_or_else(oom)?), AllocSource::Fresh),
-            Backend::Device(d) => {
+            (None, Backend::Host) => {
+                (DeviceMem::Host(HostBlock::new(class, align).ok_or_else(oom)?), AllocSource::Fresh)
+            }
+            (None, Backend::Device(d)) => {
                 let (b, s) = d.alloc(size).map_err(|e| AllocError::Device(format!("on `{}`: {e}", caps.name)))?;
                 (DeviceMem::Device(b), s)
             }
