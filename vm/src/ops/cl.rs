@@ -58,6 +58,12 @@ impl ClCtx<'_> {
         self.dev.launch(k, args, global)
     }
 
+    /// As [`ClCtx::run`] over a 1- to 3-dimensional range (`get_global_id(0..3)`).
+    pub fn run_nd(&self, source: &str, args: &[KernelArg], global: &[usize]) -> Result<(), String> {
+        let k = self.dev.kernel(source)?;
+        self.dev.launch_nd(k, args, global)
+    }
+
     /// True when the device supports double precision (`cl_khr_fp64`).
     pub fn has_fp64(&self) -> bool {
         self.dev.has_fp64

@@ -232,16 +232,17 @@ fn lp_pool(ctx: &ClCtx, ins: &[Option<ClTensor>], _: Infos, a: &Attrs, outs: &[C
         return Err(format!("X {:?} and the output {:?} must be [N, C, spatial...] alike", x.shape, y.shape));
     }
     let k = a.ints("kernel_shape").ok_or("kernel_shape is required")?;
-    let geo = Geo::new(&x.shape[2..], &y.shape[2..], k, a, false)?;
+    let geo = Geo::new(&x.shape[2..], &y.shape[2..], k, a, false)?.fit(&[&x.shape, &y.shape]);
     let total = y.numel();
     if total == 0 {
         return Ok(());
     }
     let src = format!(
-        "__kernel void k(__global const float* x, ulong xo, __global float* y, ulong yo, long total, int p, \
-         {GEO_PARAMS}) {{\n  long gid = get_global_id(0);\n  if (gid >= total) return;\n  long r = gid;\n{SPLIT_OUT}  \
+        "{ix}__kernel void k(__global const float* x, ulong xo, __global float* y, ulong yo, long total, int p, \
+         {GEO_PARAMS}) {{\n  long gid = get_global_id(0);\n  if (gid >= total) return;\n  ix r = (ix)gid;\n{SPLIT_OUT}  \
          __global const float* xp = x + xo + r * in0 * in1 * in2;\n{WINDOW_START}  float sum = 0.0f;\n{TAPS_BEGIN}  \
-         sum += pown(fabs(xp[(i0 * in1 + i1) * in2 + i2]), p);\n{TAPS_END}  y[yo + gid] = pow(sum, 1.0f / (float)p);\n}}\n"
+         sum += pown(fabs(xp[(i0 * in1 + i1) * in2 + i2]), p);\n{TAPS_END}  y[yo + gid] = pow(sum, 1.0f / (float)p);\n}}\n",
+        ix = geo.ix()
     );
     let mut args = Vec::with_capacity(30);
     args.extend(x.args());

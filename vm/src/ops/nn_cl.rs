@@ -1,10 +1,12 @@
 //! OpenCL buffer kernels for the nn operators (see `super::cl`): convolutions, pooling and
-//! matrix products, f32 only, one work-item per output element with the reduction looped in
-//! f32 (the semantics of the host kernels in `super::nn`).
+//! matrix products, with the reduction looped in f32 (the semantics of the host kernels in
+//! `super::nn`). Conv computes a block of output channels per work-item (see [`conv_any`]);
+//! the others one output element per work-item.
 //!
 //! Geometry (sizes, strides, dilations, pads) is passed as kernel arguments, so one program
-//! per operator (and per optional-operand variant) serves every shape. Spatial operators
-//! take 1 to 3 spatial dims, padded in front to 3 with size-1 axes.
+//! per operator (and per optional-operand variant, channel block and index width) serves
+//! every shape. Spatial operators take 1 to 3 spatial dims, padded in front to 3 with
+//! size-1 axes. Index arithmetic is `int` unless an operand has 2^31 elements or more.
 
 use super::cl::{float_arg as f, long_arg as l, ClCtx, ClFn, ClTensor};
 use super::{Attrs, Operator, TensorInfo};
@@ -153,33 +155,34 @@ pub(super) struct Geo {
     d: [i64; 3],
     pb: [i64; 3],
     pe: [i64; 3],
+    /// Index arithmetic in `long` (some operand has 2^31 elements or more) rather than
+    /// `int`, which vectorises twice as wide on CPUs and is native on GPUs.
+    wide: bool,
 }
 
 /// The kernel parameters matching [`Geo::args`].
-pub(super) const GEO_PARAMS: &str =
-    "long in0, long in1, long in2, long out0, long out1, long out2, long k0, long k1, long k2, \
-                          long s0, long s1, long s2, long d0, long d1, long d2, long pb0, long pb1, long pb2, \
-                          long pe0, long pe1, long pe2";
+pub(super) const GEO_PARAMS: &str = "ix in0, ix in1, ix in2, ix out0, ix out1, ix out2, ix k0, ix k1, ix k2, \
+     ix s0, ix s1, ix s2, ix d0, ix d1, ix d2, ix pb0, ix pb1, ix pb2, ix pe0, ix pe1, ix pe2";
 
-/// OpenCL C splitting flat output index `r` (a `long`) into `o0, o1, o2` and the rest.
+/// OpenCL C splitting flat output index `r` (an `ix`) into `o0, o1, o2` and the rest.
 pub(super) const SPLIT_OUT: &str =
-    "  long o2 = r % out2; r /= out2;\n  long o1 = r % out1; r /= out1;\n  long o0 = r % out0; r /= out0;\n";
+    "  ix o2 = r % out2; r /= out2;\n  ix o1 = r % out1; r /= out1;\n  ix o0 = r % out0; r /= out0;\n";
 
 /// OpenCL C: where output position `o0..o2`'s window starts in the input, `st0..st2`.
-pub(super) const WINDOW_START: &str = "  long st0 = o0 * s0 - pb0, st1 = o1 * s1 - pb1, st2 = o2 * s2 - pb2;\n";
+pub(super) const WINDOW_START: &str = "  ix st0 = o0 * s0 - pb0, st1 = o1 * s1 - pb1, st2 = o2 * s2 - pb2;\n";
 
 /// OpenCL C: the three loops over a window's taps `a0..a2` that fall inside the input, at
 /// input position `i0..i2` (from [`WINDOW_START`] and the dilations). The loop body
 /// follows; [`TAPS_END`] closes the loops. Every windowed kernel (Conv, the pools, buffer
 /// and texture alike) walks its window with it.
-pub(super) const TAPS_BEGIN: &str = "  for (long a0 = 0; a0 < k0; a0++) {\n\
-    long i0 = st0 + a0 * d0;\n\
+pub(super) const TAPS_BEGIN: &str = "  for (ix a0 = 0; a0 < k0; a0++) {\n\
+    ix i0 = st0 + a0 * d0;\n\
     if (i0 < 0 || i0 >= in0) continue;\n\
-    for (long a1 = 0; a1 < k1; a1++) {\n\
-      long i1 = st1 + a1 * d1;\n\
+    for (ix a1 = 0; a1 < k1; a1++) {\n\
+      ix i1 = st1 + a1 * d1;\n\
       if (i1 < 0 || i1 >= in1) continue;\n\
-      for (long a2 = 0; a2 < k2; a2++) {\n\
-        long i2 = st2 + a2 * d2;\n\
+      for (ix a2 = 0; a2 < k2; a2++) {\n\
+        ix i2 = st2 + a2 * d2;\n\
         if (i2 < 0 || i2 >= in2) continue;\n";
 
 /// Closes [`TAPS_BEGIN`]'s loops.
@@ -188,10 +191,10 @@ pub(super) const TAPS_END: &str = "  } } }\n";
 /// OpenCL C for AveragePool's divisor: per axis, the taps inside the input (`h0..h2`) and
 /// inside the input or its padding (`q0..q2`; taps past the end padding, possible with
 /// `ceil_mode`, never count).
-pub(super) const TAP_COUNTS: &str = "  long h0 = 0, h1 = 0, h2 = 0, q0 = 0, q1 = 0, q2 = 0;\n\
-  for (long a = 0; a < k0; a++) { long i = st0 + a * d0; h0 += i >= 0 && i < in0; q0 += i < in0 + pe0; }\n\
-  for (long a = 0; a < k1; a++) { long i = st1 + a * d1; h1 += i >= 0 && i < in1; q1 += i < in1 + pe1; }\n\
-  for (long a = 0; a < k2; a++) { long i = st2 + a * d2; h2 += i >= 0 && i < in2; q2 += i < in2 + pe2; }\n";
+pub(super) const TAP_COUNTS: &str = "  ix h0 = 0, h1 = 0, h2 = 0, q0 = 0, q1 = 0, q2 = 0;\n\
+  for (ix a = 0; a < k0; a++) { ix i = st0 + a * d0; h0 += i >= 0 && i < in0; q0 += i < in0 + pe0; }\n\
+  for (ix a = 0; a < k1; a++) { ix i = st1 + a * d1; h1 += i >= 0 && i < in1; q1 += i < in1 + pe1; }\n\
+  for (ix a = 0; a < k2; a++) { ix i = st2 + a * d2; h2 += i >= 0 && i < in2; q2 += i < in2 + pe2; }\n";
 
 impl Geo {
     /// Output positions (the product of the output spatial dims).
@@ -199,8 +202,27 @@ impl Geo {
         self.out.iter().product()
     }
 
+    /// The [`GEO_PARAMS`] arguments, `int`s or `long`s as [`Geo::ix`] declares.
     pub(super) fn args(&self) -> Vec<KernelArg> {
-        [self.inp, self.out, self.k, self.s, self.d, self.pb, self.pe].iter().flatten().map(|&v| l(v)).collect()
+        let arg = |v: i64| if self.wide { l(v) } else { KernelArg::I32(v as i32) };
+        [self.inp, self.out, self.k, self.s, self.d, self.pb, self.pe].iter().flatten().map(|&v| arg(v)).collect()
+    }
+
+    /// OpenCL C declaring the index type `ix` that the snippets and [`GEO_PARAMS`] use.
+    pub(super) fn ix(&self) -> &'static str {
+        if self.wide {
+            "typedef long ix;\n"
+        } else {
+            "typedef int ix;\n"
+        }
+    }
+
+    /// Index arithmetic in `int` when every operand (`shapes`) has fewer than 2^31
+    /// elements; [`Geo::new`] starts from `long`.
+    pub(super) fn fit(mut self, shapes: &[&[i64]]) -> Geo {
+        let elems = |s: &&[i64]| s.iter().try_fold(1i64, |a, &d| a.checked_mul(d.max(0)));
+        self.wide = !shapes.iter().all(|s| elems(s).is_some_and(|n| n < i32::MAX as i64));
+        self
     }
 
     /// Geometry from the input and output spatial dims and the kernel, with the padding the
@@ -233,7 +255,7 @@ impl Geo {
                 h.out_sp
             ));
         }
-        let mut g = Geo { inp: [1; 3], out: [1; 3], k: [1; 3], s: [1; 3], d: [1; 3], ..Geo::default() };
+        let mut g = Geo { inp: [1; 3], out: [1; 3], k: [1; 3], s: [1; 3], d: [1; 3], wide: true, ..Geo::default() };
         for a in 0..n {
             let j = 3 - n + a;
             (g.inp[j], g.out[j], g.k[j]) = (in_sp[a], out_sp[a], k[a]);
@@ -284,11 +306,11 @@ fn conv_shapes(
     Ok((n, c, m, group))
 }
 
-/// FusedConv's epilogue: `+ Z` (the argument `z` when `with_z`) and the activation (its
-/// parameters the arguments `p0`, `p1`), applied to `acc` before the store.
-fn fused_epilogue(e: &Elems, attrs: &Attrs, with_z: bool) -> Result<String, String> {
+/// FusedConv's epilogue: `+ Z` (the argument `z` at element `at` when `with_z`) and the
+/// activation (its parameters the arguments `p0`, `p1`), applied to `acc` before the store.
+fn fused_epilogue(e: &Elems, attrs: &Attrs, with_z: bool, at: &str) -> Result<String, String> {
     let (act, _) = crate::ir::operators::nn::fused_activation(attrs)?;
-    let z = if with_z { format!("  acc += {};\n", e.ld("z", "zo + gid")) } else { String::new() };
+    let z = if with_z { format!("  acc += {};\n", e.ld("z", &format!("zo + {at}"))) } else { String::new() };
     let f = match act {
         "Relu" => "acc = fmax(acc, 0.0f);",
         "LeakyRelu" => "acc = acc > 0.0f ? acc : acc * p0;",
@@ -301,7 +323,20 @@ fn fused_epilogue(e: &Elems, attrs: &Attrs, with_z: bool) -> Result<String, Stri
     Ok(format!("{z}  {f}\n"))
 }
 
-/// Conv, FusedConv (`fused`) and ConvTranspose: one work-item per output element.
+/// Output channels per work-item of a direct convolution: the largest of 8, 4 and 2 that
+/// divides the channels per group, else 1 (depthwise).
+fn channel_block(mg: i64) -> i64 {
+    [8, 4, 2].into_iter().find(|b| mg % b == 0).unwrap_or(1)
+}
+
+/// Conv, FusedConv (`fused`) and ConvTranspose.
+///
+/// Conv runs over a 3-D range: output positions (dim 0, so neighbouring work-items read
+/// neighbouring inputs and write neighbouring outputs: coalesced on a GPU, vector lanes on
+/// a CPU), blocks of [`channel_block`] output channels (dim 1) and the batch (dim 2). Each
+/// work-item keeps its block's sums in registers, so one input load feeds that many
+/// multiply-adds, and every work-item of a group reads the same weights (a broadcast).
+/// ConvTranspose runs one work-item per output element.
 fn conv_any(
     ctx: &ClCtx,
     ins: &[Option<ClTensor>],
@@ -314,67 +349,87 @@ fn conv_any(
     let e = Elems::of(ctx, ins, outs)?;
     let (x, w, b) = (any_input(ins, 0, "X")?, any_input(ins, 1, "W")?, ins.get(2).and_then(Option::as_ref));
     let y = outs.first().ok_or("the output Y is required")?;
-    let (_, c, m, group) = conv_shapes(x, w, b, y, attrs, transpose)?;
+    let (n, c, m, group) = conv_shapes(x, w, b, y, attrs, transpose)?;
     let (t, acc_t) = (e.t(), e.acc());
-    let tap =
-        format!("acc += {} * {};", e.ld("xp", "(i0 * in1 + i1) * in2 + i2"), e.ld("wp", "(a0 * k1 + a1) * k2 + a2"));
-    let geo = Geo::new(&x.shape[2..], &y.shape[2..], &w.shape[2..], attrs, transpose)?;
+    let geo =
+        Geo::new(&x.shape[2..], &y.shape[2..], &w.shape[2..], attrs, transpose)?.fit(&[&x.shape, &w.shape, &y.shape]);
+    let (mg, osp) = (m / group, geo.out_volume());
+    let mb = if transpose { 1 } else { channel_block(mg) };
     let bias = if b.is_some() { format!("  acc += {};\n", e.ld("b", "bo + m")) } else { String::new() };
+    let epilogue = if fused { fused_epilogue(&e, attrs, z.is_some(), "oi")? } else { String::new() };
     let body = if transpose {
         // W [C, M/group, k...]: output o takes input i where o = i * s + kk * d - pb.
-        &format!(
-            "  long ml = m % mg;\n\
-           for (long c = 0; c < cg; c++) {{\n\
-             long ci = g * cg + c;\n\
-             __global const {t}* xp = x + xo + (n * C + ci) * in0 * in1 * in2;\n\
-             __global const {t}* wp = w + wo + (ci * mg + ml) * k0 * k1 * k2;\n\
-             for (long a0 = 0; a0 < k0; a0++) {{\n\
-               long t0 = o0 + pb0 - a0 * d0;\n\
-               if (t0 < 0 || t0 % s0 != 0 || t0 / s0 >= in0) continue;\n\
-               long i0 = t0 / s0;\n\
-               for (long a1 = 0; a1 < k1; a1++) {{\n\
-                 long t1 = o1 + pb1 - a1 * d1;\n\
-                 if (t1 < 0 || t1 % s1 != 0 || t1 / s1 >= in1) continue;\n\
-                 long i1 = t1 / s1;\n\
-                 for (long a2 = 0; a2 < k2; a2++) {{\n\
-                   long t2 = o2 + pb2 - a2 * d2;\n\
-                   if (t2 < 0 || t2 % s2 != 0 || t2 / s2 >= in2) continue;\n\
-                   long i2 = t2 / s2;\n\
-                   {tap}\n\
+        let tap = format!(
+            "acc += {} * {};",
+            e.ld("xp", "(i0 * in1 + i1) * in2 + i2"),
+            e.ld("wp", "(a0 * k1 + a1) * k2 + a2")
+        );
+        format!(
+            "  long gid = get_global_id(0);\n\
+             if (gid >= total) return;\n\
+             ix r = (ix)gid;\n{SPLIT_OUT}\
+             ix m = r % M, n = r / M, g = m / mg, ml = m % mg;\n\
+             {acc_t} acc = 0.0f;\n\
+             for (ix c = 0; c < cg; c++) {{\n\
+               ix ci = g * cg + c;\n\
+               __global const {t}* xp = x + xo + (n * C + ci) * in0 * in1 * in2;\n\
+               __global const {t}* wp = w + wo + (ci * mg + ml) * k0 * k1 * k2;\n\
+               for (ix a0 = 0; a0 < k0; a0++) {{\n\
+                 ix t0 = o0 + pb0 - a0 * d0;\n\
+                 if (t0 < 0 || t0 % s0 != 0 || t0 / s0 >= in0) continue;\n\
+                 ix i0 = t0 / s0;\n\
+                 for (ix a1 = 0; a1 < k1; a1++) {{\n\
+                   ix t1 = o1 + pb1 - a1 * d1;\n\
+                   if (t1 < 0 || t1 % s1 != 0 || t1 / s1 >= in1) continue;\n\
+                   ix i1 = t1 / s1;\n\
+                   for (ix a2 = 0; a2 < k2; a2++) {{\n\
+                     ix t2 = o2 + pb2 - a2 * d2;\n\
+                     if (t2 < 0 || t2 % s2 != 0 || t2 / s2 >= in2) continue;\n\
+                     ix i2 = t2 / s2;\n\
+                     {tap}\n\
+                   }}\n\
                  }}\n\
                }}\n\
              }}\n\
-           }}\n"
+             ix oi = gid;\n{bias}{epilogue}  {store}\n",
+            store = e.st("y", "yo + oi", "acc"),
         )
     } else {
         // W [M, C/group, k...]: output o reads input o * s + kk * d - pb.
-        &format!(
-            "{WINDOW_START}\
-             __global const {t}* wm = w + wo + m * cg * k0 * k1 * k2;\n\
-             for (long c = 0; c < cg; c++) {{\n\
+        let sums = (0..mb)
+            .map(|j| format!("    sum{j} += xv * {};\n", e.ld("wp", &format!("{j} * wm + t"))))
+            .collect::<String>();
+        let stores = (0..mb)
+            .map(|j| {
+                format!(
+                    "  {{\n  ix m = m0 + {j}, oi = (n * M + m) * osp + p;\n  {acc_t} acc = sum{j};\n{bias}{epilogue}  {}\n  }}\n",
+                    e.st("y", "yo + oi", "acc")
+                )
+            })
+            .collect::<String>();
+        let decl = (0..mb).map(|j| format!("sum{j} = 0.0f")).collect::<Vec<_>>().join(", ");
+        format!(
+            "  ix p = (ix)get_global_id(0), m0 = (ix)get_global_id(1) * {mb}, n = (ix)get_global_id(2);\n\
+             ix r = p, osp = out0 * out1 * out2;\n{SPLIT_OUT}{WINDOW_START}\
+             ix g = m0 / mg, kv = k0 * k1 * k2, wm = cg * kv;\n\
+             {acc_t} {decl};\n\
+             for (ix c = 0; c < cg; c++) {{\n\
                __global const {t}* xp = x + xo + (n * C + g * cg + c) * in0 * in1 * in2;\n\
-               __global const {t}* wp = wm + c * k0 * k1 * k2;\n\
+               __global const {t}* wp = w + wo + m0 * wm + c * kv;\n\
              {TAPS_BEGIN}\
-                   {tap}\n\
+                   ix t = (a0 * k1 + a1) * k2 + a2;\n\
+                   {acc_t} xv = {xv};\n{sums}\
              {TAPS_END}\
-             }}\n"
+             }}\n{stores}",
+            xv = e.ld("xp", "(i0 * in1 + i1) * in2 + i2"),
         )
     };
-    let epilogue = if fused { fused_epilogue(&e, attrs, z.is_some())? } else { String::new() };
     let src = format!(
-        "{pre}__kernel void k(__global const {t}* x, ulong xo, __global const {t}* w, ulong wo, \
+        "{pre}{ix}__kernel void k(__global const {t}* x, ulong xo, __global const {t}* w, ulong wo, \
          __global const {t}* b, ulong bo, __global {t}* y, ulong yo, __global const {t}* z, ulong zo, \
-         float p0, float p1, long total, long C, long M, long cg, \
-         long mg, {GEO_PARAMS}) {{\n\
-         long gid = get_global_id(0);\n\
-         if (gid >= total) return;\n\
-         long r = gid;\n{SPLIT_OUT}\
-         long m = r % M, n = r / M;\n\
-         long g = m / mg;\n\
-         {acc_t} acc = 0.0f;\n{body}{bias}{epilogue}\
-         {store}\n}}\n",
+         float p0, float p1, long total, ix C, ix M, ix cg, ix mg, {GEO_PARAMS}) {{\n{body}}}\n",
         pre = e.prelude(),
-        store = e.st("y", "yo + gid", "acc"),
+        ix = geo.ix(),
     );
     let total = count(&y.shape, "Y")?;
     let mut args = Vec::with_capacity(40);
@@ -391,9 +446,15 @@ fn conv_any(
     let params = if fused { attrs.floats("activation_params").unwrap_or_default() } else { vec![] };
     let p = |i: usize| params.get(i).copied().unwrap_or(0.0) as f32;
     args.extend([f(p(0)), f(p(1))]);
-    args.extend([l(total), l(c), l(m), l(c / group), l(m / group)]);
+    args.push(l(total));
+    let ix = |v: i64| if geo.wide { l(v) } else { KernelArg::I32(v as i32) };
+    args.extend([ix(c), ix(m), ix(c / group), ix(mg)]);
     args.extend(geo.args());
-    ctx.run(&src, &args, global(total)?)
+    if transpose {
+        ctx.run(&src, &args, global(total)?)
+    } else {
+        ctx.run_nd(&src, &args, &[global(osp)?, global(m / mb)?, global(n)?])
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -408,7 +469,7 @@ fn pool_geo(x: &ClTensor, out_shape: &[i64], attrs: &Attrs) -> Result<Geo, Strin
     count(&x.shape, "X")?;
     count(out_shape, "the output")?;
     let k = attrs.ints("kernel_shape").ok_or("kernel_shape is required")?;
-    Geo::new(&x.shape[2..], &out_shape[2..], k, attrs, false)
+    Ok(Geo::new(&x.shape[2..], &out_shape[2..], k, attrs, false)?.fit(&[&x.shape, out_shape]))
 }
 
 fn max_pool(
@@ -458,11 +519,11 @@ fn max_pool(
         String::new()
     };
     let src = format!(
-        "{pre}__kernel void k(__global const {t}* x, ulong xo, __global {t}* y, ulong yo, __global long* ind, \
+        "{pre}{ix}__kernel void k(__global const {t}* x, ulong xo, __global {t}* y, ulong yo, __global long* ind, \
          ulong io, long total, {GEO_PARAMS}) {{\n\
          long gid = get_global_id(0);\n\
          if (gid >= total) return;\n\
-         long r = gid;\n{SPLIT_OUT}\
+         ix r = (ix)gid;\n{SPLIT_OUT}\
          long plane = r;\n\
          __global const {t}* xp = x + xo + plane * in0 * in1 * in2;\n\
 {WINDOW_START}\
@@ -474,6 +535,7 @@ fn max_pool(
                if (at < 0 || v > best) {{ best = v; at = p; }}\n\
          {TAPS_END}{yw}{iw}}}\n",
         pre = crate::opencl::narrow::defs(x.dtype, false),
+        ix = geo.ix(),
     );
     let total = count(shape, "the output")?;
     // An omitted output's parameter gets the other output's buffer (never accessed).
@@ -503,11 +565,11 @@ fn average_pool(
         v => return Err(format!("count_include_pad must be 0 or 1, found {v}")),
     };
     let src = format!(
-        "__kernel void k(__global const float* x, ulong xo, __global float* y, ulong yo, long total, int include_pad, \
+        "{ix}__kernel void k(__global const float* x, ulong xo, __global float* y, ulong yo, long total, int include_pad, \
          {GEO_PARAMS}) {{\n\
          long gid = get_global_id(0);\n\
          if (gid >= total) return;\n\
-         long r = gid;\n{SPLIT_OUT}\
+         ix r = (ix)gid;\n{SPLIT_OUT}\
          __global const float* xp = x + xo + r * in0 * in1 * in2;\n\
 {WINDOW_START}{TAP_COUNTS}\
          float sum = 0.0f;\n\
@@ -515,7 +577,8 @@ fn average_pool(
                sum += xp[(i0 * in1 + i1) * in2 + i2];\n\
          {TAPS_END}\
          long cnt = include_pad ? q0 * q1 * q2 : h0 * h1 * h2;\n\
-         y[yo + gid] = sum / (float)cnt;\n}}\n"
+         y[yo + gid] = sum / (float)cnt;\n}}\n",
+        ix = geo.ix()
     );
     let total = count(&y.shape, "Y")?;
     let mut args = Vec::with_capacity(30);
@@ -798,6 +861,14 @@ mod tests {
             let conv = attrs(&[("group", AttrValue::Int(2)), ("pads", l(&[1, 0, 1, 2])), ("strides", l(&[2, 1]))]);
             check_tol(&dev, "Conv", &[v(&[2, 4, 6, 5], 1), v(&[6, 2, 3, 3], 2), v(&[6], 3)], &conv, 0.0);
             check_tol(&dev, "Conv", &[v(&[1, 3, 9], 4), v(&[2, 3, 2], 5)], &attrs(&[("dilations", l(&[3]))]), 0.0);
+            // Channel blocks of 8 (16 channels), 4 (8 per group) and 2, with padding, over
+            // 2 and 3 spatial dims and a batch of 2.
+            let pad = attrs(&[("pads", l(&[1, 1, 0, 1])), ("strides", l(&[1, 2]))]);
+            check_tol(&dev, "Conv", &[v(&[2, 3, 7, 6], 16), v(&[16, 3, 3, 2], 17), v(&[16], 18)], &pad, 0.0);
+            let g2 = attrs(&[("group", AttrValue::Int(2)), ("dilations", l(&[2, 1]))]);
+            check_tol(&dev, "Conv", &[v(&[1, 4, 6, 5], 19), v(&[8, 2, 2, 2], 20)], &g2, 0.0);
+            let k3 = attrs(&[("pads", l(&[0, 1, 1, 1, 0, 0]))]);
+            check_tol(&dev, "Conv", &[v(&[1, 2, 3, 4, 5], 21), v(&[6, 2, 2, 2, 3], 22)], &k3, 0.0);
             let ct = attrs(&[("strides", l(&[2, 2])), ("output_padding", l(&[1, 0]))]);
             check_tol(&dev, "ConvTranspose", &[v(&[1, 2, 3, 3], 6), v(&[2, 3, 2, 2], 7), v(&[3], 8)], &ct, 0.0);
             let g = attrs(&[

@@ -195,7 +195,7 @@ fn conv(ctx: &ClCtx, ins: &[Option<ClOperand>], attrs: &Attrs, y: &ClTexture) ->
     let b = buffer(ins, 2)?;
     let group = attrs.int("group", 1);
     let (c, m) = (x.c(), y.c());
-    let geo = Geo::new(x.spatial(), y.spatial(), &w.shape[2..], attrs, false)?;
+    let geo = Geo::new(x.spatial(), y.spatial(), &w.shape[2..], attrs, false)?.fit(&[&x.shape, &w.shape, &y.shape]);
     let (cg, mg) = (c / group, m / group);
     let taps = format!("{TAPS_BEGIN}        long tap = (a0 * k1 + a1) * k2 + a2;\n");
     let body = if group == 1 {
@@ -232,12 +232,12 @@ fn conv(ctx: &ClCtx, ins: &[Option<ClOperand>], attrs: &Attrs, y: &ClTexture) ->
         )
     };
     let src = format!(
-        "__kernel void k(__read_only image2d_t x, __global const float* w, ulong wo, __global const float* b, ulong bo, \
+        "{ix}__kernel void k(__read_only image2d_t x, __global const float* w, ulong wo, __global const float* b, ulong bo, \
          int has_bias, __write_only image2d_t y, long total, long C, long CBi, long M, long CBo, long cg, long mg, \
          {GEO_PARAMS}) {{\n\
          long gid = get_global_id(0);\n\
          if (gid >= total) return;\n\
-         long r = gid;\n{SPLIT_OUT}\
+         ix r = (ix)gid;\n{SPLIT_OUT}\
          long cbo = r % CBo, n = r / CBo;\n{WINDOW_START}\
          long kvol = k0 * k1 * k2;\n\
          float acc[4] = {{0.0f, 0.0f, 0.0f, 0.0f}};\n{body}\
@@ -245,7 +245,8 @@ fn conv(ctx: &ClCtx, ins: &[Option<ClOperand>], attrs: &Attrs, y: &ClTexture) ->
            long mm = cbo * 4 + q;\n\
            if (mm < M && has_bias) acc[q] += b[bo + mm];\n\
          }}\n\
-         write_imagef(y, AT(o2, ((n * CBo + cbo) * out0 + o0) * out1 + o1), (float4)(acc[0], acc[1], acc[2], acc[3]));\n}}\n"
+         write_imagef(y, AT(o2, ((n * CBo + cbo) * out0 + o0) * out1 + o1), (float4)(acc[0], acc[1], acc[2], acc[3]));\n}}\n",
+        ix = geo.ix()
     );
     let total = y.n() * y.cb() * geo.out_volume();
     let mut args = vec![KernelArg::Mem(x.mem)];
@@ -261,7 +262,7 @@ fn conv(ctx: &ClCtx, ins: &[Option<ClOperand>], attrs: &Attrs, y: &ClTexture) ->
 /// MaxPool (first maximum, like the host) or AveragePool over a window per output texel.
 fn pool(ctx: &ClCtx, x: &ClTexture, y: &ClTexture, attrs: &Attrs, max: bool) -> Res {
     let k = attrs.ints("kernel_shape").ok_or("kernel_shape is required")?;
-    let geo = Geo::new(x.spatial(), y.spatial(), k, attrs, false)?;
+    let geo = Geo::new(x.spatial(), y.spatial(), k, attrs, false)?.fit(&[&x.shape, &y.shape]);
     let include_pad = attrs.int("count_include_pad", 0) != 0;
     // Taps inside the input (`h`) and inside the input or its padding (`q`), as the
     // buffer kernel counts them.
@@ -275,10 +276,10 @@ fn pool(ctx: &ClCtx, x: &ClTexture, y: &ClTexture, attrs: &Attrs, max: bool) -> 
         ("float4 acc = (float4)(0.0f);", "acc += v;", "acc / (float)(include_pad ? q0 * q1 * q2 : h0 * h1 * h2)")
     };
     let src = format!(
-        "__kernel void k(__read_only image2d_t x, __write_only image2d_t y, long total, int include_pad, {GEO_PARAMS}) {{\n\
+        "{ix}__kernel void k(__read_only image2d_t x, __write_only image2d_t y, long total, int include_pad, {GEO_PARAMS}) {{\n\
          long gid = get_global_id(0);\n\
          if (gid >= total) return;\n\
-         long r = gid;\n{SPLIT_OUT}\
+         ix r = (ix)gid;\n{SPLIT_OUT}\
          long plane = r;\n\
 {WINDOW_START}{TAP_COUNTS}\
          {init}\n\
@@ -286,7 +287,8 @@ fn pool(ctx: &ClCtx, x: &ClTexture, y: &ClTexture, attrs: &Attrs, max: bool) -> 
                float4 v = read_imagef(x, smp, AT(i2, (plane * in0 + i0) * in1 + i1));\n\
                {step}\n\
          {TAPS_END}\
-         write_imagef(y, AT(o2, (plane * out0 + o0) * out1 + o1), {fin});\n}}\n"
+         write_imagef(y, AT(o2, (plane * out0 + o0) * out1 + o1), {fin});\n}}\n",
+        ix = geo.ix()
     );
     let total = y.n() * y.cb() * geo.out_volume();
     let mut args = vec![KernelArg::Mem(x.mem), KernelArg::Mem(y.mem), l(total), KernelArg::I32(include_pad as i32)];
