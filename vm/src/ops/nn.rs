@@ -1033,9 +1033,27 @@ enum PoolKind {
 }
 
 /// A pooling output slot: the value alone, or the value and the flat index of the max.
-trait PoolOut: Send {
+trait PoolOut: Send + Sized {
     fn set(&mut self, v: f32, index: i64);
     fn value(&self) -> f32;
+
+    /// `dst[j]` takes `src[j * sx]` where that is strictly greater (flat input index
+    /// `base + j * sx`).
+    fn max_from(dst: &mut [Self], src: &[f32], sx: usize, base: i64) {
+        for (j, o) in dst.iter_mut().enumerate() {
+            let v = src[j * sx];
+            if v > o.value() {
+                o.set(v, base + (j * sx) as i64);
+            }
+        }
+    }
+
+    /// `dst[j] += src[j * sx]`.
+    fn add_from(dst: &mut [Self], src: &[f32], sx: usize) {
+        for (j, o) in dst.iter_mut().enumerate() {
+            o.set(o.value() + src[j * sx], -1);
+        }
+    }
 }
 
 impl PoolOut for f32 {
@@ -1046,6 +1064,25 @@ impl PoolOut for f32 {
     #[inline(always)]
     fn value(&self) -> f32 {
         *self
+    }
+
+    // Without indices the row is a select or an add per element, which the compiler
+    // vectorises when the stride is a constant (strided `src[j * sx]` reads are not).
+    fn max_from(dst: &mut [f32], src: &[f32], sx: usize, _: i64) {
+        let max = |o: &mut f32, v: f32| *o = if v > *o { v } else { *o };
+        match sx {
+            1 => dst.iter_mut().zip(src).for_each(|(o, &v)| max(o, v)),
+            2 => dst.iter_mut().zip(src.chunks(2)).for_each(|(o, c)| max(o, c[0])),
+            _ => dst.iter_mut().zip(src.chunks(sx)).for_each(|(o, c)| max(o, c[0])),
+        }
+    }
+
+    fn add_from(dst: &mut [f32], src: &[f32], sx: usize) {
+        match sx {
+            1 => dst.iter_mut().zip(src).for_each(|(o, &v)| *o += v),
+            2 => dst.iter_mut().zip(src.chunks(2)).for_each(|(o, c)| *o += c[0]),
+            _ => dst.iter_mut().zip(src.chunks(sx)).for_each(|(o, c)| *o += c[0]),
+        }
     }
 }
 
@@ -1160,7 +1197,9 @@ fn pool_2d<P: PoolOut>(x: &[f32], pd: &PoolDims, kind: PoolKind, y: &mut [P]) ->
     let cols: Vec<(i128, usize, usize)> = (0..kw).map(|kx| hit_range(ow, iw, sx, kx, dx, pl)).collect();
     // The first tap inside the input per output row / column (None: the window misses it).
     let first = |r: &[(i128, usize, usize)], o: usize| r.iter().position(|&(_, lo, hi)| (lo..hi).contains(&o));
-    let first_col: Vec<Option<usize>> = (0..ow).map(|ox| first(&cols, ox)).collect();
+    // Per output column, the input column of that first tap.
+    let first_col: Vec<Option<usize>> =
+        (0..ow).map(|ox| first(&cols, ox).map(|kx| (ox as i128 * sx as i128 + cols[kx].0) as usize)).collect();
     // AveragePool's divisor per output row / column (separable).
     let taps = pool_taps(g);
     let count = |t: &Taps, include_pad: bool| if include_pad { t.padded } else { t.hits };
@@ -1175,12 +1214,9 @@ fn pool_2d<P: PoolOut>(x: &[f32], pd: &PoolDims, kind: PoolKind, y: &mut [P]) ->
                 PoolKind::Max => match first(&rows, oy) {
                     Some(ky) => {
                         let r0 = (oy as i128 * sy as i128 + rows[ky].0) as usize * iw;
-                        for (ox, (o, f)) in yrow.iter_mut().zip(&first_col).enumerate() {
-                            match f {
-                                Some(kx) => {
-                                    let p = r0 + (ox as i128 * sx as i128 + cols[*kx].0) as usize;
-                                    o.set(xp[p], plane_base + p as i64);
-                                }
+                        for (o, f) in yrow.iter_mut().zip(&first_col) {
+                            match *f {
+                                Some(ix) => o.set(xp[r0 + ix], plane_base + (r0 + ix) as i64),
                                 None => o.set(f32::NEG_INFINITY, -1),
                             }
                         }
@@ -1203,18 +1239,8 @@ fn pool_2d<P: PoolOut>(x: &[f32], pd: &PoolDims, kind: PoolKind, y: &mut [P]) ->
                     let i0 = (lo as i128 * sx as i128 + offx) as usize;
                     let src = &xr[i0..=i0 + (hi - lo - 1) * sx];
                     match kind {
-                        PoolKind::Max => dst.iter_mut().enumerate().for_each(|(j, o)| {
-                            let v = src[j * sx];
-                            if v > o.value() {
-                                o.set(v, plane_base + (r0 + i0 + j * sx) as i64);
-                            }
-                        }),
-                        PoolKind::Average { .. } if sx == 1 => {
-                            dst.iter_mut().zip(src).for_each(|(o, &v)| o.set(o.value() + v, -1))
-                        }
-                        PoolKind::Average { .. } => {
-                            dst.iter_mut().enumerate().for_each(|(j, o)| o.set(o.value() + src[j * sx], -1))
-                        }
+                        PoolKind::Max => P::max_from(dst, src, sx, plane_base + (r0 + i0) as i64),
+                        PoolKind::Average { .. } => P::add_from(dst, src, sx),
                     }
                 }
             }

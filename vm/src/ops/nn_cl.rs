@@ -173,8 +173,8 @@ pub(super) const WINDOW_START: &str = "  ix st0 = o0 * s0 - pb0, st1 = o1 * s1 -
 
 /// OpenCL C: the three loops over a window's taps `a0..a2` that fall inside the input, at
 /// input position `i0..i2` (from [`WINDOW_START`] and the dilations). The loop body
-/// follows; [`TAPS_END`] closes the loops. Every windowed kernel (Conv, the pools, buffer
-/// and texture alike) walks its window with it.
+/// follows; [`TAPS_END`] closes the loops. The windowed kernels (the pools, buffer and
+/// texture alike, and the texture Conv) walk their windows with it.
 pub(super) const TAPS_BEGIN: &str = "  for (ix a0 = 0; a0 < k0; a0++) {\n\
     ix i0 = st0 + a0 * d0;\n\
     if (i0 < 0 || i0 >= in0) continue;\n\
@@ -200,6 +200,11 @@ impl Geo {
     /// Output positions (the product of the output spatial dims).
     pub(super) fn out_volume(&self) -> i64 {
         self.out.iter().product()
+    }
+
+    /// A 1x1 window with unit strides and no padding: output position p reads input p.
+    fn pointwise(&self) -> bool {
+        self.k == [1; 3] && self.s == [1; 3] && self.pb == [0; 3] && self.pe == [0; 3]
     }
 
     /// The [`GEO_PARAMS`] arguments, `int`s or `long`s as [`Geo::ix`] declares.
@@ -408,21 +413,41 @@ fn conv_any(
             })
             .collect::<String>();
         let decl = (0..mb).map(|j| format!("sum{j} = 0.0f")).collect::<Vec<_>>().join(", ");
-        format!(
-            "  ix p = (ix)get_global_id(0), m0 = (ix)get_global_id(1) * {mb}, n = (ix)get_global_id(2);\n\
-             ix r = p, osp = out0 * out1 * out2;\n{SPLIT_OUT}{WINDOW_START}\
-             ix g = m0 / mg, kv = k0 * k1 * k2, wm = cg * kv;\n\
-             {acc_t} {decl};\n\
-             for (ix c = 0; c < cg; c++) {{\n\
-               __global const {t}* xp = x + xo + (n * C + g * cg + c) * in0 * in1 * in2;\n\
-               __global const {t}* wp = w + wo + m0 * wm + c * kv;\n\
-             {TAPS_BEGIN}\
-                   ix t = (a0 * k1 + a1) * k2 + a2;\n\
+        if geo.pointwise() {
+            // A matrix product per image: W [M, C] times X [C, positions]. Neighbouring
+            // work-items read neighbouring inputs (one vector load on a CPU).
+            format!(
+                "  ix p = (ix)get_global_id(0), m0 = (ix)get_global_id(1) * {mb}, n = (ix)get_global_id(2);\n\
+                 ix osp = out0 * out1 * out2, g = m0 / mg, wm = cg;\n\
+                 {acc_t} {decl};\n\
+                 __global const {t}* xp = x + xo + (n * C + g * cg) * osp + p;\n\
+                 __global const {t}* wp = w + wo + m0 * wm;\n\
+                 for (ix t = 0; t < cg; t++) {{\n\
                    {acc_t} xv = {xv};\n{sums}\
-             {TAPS_END}\
-             }}\n{stores}",
-            xv = e.ld("xp", "(i0 * in1 + i1) * in2 + i2"),
-        )
+                 }}\n{stores}",
+                xv = e.ld("xp", "t * osp"),
+            )
+        } else {
+            // Taps outside the input are masked rather than skipped: no branches around the
+            // loads, so the work-items of a vector (or a GPU wave) stay in step.
+            format!(
+                "  ix p = (ix)get_global_id(0), m0 = (ix)get_global_id(1) * {mb}, n = (ix)get_global_id(2);\n\
+                 ix r = p, osp = out0 * out1 * out2;\n{SPLIT_OUT}{WINDOW_START}\
+                 ix g = m0 / mg, kv = k0 * k1 * k2, wm = cg * kv;\n\
+                 {acc_t} {decl};\n\
+                 for (ix c = 0; c < cg; c++) {{\n\
+                   __global const {t}* xp = x + xo + (n * C + g * cg + c) * in0 * in1 * in2;\n\
+                   __global const {t}* wp = w + wo + m0 * wm + c * kv;\n\
+                   for (ix a0 = 0; a0 < k0; a0++) for (ix a1 = 0; a1 < k1; a1++) for (ix a2 = 0; a2 < k2; a2++) {{\n\
+                     ix i0 = st0 + a0 * d0, i1 = st1 + a1 * d1, i2 = st2 + a2 * d2;\n\
+                     int in = i0 >= 0 && i0 < in0 && i1 >= 0 && i1 < in1 && i2 >= 0 && i2 < in2;\n\
+                     ix t = (a0 * k1 + a1) * k2 + a2;\n\
+                     {acc_t} xv = in ? {xv} : 0.0f;\n{sums}\
+                   }}\n\
+                 }}\n{stores}",
+                xv = e.ld("xp", "(i0 * in1 + i1) * in2 + i2"),
+            )
+        }
     };
     let src = format!(
         "{pre}{ix}__kernel void k(__global const {t}* x, ulong xo, __global const {t}* w, ulong wo, \
