@@ -152,6 +152,8 @@ pub struct ClDevice {
     pool: RefCell<FxHashMap<u64, Vec<ClBlock>>>,
     pub pool_free_bytes: Cell<u64>,
     kernels: RefCell<HashMap<String, (Program, Kernel)>>,
+    /// Kernel variants chosen by timing, by what they were tuned for (see `tuned`).
+    tuned: RefCell<HashMap<String, i64>>,
     /// Oclgrind's log file (`OCLGRIND_LOG`, which `rxvm` sets), checked after each launch
     /// so that an invalid access it reports fails the launch.
     oclgrind_log: Option<std::path::PathBuf>,
@@ -257,6 +259,7 @@ impl ClDevice {
             pool: RefCell::default(),
             pool_free_bytes: Cell::new(0),
             kernels: RefCell::default(),
+            tuned: RefCell::default(),
             oclgrind_log: info
                 .platform
                 .contains("Oclgrind")
@@ -529,6 +532,17 @@ impl ClDevice {
         let raw = KernelHandle(kernel.get());
         self.kernels.borrow_mut().insert(key, (program, kernel));
         Ok(raw)
+    }
+
+    /// The variant a launcher chose by timing for `key` (a kernel family and the shapes
+    /// it was timed on), if it has.
+    pub fn tuned(&self, key: &str) -> Option<i64> {
+        self.tuned.borrow().get(key).copied()
+    }
+
+    /// Remembers the variant chosen for `key`, for the life of the device.
+    pub fn set_tuned(&self, key: String, variant: i64) {
+        self.tuned.borrow_mut().insert(key, variant);
     }
 
     /// Sets raw kernel arguments and runs `global` work-items, waiting for completion.

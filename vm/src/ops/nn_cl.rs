@@ -202,6 +202,11 @@ impl Geo {
         self.out.iter().product()
     }
 
+    /// Unit strides and an output the size of the input (a "same" padded window).
+    fn same_size(&self) -> bool {
+        self.s == [1; 3] && self.inp == self.out
+    }
+
     /// A 1x1 window with unit strides and no padding: output position p reads input p.
     fn pointwise(&self) -> bool {
         self.k == [1; 3] && self.s == [1; 3] && self.pb == [0; 3] && self.pe == [0; 3]
@@ -328,20 +333,30 @@ fn fused_epilogue(e: &Elems, attrs: &Attrs, with_z: bool, at: &str) -> Result<St
     Ok(format!("{z}  {f}\n"))
 }
 
-/// Output channels per work-item of a direct convolution: the largest of 8, 4 and 2 that
-/// divides the channels per group, else 1 (depthwise).
-fn channel_block(mg: i64) -> i64 {
-    [8, 4, 2].into_iter().find(|b| mg % b == 0).unwrap_or(1)
+/// The output-channel blocks (output channels per work-item) a direct convolution with
+/// `mg` output channels per group may run with: those of 32, 16 and 8 that divide `mg`,
+/// else the largest of 4, 2 and 1 that does (1 for depthwise). Larger blocks reuse each
+/// input load more but keep more sums in registers and leave fewer work-items; which is
+/// fastest depends on the layer and the device, so [`conv_any`] times them.
+fn channel_blocks(mg: i64) -> Vec<i64> {
+    let big: Vec<i64> = [32, 16, 8].into_iter().filter(|b| mg % b == 0).collect();
+    if big.is_empty() {
+        vec![[4, 2].into_iter().find(|b| mg % b == 0).unwrap_or(1)]
+    } else {
+        big
+    }
 }
 
 /// Conv, FusedConv (`fused`) and ConvTranspose.
 ///
 /// Conv runs over a 3-D range: output positions (dim 0, so neighbouring work-items read
 /// neighbouring inputs and write neighbouring outputs: coalesced on a GPU, vector lanes on
-/// a CPU), blocks of [`channel_block`] output channels (dim 1) and the batch (dim 2). Each
-/// work-item keeps its block's sums in registers, so one input load feeds that many
-/// multiply-adds, and every work-item of a group reads the same weights (a broadcast).
-/// ConvTranspose runs one work-item per output element.
+/// a CPU), blocks of output channels (dim 1) and the batch (dim 2). Each work-item keeps
+/// its block's sums in registers, so one input load feeds that many multiply-adds, and
+/// every work-item of a group reads the same weights (a broadcast). The block is tuned
+/// once per layer shape and device: the first call times each of [`channel_blocks`] and
+/// the device remembers the fastest (results do not depend on it: every block sums in
+/// the same order). ConvTranspose runs one work-item per output element.
 fn conv_any(
     ctx: &ClCtx,
     ins: &[Option<ClTensor>],
@@ -355,118 +370,32 @@ fn conv_any(
     let (x, w, b) = (any_input(ins, 0, "X")?, any_input(ins, 1, "W")?, ins.get(2).and_then(Option::as_ref));
     let y = outs.first().ok_or("the output Y is required")?;
     let (n, c, m, group) = conv_shapes(x, w, b, y, attrs, transpose)?;
-    let (t, acc_t) = (e.t(), e.acc());
+    if let Some(z) = z {
+        if z.shape != y.shape || z.dtype != y.dtype {
+            return Err(format!("Z is {}{:?} but Y is {}{:?}: they must match", z.dtype, z.shape, y.dtype, y.shape));
+        }
+    }
     let geo =
         Geo::new(&x.shape[2..], &y.shape[2..], &w.shape[2..], attrs, transpose)?.fit(&[&x.shape, &w.shape, &y.shape]);
     let (mg, osp) = (m / group, geo.out_volume());
-    let mb = if transpose { 1 } else { channel_block(mg) };
     let bias = if b.is_some() { format!("  acc += {};\n", e.ld("b", "bo + m")) } else { String::new() };
     let epilogue = if fused { fused_epilogue(&e, attrs, z.is_some(), "oi")? } else { String::new() };
-    let body = if transpose {
-        // W [C, M/group, k...]: output o takes input i where o = i * s + kk * d - pb.
-        let tap = format!(
-            "acc += {} * {};",
-            e.ld("xp", "(i0 * in1 + i1) * in2 + i2"),
-            e.ld("wp", "(a0 * k1 + a1) * k2 + a2")
-        );
+    let source = |body: String| {
         format!(
-            "  long gid = get_global_id(0);\n\
-             if (gid >= total) return;\n\
-             ix r = (ix)gid;\n{SPLIT_OUT}\
-             ix m = r % M, n = r / M, g = m / mg, ml = m % mg;\n\
-             {acc_t} acc = 0.0f;\n\
-             for (ix c = 0; c < cg; c++) {{\n\
-               ix ci = g * cg + c;\n\
-               __global const {t}* xp = x + xo + (n * C + ci) * in0 * in1 * in2;\n\
-               __global const {t}* wp = w + wo + (ci * mg + ml) * k0 * k1 * k2;\n\
-               for (ix a0 = 0; a0 < k0; a0++) {{\n\
-                 ix t0 = o0 + pb0 - a0 * d0;\n\
-                 if (t0 < 0 || t0 % s0 != 0 || t0 / s0 >= in0) continue;\n\
-                 ix i0 = t0 / s0;\n\
-                 for (ix a1 = 0; a1 < k1; a1++) {{\n\
-                   ix t1 = o1 + pb1 - a1 * d1;\n\
-                   if (t1 < 0 || t1 % s1 != 0 || t1 / s1 >= in1) continue;\n\
-                   ix i1 = t1 / s1;\n\
-                   for (ix a2 = 0; a2 < k2; a2++) {{\n\
-                     ix t2 = o2 + pb2 - a2 * d2;\n\
-                     if (t2 < 0 || t2 % s2 != 0 || t2 / s2 >= in2) continue;\n\
-                     ix i2 = t2 / s2;\n\
-                     {tap}\n\
-                   }}\n\
-                 }}\n\
-               }}\n\
-             }}\n\
-             ix oi = gid;\n{bias}{epilogue}  {store}\n",
-            store = e.st("y", "yo + oi", "acc"),
+            "{pre}{ix}__kernel void k(__global const {t}* x, ulong xo, __global const {t}* w, ulong wo, \
+             __global const {t}* b, ulong bo, __global {t}* y, ulong yo, __global const {t}* z, ulong zo, \
+             float p0, float p1, long total, ix C, ix M, ix cg, ix mg, {GEO_PARAMS}) {{\n{body}}}\n",
+            pre = e.prelude(),
+            ix = geo.ix(),
+            t = e.t(),
         )
-    } else {
-        // W [M, C/group, k...]: output o reads input o * s + kk * d - pb.
-        let sums = (0..mb)
-            .map(|j| format!("    sum{j} += xv * {};\n", e.ld("wp", &format!("{j} * wm + t"))))
-            .collect::<String>();
-        let stores = (0..mb)
-            .map(|j| {
-                format!(
-                    "  {{\n  ix m = m0 + {j}, oi = (n * M + m) * osp + p;\n  {acc_t} acc = sum{j};\n{bias}{epilogue}  {}\n  }}\n",
-                    e.st("y", "yo + oi", "acc")
-                )
-            })
-            .collect::<String>();
-        let decl = (0..mb).map(|j| format!("sum{j} = 0.0f")).collect::<Vec<_>>().join(", ");
-        if geo.pointwise() {
-            // A matrix product per image: W [M, C] times X [C, positions]. Neighbouring
-            // work-items read neighbouring inputs (one vector load on a CPU).
-            format!(
-                "  ix p = (ix)get_global_id(0), m0 = (ix)get_global_id(1) * {mb}, n = (ix)get_global_id(2);\n\
-                 ix osp = out0 * out1 * out2, g = m0 / mg, wm = cg;\n\
-                 {acc_t} {decl};\n\
-                 __global const {t}* xp = x + xo + (n * C + g * cg) * osp + p;\n\
-                 __global const {t}* wp = w + wo + m0 * wm;\n\
-                 for (ix t = 0; t < cg; t++) {{\n\
-                   {acc_t} xv = {xv};\n{sums}\
-                 }}\n{stores}",
-                xv = e.ld("xp", "t * osp"),
-            )
-        } else {
-            // Taps outside the input are masked rather than skipped: no branches around the
-            // loads, so the work-items of a vector (or a GPU wave) stay in step.
-            format!(
-                "  ix p = (ix)get_global_id(0), m0 = (ix)get_global_id(1) * {mb}, n = (ix)get_global_id(2);\n\
-                 ix r = p, osp = out0 * out1 * out2;\n{SPLIT_OUT}{WINDOW_START}\
-                 ix g = m0 / mg, kv = k0 * k1 * k2, wm = cg * kv;\n\
-                 {acc_t} {decl};\n\
-                 for (ix c = 0; c < cg; c++) {{\n\
-                   __global const {t}* xp = x + xo + (n * C + g * cg + c) * in0 * in1 * in2;\n\
-                   __global const {t}* wp = w + wo + m0 * wm + c * kv;\n\
-                   for (ix a0 = 0; a0 < k0; a0++) for (ix a1 = 0; a1 < k1; a1++) for (ix a2 = 0; a2 < k2; a2++) {{\n\
-                     ix i0 = st0 + a0 * d0, i1 = st1 + a1 * d1, i2 = st2 + a2 * d2;\n\
-                     int in = i0 >= 0 && i0 < in0 && i1 >= 0 && i1 < in1 && i2 >= 0 && i2 < in2;\n\
-                     ix t = (a0 * k1 + a1) * k2 + a2;\n\
-                     {acc_t} xv = in ? {xv} : 0.0f;\n{sums}\
-                   }}\n\
-                 }}\n{stores}",
-                xv = e.ld("xp", "(i0 * in1 + i1) * in2 + i2"),
-            )
-        }
     };
-    let src = format!(
-        "{pre}{ix}__kernel void k(__global const {t}* x, ulong xo, __global const {t}* w, ulong wo, \
-         __global const {t}* b, ulong bo, __global {t}* y, ulong yo, __global const {t}* z, ulong zo, \
-         float p0, float p1, long total, ix C, ix M, ix cg, ix mg, {GEO_PARAMS}) {{\n{body}}}\n",
-        pre = e.prelude(),
-        ix = geo.ix(),
-    );
     let total = count(&y.shape, "Y")?;
     let mut args = Vec::with_capacity(40);
     args.extend(mem(x));
     args.extend(mem(w));
     args.extend(mem(b.unwrap_or(w)));
     args.extend(mem(y));
-    if let Some(z) = z {
-        if z.shape != y.shape || z.dtype != y.dtype {
-            return Err(format!("Z is {}{:?} but Y is {}{:?}: they must match", z.dtype, z.shape, y.dtype, y.shape));
-        }
-    }
     args.extend(mem(z.unwrap_or(y)));
     let params = if fused { attrs.floats("activation_params").unwrap_or_default() } else { vec![] };
     let p = |i: usize| params.get(i).copied().unwrap_or(0.0) as f32;
@@ -476,10 +405,136 @@ fn conv_any(
     args.extend([ix(c), ix(m), ix(c / group), ix(mg)]);
     args.extend(geo.args());
     if transpose {
-        ctx.run(&src, &args, global(total)?)
-    } else {
-        ctx.run_nd(&src, &args, &[global(osp)?, global(m / mb)?, global(n)?])
+        return ctx.run(&source(transposed_conv_body(&e, &bias, &epilogue)), &args, global(total)?);
     }
+    let run = |mb: i64| {
+        let src = source(direct_conv_body(&e, &geo, mb, &bias, &epilogue));
+        ctx.run_nd(&src, &args, &[global(osp)?, global(m / mb)?, global(n)?])
+    };
+    let blocks = channel_blocks(mg);
+    let key =
+        format!("conv {} {:?} {:?} {:?} {geo:?} {} {:?}", e.d, x.shape, w.shape, y.shape, b.is_some(), z.is_some());
+    if let Some(mb) = ctx.dev.tuned(&key).filter(|_| blocks.len() > 1) {
+        return run(mb);
+    }
+    // Timing runs the kernel once per block; that is only sound when no input is the
+    // output's memory (FusedConv's Z may be, accumulating in place).
+    let overlaps = |t: &ClTensor| t.mem == y.mem && t.offset < y.offset + y.numel() && y.offset < t.offset + t.numel();
+    if blocks.len() == 1 || [Some(x), Some(w), b, z].into_iter().flatten().any(overlaps) {
+        return run(blocks[blocks.len() - 1]);
+    }
+    let mut best = (f64::INFINITY, blocks[0]);
+    for &mb in &blocks {
+        ctx.dev.kernel(&source(direct_conv_body(&e, &geo, mb, &bias, &epilogue)))?;
+        let start = std::time::Instant::now();
+        run(mb)?;
+        let secs = start.elapsed().as_secs_f64();
+        if secs < best.0 {
+            best = (secs, mb);
+        }
+    }
+    ctx.dev.set_tuned(key, best.1);
+    if best.1 != blocks[blocks.len() - 1] {
+        run(best.1)?;
+    }
+    Ok(())
+}
+
+/// The body of the direct convolution kernel with `mb` output channels per work-item
+/// (see [`conv_any`]). W is [M, C/group, k...]: output o reads input o * s + kk * d - pb.
+fn direct_conv_body(e: &Elems, geo: &Geo, mb: i64, bias: &str, epilogue: &str) -> String {
+    let (t, acc_t) = (e.t(), e.acc());
+    let sums =
+        (0..mb).map(|j| format!("    sum{j} += xv * {};\n", e.ld("wp", &format!("{j} * wm + t")))).collect::<String>();
+    let stores = (0..mb)
+        .map(|j| {
+            format!(
+                "  {{\n  ix m = m0 + {j}, oi = (n * M + m) * osp + p;\n  {acc_t} acc = sum{j};\n{bias}{epilogue}  {}\n  }}\n",
+                e.st("y", "yo + oi", "acc")
+            )
+        })
+        .collect::<String>();
+    let decl = (0..mb).map(|j| format!("sum{j} = 0.0f")).collect::<Vec<_>>().join(", ");
+    if geo.pointwise() {
+        // A matrix product per image: W [M, C] times X [C, positions]. Neighbouring
+        // work-items read neighbouring inputs (one vector load on a CPU).
+        return format!(
+            "  ix p = (ix)get_global_id(0), m0 = (ix)get_global_id(1) * {mb}, n = (ix)get_global_id(2);\n\
+             ix osp = out0 * out1 * out2, g = m0 / mg, wm = cg;\n\
+             {acc_t} {decl};\n\
+             __global const {t}* xp = x + xo + (n * C + g * cg) * osp + p;\n\
+             __global const {t}* wp = w + wo + m0 * wm;\n\
+             for (ix t = 0; t < cg; t++) {{\n\
+               {acc_t} xv = {xv};\n{sums}\
+             }}\n{stores}",
+            xv = e.ld("xp", "t * osp"),
+        );
+    }
+    // The channel loop is innermost, so a tap's bounds and input index are computed once
+    // for all channels. Taps outside the input are masked rather than skipped: no branches
+    // around the loads, so the work-items of a vector (or a GPU wave) stay in step.
+    format!(
+        "  ix p = (ix)get_global_id(0), m0 = (ix)get_global_id(1) * {mb}, n = (ix)get_global_id(2);\n\
+         ix r = p, osp = out0 * out1 * out2;\n{SPLIT_OUT}{WINDOW_START}\
+         ix g = m0 / mg, kv = k0 * k1 * k2, wm = cg * kv, isp = in0 * in1 * in2;\n\
+         {acc_t} {decl};\n\
+         __global const {t}* xg = x + xo + (n * C + g * cg) * isp;\n\
+         for (ix a0 = 0; a0 < k0; a0++) for (ix a1 = 0; a1 < k1; a1++) for (ix a2 = 0; a2 < k2; a2++) {{\n\
+           ix i0 = st0 + a0 * d0, i1 = st1 + a1 * d1, i2 = st2 + a2 * d2;\n\
+           int in = i0 >= 0 && i0 < in0 && i1 >= 0 && i1 < in1 && i2 >= 0 && i2 < in2;\n\
+           ix xi = {xi}, t = (a0 * k1 + a1) * k2 + a2;\n\
+           for (ix c = 0; c < cg; c++) {{\n\
+             __global const {t}* wp = w + wo + m0 * wm + c * kv;\n\
+             {acc_t} xv = in ? {xv} : 0.0f;\n{sums}\
+           }}\n\
+         }}\n{stores}",
+        // With unit strides and input and output of one size, output position p's tap
+        // reads input p plus an offset shared by every work-item.
+        xi = if geo.same_size() {
+            "p + ((a0 * d0 - pb0) * in1 + a1 * d1 - pb1) * in2 + a2 * d2 - pb2"
+        } else {
+            "(i0 * in1 + i1) * in2 + i2"
+        },
+        xv = e.ld("xg", "c * isp + xi"),
+    )
+}
+
+/// The body of the ConvTranspose kernel, one work-item per output element. W is
+/// [C, M/group, k...]: output o takes input i where o = i * s + kk * d - pb.
+fn transposed_conv_body(e: &Elems, bias: &str, epilogue: &str) -> String {
+    let (t, acc_t) = (e.t(), e.acc());
+    let tap =
+        format!("acc += {} * {};", e.ld("xp", "(i0 * in1 + i1) * in2 + i2"), e.ld("wp", "(a0 * k1 + a1) * k2 + a2"));
+    format!(
+        "  long gid = get_global_id(0);\n\
+         if (gid >= total) return;\n\
+         ix r = (ix)gid;\n{SPLIT_OUT}\
+         ix m = r % M, n = r / M, g = m / mg, ml = m % mg;\n\
+         {acc_t} acc = 0.0f;\n\
+         for (ix c = 0; c < cg; c++) {{\n\
+           ix ci = g * cg + c;\n\
+           __global const {t}* xp = x + xo + (n * C + ci) * in0 * in1 * in2;\n\
+           __global const {t}* wp = w + wo + (ci * mg + ml) * k0 * k1 * k2;\n\
+           for (ix a0 = 0; a0 < k0; a0++) {{\n\
+             ix t0 = o0 + pb0 - a0 * d0;\n\
+             if (t0 < 0 || t0 % s0 != 0 || t0 / s0 >= in0) continue;\n\
+             ix i0 = t0 / s0;\n\
+             for (ix a1 = 0; a1 < k1; a1++) {{\n\
+               ix t1 = o1 + pb1 - a1 * d1;\n\
+               if (t1 < 0 || t1 % s1 != 0 || t1 / s1 >= in1) continue;\n\
+               ix i1 = t1 / s1;\n\
+               for (ix a2 = 0; a2 < k2; a2++) {{\n\
+                 ix t2 = o2 + pb2 - a2 * d2;\n\
+                 if (t2 < 0 || t2 % s2 != 0 || t2 / s2 >= in2) continue;\n\
+                 ix i2 = t2 / s2;\n\
+                 {tap}\n\
+               }}\n\
+             }}\n\
+           }}\n\
+         }}\n\
+         ix oi = gid;\n{bias}{epilogue}  {store}\n",
+        store = e.st("y", "yo + oi", "acc"),
+    )
 }
 
 // ---------------------------------------------------------------------------------------
