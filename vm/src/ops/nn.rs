@@ -1546,25 +1546,47 @@ fn threads() -> usize {
     *N.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()).min(8))
 }
 
-fn join<T>(h: std::thread::ScopedJoinHandle<'_, Result<T, String>>) -> Result<T, String> {
-    h.join().unwrap_or_else(|_| Err("a worker thread panicked".into()))
+/// The host kernels' worker threads, one fewer than [`threads`] (the calling thread takes
+/// a share): created once and kept for the life of the process, so a parallel region
+/// costs a wake-up, not a thread spawn. A pool of its own, so that an application's use
+/// of rayon's global pool neither starves nor is starved by the VM.
+fn pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let n = threads().saturating_sub(1).max(1);
+        rayon::ThreadPoolBuilder::new().num_threads(n).thread_name(|i| format!("rxvm-host-{i}")).build().ok()
+    })
+    .as_ref()
 }
 
 /// Runs `f` on every job, in parallel: the first on the calling thread, the others on
-/// scoped threads. The first error (in job order) is returned.
+/// [`pool`] (or in order on the calling thread if it could not be created). The first
+/// error (in job order) is returned; a job that panics is an error, not a panic.
 fn run_parts<J: Send>(
     jobs: impl IntoIterator<Item = J>,
     f: impl Fn(J) -> Result<(), String> + Sync,
 ) -> Result<(), String> {
-    let mut jobs = jobs.into_iter();
-    let Some(first) = jobs.next() else { return Ok(()) };
-    let f = &f;
-    std::thread::scope(|sc| {
-        let hs: Vec<_> = jobs.map(|job| sc.spawn(move || f(job))).collect();
-        let mine = f(first);
-        let theirs = hs.into_iter().try_for_each(join);
-        mine.and(theirs)
-    })
+    let jobs: Vec<J> = jobs.into_iter().collect();
+    let mut results: Vec<Result<(), String>> = jobs.iter().map(|_| Ok(())).collect();
+    let run = |job: J| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(job)))
+            .unwrap_or_else(|_| Err("a worker thread panicked".into()))
+    };
+    let run = &run;
+    let Some(pool) = pool() else {
+        return jobs.into_iter().try_for_each(run);
+    };
+    pool.in_place_scope(|sc| {
+        let mut pairs = jobs.into_iter().zip(results.iter_mut());
+        let first = pairs.next();
+        for (job, slot) in pairs {
+            sc.spawn(move |_| *slot = run(job));
+        }
+        if let Some((job, slot)) = first {
+            *slot = run(job);
+        }
+    });
+    results.into_iter().collect()
 }
 
 /// Runs `f(item, out_chunk, may_split)` over the `item_len`-sized chunks of `out`. When the
