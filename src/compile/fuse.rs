@@ -16,6 +16,68 @@ use rxvm_vm::ops::AttrValue;
 use rxvm_vm::types::DType;
 use std::collections::HashMap;
 
+/// `g` with every inference-mode `BatchNormalization` of an f32 `[N, C, spatial...]` input
+/// whose parameters are constants (one not folded into a Conv before it: densenet121's
+/// 62, which precede their Conv) written as the per-channel `Conv` it is: `group = C`,
+/// 1×1 weights `k = scale / sqrt(var + epsilon)`, bias `B - mean · k`. The Conv runs in
+/// place (the normalization's host kernel copies its operands), and
+/// [`fuse_conv_chains`] then absorbs the `Relu` that follows. Results differ from the
+/// normalization by rounding only (`x · k + (B - mean · k)` for `(x - mean) · k + B`).
+/// `None` when there is none.
+pub fn batchnorm_as_conv(g: &Graph, a: &Analysis) -> Option<Graph> {
+    let f32_const = |name: &str, len: usize| {
+        a.const_value(name).filter(|c| c.dtype == DType::F32 && c.numel() as usize == len).map(|c| c.to_f64())
+    };
+    let mut out = g.clone();
+    let mut changed = false;
+    for (n, bn) in g.nodes.iter().enumerate() {
+        let named = bn.outputs.iter().filter(|o| !o.is_empty()).count();
+        if bn.op != "BatchNormalization" || a.folded[n] || named != 1 || bn.outputs[0].is_empty() {
+            continue;
+        }
+        let inference = bn.attrs.int("training_mode", 0) == 0 && bn.attrs.int("spatial", 1) == 1;
+        let Some((DType::F32, shape)) = a.types.get(bn.inputs[0].as_str()) else { continue };
+        let (true, 5, 3..) = (inference, bn.inputs.len(), shape.len()) else { continue };
+        let Ok(channels @ 1..) = usize::try_from(shape[1]) else { continue };
+        let params: Option<Vec<Vec<f64>>> = bn.inputs[1..].iter().map(|i| f32_const(i, channels)).collect();
+        let Some([scale, bias, mean, var]) = params.and_then(|p| <[Vec<f64>; 4]>::try_from(p).ok()) else {
+            continue;
+        };
+        let eps = bn.attrs.float("epsilon", 1e-5);
+        let k: Vec<f64> = (0..channels).map(|c| scale[c] / (var[c] + eps).sqrt()).collect();
+        let b: Vec<f64> = (0..channels).map(|c| bias[c] - mean[c] * k[c]).collect();
+        let spatial = shape.len() - 2;
+        let mut w_shape = vec![channels as i64, 1];
+        w_shape.extend(std::iter::repeat_n(1, spatial));
+        let tensor = |shape: Vec<i64>, v: &[f64]| {
+            rxvm_vm::HostTensor::new(DType::F32, shape, v.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect())
+        };
+        let (Ok(w), Ok(bt)) = (tensor(w_shape, &k), tensor(vec![channels as i64], &b)) else { continue };
+        let [w_name, b_name] = ["weights", "bias"].map(|what| {
+            let mut name = format!("{}.as_conv_{what}", bn.name);
+            while out.is_const(&name) || a.types.contains_key(name.as_str()) {
+                name.push('_');
+            }
+            name
+        });
+        out.add_const(&w_name, w);
+        out.add_const(&b_name, bt);
+        let attrs = rxvm_vm::ops::Attrs(vec![
+            ("group".into(), AttrValue::Int(channels as i64)),
+            ("kernel_shape".into(), AttrValue::Ints(vec![1; spatial])),
+        ]);
+        out.nodes[n] = Node {
+            name: bn.name.clone(),
+            op: "Conv".into(),
+            inputs: vec![bn.inputs[0].clone(), w_name, b_name],
+            outputs: vec![bn.outputs[0].clone()],
+            attrs,
+        };
+        changed = true;
+    }
+    changed.then_some(out)
+}
+
 /// An activation `FusedConv` applies in place of `node`: its name and parameters, or
 /// `None` when `node` is not one (or its parameters are not constants).
 fn activation_of(node: &Node, a: &Analysis) -> Option<(&'static str, Vec<f64>)> {

@@ -475,8 +475,17 @@ fn compile_inner(
         None => (g, a),
     };
     // Texture programs keep their operators: FusedConv has buffer kernels only.
+    let fuse = opts.fuse && opts.textures == Textures::None;
+    let bn_conv;
+    let (g, a) = match fuse.then(|| fuse::batchnorm_as_conv(g, &a)).flatten() {
+        Some(f) => {
+            bn_conv = f;
+            (&bn_conv, analyze(&bn_conv, input_shapes)?)
+        }
+        None => (g, a),
+    };
     let fused_graph;
-    let (g, a) = match (opts.fuse && opts.textures == Textures::None).then(|| fuse::fuse_conv_chains(g, &a)).flatten() {
+    let (g, a) = match fuse.then(|| fuse::fuse_conv_chains(g, &a)).flatten() {
         Some(f) => {
             fused_graph = f;
             (&fused_graph, analyze(&fused_graph, input_shapes)?)

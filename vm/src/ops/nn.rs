@@ -477,7 +477,7 @@ impl ConvItem<'_> {
 
     /// Few output channels per group (depthwise): direct loops beat im2col + GEMM.
     fn direct(&self) -> bool {
-        self.mg < 4 && !self.pointwise()
+        self.mg < 4 && (!self.pointwise() || self.cg == 1)
     }
 
     /// The group's weights packed once for all the GEMMs of its column chunks (none for the
