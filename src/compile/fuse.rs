@@ -23,7 +23,8 @@ use std::collections::HashMap;
 /// place (the normalization's host kernel copies its operands), and
 /// [`fuse_conv_chains`] then absorbs the `Relu` that follows. Results differ from the
 /// normalization by rounding only (`x · k + (B - mean · k)` for `(x - mean) · k + B`).
-/// `None` when there is none.
+/// Node for node (same positions, same output names), so `a` still describes the result
+/// for [`fuse_conv_chains`]. `None` when there is none.
 pub fn batchnorm_as_conv(g: &Graph, a: &Analysis) -> Option<Graph> {
     let f32_const = |name: &str, len: usize| {
         a.const_value(name).filter(|c| c.dtype == DType::F32 && c.numel() as usize == len).map(|c| c.to_f64())

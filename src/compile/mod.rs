@@ -476,16 +476,13 @@ fn compile_inner(
     };
     // Texture programs keep their operators: FusedConv has buffer kernels only.
     let fuse = opts.fuse && opts.textures == Textures::None;
-    let bn_conv;
-    let (g, a) = match fuse.then(|| fuse::batchnorm_as_conv(g, &a)).flatten() {
-        Some(f) => {
-            bn_conv = f;
-            (&bn_conv, analyze(&bn_conv, input_shapes)?)
-        }
-        None => (g, a),
-    };
+    // The normalizations become Convs node for node, so `a` still describes that graph
+    // for the fusion after it: one analysis for both (an analysis holds the folded
+    // constants, so each one more is a peak of memory while compiling).
+    let bn_conv = if fuse { fuse::batchnorm_as_conv(g, &a) } else { None };
+    let fused = fuse.then(|| fuse::fuse_conv_chains(bn_conv.as_ref().unwrap_or(g), &a)).flatten().or(bn_conv);
     let fused_graph;
-    let (g, a) = match fuse.then(|| fuse::fuse_conv_chains(g, &a)).flatten() {
+    let (g, a) = match fused {
         Some(f) => {
             fused_graph = f;
             (&fused_graph, analyze(&fused_graph, input_shapes)?)
