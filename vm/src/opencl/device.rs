@@ -534,6 +534,21 @@ impl ClDevice {
         Ok(raw)
     }
 
+    /// The buffer `mem` is part of and where it starts in it, in bytes: a sub-buffer's
+    /// parent and offset, else `mem` itself at 0. Buffer views at aligned offsets are
+    /// sub-buffers, so two operands may be different `cl_mem`s over the same bytes.
+    pub fn buffer_origin(&self, mem: cl_mem) -> (cl_mem, u64) {
+        use opencl3::memory::{get_mem_object_info, CL_MEM_ASSOCIATED_MEMOBJECT, CL_MEM_OFFSET};
+        let parent = get_mem_object_info(mem, CL_MEM_ASSOCIATED_MEMOBJECT)
+            .map(|v| isize::from(v) as cl_mem)
+            .unwrap_or(std::ptr::null_mut());
+        if parent.is_null() {
+            return (mem, 0);
+        }
+        let offset = get_mem_object_info(mem, CL_MEM_OFFSET).map(|v| usize::from(v) as u64).unwrap_or(0);
+        (parent, offset)
+    }
+
     /// The variant a launcher chose by timing for `key` (a kernel family and the shapes
     /// it was timed on), if it has.
     pub fn tuned(&self, key: &str) -> Option<i64> {

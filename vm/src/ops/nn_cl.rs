@@ -418,8 +418,18 @@ fn conv_any(
         return run(mb);
     }
     // Timing runs the kernel once per block; that is only sound when no input is the
-    // output's memory (FusedConv's Z may be, accumulating in place).
-    let overlaps = |t: &ClTensor| t.mem == y.mem && t.offset < y.offset + y.numel() && y.offset < t.offset + t.numel();
+    // output's memory (FusedConv's Z may be, accumulating in place). Views may be
+    // sub-buffers: compare byte ranges in the buffers they are part of.
+    let size = e.d.size() as u64;
+    let range = |t: &ClTensor| {
+        let (base, at) = ctx.dev.buffer_origin(t.mem);
+        (base, at + t.offset * size, at + (t.offset + t.numel()) * size)
+    };
+    let out = range(y);
+    let overlaps = |t: &ClTensor| {
+        let r = range(t);
+        r.0 == out.0 && r.1 < out.2 && out.1 < r.2
+    };
     if blocks.len() == 1 || [Some(x), Some(w), b, z].into_iter().flatten().any(overlaps) {
         return run(blocks[blocks.len() - 1]);
     }
@@ -960,6 +970,21 @@ mod tests {
             check_tol(&dev, "MatMul", &[v(&[2, 1, 3, 4], 12), v(&[3, 4, 5], 13)], &Attrs::default(), 0.0);
             check_tol(&dev, "MatMul", &[v(&[4], 14), v(&[4, 3], 15)], &Attrs::default(), 0.0);
         }
+    }
+
+    /// Buffer views at aligned offsets are sub-buffers: their origin is the block and the
+    /// offset, so Conv's tuner sees that two such views share bytes.
+    #[test]
+    fn sub_buffer_views_resolve_to_their_block() {
+        let Some(dev) = device() else { return };
+        let align = dev.caps.mem_base_addr_align;
+        let (block, _) = dev.alloc(4 * align).unwrap();
+        let whole = dev.view(&block, 0, DType::F32, None).unwrap();
+        let sub = dev.view(&block, 2 * align, DType::F32, None).unwrap();
+        assert_ne!(sub.mem, block.raw(), "a view at an aligned offset is a sub-buffer");
+        assert_eq!(dev.buffer_origin(sub.mem), (block.raw(), 2 * align));
+        assert_eq!(dev.buffer_origin(whole.mem), (block.raw(), 0));
+        dev.release(block);
     }
 
     /// MaxPool on the byte and narrow float dtypes, with row- and column-major Indices.
