@@ -32,11 +32,56 @@ fn per_channel(c: &HostTensor, rank: usize, channels: usize) -> Option<Vec<f64>>
     Some((0..channels).map(|ch| v[if along == 1 { 0 } else { ch }]).collect())
 }
 
-// The bytes are made here from `v`, four per element, so the tensor is always valid.
-#[allow(clippy::expect_used)]
 fn f32_tensor(v: &[f64]) -> HostTensor {
+    f32_shaped(vec![v.len() as i64], v)
+}
+
+/// `v` as an f32 tensor of `shape`, whose element count must be `v.len()`.
+// The bytes are made here from `v`, four per element: callers pass a shape of `v.len()`
+// elements, so the tensor is always valid.
+#[allow(clippy::expect_used)]
+pub(super) fn f32_shaped(shape: Vec<i64>, v: &[f64]) -> HostTensor {
     let bytes = v.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect();
-    HostTensor::new(DType::F32, vec![v.len() as i64], bytes).expect("a 1-D f32 tensor of its own length")
+    HostTensor::new(DType::F32, shape, bytes).expect("an f32 tensor of its own length")
+}
+
+/// An inference-mode BatchNormalization as the per-channel map `(x - mean) · k + bias`,
+/// `k = scale / sqrt(var + epsilon)`.
+pub(super) struct Normalization {
+    pub k: Vec<f64>,
+    pub bias: Vec<f64>,
+    pub mean: Vec<f64>,
+}
+
+/// Node `n`, `bn`, as a [`Normalization`] of `channels` channels: when it is a
+/// BatchNormalization that runs at run time with one output, in inference mode, over
+/// axis 1 (`spatial`), and its four parameters are f32 constants of `channels` elements.
+pub(super) fn inference_normalization(bn: &Node, n: usize, a: &Analysis, channels: usize) -> Option<Normalization> {
+    let named = bn.outputs.iter().filter(|o| !o.is_empty()).count();
+    let plain = bn.op == "BatchNormalization" && !a.folded[n] && named == 1 && !bn.outputs[0].is_empty();
+    let inference = bn.attrs.int("training_mode", 0) == 0 && bn.attrs.int("spatial", 1) == 1;
+    if !plain || !inference || bn.inputs.len() != 5 || channels == 0 {
+        return None;
+    }
+    let param = |i: usize| {
+        a.const_value(&bn.inputs[i])
+            .filter(|c| c.dtype == DType::F32 && c.numel() as usize == channels)
+            .map(HostTensor::to_f64)
+    };
+    let (scale, bias, mean, var) = (param(1)?, param(2)?, param(3)?, param(4)?);
+    let eps = bn.attrs.float("epsilon", 1e-5);
+    let k = (0..channels).map(|c| scale[c] / (var[c] + eps).sqrt()).collect();
+    Some(Normalization { k, bias, mean })
+}
+
+/// `base`, or `base` with `_`s appended until it names no constant of `g` and no tensor
+/// of `a`: the name of a constant a pass adds.
+pub(super) fn fresh_name(g: &Graph, a: &Analysis, base: String) -> String {
+    let mut name = base;
+    while g.is_const(&name) || a.types.contains_key(name.as_str()) {
+        name.push('_');
+    }
+    name
 }
 
 /// `g` with every foldable `Mul`/`Add` by a per-channel constant merged into the
@@ -137,10 +182,7 @@ fn rebuild(g: &Graph, a: &Analysis, absorbed: &[bool], mut rewrites: HashMap<usi
         };
         let mut inputs = node.inputs.clone();
         for (i, (what, v)) in r.params.into_iter().enumerate() {
-            let mut name = format!("{}.folded_{what}", node.name);
-            while out.is_const(&name) || a.types.contains_key(name.as_str()) {
-                name.push('_');
-            }
+            let name = fresh_name(&out, a, format!("{}.folded_{what}", node.name));
             out.add_const(&name, v);
             match inputs.get_mut(i + 1) {
                 Some(slot) => *slot = name,
@@ -176,11 +218,7 @@ pub fn fold_batchnorm_into_conv(g: &Graph, a: &Analysis) -> Option<Graph> {
     let mut rewrites: HashMap<usize, (HostTensor, Vec<f64>, String)> = HashMap::new();
     let mut absorbed = vec![false; g.nodes.len()];
     for (n, bn) in g.nodes.iter().enumerate() {
-        let named = bn.outputs.iter().filter(|o| !o.is_empty()).count();
-        if bn.op != "BatchNormalization" || a.folded[n] || named != 1 || bn.outputs[0].is_empty() {
-            continue;
-        }
-        if bn.attrs.int("spatial", 1) == 0 || bn.inputs.len() != 5 {
+        if bn.op != "BatchNormalization" || bn.inputs.is_empty() {
             continue;
         }
         let x = bn.inputs[0].as_str();
@@ -192,13 +230,7 @@ pub fn fold_batchnorm_into_conv(g: &Graph, a: &Analysis) -> Option<Graph> {
         }
         let Some(w) = a.consts.get(conv.inputs[1].as_str()).filter(|w| w.dtype == DType::F32) else { continue };
         let channels = w.shape.first().copied().unwrap_or(0) as usize;
-        if channels == 0 {
-            continue;
-        }
-        let params: Option<Vec<Vec<f64>>> = bn.inputs[1..].iter().map(|i| f32_const(i, channels)).collect();
-        let Some([scale, bias, mean, var]) = params.and_then(|p| <[Vec<f64>; 4]>::try_from(p).ok()) else {
-            continue;
-        };
+        let Some(Normalization { k, bias, mean }) = inference_normalization(bn, n, a, channels) else { continue };
         let conv_bias = match conv.inputs.get(2).filter(|b| !b.is_empty()) {
             Some(b) => match f32_const(b, channels) {
                 Some(b) => b,
@@ -206,8 +238,6 @@ pub fn fold_batchnorm_into_conv(g: &Graph, a: &Analysis) -> Option<Graph> {
             },
             None => vec![0.0; channels],
         };
-        let eps = bn.attrs.float("epsilon", 1e-5);
-        let k: Vec<f64> = (0..channels).map(|c| scale[c] / (var[c] + eps).sqrt()).collect();
         let per_channel = w.numel() as usize / channels;
         let weights: Vec<f64> = w.to_f64().iter().enumerate().map(|(i, v)| v * k[i / per_channel]).collect();
         let Ok(weights) = HostTensor::new(
@@ -330,5 +360,10 @@ mod tests {
         g.nodes[1].inputs[3] = "mean".into();
         let a = analyze(&g, &[vec![1, 1, 2, 2], vec![2]]).unwrap();
         assert!(fold_batchnorm_into_conv(&g, &a).is_none(), "a mean computed at run time");
+        // Training mode normalizes with the batch's statistics, not the constants.
+        let mut g = conv_bn(true, false);
+        g.nodes[1].attrs.0.push(("training_mode".into(), rxvm_vm::ops::AttrValue::Int(1)));
+        let a = analyze(&g, &[vec![1, 1, 2, 2]]).unwrap();
+        assert!(fold_batchnorm_into_conv(&g, &a).is_none(), "a normalization in training mode");
     }
 }

@@ -11,6 +11,7 @@
 //! The fused node takes the place of the last operator it absorbs, where all its inputs
 //! exist; the memory plan is made for the fused graph.
 
+use super::fold::{f32_shaped, fresh_name, inference_normalization, Normalization};
 use crate::graph::{Analysis, Graph, Node};
 use rxvm_vm::ops::AttrValue;
 use rxvm_vm::types::DType;
@@ -26,43 +27,23 @@ use std::collections::HashMap;
 /// Node for node (same positions, same output names), so `a` still describes the result
 /// for [`fuse_conv_chains`]. `None` when there is none.
 pub fn batchnorm_as_conv(g: &Graph, a: &Analysis) -> Option<Graph> {
-    let f32_const = |name: &str, len: usize| {
-        a.const_value(name).filter(|c| c.dtype == DType::F32 && c.numel() as usize == len).map(|c| c.to_f64())
-    };
     let mut out = g.clone();
     let mut changed = false;
     for (n, bn) in g.nodes.iter().enumerate() {
-        let named = bn.outputs.iter().filter(|o| !o.is_empty()).count();
-        if bn.op != "BatchNormalization" || a.folded[n] || named != 1 || bn.outputs[0].is_empty() {
+        if bn.op != "BatchNormalization" || bn.inputs.is_empty() {
             continue;
         }
-        let inference = bn.attrs.int("training_mode", 0) == 0 && bn.attrs.int("spatial", 1) == 1;
-        let Some((DType::F32, shape)) = a.types.get(bn.inputs[0].as_str()) else { continue };
-        let (true, 5, 3..) = (inference, bn.inputs.len(), shape.len()) else { continue };
-        let Ok(channels @ 1..) = usize::try_from(shape[1]) else { continue };
-        let params: Option<Vec<Vec<f64>>> = bn.inputs[1..].iter().map(|i| f32_const(i, channels)).collect();
-        let Some([scale, bias, mean, var]) = params.and_then(|p| <[Vec<f64>; 4]>::try_from(p).ok()) else {
-            continue;
-        };
-        let eps = bn.attrs.float("epsilon", 1e-5);
-        let k: Vec<f64> = (0..channels).map(|c| scale[c] / (var[c] + eps).sqrt()).collect();
+        let Some((DType::F32, shape)) = a.types.get(bn.inputs[0].as_str()).filter(|t| t.1.len() >= 3) else { continue };
+        let Ok(channels) = usize::try_from(shape[1]) else { continue };
+        let Some(Normalization { k, bias, mean }) = inference_normalization(bn, n, a, channels) else { continue };
         let b: Vec<f64> = (0..channels).map(|c| bias[c] - mean[c] * k[c]).collect();
         let spatial = shape.len() - 2;
         let mut w_shape = vec![channels as i64, 1];
         w_shape.extend(std::iter::repeat_n(1, spatial));
-        let tensor = |shape: Vec<i64>, v: &[f64]| {
-            rxvm_vm::HostTensor::new(DType::F32, shape, v.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect())
-        };
-        let (Ok(w), Ok(bt)) = (tensor(w_shape, &k), tensor(vec![channels as i64], &b)) else { continue };
-        let [w_name, b_name] = ["weights", "bias"].map(|what| {
-            let mut name = format!("{}.as_conv_{what}", bn.name);
-            while out.is_const(&name) || a.types.contains_key(name.as_str()) {
-                name.push('_');
-            }
-            name
-        });
-        out.add_const(&w_name, w);
-        out.add_const(&b_name, bt);
+        let [w_name, b_name] =
+            ["weights", "bias"].map(|what| fresh_name(&out, a, format!("{}.as_conv_{what}", bn.name)));
+        out.add_const(&w_name, f32_shaped(w_shape, &k));
+        out.add_const(&b_name, f32_shaped(vec![channels as i64], &b));
         let attrs = rxvm_vm::ops::Attrs(vec![
             ("group".into(), AttrValue::Int(channels as i64)),
             ("kernel_shape".into(), AttrValue::Ints(vec![1; spatial])),
