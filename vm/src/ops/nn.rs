@@ -1566,8 +1566,6 @@ fn run_parts<J: Send>(
     jobs: impl IntoIterator<Item = J>,
     f: impl Fn(J) -> Result<(), String> + Sync,
 ) -> Result<(), String> {
-    let jobs: Vec<J> = jobs.into_iter().collect();
-    let mut results: Vec<Result<(), String>> = jobs.iter().map(|_| Ok(())).collect();
     let run = |job: J| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(job)))
             .unwrap_or_else(|_| Err("a worker thread panicked".into()))
@@ -1576,6 +1574,8 @@ fn run_parts<J: Send>(
     let Some(pool) = pool() else {
         return jobs.into_iter().try_for_each(run);
     };
+    let jobs: Vec<J> = jobs.into_iter().collect();
+    let mut results: Vec<Result<(), String>> = jobs.iter().map(|_| Ok(())).collect();
     pool.in_place_scope(|sc| {
         let mut pairs = jobs.into_iter().zip(results.iter_mut());
         let first = pairs.next();
