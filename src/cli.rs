@@ -460,13 +460,32 @@ fn compile_model(path: &Path, args: &CompileArgs, device: &DeviceCaps) -> Result
 }
 
 fn write_out(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    // Write beside the target and rename, so a failure never leaves a half-written file.
+    write_out_with(path, |w| w.write_all(bytes).map(|()| bytes.len() as u64)).map(drop)
+}
+
+/// Writes `path` with `write` (which returns how many bytes it wrote) through a buffer,
+/// beside the target and renamed, so a failure never leaves a half-written file.
+fn write_out_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<u64>,
+) -> Result<u64, Failure> {
     let tmp = path.with_extension("rxvm-tmp");
-    std::fs::write(&tmp, bytes).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
+    let written = std::fs::File::create(&tmp).and_then(|f| {
+        let mut w = std::io::BufWriter::new(f);
+        let n = write(&mut w)?;
+        w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        Ok(n)
+    });
+    let renamed = written.and_then(|n| std::fs::rename(&tmp, path).map(|()| n));
+    renamed.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         Failure::Message(format!("cannot write {}: {e}", path.display()))
     })
+}
+
+/// Writes `m` as a `.rxb` at `path`, streamed (no copy of the file in memory).
+fn write_rxb(path: &Path, m: &rxvm_vm::Module) -> Result<u64, Failure> {
+    write_out_with(path, |w| rxvm_vm::write_module_to(m, w))
 }
 
 fn cmd_repl(file: Option<&Path>, timeout: Option<std::time::Duration>) -> Result<(), Failure> {
@@ -486,7 +505,7 @@ fn cmd_asm(file: &Path, output: Option<PathBuf>, strip: bool) -> Result<(), Fail
         p.module.strip_debug();
     }
     let out = output.unwrap_or_else(|| file.with_extension("rxb"));
-    write_out(&out, &rxvm_vm::write_module(&p.module))
+    write_rxb(&out, &p.module).map(drop)
 }
 
 fn cmd_disasm(file: &Path, output: Option<PathBuf>) -> Result<(), Failure> {
@@ -501,16 +520,20 @@ fn cmd_disasm(file: &Path, output: Option<PathBuf>) -> Result<(), Failure> {
 fn cmd_compile(model: &Path, output: Option<PathBuf>, args: &CompileArgs, device: Option<&str>) -> Result<(), Failure> {
     let caps = planning_caps(device)?;
     let c = compile_model(model, args, &caps)?;
-    let text = format!("{}{}", c.plan_comment, rxvm_asm::disassemble(&c.module));
     let out = output.unwrap_or_else(|| model.with_extension("rxa"));
-    let bytes = match out.extension().and_then(|e| e.to_str()) {
-        Some("rxb") => rxvm_vm::write_module(&c.module),
-        Some("rxa") => text.into_bytes(),
+    let written = match out.extension().and_then(|e| e.to_str()) {
+        Some("rxb") => write_rxb(&out, &c.module)?,
+        // Text only when it is asked for: a large model's weights printed in decimal take
+        // seconds and gigabytes.
+        Some("rxa") => {
+            let text = format!("{}{}", c.plan_comment, rxvm_asm::disassemble(&c.module));
+            write_out(&out, text.as_bytes())?;
+            text.len() as u64
+        }
         _ => return Err(Failure::Message(format!("-o {}: the output must end in .rxa or .rxb", out.display()))),
     };
-    write_out(&out, &bytes)?;
     // Say where the program went: without `-o` the path is derived from the model's.
-    println!("wrote {} ({} bytes)", out.display(), bytes.len());
+    println!("wrote {} ({written} bytes)", out.display());
     Ok(())
 }
 

@@ -5,7 +5,6 @@
 use rxvm_vm::ops::{Attrs, OpId, Operator, TensorInfo};
 use rxvm_vm::types::{DType, Dim, Type};
 use rxvm_vm::HostTensor;
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -429,9 +428,11 @@ pub struct Analysis<'g> {
     /// Values of constant tensors: initializers and folded node outputs.
     /// (The graph's own constants are borrowed, not copied: a model's weights are held
     /// once however many analyses of its graphs are alive.)
-    pub consts: HashMap<&'g str, Cow<'g, HostTensor>>,
+    pub consts: HashMap<&'g str, Arc<HostTensor>>,
     /// Nodes evaluated at compile time.
     pub folded: Vec<bool>,
+    /// The bytes of their outputs: what they took of the fold budget.
+    pub folded_bytes: u64,
     /// Tensors whose shapes only the run knows (not in `types`): outputs of a node whose
     /// shape depends on the value of a run-time input (a Reshape whose shape is a graph
     /// input), and everything computed from them. The program allocates them when they are
@@ -476,11 +477,16 @@ pub fn analyze_inputs<'g>(
 ) -> Result<Analysis<'g>, String> {
     g.validate()?;
     let mut budget = fold_budget;
-    let mut a =
-        Analysis { types: HashMap::new(), consts: HashMap::new(), folded: Vec::new(), run_time: HashSet::new() };
+    let mut a = Analysis {
+        types: HashMap::new(),
+        consts: HashMap::new(),
+        folded: Vec::new(),
+        folded_bytes: 0,
+        run_time: HashSet::new(),
+    };
     for (name, v) in &g.consts {
         a.types.insert(name, (v.dtype, v.shape.clone()));
-        a.consts.insert(name, Cow::Borrowed(&**v));
+        a.consts.insert(name, v.clone());
     }
     for (i, inp) in g.inputs.iter().enumerate() {
         match input_shapes.get(i).ok_or_else(|| format!("no shape given for input `{}`", inp.name))? {
@@ -559,7 +565,7 @@ pub fn analyze_inputs<'g>(
                     HostTensor::new(DType::I64, vec![], count.to_le_bytes().to_vec())?
                 };
                 budget -= bytes;
-                a.consts.insert(y.as_str(), Cow::Owned(t));
+                a.consts.insert(y.as_str(), Arc::new(t));
                 for (name, t) in n.outputs.iter().zip(outs) {
                     a.types.insert(name, t);
                 }
@@ -576,7 +582,7 @@ pub fn analyze_inputs<'g>(
             (def.op.id().host_kernel()?)(&ins, &n.attrs, &mut res)
                 .map_err(|e| format!("folding node `{}`: {e}", n.name))?;
             for (name, t) in n.outputs.iter().zip(res) {
-                a.consts.insert(name, Cow::Owned(t));
+                a.consts.insert(name, Arc::new(t));
             }
         }
         for (name, t) in n.outputs.iter().zip(outs) {
@@ -589,5 +595,6 @@ pub fn analyze_inputs<'g>(
             return Err(format!("graph output `{o}` is never produced"));
         }
     }
+    a.folded_bytes = fold_budget - budget;
     Ok(a)
 }

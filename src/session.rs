@@ -10,9 +10,9 @@ use crate::npy::read_npy;
 use rxvm_vm::bytecode::Reg;
 use rxvm_vm::host_tensor::{HostTensor, HostValue};
 use rxvm_vm::memory::DeviceSpec;
-use rxvm_vm::module::{Function, Module};
+use rxvm_vm::module::{Bytes, Function, Module};
 use rxvm_vm::types::{Dim, Type};
-use rxvm_vm::{load_module, DeviceCaps, ModuleError, VmError};
+use rxvm_vm::{load_module_shared, DeviceCaps, ModuleError, VmError};
 use std::path::Path;
 
 /// A failure already reported to the user, or one to report.
@@ -161,6 +161,23 @@ fn is_bytecode(path: &Path, bytes: &[u8]) -> bool {
     path.extension().is_some_and(|e| e == "rxb") || bytes.starts_with(&rxvm_vm::binary::MAGIC)
 }
 
+/// A file's bytes, memory-mapped: a `.rxb`'s constants are used where they are (on the host,
+/// in place), so loading a model neither reads nor copies its weights, and they are in
+/// memory once, as pages of the file the kernel can drop and reread. Empty files, and
+/// files that cannot be mapped (a pipe), are read.
+fn read_shared(path: &Path) -> std::io::Result<Bytes> {
+    let file = std::fs::File::open(path)?;
+    if file.metadata()?.len() > 0 {
+        // SAFETY: a private mapping: our writes, if any, never reach the file. A file
+        // changed by another process while mapped may change under us, as with every
+        // mapped model (onnxruntime's and TVM's too); rxvm never writes its inputs.
+        if let Ok(map) = unsafe { memmap2::MmapOptions::new().map_copy(&file) } {
+            return Ok(Bytes::from_owner(map));
+        }
+    }
+    std::fs::read(path).map(Bytes::from)
+}
+
 /// Loads `.rxa` (assemble + verify), `.rxb` (decode + verify), or an `.onnx` model
 /// (compiled for the host with the default [`Options`]).
 pub fn load_program(path: &Path) -> Result<Program, Failure> {
@@ -169,10 +186,10 @@ pub fn load_program(path: &Path) -> Result<Program, Failure> {
         let c = compile_graph(path, &g, &shapes, &Options::default())?;
         return Ok(compiled_program(path, c));
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bytes = read_shared(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let name = path.display().to_string();
     if is_bytecode(path, &bytes) {
-        return match load_module(&bytes) {
+        return match load_module_shared(&bytes) {
             Ok(module) => {
                 // Debug info names the source file; show its lines in run-time errors if it
                 // is still there.
@@ -184,7 +201,7 @@ pub fn load_program(path: &Path) -> Result<Program, Failure> {
             Err(ModuleError::Verify(e)) => Err(Failure::Message(format!("{name}: invalid module: {e}"))),
         };
     }
-    let text = String::from_utf8(bytes).map_err(|e| format!("{name} is not UTF-8 text: {e}"))?;
+    let text = String::from_utf8(bytes.into()).map_err(|e| format!("{name} is not UTF-8 text: {e}"))?;
     // The text already read (not `assemble_file`, which would read the file again: a
     // second copy of a large source); `file("...")` paths are relative to `name`'s folder.
     match rxvm_asm::assemble(&text, &name) {

@@ -21,7 +21,7 @@ fn with_len(mut b: Vec<u8>) -> Vec<u8> {
 /// A valid module: a storage, a view, a fill, a loop and a call.
 fn base() -> Module {
     let mut mb = ModuleBuilder::new("base");
-    mb.constant("w", DType::F32, &[2], ConstData::Bytes(vec![0; 8]));
+    mb.constant("w", DType::F32, &[2], ConstData::Bytes(vec![0; 8].into()));
     let helper = mb.declare("helper", vec![Type::Int], vec![Type::Int]);
     let mut h = mb.function("helper", vec![Type::Int], vec![Type::Int]);
     let r = h.call_builtin("iadd", &[h.param(0).into(), Operand::Int(1)]).unwrap();
@@ -191,7 +191,7 @@ fn unsafe_code_is_refused_by_the_verifier() {
                 f.code[i] = Instr::Call { func, list, ndst, nargs: 0 };
             }
         }),
-        ("constant data size", |m| m.consts[ConstId(0)].data = ConstData::Bytes(vec![0; 7])),
+        ("constant data size", |m| m.consts[ConstId(0)].data = ConstData::Bytes(vec![0; 7].into())),
         ("int where a float is needed", |m| m.literals[0] = Literal::Int(3)),
         ("duplicate function names", |m| m.funcs[FuncId(0)].name = "main".into()),
         ("view past a constant storage", |m| {
@@ -456,5 +456,74 @@ fn verifier_errors_give_the_byte_offset() {
         let &(_, at, _) = sections(b).iter().find(|s| s.0 == PLACEMENTS).unwrap();
         at + 5 + 12
     });
+    insta::assert_snapshot!(out);
+}
+
+/// Constants of awkward sizes, bytes and fills, for the data-alignment tests.
+fn odd_constants() -> Module {
+    let mut mb = ModuleBuilder::new("odd");
+    mb.constant("a", DType::U8, &[3], ConstData::Bytes(vec![1, 2, 3].into()));
+    mb.constant("b", DType::F32, &[3], ConstData::Bytes([1.5f32, -2.0, 0.25].map(f32::to_le_bytes).concat().into()));
+    mb.constant("c", DType::F32, &[4], ConstData::Fill(0.5));
+    mb.constant("d", DType::F64, &[2], ConstData::Bytes([7.0f64, 8.0].map(f64::to_le_bytes).concat().into()));
+    mb.constant("e", DType::F32, &[0], ConstData::Bytes(Vec::new().into()));
+    let mut f = mb.function("main", vec![], vec![Type::Int]);
+    let n = f.call_builtin("iadd", &[Operand::Int(1), Operand::Int(2)]).unwrap();
+    f.ret(&[n[0].into()]);
+    mb.add_function(f);
+    mb.build().expect("valid")
+}
+
+/// Each constant's data starts at a multiple of 64 bytes in the file, after zero padding,
+/// so a mapped file's constants are aligned for every dtype and the host's vector loads; a
+/// module read from shared bytes points into them instead of copying.
+#[test]
+fn constant_data_is_aligned_in_the_file_and_shared_when_mapped() {
+    let m = odd_constants();
+    let file = rxvm::vm::module::Bytes::from(write_module(&m));
+    let (shared, _) = rxvm::vm::read_module_shared(&file).expect("reads");
+    assert_eq!(shared, m);
+    assert_eq!(load_module(&file).unwrap(), m);
+    let range = file.as_ptr() as usize..file.as_ptr() as usize + file.len();
+    let mut seen = 0;
+    for c in shared.consts.values() {
+        let ConstData::Bytes(b) = &c.data else { continue };
+        if b.is_empty() {
+            continue;
+        }
+        let at = b.as_ptr() as usize;
+        assert!(range.contains(&at), "@{} was copied out of the file", c.name);
+        let offset = at - range.start;
+        assert_eq!(offset % rxvm::vm::binary::CONST_DATA_ALIGN, 0, "@{} at byte {offset}", c.name);
+        // The pad-length byte, then that many zeros, come right before the data.
+        let pad = (0..64).find(|&p| file[offset - p - 1] as usize == p).expect("a pad length byte");
+        assert!(file[offset - pad..offset].iter().all(|&z| z == 0), "@{}'s padding", c.name);
+        seen += 1;
+    }
+    assert_eq!(seen, 3);
+}
+
+#[test]
+fn corrupt_constant_padding_is_refused() {
+    let good = write_module(&odd_constants());
+    let (m, map) = rxvm::vm::read_module_mapped(&good).unwrap();
+    // @a's record: name, dtype, rank, one dim, tag, length, then its pad length byte.
+    let a = map.consts[0];
+    assert_eq!(m.consts[ConstId(0)].name, "a");
+    let tag = a + 4 + 1 + 1 + 8;
+    let pad_at = tag + 1 + 8;
+    assert_eq!(good[tag], 2);
+    let pad = good[pad_at] as usize;
+    assert!(pad > 0, "the test needs padding to corrupt");
+    let mut out = String::new();
+    let mut case = |name: &str, edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut b = good.clone();
+        edit(&mut b);
+        out.push_str(&format!("{name}:\n  {}\n", refuse(&b)));
+    };
+    case("padding byte not zero", &|b| b[pad_at + 1] = 0xff);
+    case("padding longer than the alignment", &|b| b[pad_at] = 64);
+    case("padding longer than was written", &|b| b[pad_at] = 63);
+    case("unknown data tag", &|b| b[tag] = 3);
     insta::assert_snapshot!(out);
 }

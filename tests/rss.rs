@@ -115,3 +115,58 @@ fn runaway_allocations_run_out_of_the_host_device_s_memory() {
     assert!(time < std::time::Duration::from_secs(5), "took {:?}", time);
     assert!(max_rss < 64 << 20, "peak RSS {} MiB", max_rss >> 20);
 }
+
+/// Issue 31: a `.rxb`'s constants are used where the file is mapped, not read and copied
+/// (before, the file was read into memory and each constant copied out of it: a 64 MiB
+/// weight cost 128 MiB and more). A MatMul reads every byte of its 64 MiB weight; the
+/// process holds it once.
+#[test]
+fn a_bytecode_file_s_weights_are_mapped_and_held_once() {
+    const N: usize = 4096;
+    let dir = program("w.bin", "").parent().expect("temp dir").to_path_buf();
+    // Small finite values, not all alike, streamed: a child's peak RSS counts what this
+    // process held when it forked (see the top), and other tests' children fork meanwhile.
+    {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("w.bin")).expect("create weights"));
+        for i in 0..N * N {
+            f.write_all(&(((i * 7919) % 1009) as f32 / 1009.0 - 0.5).to_le_bytes()).expect("write weights");
+        }
+        f.flush().expect("write weights");
+    }
+    let src = format!(
+        "module mapped\n\nconst @w: f32[{N}, {N}] = file(\"w.bin\")\n\nfunc @main(%x: f32[1, {N}]) -> f32[1, {N}] {{\n  \
+         %out = alloc_storage {bytes}\n  %y = alloc_tensor %out, 0, f32[1, {N}]\n  \
+         call @onnx.MatMul(%x, @w) -> (%y)\n  kill %out\n  ret %y\n}}\n",
+        bytes = N * 4
+    );
+    let rxa = program("mapped.rxa", &src);
+    let rxb = rxa.with_extension("rxb");
+    let (code, err, _, _) = rxvm_measured(&["asm", rxa.to_str().expect("utf-8"), "-o", rxb.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "{err}");
+    let (code, err, rss, _) = rxvm_measured(&["bench", rxb.to_str().expect("utf-8"), "--reps", "2", "--warmup", "0"]);
+    assert_eq!(code, 0, "{err}");
+    let weights = (N * N * 4) as u64;
+    assert!(rss > weights, "peak RSS {} MiB: the weight was not read", rss >> 20);
+    assert!(rss < weights + (40 << 20), "peak RSS {} MiB for a {} MiB weight", rss >> 20, weights >> 20);
+}
+
+/// Issue 31: compiling and running vgg19 (548 MiB of weights, which the model generates
+/// with `ConstantOfShape`) held its weights three times (1.65 GB): each analysis of the
+/// compiler folded them anew, and the module copied the graph's constants. Now they are
+/// folded once, and the module and the VM share them.
+#[test]
+fn compiling_and_running_vgg19_holds_its_weights_once() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/onnx/wheel/onnx/backend/test/data/light");
+    if !dir.is_dir() {
+        assert!(std::env::var("RXVM_REQUIRE_ONNX_DATA").is_err(), "the ONNX light models are missing");
+        eprintln!("skipped: the ONNX light models are missing (scripts/fetch-onnx-data.sh)");
+        return;
+    }
+    let model = dir.join("light_vgg19.onnx");
+    let (code, err, rss, _) = rxvm_measured(&["bench", model.to_str().expect("utf-8"), "--reps", "1", "--warmup", "0"]);
+    assert_eq!(code, 0, "{err}");
+    // vgg19's 143,667,240 parameters.
+    let weights: u64 = 143_667_240 * 4;
+    assert!(rss < weights + (128 << 20), "peak RSS {} MiB for {} MiB of weights", rss >> 20, weights >> 20);
+}

@@ -339,8 +339,8 @@ fn encoding_details() {
     assert_eq!(c("filled").data, ConstData::Fill(-0.0));
     assert_eq!(c("filled_int").data, ConstData::Fill(-7.0));
     assert_eq!(c("scalar").shape, Vec::<i64>::new());
-    assert_eq!(c("u64s").data, ConstData::Bytes([u64::MAX.to_le_bytes(), [0; 8]].concat()));
-    assert_eq!(c("bools").data, ConstData::Bytes(vec![1, 0, 1]));
+    assert_eq!(c("u64s").data, ConstData::Bytes([u64::MAX.to_le_bytes(), [0; 8]].concat().into()));
+    assert_eq!(c("bools").data, ConstData::Bytes(vec![1, 0, 1].into()));
     assert_eq!(c("f16s").dtype, DType::F16);
     let ConstData::Bytes(b) = &c("f16s").data else { panic!() };
     assert_eq!(&b[..4], &[0x00, 0x38, 0x00, 0xc0]);
@@ -365,7 +365,7 @@ fn file_constants() {
     let path = dir.join("prog.rxa");
     std::fs::write(&path, src).expect("write source");
     let m = assemble_file(&path).unwrap_or_else(|d| panic!("{}", d.render()));
-    assert_eq!(m.consts[ConstId(0)].data, ConstData::Bytes(data));
+    assert_eq!(m.consts[ConstId(0)].data, ConstData::Bytes(data.into()));
     // Printed as a list, it re-assembles to the same bytes.
     round_trip("file.rxa", &m);
     let _ = std::fs::remove_dir_all(&dir);
@@ -416,9 +416,9 @@ fn float_bit_patterns_survive() {
     }
     src.push_str("  ret\n}\n");
     let mut m = assemble_unverified(&src, "floats.rxa").unwrap_or_else(|d| panic!("{}", d.render()));
-    m.consts[ConstId(0)].data = ConstData::Bytes(f16_bytes);
-    m.consts[ConstId(1)].data = ConstData::Bytes(f32_bytes);
-    m.consts[ConstId(2)].data = ConstData::Bytes(f64_bytes);
+    m.consts[ConstId(0)].data = ConstData::Bytes(f16_bytes.into());
+    m.consts[ConstId(1)].data = ConstData::Bytes(f32_bytes.into());
+    m.consts[ConstId(2)].data = ConstData::Bytes(f64_bytes.into());
     // Put the exact bit patterns (NaN payloads included) into the code and the pool.
     let main = &mut m.funcs[FuncId(0)];
     let mut k = 0;
@@ -463,7 +463,7 @@ fn narrow_float_constants_round_trip_every_code() {
 fn narrow_float_literals_round_and_refuse_what_does_not_fit() {
     let bytes = |src: &str| match assemble_unverified(src, "t.rxa") {
         Ok(m) => match &m.consts[ConstId(0)].data {
-            ConstData::Bytes(b) => Ok(b.clone()),
+            ConstData::Bytes(b) => Ok(b.to_vec()),
             other => panic!("{other:?}"),
         },
         Err(d) => Err(d.render()),

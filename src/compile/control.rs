@@ -6,6 +6,7 @@
 use crate::graph::{ident, ControlFlow, Node, Subgraph};
 use rxvm_vm::builder::{FunctionBuilder, ModuleBuilder, Operand};
 use rxvm_vm::bytecode::{FuncId, Reg};
+use rxvm_vm::host_tensor::shared_data;
 use rxvm_vm::module::ConstData;
 use rxvm_vm::ops::{AttrValue, Attrs};
 use rxvm_vm::types::{DType, Type};
@@ -72,7 +73,7 @@ fn lower_subgraph(mb: &mut ModuleBuilder, name: &str, sub: &Subgraph) -> Result<
             &format!("{name}.{}", ident(c, &mut const_names)),
             v.dtype,
             &v.shape,
-            ConstData::Bytes(v.data.clone()),
+            ConstData::Bytes(shared_data(v)),
         );
         vals.insert(c, Operand::Const(id));
     }
@@ -161,7 +162,7 @@ impl Emitter<'_, '_> {
 
     /// A module constant named after the node.
     fn constant(&mut self, what: &str, dtype: DType, shape: &[i64], data: Vec<u8>) -> Reg {
-        let c = self.mb.constant(&format!("{}.{what}", self.prefix), dtype, shape, ConstData::Bytes(data));
+        let c = self.mb.constant(&format!("{}.{what}", self.prefix), dtype, shape, ConstData::Bytes(data.into()));
         self.f.konst(c)
     }
 

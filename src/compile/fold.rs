@@ -155,6 +155,33 @@ pub fn fold_scale_into_batchnorm(g: &Graph, a: &Analysis) -> Option<Graph> {
     Some(rebuild(g, a, &absorbed, rewrites))
 }
 
+/// `g` with the nodes `a` evaluated at compile time replaced by their values, as constants
+/// shared with `a`. The passes after it derive graphs and analyse them again: without this,
+/// every analysis would evaluate those nodes anew and hold its own copy of their values
+/// (vgg19's generated weights: 548 MB each time). `Shape` and `Size` nodes stay: they are
+/// small, and a symbolic program must see which of them read a symbolic dim
+/// ([`super::symbolic::infer_dims`]). `None` when there is nothing to replace.
+pub fn materialize_folded(g: &Graph, a: &Analysis) -> Option<Graph> {
+    let replaced: Vec<bool> = g
+        .nodes
+        .iter()
+        .zip(&a.folded)
+        .map(|(node, &folded)| folded && node.op != "Shape" && node.op != "Size")
+        .collect();
+    if !replaced.contains(&true) {
+        return None;
+    }
+    let mut out = rebuild(g, a, &replaced, HashMap::new());
+    for (node, _) in g.nodes.iter().zip(&replaced).filter(|(_, &r)| r) {
+        for o in node.outputs.iter().filter(|o| !o.is_empty()) {
+            if let Some(v) = a.consts.get(o.as_str()) {
+                out.add_shared_const(o, v.clone());
+            }
+        }
+    }
+    Some(out)
+}
+
 /// A folded node's new constants for its inputs 1, 2, ... (named `<node>.folded_<what>`)
 /// and its new output.
 struct Rewrite {

@@ -11,10 +11,12 @@ use crate::graph::{ident, tensor_type, Analysis, Graph};
 use crate::plan::{Plan, Problem};
 use rxvm_vm::builder::{FunctionBuilder, ModuleBuilder, Operand};
 use rxvm_vm::bytecode::Reg;
+use rxvm_vm::host_tensor::shared_data;
 use rxvm_vm::module::ConstData;
 use rxvm_vm::types::{Scope, Type};
 use rxvm_vm::{HostTensor, Module};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Where the types, arena sizes, offsets and view dims of the lowered program come from:
 /// the plan's numbers ([`Fixed`]), or for a program that serves every value of its
@@ -152,9 +154,9 @@ pub fn lower(
     layout.prologue(&mut f)?;
     let mut const_ids = HashMap::new();
     let mut const_names = HashMap::new();
-    let mut konst = |mb: &mut ModuleBuilder, name: &str, c: &HostTensor| {
+    let mut konst = |mb: &mut ModuleBuilder, name: &str, c: &Arc<HostTensor>| {
         *const_ids.entry(name.to_string()).or_insert_with(|| {
-            mb.constant(&ident(name, &mut const_names), c.dtype, &c.shape, ConstData::Bytes(c.data.clone()))
+            mb.constant(&ident(name, &mut const_names), c.dtype, &c.shape, ConstData::Bytes(shared_data(c)))
         })
     };
     for (step, st) in s.steps.iter().enumerate() {

@@ -456,8 +456,20 @@ fn compile_inner(
     sym: Option<(&symbolic::Symbols, Mode)>,
     opts: &Options,
 ) -> Result<Compiled, Fail> {
-    let analyze = |g, shapes| crate::graph::analyze_inputs(g, shapes, opts.fold_budget);
-    let a = analyze(g, input_shapes)?;
+    let a = crate::graph::analyze_inputs(g, input_shapes, opts.fold_budget)?;
+    // What was folded becomes constants below and takes no more of the budget when the
+    // derived graphs are analysed, so what is left of it bounds their folding.
+    let budget = opts.fold_budget - a.folded_bytes;
+    let analyze = |g, shapes| crate::graph::analyze_inputs(g, shapes, budget);
+    let materialized;
+    let (g, a) = match fold::materialize_folded(g, &a) {
+        Some(m) => {
+            materialized = m;
+            drop(a);
+            (&materialized, analyze(&materialized, input_shapes)?)
+        }
+        None => (g, a),
+    };
     let folded;
     let (g, a) = match fold::fold_scale_into_batchnorm(g, &a) {
         Some(f) => {

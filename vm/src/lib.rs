@@ -50,7 +50,9 @@ pub mod memory {
     pub use crate::runtime::memory::*;
 }
 
-pub use binary::{read_module, read_module_mapped, write_module, FileMap, LoadError};
+pub use binary::{
+    read_module, read_module_mapped, read_module_shared, write_module, write_module_to, FileMap, LoadError,
+};
 pub use device::DeviceCaps;
 pub use error::{VmError, VmErrorData};
 pub use host_tensor::{HostTensor, HostValue};
@@ -81,7 +83,18 @@ impl std::error::Error for ModuleError {}
 /// Decodes and verifies an untrusted `.rxb`. A verifier error's context ends with the byte
 /// offset of what it refuses (`in @main, instruction 3, at byte 301`; [`FileMap::locate`]).
 pub fn load_module(bytes: &[u8]) -> Result<Module, ModuleError> {
-    let (m, map) = read_module_mapped(bytes).map_err(ModuleError::Load)?;
+    verified(read_module_mapped(bytes))
+}
+
+/// [`load_module`] whose constants are slices of `file` (a memory-mapped `.rxb`: see
+/// [`binary::read_module_shared`]), not copies. On the host the VM runs on them in place,
+/// so loading a model copies none of its weights.
+pub fn load_module_shared(file: &module::Bytes) -> Result<Module, ModuleError> {
+    verified(read_module_shared(file))
+}
+
+fn verified(read: Result<(Module, FileMap), LoadError>) -> Result<Module, ModuleError> {
+    let (m, map) = read.map_err(ModuleError::Load)?;
     verify_module(&m).map_err(|mut e| {
         if let Some(at) = map.locate(&e) {
             e.context = Some(match e.context.take() {

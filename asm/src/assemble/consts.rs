@@ -286,10 +286,10 @@ impl Asm<'_> {
                         self.err(d);
                     }
                 }
-                ConstData::Bytes(bytes)
+                ConstData::Bytes(bytes.into())
             }
             ConstInit::File(s) => match self.file_bytes(s, nbytes, &type_text) {
-                Some(b) => ConstData::Bytes(b),
+                Some(b) => ConstData::Bytes(b.into()),
                 None => ConstData::Fill(0.0),
             },
         };

@@ -9,7 +9,9 @@
 
 use crate::ir::attrs::{AttrValue, Attrs};
 use crate::ir::bytecode::{Arg, EntityRef, FuncId, Instr, Word, WORD_SIZE};
-use crate::ir::module::{ConstData, Constant, FuncDebug, Function, Literal, Module, Placement, SourceLoc, UserKernel};
+use crate::ir::module::{
+    Bytes, ConstData, Constant, FuncDebug, Function, Literal, Module, Placement, SourceLoc, UserKernel,
+};
 use crate::ir::types::{DType, Dim, Type};
 use crate::ir::verify::{Item, VerifyError};
 use std::fmt;
@@ -89,9 +91,6 @@ impl Strings {
 fn put_u8(o: &mut Vec<u8>, v: u8) {
     o.push(v)
 }
-fn put_u16(o: &mut Vec<u8>, v: u16) {
-    o.extend_from_slice(&v.to_le_bytes())
-}
 fn put_u32(o: &mut Vec<u8>, v: u32) {
     o.extend_from_slice(&v.to_le_bytes())
 }
@@ -132,14 +131,41 @@ fn put_type(o: &mut Vec<u8>, t: &Type) {
     }
 }
 
-fn section(out: &mut Vec<u8>, id: SectionId, payload: Vec<u8>) {
-    put_u8(out, id as u8);
-    put_len(out, payload.len());
-    out.extend_from_slice(&payload);
+/// Where a constant's data starts in a `.rxb`: a multiple of this, so that a mapped file's
+/// constants are aligned for every element type and for the host's vector loads, and the
+/// VM uses them in place.
+pub const CONST_DATA_ALIGN: usize = 64;
+
+/// The padding before each constant's data (`data`: where its pad byte goes in the
+/// Constants records `records` bytes long, and the data) when the Constants payload starts
+/// at file offset `at`; and the payload's length with the pad bytes, padding and data.
+fn const_padding(at: usize, records: usize, data: &[(usize, &[u8])]) -> (Vec<u8>, usize) {
+    let mut pads = Vec::with_capacity(data.len());
+    let (mut pos, mut prev) = (at, 0);
+    for &(split, bytes) in data {
+        // The records up to this one's pad byte, then the pad byte.
+        pos += split - prev + 1;
+        let pad = pos.next_multiple_of(CONST_DATA_ALIGN) - pos;
+        pads.push(pad as u8);
+        pos += pad + bytes.len();
+        prev = split;
+    }
+    (pads, pos + (records - prev) - at)
 }
 
 /// Encodes a module. Modules with no debug info omit the `Names` and `Spans` sections.
 pub fn write_module(m: &Module) -> Vec<u8> {
+    let mut out = Vec::new();
+    match write_module_to(m, &mut out) {
+        Ok(_) => out,
+        Err(e) => unreachable!("writing into a Vec cannot fail: {e}"),
+    }
+}
+
+/// [`write_module`] into `w` as it is encoded, returning the file's length: a large
+/// module's constants go straight from where they are to the file, with no copy of the
+/// whole file in memory. Give it a buffered writer: it writes each instruction word apart.
+pub fn write_module_to<W: std::io::Write>(m: &Module, w: &mut W) -> std::io::Result<u64> {
     let mut strings = Strings::default();
     let mut meta = Vec::new();
     put_u32(&mut meta, strings.id(&m.name));
@@ -159,7 +185,10 @@ pub fn write_module(m: &Module) -> Vec<u8> {
         }
     }
 
+    // The constants' records without their data, which is written straight into the output
+    // below (it is most of a model: no second copy), each after the padding that aligns it.
     let mut consts = Vec::new();
+    let mut const_data: Vec<(usize, &[u8])> = Vec::new();
     put_len(&mut consts, m.consts.len());
     for c in m.consts.values() {
         put_u32(&mut consts, strings.id(&c.name));
@@ -170,9 +199,9 @@ pub fn write_module(m: &Module) -> Vec<u8> {
         }
         match &c.data {
             ConstData::Bytes(b) => {
-                put_u8(&mut consts, 0);
+                put_u8(&mut consts, 2);
                 put_u64(&mut consts, b.len() as u64);
-                consts.extend_from_slice(b);
+                const_data.push((consts.len(), b));
             }
             ConstData::Fill(v) => {
                 put_u8(&mut consts, 1);
@@ -292,8 +321,11 @@ pub fn write_module(m: &Module) -> Vec<u8> {
         strs.extend_from_slice(s.as_bytes());
     }
 
+    // Where the Constants payload starts decides each data block's padding.
+    let consts_at = HEADER_LEN + 5 * 4 + strs.len() + meta.len() + lits.len();
+    let (pads, consts_len) = const_padding(consts_at, consts.len(), &const_data);
     // The exact size: sections are 5 bytes of header and their payload.
-    let mut total = HEADER_LEN + 5 * 6 + strs.len() + meta.len() + lits.len() + consts.len() + funcs.len() + code_len;
+    let mut total = HEADER_LEN + 5 * 6 + strs.len() + meta.len() + lits.len() + consts_len + funcs.len() + code_len;
     if has_debug {
         total += 10 + names.len() + spans_len;
     }
@@ -306,53 +338,79 @@ pub fn write_module(m: &Module) -> Vec<u8> {
             total += 5 + len;
         }
     }
-    let mut out = Vec::with_capacity(total);
-    out.extend_from_slice(&MAGIC);
-    put_u16(&mut out, VERSION);
-    put_u16(&mut out, 0);
-    // The file length, patched in once the sections are written.
-    put_u64(&mut out, 0);
-    section(&mut out, SectionId::Strings, strs);
-    section(&mut out, SectionId::Meta, meta);
-    section(&mut out, SectionId::Literals, lits);
-    section(&mut out, SectionId::Constants, consts);
-    section(&mut out, SectionId::Functions, funcs);
-    put_u8(&mut out, SectionId::Code as u8);
-    put_len(&mut out, code_len);
+    let mut out = Out { w, written: 0 };
+    out.bytes(&MAGIC)?;
+    out.bytes(&VERSION.to_le_bytes())?;
+    out.bytes(&0u16.to_le_bytes())?;
+    out.bytes(&(total as u64).to_le_bytes())?;
+    out.section(SectionId::Strings, &strs)?;
+    out.section(SectionId::Meta, &meta)?;
+    out.section(SectionId::Literals, &lits)?;
+    out.section_header(SectionId::Constants, consts_len)?;
+    debug_assert_eq!(out.written, consts_at);
+    let mut written = 0;
+    for (&(at, data), &pad) in const_data.iter().zip(&pads) {
+        out.bytes(&consts[written..at])?;
+        out.bytes(&[pad])?;
+        out.bytes(&[0; CONST_DATA_ALIGN][..pad as usize])?;
+        out.bytes(data)?;
+        written = at;
+    }
+    out.bytes(&consts[written..])?;
+    out.section(SectionId::Functions, &funcs)?;
+    out.section_header(SectionId::Code, code_len)?;
     for f in m.funcs.values() {
         for ins in &f.code {
-            out.extend_from_slice(&ins.encode().to_bytes());
+            out.bytes(&ins.encode().to_bytes())?;
         }
         for a in &f.args {
-            put_u32(&mut out, a.0);
+            out.bytes(&a.0.to_le_bytes())?;
         }
     }
     if has_debug {
-        section(&mut out, SectionId::Names, names);
-        put_u8(&mut out, SectionId::Spans as u8);
-        put_len(&mut out, spans_len);
-        out.extend_from_slice(&spans_head);
+        out.section(SectionId::Names, &names)?;
+        out.section_header(SectionId::Spans, spans_len)?;
+        out.bytes(&spans_head)?;
         for f in m.funcs.values() {
-            put_len(&mut out, f.debug.locs.len());
+            out.bytes(&(f.debug.locs.len() as u32).to_le_bytes())?;
             for l in &f.debug.locs {
-                put_u32(&mut out, l.line);
-                put_u32(&mut out, l.col);
+                out.bytes(&l.line.to_le_bytes())?;
+                out.bytes(&l.col.to_le_bytes())?;
             }
         }
     }
     if !m.attrs.is_empty() {
-        section(&mut out, SectionId::Attrs, attrs);
+        out.section(SectionId::Attrs, &attrs)?;
     }
     if !m.kernels.is_empty() {
-        section(&mut out, SectionId::Kernels, kernels);
+        out.section(SectionId::Kernels, &kernels)?;
     }
     if !placed.is_empty() {
-        section(&mut out, SectionId::Placements, placements);
+        out.section(SectionId::Placements, &placements)?;
     }
-    debug_assert_eq!(out.len(), total, "write_module's size computation");
-    let len = (out.len() as u64).to_le_bytes();
-    out[8..HEADER_LEN].copy_from_slice(&len);
-    out
+    debug_assert_eq!(out.written, total, "write_module's size computation");
+    Ok(total as u64)
+}
+
+/// A writer that counts what it wrote.
+struct Out<'w, W: std::io::Write> {
+    w: &'w mut W,
+    written: usize,
+}
+
+impl<W: std::io::Write> Out<'_, W> {
+    fn bytes(&mut self, b: &[u8]) -> std::io::Result<()> {
+        self.written += b.len();
+        self.w.write_all(b)
+    }
+    fn section_header(&mut self, id: SectionId, len: usize) -> std::io::Result<()> {
+        self.bytes(&[id as u8])?;
+        self.bytes(&(len as u32).to_le_bytes())
+    }
+    fn section(&mut self, id: SectionId, payload: &[u8]) -> std::io::Result<()> {
+        self.section_header(id, payload.len())?;
+        self.bytes(payload)
+    }
 }
 
 // ---------------------------------------------------------------- reading
@@ -602,6 +660,21 @@ pub fn read_module(bytes: &[u8]) -> R<Module> {
 
 /// [`read_module`], also returning where each part of the module is in `bytes`.
 pub fn read_module_mapped(bytes: &[u8]) -> R<(Module, FileMap)> {
+    decode(bytes, None)
+}
+
+/// [`read_module_mapped`] whose constants are slices of `file` (e.g. a memory-mapped
+/// `.rxb`), not copies: the weights stay where they are, once.
+pub fn read_module_shared(file: &Bytes) -> R<(Module, FileMap)> {
+    decode(file, Some(file))
+}
+
+/// Decodes `bytes`, which are `shared`'s when that is given: constants then share it.
+fn decode(bytes: &[u8], shared: Option<&Bytes>) -> R<(Module, FileMap)> {
+    let share = |data: &[u8]| match shared {
+        Some(file) => file.slice_ref(data),
+        None => Bytes::copy_from_slice(data),
+    };
     let mut hdr = Reader { bytes, pos: 0, base: 0 };
     read_header(bytes)?;
     hdr.pos = HEADER_LEN;
@@ -700,12 +773,43 @@ pub fn read_module_mapped(bytes: &[u8]) -> R<(Module, FileMap)> {
                                     r.remaining()
                                 ));
                             }
-                            ConstData::Bytes(r.take(len as usize, "constant data")?.to_vec())
+                            ConstData::Bytes(share(r.take(len as usize, "constant data")?))
                         }
                         1 => ConstData::Fill(f64::from_bits(r.u64("fill value")?)),
+                        2 => {
+                            let at = r.pos;
+                            let len = r.u64("constant byte length")?;
+                            let pad = r.u8("constant data padding")? as usize;
+                            if pad >= CONST_DATA_ALIGN {
+                                r.pos -= 1;
+                                return r.err(format!(
+                                    "constant @{name} has {pad} bytes of padding, at most {} expected",
+                                    CONST_DATA_ALIGN - 1
+                                ));
+                            }
+                            let pad_at = r.pos;
+                            let padding = r.take(pad, "constant data padding")?;
+                            if let Some(i) = padding.iter().position(|&b| b != 0) {
+                                r.pos = pad_at + i;
+                                return r.err(format!(
+                                    "constant @{name}'s padding is not zero: byte {i} of {pad} is {:#04x}",
+                                    padding[i]
+                                ));
+                            }
+                            if len > r.remaining() as u64 {
+                                r.pos = at;
+                                return r.err(format!(
+                                    "constant @{name} claims {len} data bytes but only {} remain",
+                                    r.remaining()
+                                ));
+                            }
+                            ConstData::Bytes(share(r.take(len as usize, "constant data")?))
+                        }
                         t => {
                             r.pos -= 1;
-                            return r.err(format!("invalid constant data tag {t}, expected 0 (bytes) or 1 (fill)"));
+                            return r.err(format!(
+                                "invalid constant data tag {t}, expected 0 (bytes), 1 (fill) or 2 (aligned bytes)"
+                            ));
                         }
                     };
                     let c = Constant { name, dtype, shape, data };

@@ -3,6 +3,19 @@
 use crate::ir::minifloat::{bf16_from_f64, float8_decode, float8_encode, RoundMode};
 use crate::ir::types::DType;
 use std::fmt;
+use std::sync::Arc;
+
+/// A tensor's element bytes, shared with it rather than copied: a module built from a
+/// compiler's tensors holds its weights once.
+pub fn shared_data(t: &Arc<HostTensor>) -> bytes::Bytes {
+    struct Elements(Arc<HostTensor>);
+    impl AsRef<[u8]> for Elements {
+        fn as_ref(&self) -> &[u8] {
+            &self.0.data
+        }
+    }
+    bytes::Bytes::from_owner(Elements(t.clone()))
+}
 
 /// A dense row-major tensor in host memory (little-endian elements).
 #[derive(Clone, Debug, PartialEq)]

@@ -3,6 +3,8 @@
 
 use crate::ir::bytecode::{Arg, ArgKind, ConstId, EntityRef, FuncId, Instr, PrimaryMap, Reg};
 use crate::ir::types::{DType, Dim, Type};
+/// Constants' shared bytes ([`ConstData::Bytes`]).
+pub use bytes::Bytes;
 
 /// A scalar in the literal pool: integers too large for an immediate, and every float.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -25,8 +27,10 @@ impl Literal {
 /// How a constant's elements are given.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ConstData {
-    /// Little-endian element bytes, `numel * dtype.size()` of them.
-    Bytes(Vec<u8>),
+    /// Little-endian element bytes, `numel * dtype.size()` of them. Shared, not owned: a
+    /// module loaded from a mapped `.rxb` points into the mapping, and a compiled one into
+    /// the graph's tensors, so the weights are in memory once.
+    Bytes(Bytes),
     /// Every element is this value (converted to the dtype); stored compactly.
     Fill(f64),
 }

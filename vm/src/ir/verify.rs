@@ -1628,7 +1628,7 @@ impl FuncVerifier<'_> {
         guard.const_values.extend(self.m.consts.as_values_slice()[have.min(self.m.consts.len())..].iter().map(|c| {
             match &c.data {
                 ConstData::Bytes(b) if !c.dtype.is_float() || b.len() <= 64 * c.dtype.size() => {
-                    HostTensor::new(c.dtype, c.shape.clone(), b.clone()).ok()
+                    HostTensor::new(c.dtype, c.shape.clone(), b.to_vec()).ok()
                 }
                 _ => None,
             }
