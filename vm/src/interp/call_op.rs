@@ -7,7 +7,7 @@ use super::state::*;
 use super::vm::Vm;
 use crate::interp::exec::write_view;
 use crate::ir::bytecode::{ArgKind, Instr, OpId};
-use crate::ir::host_tensor::{HostTensor, TensorMut, TensorRef};
+use crate::ir::host_tensor::{ConstOperand, HostTensor, TensorMut, TensorRef};
 use crate::ir::module::{Function, Module};
 use crate::ir::types::Scope;
 use crate::ops::{Attrs, TensorInfo};
@@ -714,7 +714,15 @@ impl Vm {
             let ins: SmallVec<[Option<TensorRef>; 6]> = inputs
                 .iter()
                 .map(|v| {
-                    v.as_ref().map(|v| TensorRef { dtype: v.dtype, shape: &v.shape, data: unsafe { host_bytes(v) } })
+                    v.as_ref().map(|v| TensorRef {
+                        dtype: v.dtype,
+                        shape: &v.shape,
+                        data: unsafe { host_bytes(v) },
+                        constant: v
+                            .storage
+                            .is_constant()
+                            .then(|| ConstOperand { derived: &v.storage.derived, offset: v.offset }),
+                    })
                 })
                 .collect();
             let mut outs: SmallVec<[TensorMut; 2]> = outputs

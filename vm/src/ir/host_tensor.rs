@@ -2,8 +2,9 @@
 
 use crate::ir::minifloat::{bf16_from_f64, float8_decode, float8_encode, RoundMode};
 use crate::ir::types::DType;
+use std::any::Any;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// A tensor's element bytes, shared with it rather than copied: a module built from a
 /// compiler's tensors holds its weights once.
@@ -176,6 +177,84 @@ pub struct TensorRef<'a> {
     pub dtype: DType,
     pub shape: &'a [i64],
     pub data: &'a [u8],
+    /// Set when the tensor is a view of a constant: its bytes never change while it lives,
+    /// so what a kernel derives from them can be kept.
+    pub constant: Option<ConstOperand<'a>>,
+}
+
+/// What kernels derive once from a constant (its weights packed for the GEMM) and keep for
+/// as long as the constant lives: each constant's storage holds one. A kernel keeps a form
+/// here only when it uses it instead of the bytes on every call, so the memory it adds is
+/// that form's, once per constant, not per call.
+#[derive(Default)]
+pub struct Derived {
+    items: Mutex<Vec<(DerivedKey, Arc<dyn Any + Send + Sync>)>>,
+}
+
+/// What a [`Derived`] item is: its kind, where in the storage its source starts (bytes),
+/// and the dims the kernel derived it for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DerivedKey {
+    pub kind: &'static str,
+    pub at: u64,
+    pub dims: [u64; 2],
+}
+
+impl Derived {
+    /// The item `key` as `T`, made by `make` the first time.
+    pub fn get_or_make<T: Any + Send + Sync>(&self, key: DerivedKey, make: impl FnOnce() -> T) -> Arc<T> {
+        let find = |items: &[(DerivedKey, Arc<dyn Any + Send + Sync>)]| {
+            items.iter().find(|(k, _)| *k == key).and_then(|(_, v)| v.clone().downcast::<T>().ok())
+        };
+        let lock = || self.items.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(v) = find(&lock()) {
+            return v;
+        }
+        // Made without the lock: making may run on the worker pool, whose workers may be
+        // running kernels that wait for it. Two threads may both make it; one is kept.
+        let made = Arc::new(make());
+        let mut items = lock();
+        if let Some(v) = find(&items) {
+            return v;
+        }
+        items.push((key, made.clone()));
+        made
+    }
+
+    /// How many items are kept.
+    pub fn len(&self) -> usize {
+        self.items.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl fmt::Debug for Derived {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Derived({} items)", self.len())
+    }
+}
+
+/// A constant operand's [`Derived`] store, and where the operand starts in its storage.
+#[derive(Clone, Copy, Debug)]
+pub struct ConstOperand<'a> {
+    pub derived: &'a Derived,
+    pub offset: u64,
+}
+
+impl ConstOperand<'_> {
+    /// [`Derived::get_or_make`] for the part of the operand that starts `at` bytes into it.
+    pub fn get_or_make<T: Any + Send + Sync>(
+        &self,
+        kind: &'static str,
+        at: u64,
+        dims: [u64; 2],
+        make: impl FnOnce() -> T,
+    ) -> Arc<T> {
+        self.derived.get_or_make(DerivedKey { kind, at: self.offset + at, dims }, make)
+    }
 }
 
 /// A tensor's bytes borrowed mutably where they are: an output of an in-place kernel,
@@ -196,7 +275,7 @@ impl<'a> TensorRef<'a> {
 
 impl<'a> From<&'a HostTensor> for TensorRef<'a> {
     fn from(t: &'a HostTensor) -> Self {
-        TensorRef { dtype: t.dtype, shape: &t.shape, data: &t.data }
+        TensorRef { dtype: t.dtype, shape: &t.shape, data: &t.data, constant: None }
     }
 }
 

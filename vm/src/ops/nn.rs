@@ -8,7 +8,7 @@
 
 use super::host::{load_f32s, on_tensors, store_f32s, HostFn, ViewFn};
 use super::Attrs;
-use crate::ir::host_tensor::{load_f64, numel, store_f64, TensorMut, TensorRef};
+use crate::ir::host_tensor::{load_f64, numel, store_f64, ConstOperand, TensorMut, TensorRef};
 use crate::ir::operators::nn::*;
 use crate::ir::operators::shape::broadcast_strides;
 use crate::ir::operators::Operator;
@@ -130,7 +130,7 @@ fn conv(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Res
     match d {
         DType::F32 => {
             let (xv, wv, bv) = (values(x, "X")?, values(w, "W")?, b.map(|b| values(b, "B")).transpose()?);
-            write_f32(&mut outs[0], |y| conv_f32(&xv, &wv, bv.as_deref(), &cd, y))
+            write_f32(&mut outs[0], |y| conv_f32(&xv, (&wv, w.constant), bv.as_deref(), &cd, y))
         }
         DType::F64 => {
             let (xv, wv, bv) = (wide64(x, "X")?, wide64(w, "W")?, b.map(|b| wide64(b, "B")).transpose()?);
@@ -141,7 +141,7 @@ fn conv(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Res
         _ => {
             let (xv, wv, bv) = (wide(x, "X")?, wide(w, "W")?, b.map(|b| wide(b, "B")).transpose()?);
             let mut y = vec![0f32; numel(&cd.out_shape).unwrap_or(0) as usize];
-            conv_f32(&xv, &wv, bv.as_deref(), &cd, &mut y)?;
+            conv_f32(&xv, (&wv, w.constant), bv.as_deref(), &cd, &mut y)?;
             put_wide(&mut outs[0], y.iter().map(|&v| v as f64))
         }
     }
@@ -481,15 +481,27 @@ impl ConvItem<'_> {
     }
 
     /// The group's weights packed once for all the GEMMs of its column chunks (none for the
-    /// direct loops); give the buffer back with [`ConvItem::unpack`].
-    fn pack(&self, wg: &[f32]) -> Option<PackedA> {
+    /// direct loops); give the buffer back with [`ConvItem::unpack`]. Constant weights
+    /// (`constant`: theirs, and where the group's start in them) are packed once for every
+    /// call and kept with the constant: repacking them was a tenth of resnet50's time.
+    fn pack(&self, wg: &[f32], constant: Option<(ConstOperand, u64)>) -> Option<Packed> {
         let krows = self.cg * self.kprod;
         let a = Mat { d: wg, rs: krows, cs: 1, packed: None };
-        (!self.direct() && a.fits(self.mg, krows)).then(|| PackedA::new(a, self.mg, krows, WEIGHTS.take()))
+        if self.direct() || !a.fits(self.mg, krows) {
+            return None;
+        }
+        Some(match constant {
+            Some((c, at)) => {
+                Packed::Kept(c.get_or_make("conv weights packed", at, [self.mg as u64, krows as u64], || {
+                    PackedA::new(a, self.mg, krows, Vec::new())
+                }))
+            }
+            None => Packed::Fresh(PackedA::new(a, self.mg, krows, WEIGHTS.take())),
+        })
     }
 
-    fn unpack(p: Option<PackedA>) {
-        if let Some(p) = p {
+    fn unpack(p: Option<Packed>) {
+        if let Some(Packed::Fresh(p)) = p {
             WEIGHTS.set(p.data);
         }
     }
@@ -747,7 +759,14 @@ impl ConvItem<'_> {
     }
 }
 
-fn conv_f32(x: &[f32], w: &[f32], b: Option<&[f32]>, cd: &ConvDims, y: &mut [f32]) -> Result<(), String> {
+/// A convolution; `w` its weights, and when they are a constant, where to keep them packed.
+fn conv_f32(
+    x: &[f32],
+    (w, w_const): (&[f32], Option<ConstOperand>),
+    b: Option<&[f32]>,
+    cd: &ConvDims,
+    y: &mut [f32],
+) -> Result<(), String> {
     let it = ConvItem::new(cd);
     let (cg, mg, in_plane, out_plane) = (it.cg, it.mg, it.in_plane, it.out_plane);
     let krows = cg * it.kprod;
@@ -768,8 +787,8 @@ fn conv_f32(x: &[f32], w: &[f32], b: Option<&[f32]>, cd: &ConvDims, y: &mut [f32
         let wg = &w[gi * mg * krows..][..mg * krows];
         let mut rows: Vec<&mut [f32]> = yi.chunks_mut(out_plane).collect();
         let parts = if par && item_work >= PAR_WORK { ranges(out_plane, threads(), 64) } else { vec![] };
-        let packed = it.pack(wg);
-        let wp = packed.as_ref();
+        let packed = it.pack(wg, w_const.map(|c| (c, (gi * mg * krows * 4) as u64)));
+        let wp = packed.as_ref().map(|p| p.get());
         let res = if parts.len() < 2 {
             it.conv_cols(xg, wg, wp, 0, out_plane, &mut rows)
         } else {
@@ -1627,6 +1646,21 @@ struct Mat<'a> {
     packed: Option<&'a PackedA>,
 }
 
+/// Weights packed for one call, or kept with their constant.
+enum Packed {
+    Fresh(PackedA),
+    Kept(std::sync::Arc<PackedA>),
+}
+
+impl Packed {
+    fn get(&self) -> &PackedA {
+        match self {
+            Packed::Fresh(p) => p,
+            Packed::Kept(p) => p,
+        }
+    }
+}
+
 /// A left operand packed once for every column block of a product (a convolution's
 /// weights, shared by all its column chunks and threads) as [`pack_a`] packs one block:
 /// for each KC block of k, the MR-tall strips of all rows.
@@ -2130,6 +2164,37 @@ mod tests {
             assert_eq!(&outs[i].shape[..], *shape, "{op} {a}: output {i} shape");
             assert_close(&format!("{op} {a}: output {i}"), &outs[i].to_f64(), vals);
         }
+    }
+
+    /// Constant weights are packed once, per group, and kept with the constant: later
+    /// calls use the kept packing and give the same bits as packing them afresh.
+    #[test]
+    fn constant_conv_weights_are_packed_once_and_kept() {
+        use crate::ir::host_tensor::Derived;
+        let x = HostTensor::random(DType::F32, &[2, 4, 9, 9], 1).unwrap();
+        let w = HostTensor::random(DType::F32, &[8, 2, 3, 3], 2).unwrap();
+        let attrs = Attrs(vec![
+            ("group".to_string(), AttrValue::Int(2)),
+            ("pads".to_string(), AttrValue::Ints(vec![1, 1, 1, 1])),
+        ]);
+        let derived = Derived::default();
+        let run = |constant: Option<ConstOperand>| {
+            let mut y = HostTensor::zeros(DType::F32, &[2, 8, 9, 9]).unwrap();
+            let ins = [Some(TensorRef::from(&x)), Some(TensorRef { constant, ..TensorRef::from(&w) })];
+            conv(&ins, &attrs, &mut [y.view_mut()]).unwrap();
+            y.data
+        };
+        let fresh = run(None);
+        assert!(derived.is_empty());
+        let kept = Some(ConstOperand { derived: &derived, offset: 0 });
+        assert_eq!(run(kept), fresh);
+        assert_eq!(derived.len(), 2, "one packing per group");
+        assert_eq!(run(kept), fresh);
+        assert_eq!(derived.len(), 2, "reused, not packed again");
+        // The same bytes at another place in their storage are another packing.
+        assert_eq!(run(Some(ConstOperand { derived: &derived, offset: 4096 })), fresh);
+        assert_eq!(derived.len(), 4);
+        assert!(fresh.iter().any(|&b| b != 0));
     }
 
     #[test]

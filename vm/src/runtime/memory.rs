@@ -4,6 +4,7 @@
 //! storage, so a storage lives while any register or view refers to it. When the last
 //! reference dies the memory goes back to its device's pool and the ledger forgets it.
 
+use crate::ir::host_tensor::Derived;
 use crate::ir::types::{DType, ImageLayout, Scope};
 use crate::runtime::backend::{Device, DeviceBlock, Operand, ViewHandle, ViewKind};
 use crate::runtime::counters::{bump, sub, take_next, Counters, ObjectCounters};
@@ -479,6 +480,9 @@ pub struct Storage {
     rt: ManuallyDrop<Rc<Runtime>>,
     /// Only used on devices with compat images (see [`DeviceState::has_compat_images`]).
     pub writes: RefCell<Vec<WriteRecord>>,
+    /// What host kernels derived from a constant's bytes (empty for other storages, which
+    /// are never given to kernels as constants).
+    pub derived: Derived,
 }
 
 /// Why an allocation failed.
@@ -748,6 +752,7 @@ impl Storage {
             mem: Some(block),
             rt: ManuallyDrop::new(rt.clone()),
             writes: RefCell::default(),
+            derived: Derived::default(),
         };
         let s = Shared::new_at(|at| {
             storage(if o.track.get() { rt.ledger.borrow_mut().storages.insert(at) } else { UNTRACKED })
