@@ -506,25 +506,30 @@ impl ConvItem<'_> {
         }
     }
 
-    /// Adds output columns `q0..q1` of a convolution item to `y` (`mg` row segments holding
-    /// those columns). `xg` holds the group's input channels, `wg` its weights
-    /// ([Mg, Cg * kernel]), `wp` them packed ([`ConvItem::pack`]).
+    /// Adds output columns `q0..q1` of output channels `r0..r1` of a convolution item to `y`
+    /// (`r1 - r0` row segments holding those columns). `xg` holds the group's input
+    /// channels, `wg` its weights ([Mg, Cg * kernel]), `wp` them packed
+    /// ([`ConvItem::pack`]). A part of the channels (`r0` a multiple of the GEMM kernel's
+    /// rows) only where the item is a GEMM, not for the direct loops.
     #[allow(clippy::too_many_arguments)]
     fn conv_cols(
         &self,
         xg: &[f32],
         wg: &[f32],
         wp: Option<&PackedA>,
+        (r0, r1): (usize, usize),
         q0: usize,
         q1: usize,
         y: &mut [&mut [f32]],
     ) -> Result<(), String> {
         let (g, cg, mg, kprod) = (self.g, self.cg, self.mg, self.kprod);
         let krows = cg * kprod;
-        let a = Mat { d: wg, rs: krows, cs: 1, packed: wp };
+        let a = Mat { d: &wg[r0 * krows..], rs: krows, cs: 1, packed: wp.map(|p| PackedRows { p, r0 }) };
+        let rows = r1 - r0;
+        debug_assert!((r0, r1) == (0, mg) || !self.direct());
         if self.pointwise() {
             return gemm_rows(
-                mg,
+                rows,
                 q1 - q0,
                 cg,
                 1.0,
@@ -578,7 +583,7 @@ impl ConvItem<'_> {
                 let cols = &mut cols[..krows * wd];
                 im2col(xg, g, &self.taps, c0, c1, cols);
                 let mut sub: Vec<&mut [f32]> = y.iter_mut().map(|r| &mut r[c0 - q0..c1 - q0]).collect();
-                gemm_rows(mg, wd, krows, 1.0, a, Mat { d: cols, rs: wd, cs: 1, packed: None }, &mut sub, false)?;
+                gemm_rows(rows, wd, krows, 1.0, a, Mat { d: cols, rs: wd, cs: 1, packed: None }, &mut sub, false)?;
             }
             Ok(())
         };
@@ -789,13 +794,30 @@ fn conv_f32(
         let parts = if par && item_work >= PAR_WORK { ranges(out_plane, threads(), 64) } else { vec![] };
         let packed = it.pack(wg, w_const.map(|c| (c, (gi * mg * krows * 4) as u64)));
         let wp = packed.as_ref().map(|p| p.get());
-        let res = if parts.len() < 2 {
-            it.conv_cols(xg, wg, wp, 0, out_plane, &mut rows)
+        // Too few columns to split (7x7 planes): threads take output channels instead.
+        let row_parts = match wp {
+            Some(p) if parts.len() < 2 && par && item_work >= PAR_WORK => ranges(mg.div_ceil(p.mr), threads(), 2)
+                .into_iter()
+                .map(|(a, b)| (a * p.mr, (b * p.mr).min(mg)))
+                .collect(),
+            _ => vec![],
+        };
+        let res = if row_parts.len() > 1 {
+            let mut lists = Vec::with_capacity(row_parts.len());
+            let mut rest = &mut rows[..];
+            for &(r0, r1) in &row_parts {
+                let (part, tail) = std::mem::take(&mut rest).split_at_mut(r1 - r0);
+                lists.push((part, (r0, r1)));
+                rest = tail;
+            }
+            run_parts(lists, |(list, range)| it.conv_cols(xg, wg, wp, range, 0, out_plane, list))
+        } else if parts.len() < 2 {
+            it.conv_cols(xg, wg, wp, (0, mg), 0, out_plane, &mut rows)
         } else {
             // One large item: threads take ranges of output columns (im2col included).
             let lists = split_columns(&mut rows, &parts);
             run_parts(lists.into_iter().zip(parts.iter().copied()), |(mut list, (q0, q1))| {
-                it.conv_cols(xg, wg, wp, q0, q1, &mut list)
+                it.conv_cols(xg, wg, wp, (0, mg), q0, q1, &mut list)
             })
         };
         ConvItem::unpack(packed);
@@ -1643,7 +1665,36 @@ struct Mat<'a> {
     d: &'a [f32],
     rs: usize,
     cs: usize,
-    packed: Option<&'a PackedA>,
+    packed: Option<PackedRows<'a>>,
+}
+
+/// Rows `r0..` of a [`PackedA`] (`r0` a multiple of its kernel's rows): the left operand
+/// of a product over some of its rows, which threads split between them.
+#[derive(Clone, Copy)]
+struct PackedRows<'a> {
+    p: &'a PackedA,
+    r0: usize,
+}
+
+impl<'a> PackedRows<'a> {
+    /// The strips of rows `i0..i0 + mc` (`i0` a multiple of MR) in the KC block at `p0`,
+    /// when this is the packing of an `m` x `k` operand for an `MR`-row kernel.
+    fn block<const MR: usize>(
+        self,
+        m: usize,
+        k: usize,
+        i0: usize,
+        p0: usize,
+        mc: usize,
+        kc: usize,
+    ) -> Option<&'a [f32]> {
+        let (p, i0) = (self.p, self.r0 + i0);
+        if p.mr != MR || self.r0 + m > p.m || p.k != k || !i0.is_multiple_of(MR) {
+            return None;
+        }
+        let start = p0 * p.m.div_ceil(MR) * MR + i0 * kc;
+        p.data.get(start..start + mc.div_ceil(MR) * MR * kc)
+    }
 }
 
 /// Weights packed for one call, or kept with their constant.
@@ -1708,16 +1759,6 @@ impl PackedA {
         };
         debug_assert!(res.is_ok(), "packing cannot fail");
         PackedA { mr, m, k, data: buf }
-    }
-
-    /// The strips of rows `i0..i0 + mc` (`i0` a multiple of MR) in the KC block at `p0`,
-    /// when this is the packing of an `m` x `k` operand for an `MR`-row kernel.
-    fn block<const MR: usize>(&self, m: usize, k: usize, i0: usize, p0: usize, mc: usize, kc: usize) -> Option<&[f32]> {
-        if self.mr != MR || self.m != m || self.k != k || !i0.is_multiple_of(MR) {
-            return None;
-        }
-        let start = p0 * m.div_ceil(MR) * MR + i0 * kc;
-        self.data.get(start..start + mc.div_ceil(MR) * MR * kc)
     }
 }
 
@@ -2195,6 +2236,32 @@ mod tests {
         assert_eq!(run(Some(ConstOperand { derived: &derived, offset: 4096 })), fresh);
         assert_eq!(derived.len(), 4);
         assert!(fresh.iter().any(|&b| b != 0));
+    }
+
+    /// A layer with few output positions (7x7, too few to split by columns) and much work
+    /// is split between threads by output channels, each using its rows of the kept
+    /// packing; it agrees with the f64 convolution.
+    #[test]
+    fn a_conv_with_few_columns_splits_its_channels_between_threads() {
+        use crate::ir::host_tensor::Derived;
+        let x = HostTensor::random(DType::F32, &[1, 64, 7, 7], 3).unwrap();
+        let w = HostTensor::random(DType::F32, &[100, 64, 3, 3], 4).unwrap();
+        let attrs = Attrs(vec![("pads".to_string(), AttrValue::Ints(vec![1, 1, 1, 1]))]);
+        let wide = |t: &HostTensor| {
+            let data = t.to_f64().iter().flat_map(|v| v.to_le_bytes()).collect();
+            HostTensor::new(DType::F64, t.shape.clone(), data).unwrap()
+        };
+        let (x64, w64) = (wide(&x), wide(&w));
+        let mut want = HostTensor::zeros(DType::F64, &[1, 100, 7, 7]).unwrap();
+        conv(&[Some((&x64).into()), Some((&w64).into())], &attrs, &mut [want.view_mut()]).unwrap();
+        let derived = Derived::default();
+        for constant in [None, Some(ConstOperand { derived: &derived, offset: 0 })] {
+            let mut y = HostTensor::zeros(DType::F32, &[1, 100, 7, 7]).unwrap();
+            let ins = [Some(TensorRef::from(&x)), Some(TensorRef { constant, ..TensorRef::from(&w) })];
+            conv(&ins, &attrs, &mut [y.view_mut()]).unwrap();
+            assert_close("7x7 conv", &y.to_f64(), &want.to_f64());
+        }
+        assert!(want.to_f64().iter().any(|v| v.abs() > 0.5));
     }
 
     #[test]
