@@ -151,7 +151,7 @@ fn conv(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Res
 /// rounded to the output dtype as the unfused operators round it.
 fn fused_conv(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
     let (act, params) = fused_activation(attrs)?;
-    let f = activation(act, &params);
+    let act = Activation::new(act, &params);
     conv(ins.get(..3).unwrap_or(ins), attrs, outs)?;
     let y = outs.first_mut().ok_or("the output Y is required")?;
     let z = ins.get(3).copied().flatten();
@@ -162,11 +162,7 @@ fn fused_conv(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) 
     }
     if y.dtype == DType::F32 {
         if let (Some(yv), Some(zv)) = (f32_view_mut(y.data), z.map_or(Some(&[][..]), |z| f32_view(z.data))) {
-            match z {
-                Some(_) => yv.iter_mut().zip(zv).for_each(|(o, &v)| *o = f(*o + v)),
-                None if act != "Identity" => yv.iter_mut().for_each(|o| *o = f(*o)),
-                None => {}
-            }
+            act.epilogue(yv, z.map(|_| zv));
             return Ok(());
         }
     }
@@ -177,54 +173,88 @@ fn fused_conv(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) 
             store_f64(d, v + load_f64(d, &z.data[i * size..][..size]), c);
             v = load_f64(d, c);
         }
-        store_f64(d, f(v as f32) as f64, c);
+        store_f64(d, act.apply(v as f32) as f64, c);
     }
     Ok(())
 }
 
-/// A FusedConv activation as an f32 map (`p` its `activation_params`).
-fn activation(name: &str, p: &[f64]) -> impl Fn(f32) -> f32 {
-    let p = |i: usize| p.get(i).copied().unwrap_or(0.0) as f32;
-    let (a, b) = (p(0), p(1));
-    let kind = match name {
-        "Relu" => 1,
-        "LeakyRelu" => 2,
-        "Clip" => 3,
-        "Sigmoid" => 4,
-        "Tanh" => 5,
-        "HardSigmoid" => 6,
-        _ => 0,
-    };
-    // The formulas of the unfused operators' f32 kernels, so the results are the same.
-    move |v: f32| match kind {
-        1 => v.max(0.0),
-        2 => {
-            if v > 0.0 {
-                v
-            } else {
-                v * a
+/// A FusedConv activation (`p` its `activation_params`), with the formulas of the unfused
+/// operators' f32 kernels, so the results are the same.
+#[derive(Clone, Copy)]
+enum Activation {
+    Identity,
+    Relu,
+    LeakyRelu(f32),
+    Clip(f32, f32),
+    Sigmoid,
+    Tanh,
+    HardSigmoid(f32, f32),
+}
+
+impl Activation {
+    fn new(name: &str, p: &[f64]) -> Activation {
+        let p = |i: usize| p.get(i).copied().unwrap_or(0.0) as f32;
+        match name {
+            "Relu" => Activation::Relu,
+            "LeakyRelu" => Activation::LeakyRelu(p(0)),
+            "Clip" => Activation::Clip(p(0), p(1)),
+            "Sigmoid" => Activation::Sigmoid,
+            "Tanh" => Activation::Tanh,
+            "HardSigmoid" => Activation::HardSigmoid(p(0), p(1)),
+            _ => Activation::Identity,
+        }
+    }
+
+    #[inline(always)]
+    fn apply(self, v: f32) -> f32 {
+        match self {
+            Activation::Identity => v,
+            Activation::Relu => v.max(0.0),
+            Activation::LeakyRelu(a) => {
+                if v > 0.0 {
+                    v
+                } else {
+                    v * a
+                }
+            }
+            // NaN stays NaN; a > b gives b, as Clip.
+            Activation::Clip(a, b) => {
+                let v = if v < a { a } else { v };
+                if v > b {
+                    b
+                } else {
+                    v
+                }
+            }
+            Activation::Sigmoid => {
+                if v >= 0.0 {
+                    1.0 / (1.0 + (-v).exp())
+                } else {
+                    let e = v.exp();
+                    e / (1.0 + e)
+                }
+            }
+            Activation::Tanh => v.tanh(),
+            Activation::HardSigmoid(a, b) => (a * v + b).clamp(0.0, 1.0),
+        }
+    }
+
+    /// `y = act(y + z)` (`act(y)` without `z`) over f32s, the loop compiled for each
+    /// activation so that it vectorises: one pass that the residual networks make after
+    /// every convolution.
+    fn epilogue(self, y: &mut [f32], z: Option<&[f32]>) {
+        fn run(y: &mut [f32], z: Option<&[f32]>, f: impl Fn(f32) -> f32) {
+            match z {
+                Some(z) => y.iter_mut().zip(z).for_each(|(o, &v)| *o = f(*o + v)),
+                None => y.iter_mut().for_each(|o| *o = f(*o)),
             }
         }
-        // NaN stays NaN; a > b gives b, as Clip.
-        3 => {
-            let v = if v < a { a } else { v };
-            if v > b {
-                b
-            } else {
-                v
-            }
+        match self {
+            Activation::Identity if z.is_none() => {}
+            Activation::Identity => run(y, z, |v| v),
+            Activation::Relu => run(y, z, |v| v.max(0.0)),
+            act => run(y, z, move |v| act.apply(v)),
         }
-        4 => {
-            if v >= 0.0 {
-                1.0 / (1.0 + (-v).exp())
-            } else {
-                let e = v.exp();
-                e / (1.0 + e)
-            }
-        }
-        5 => v.tanh(),
-        6 => (a * v + b).clamp(0.0, 1.0),
-        _ => v,
     }
 }
 
