@@ -13,6 +13,7 @@ use crate::ir::operators::nn::*;
 use crate::ir::operators::shape::broadcast_strides;
 use crate::ir::operators::Operator;
 use crate::ir::types::DType;
+use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -971,8 +972,9 @@ fn walk_tap(
         return;
     }
     let last = nd - 1;
-    let off: Vec<i128> = (0..nd).map(|i| kk[i] as i128 * g.d[i] as i128 - g.pb[i] as i128).collect();
-    let mut idx = vec![0usize; nd];
+    // On the stack: im2col walks a tap for every row of its columns.
+    let off: SmallVec<[i128; 4]> = (0..nd).map(|i| kk[i] as i128 * g.d[i] as i128 - g.pb[i] as i128).collect();
+    let mut idx: SmallVec<[usize; 4]> = smallvec::smallvec![0; nd];
     let mut rest = q0;
     for i in (0..nd).rev() {
         idx[i] = rest % grid[i];
