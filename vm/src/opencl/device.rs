@@ -567,15 +567,33 @@ impl ClDevice {
 
     /// As [`ClDevice::launch`] over a 1- to 3-dimensional global range.
     pub fn launch_nd(&self, kernel: KernelHandle, args: &[KernelArg], global: &[usize]) -> Result<(), String> {
+        self.launch_groups(kernel, args, global, None)
+    }
+
+    /// As [`ClDevice::launch_nd`] in work-groups of `local` (each dimension of `global` a
+    /// multiple of it), for kernels that share local memory; `None` lets the runtime pick.
+    pub fn launch_groups(
+        &self,
+        kernel: KernelHandle,
+        args: &[KernelArg],
+        global: &[usize],
+        local: Option<&[usize]>,
+    ) -> Result<(), String> {
         let log_before = self.oclgrind_log.as_ref().map(|p| std::fs::metadata(p).map_or(0, |m| m.len()));
-        self.enqueue(kernel, args, global).map_err(|e| e.to_string())?;
+        self.enqueue(kernel, args, global, local).map_err(|e| e.to_string())?;
         match (&self.oclgrind_log, log_before) {
             (Some(p), Some(before)) => oclgrind_errors(p, before),
             _ => Ok(()),
         }
     }
 
-    fn enqueue(&self, kernel: KernelHandle, args: &[KernelArg], global: &[usize]) -> Result<(), ClError> {
+    fn enqueue(
+        &self,
+        kernel: KernelHandle,
+        args: &[KernelArg],
+        global: &[usize],
+        local: Option<&[usize]>,
+    ) -> Result<(), ClError> {
         let kernel = kernel.0;
         for (i, a) in args.iter().enumerate() {
             let (size, ptr): (usize, *const c_void) = match a {
@@ -593,7 +611,9 @@ impl ClDevice {
             return Ok(());
         }
         let gws = global;
-        // SAFETY: the kernel's arguments are all set; one dimension.
+        let lws = local.filter(|l| l.len() == gws.len()).map_or(std::ptr::null(), <[usize]>::as_ptr);
+        // SAFETY: the kernel's arguments are all set; `gws` (and `lws` when given) have the
+        // range's dimensions.
         let r = unsafe {
             opencl3::command_queue::enqueue_nd_range_kernel(
                 self.queue.get(),
@@ -601,7 +621,7 @@ impl ClDevice {
                 gws.len() as u32,
                 std::ptr::null(),
                 gws.as_ptr(),
-                std::ptr::null(),
+                lws,
                 0,
                 std::ptr::null(),
             )

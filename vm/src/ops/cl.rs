@@ -64,6 +64,18 @@ impl ClCtx<'_> {
         self.dev.launch_nd(k, args, global)
     }
 
+    /// As [`ClCtx::run_nd`] in work-groups of `local` work-items (for local memory).
+    pub fn run_groups(
+        &self,
+        source: &str,
+        args: &[KernelArg],
+        global: &[usize],
+        local: &[usize],
+    ) -> Result<(), String> {
+        let k = self.dev.kernel(source)?;
+        self.dev.launch_groups(k, args, global, Some(local))
+    }
+
     /// True when the device supports double precision (`cl_khr_fp64`).
     pub fn has_fp64(&self) -> bool {
         self.dev.has_fp64

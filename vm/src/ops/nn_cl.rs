@@ -789,23 +789,58 @@ fn gemm(
     let (bsp, bsj) = if tb { (1, k) } else { (n, 1) };
     let cterm = if c.is_some() { format!(" + beta * {}", e.ld("cm", "co + i * csi + j * csj")) } else { String::new() };
     let (t, acc_t) = (e.t(), e.acc());
-    let src = format!(
-        "{pre}__kernel void k(__global const {t}* a, ulong ao, __global const {t}* b, ulong bo, \
+    let params = format!(
+        "__global const {t}* a, ulong ao, __global const {t}* b, ulong bo, \
          __global const {t}* cm, ulong co, __global {t}* y, ulong yo, long M, long N, long K, long asi, long asp, \
-         long bsp, long bsj, long csi, long csj, float alpha, float beta) {{\n\
-         long gid = get_global_id(0);\n\
-         if (gid >= M * N) return;\n\
-         long i = gid / N, j = gid % N;\n\
-         __global const {t}* ap = a + ao + i * asi;\n\
-         __global const {t}* bp = b + bo + j * bsj;\n\
-         {acc_t} acc = 0.0f;\n\
-         for (long p = 0; p < K; p++) acc += {la} * {lb};\n\
-         {store}\n}}\n",
-        pre = e.prelude(),
-        la = e.ld("ap", "p * asp"),
-        lb = e.ld("bp", "p * bsp"),
-        store = e.st("y", "yo + gid", &format!("alpha * acc{cterm}")),
+         long bsp, long bsj, long csi, long csj, float alpha, float beta"
     );
+    let store = e.st("y", "yo + gid", &format!("alpha * acc{cterm}"));
+    // A few rows times a transposed B (a fully connected layer: vgg19's first reads 411 MB)
+    // are dot products of contiguous rows, K long. One work-item per output would read
+    // rows K apart side by side (uncoalesced on a GPU, gathers on a CPU runtime); instead
+    // a work-group per output column reads neighbouring elements of the rows, and its
+    // partial sums meet in local memory.
+    let rows_dot = tb && !ta && m <= GEMV_MAX_ROWS && k >= 4 * GEMV_GROUP as i64;
+    let src = if rows_dot {
+        format!(
+            "{pre}__kernel void k({params}) {{\n\
+             __local {acc_t} part[{GEMV_GROUP}];\n\
+             int lid = get_local_id(0);\n\
+             long j = get_group_id(0);\n\
+             __global const {t}* bp = b + bo + j * bsj;\n\
+             for (long i = 0; i < M; i++) {{\n\
+             __global const {t}* ap = a + ao + i * asi;\n\
+             {acc_t} acc = 0.0f;\n\
+             for (long p = lid; p < K; p += {GEMV_GROUP}) acc += {la} * {lb};\n\
+             part[lid] = acc;\n\
+             barrier(CLK_LOCAL_MEM_FENCE);\n\
+             if (lid == 0) {{\n\
+             for (int s = 1; s < {GEMV_GROUP}; s++) acc += part[s];\n\
+             long gid = i * N + j;\n\
+             {store}\n\
+             }}\n\
+             barrier(CLK_LOCAL_MEM_FENCE);\n\
+             }}\n}}\n",
+            pre = e.prelude(),
+            la = e.ld("ap", "p"),
+            lb = e.ld("bp", "p"),
+        )
+    } else {
+        format!(
+            "{pre}__kernel void k({params}) {{\n\
+             long gid = get_global_id(0);\n\
+             if (gid >= M * N) return;\n\
+             long i = gid / N, j = gid % N;\n\
+             __global const {t}* ap = a + ao + i * asi;\n\
+             __global const {t}* bp = b + bo + j * bsj;\n\
+             {acc_t} acc = 0.0f;\n\
+             for (long p = 0; p < K; p++) acc += {la} * {lb};\n\
+             {store}\n}}\n",
+            pre = e.prelude(),
+            la = e.ld("ap", "p * asp"),
+            lb = e.ld("bp", "p * bsp"),
+        )
+    };
     let total = count(&y.shape, "Y")?;
     let mut args = Vec::with_capacity(20);
     args.extend(mem(a));
@@ -825,8 +860,18 @@ fn gemm(
         f(alpha),
         f(beta),
     ]);
+    if rows_dot {
+        let groups = usize::try_from(n).map_err(|_| format!("N = {n} is too large"))?;
+        return ctx.run_groups(&src, &args, &[groups * GEMV_GROUP], &[GEMV_GROUP]);
+    }
     ctx.run(&src, &args, global(total)?)
 }
+
+/// Work-items per output of Gemm's dot-product kernel (a multiple of every device's SIMD
+/// width and warp, within every device's work-group limit), and the most rows of A it
+/// takes: each row reads the column of B again.
+const GEMV_GROUP: usize = 16;
+const GEMV_MAX_ROWS: i64 = 8;
 
 /// Batch dims supported by the MatMul kernel after merging.
 const MM_BATCH: usize = 4;
@@ -979,6 +1024,10 @@ mod tests {
                 ("beta", AttrValue::Float(2.0)),
             ]);
             check_tol(&dev, "Gemm", &[v(&[4, 3], 9), v(&[4, 5], 10), v(&[3, 1], 11)], &g, 0.0);
+            // A few rows times a transposed B with K of several work-groups' worth: the
+            // dot-product kernel, its partial sums met in local memory; exact sums.
+            let tb = attrs(&[("transB", AttrValue::Int(1)), ("beta", AttrValue::Float(0.5))]);
+            check_tol(&dev, "Gemm", &[v(&[3, 301], 23), v(&[7, 301], 24), v(&[7], 25)], &tb, 0.0);
             check_tol(&dev, "MatMul", &[v(&[2, 1, 3, 4], 12), v(&[3, 4, 5], 13)], &Attrs::default(), 0.0);
             check_tol(&dev, "MatMul", &[v(&[4], 14), v(&[4, 3], 15)], &Attrs::default(), 0.0);
         }
