@@ -281,27 +281,34 @@ impl Strided {
         }
         let usize_n = usize::try_from(n).map_err(|_| "tensor too large")?;
         let t = bits_type(x.dtype.size())?;
-        let tile = self.modulo.is_some();
-        let params: String = (0..MAX_RANK)
-            .map(|k| {
-                let m = if tile { format!(", long m{k}") } else { String::new() };
-                format!(", long n{k}, long s{k}, long t{k}{m}")
-            })
-            .collect();
+        // The dims and strides are the kernel's constants: it divides by literals, which
+        // compilers turn into multiplications, and neighbouring work-items' addresses
+        // differ by a known stride (one vector load where it is 1: a channel shuffle's
+        // planes). `int` arithmetic when every index fits, as the windowed kernels.
+        let fits = |v: i128| v.abs() < i32::MAX as i128;
+        let narrow = [n as i128, x.numel() as i128, y.numel() as i128, slo, shi, dlo, dhi].into_iter().all(fits);
+        let ix = if narrow { "int" } else { "long" };
         let mut body = String::new();
         for k in (0..r).rev() {
-            let j = if tile { format!("(j % m{k})") } else { "j".to_string() };
-            body.push_str(&format!("  j = r % n{k}; r /= n{k}; si += {j} * s{k}; di += j * t{k};\n"));
+            let (nk, sk, tk) = (self.dims[k], self.src_st[k], self.dst_st[k]);
+            // (The outermost dim too: what is left is below it, but Intel's CPU compiler
+            // 2021.2 miscompiles the dense copy written as `j = r`.)
+            let split = format!("j = r % {nk}; r /= {nk}; ");
+            let j = match &self.modulo {
+                Some(m) => format!("(j % {})", m[k]),
+                None => "j".to_string(),
+            };
+            body.push_str(&format!("  {split}si += {j} * {sk}; di += j * {tk};\n"));
         }
         let src = format!(
             "__kernel void k(__global const {t}* x, ulong xo, ulong xn, __global {t}* y, ulong yo, ulong yn, ulong n, \
-             long so, long dof{params}) {{\n  ulong i = get_global_id(0);\n  if (i >= n) return;\n  long r = (long)i, j;\n  \
-             long si = so, di = dof;\n{body}  if (si < 0 || (ulong)si >= xn || di < 0 || (ulong)di >= yn) return;\n  \
+             long so, long dof) {{\n  ulong i = get_global_id(0);\n  if (i >= n) return;\n  {ix} r = ({ix})i, j;\n  \
+             {ix} si = ({ix})so, di = ({ix})dof;\n{body}  if (si < 0 || (ulong)si >= xn || di < 0 || (ulong)di >= yn) return;\n  \
              y[yo + di] = x[xo + si];\n}}\n"
         );
         let [xm, xo] = x.args();
         let [ym, yo] = y.args();
-        let mut args = vec![
+        let args = [
             xm,
             xo,
             KernelArg::U64(x.numel()),
@@ -312,13 +319,6 @@ impl Strided {
             KernelArg::U64(self.src_off as u64),
             KernelArg::U64(self.dst_off as u64),
         ];
-        for k in 0..MAX_RANK {
-            let (d, s, t) = if k < r { (self.dims[k], self.src_st[k], self.dst_st[k]) } else { (1, 0, 0) };
-            args.extend([KernelArg::U64(d as u64), KernelArg::U64(s as u64), KernelArg::U64(t as u64)]);
-            if let Some(m) = &self.modulo {
-                args.push(KernelArg::U64(if k < r { m[k] } else { 1 } as u64));
-            }
-        }
         ctx.run(&src, &args, usize_n)
     }
 }
