@@ -763,9 +763,29 @@ fn decode(bytes: &[u8], shared: Option<&Bytes>) -> R<(Module, FileMap)> {
                     }
                     let tag = r.u8("constant data tag")?;
                     let data = match tag {
-                        0 => {
+                        // Bytes; tag 2 pads them to CONST_DATA_ALIGN in the file first.
+                        0 | 2 => {
                             let at = r.pos;
                             let len = r.u64("constant byte length")?;
+                            if tag == 2 {
+                                let pad = r.u8("constant data padding")? as usize;
+                                if pad >= CONST_DATA_ALIGN {
+                                    r.pos -= 1;
+                                    return r.err(format!(
+                                        "constant @{name} has {pad} bytes of padding, at most {} expected",
+                                        CONST_DATA_ALIGN - 1
+                                    ));
+                                }
+                                let pad_at = r.pos;
+                                let padding = r.take(pad, "constant data padding")?;
+                                if let Some(i) = padding.iter().position(|&b| b != 0) {
+                                    r.pos = pad_at + i;
+                                    return r.err(format!(
+                                        "constant @{name}'s padding is not zero: byte {i} of {pad} is {:#04x}",
+                                        padding[i]
+                                    ));
+                                }
+                            }
                             if len > r.remaining() as u64 {
                                 r.pos = at;
                                 return r.err(format!(
@@ -776,35 +796,6 @@ fn decode(bytes: &[u8], shared: Option<&Bytes>) -> R<(Module, FileMap)> {
                             ConstData::Bytes(share(r.take(len as usize, "constant data")?))
                         }
                         1 => ConstData::Fill(f64::from_bits(r.u64("fill value")?)),
-                        2 => {
-                            let at = r.pos;
-                            let len = r.u64("constant byte length")?;
-                            let pad = r.u8("constant data padding")? as usize;
-                            if pad >= CONST_DATA_ALIGN {
-                                r.pos -= 1;
-                                return r.err(format!(
-                                    "constant @{name} has {pad} bytes of padding, at most {} expected",
-                                    CONST_DATA_ALIGN - 1
-                                ));
-                            }
-                            let pad_at = r.pos;
-                            let padding = r.take(pad, "constant data padding")?;
-                            if let Some(i) = padding.iter().position(|&b| b != 0) {
-                                r.pos = pad_at + i;
-                                return r.err(format!(
-                                    "constant @{name}'s padding is not zero: byte {i} of {pad} is {:#04x}",
-                                    padding[i]
-                                ));
-                            }
-                            if len > r.remaining() as u64 {
-                                r.pos = at;
-                                return r.err(format!(
-                                    "constant @{name} claims {len} data bytes but only {} remain",
-                                    r.remaining()
-                                ));
-                            }
-                            ConstData::Bytes(share(r.take(len as usize, "constant data")?))
-                        }
                         t => {
                             r.pos -= 1;
                             return r.err(format!(
