@@ -9,7 +9,7 @@
 //! element, (3, 4) present_key and present_value. The geometry and the options travel as
 //! arguments, so a program is specialized only on the dtype and the softmax's precision.
 
-use super::cl::{cl_type, float_arg, input, ClCtx, ClFn, ClTensor, Infos, Res};
+use super::cl::{cl_type, float_arg, input, need_fp64, ClCtx, ClFn, ClTensor, Infos, Res};
 use super::elementwise_cl::FP64_PRAGMA;
 use super::tensor_cl::unaliased;
 use super::{Attrs, Operator, TensorInfo};
@@ -39,13 +39,6 @@ pub(super) fn check_outs(outs: &[ClTensor], want: &[(DType, Vec<i64>)]) -> Res {
         if o.dtype != *d || o.shape != *s {
             return Err(format!("output {} is {}{:?}, expected {d}{s:?}", i + 1, o.dtype, o.shape));
         }
-    }
-    Ok(())
-}
-
-pub(super) fn need_fp64(ctx: &ClCtx, d: DType) -> Res {
-    if d == DType::F64 && !ctx.has_fp64() {
-        return Err("the device has no fp64 support (cl_khr_fp64), so it cannot compute f64 tensors".into());
     }
     Ok(())
 }

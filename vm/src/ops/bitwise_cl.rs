@@ -4,7 +4,7 @@
 //! operand's strides as arguments). The helpers here are shared with the quantization and
 //! linear-algebra families.
 
-use super::cl::{cl_type, ClCtx, ClFn, ClTensor};
+use super::cl::{cl_type, need_fp64, raw_type, ClCtx, ClFn, ClTensor};
 use super::elementwise_cl::{bcast, Operand, FP64_PRAGMA};
 use super::{Attrs, Operator, TensorInfo};
 use crate::ir::operators::bitwise::{bit_cast_target, inf_signs, shift_left, INTEGERS};
@@ -57,23 +57,6 @@ pub(super) fn check_out(y: &ClTensor, dtype: DType, shape: &[i64]) -> Res {
         return Err(format!("output is {}{:?}, expected {dtype}{shape:?}", y.dtype, y.shape));
     }
     Ok(())
-}
-
-pub(super) fn need_fp64(ctx: &ClCtx, d: DType) -> Res {
-    if d == DType::F64 && !ctx.has_fp64() {
-        return Err("the device has no fp64 support (cl_khr_fp64), so it cannot compute f64 tensors".into());
-    }
-    Ok(())
-}
-
-/// The unsigned OpenCL type of an element of `d`'s width, for moving raw bits.
-pub(super) fn raw_type(d: DType) -> &'static str {
-    match d.size() {
-        1 => "uchar",
-        2 => "ushort",
-        4 => "uint",
-        _ => "ulong",
-    }
 }
 
 /// `double` and its pragma when the device has fp64, else `float`.

@@ -4,9 +4,9 @@
 //! summed labels. Det runs a work-item per matrix, doing LU with partial pivoting in a
 //! scratch copy.
 
-use super::bitwise_cl::{check_out, input, need_fp64, output, wide, Infos, Res};
+use super::bitwise_cl::{check_out, input, output, wide, Infos, Res};
 use super::cl::Scratch;
-use super::cl::{cl_type, ClCtx, ClFn, ClTensor};
+use super::cl::{cl_type, need_fp64, ClCtx, ClFn, ClTensor};
 use super::{Attrs, Operator, TensorInfo};
 use crate::ir::operators::linalg::{det_dims, einsum_plan};
 use crate::ir::types::DType;

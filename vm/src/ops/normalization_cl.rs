@@ -4,8 +4,8 @@
 //! device has fp64 (else float) and storing in the input's dtype. An input that overlaps the
 //! output is copied first (`unaliased`).
 
-use super::attention_cl::{check_outs, dtype_prelude, global, need_fp64, real_arg, shapes};
-use super::cl::{cl_type, input, ClCtx, ClFn, ClTensor, Infos, Res};
+use super::attention_cl::{check_outs, dtype_prelude, global, real_arg, shapes};
+use super::cl::{cl_type, input, need_fp64, ClCtx, ClFn, ClTensor, Infos, Res};
 use super::elementwise_cl::{bcast, Operand, FP64_PRAGMA};
 use super::tensor_cl::unaliased;
 use super::{Attrs, Operator};
