@@ -1,0 +1,645 @@
+//! Convolutions on f32: im2col + GEMM, direct loops for depthwise and few-channel
+//! kernels, and the transposed convolution's GEMM + col2im.
+
+use super::gemm::{gemm, gemm_rows, split_columns, Mat, Packed, PackedA, PackedRows};
+use super::operands::prod;
+use super::workers::{par_items, ranges, run_parts, threads, PAR_WORK};
+use crate::ir::host_tensor::ConstOperand;
+use crate::ir::operators::nn::{ConvDims, Geo};
+use smallvec::SmallVec;
+use std::cell::RefCell;
+
+/// im2col / col2im buffers hold about this many floats (so that they stay in cache).
+const COLS_CHUNK: usize = 1 << 17;
+
+/// Columns per im2col / col2im chunk for `rows` rows and `n` columns: cache-sized, but at
+/// least 256 wide (so that repacking the weights per chunk stays cheap) as long as that
+/// stays under 4 MiB, and never under 16.
+fn cols_chunk(rows: usize, n: usize) -> usize {
+    let rows = rows.max(1);
+    (COLS_CHUNK / rows).max(((1 << 20) / rows).min(256)).max(16).min(n).max(1)
+}
+
+/// The flattened multi-indices of every kernel tap, row-major.
+fn kernel_taps(k: &[usize]) -> Vec<usize> {
+    let total = prod(k);
+    let mut taps = Vec::with_capacity(total * k.len());
+    let mut idx = vec![0usize; k.len()];
+    for _ in 0..total {
+        taps.extend_from_slice(&idx);
+        for i in (0..k.len()).rev() {
+            idx[i] += 1;
+            if idx[i] < k[i] {
+                break;
+            }
+            idx[i] = 0;
+        }
+    }
+    taps
+}
+
+fn add_bias(y: &mut [f32], b: Option<&[f32]>, plane: usize) {
+    if let (Some(b), true) = (b, plane > 0) {
+        for (p, &bv) in y.chunks_mut(plane).zip(b.iter().cycle()) {
+            p.iter_mut().for_each(|v| *v += bv);
+        }
+    }
+}
+
+/// One (transposed) convolution's per-(batch, group) problem.
+struct ConvItem<'a> {
+    g: &'a Geo,
+    cg: usize,
+    mg: usize,
+    in_plane: usize,
+    out_plane: usize,
+    kprod: usize,
+    taps: Vec<usize>,
+}
+
+impl ConvItem<'_> {
+    fn new(cd: &ConvDims) -> ConvItem<'_> {
+        let g = &cd.geo;
+        ConvItem {
+            g,
+            cg: cd.c / cd.group,
+            mg: cd.m / cd.group,
+            in_plane: prod(&g.in_sp),
+            out_plane: prod(&g.out_sp),
+            kprod: prod(&g.k),
+            taps: kernel_taps(&g.k),
+        }
+    }
+
+    fn pointwise(&self) -> bool {
+        let g = self.g;
+        self.kprod == 1 && g.s.iter().all(|&s| s == 1) && g.pb.iter().chain(&g.pe).all(|&p| p == 0)
+    }
+
+    /// Few output channels per group (depthwise): direct loops beat im2col + GEMM.
+    fn direct(&self) -> bool {
+        self.mg < 4 && (!self.pointwise() || self.cg == 1)
+    }
+
+    /// The group's weights packed once for all the GEMMs of its column chunks (none for the
+    /// direct loops); give the buffer back with [`ConvItem::unpack`]. Constant weights
+    /// (`constant`: theirs, and where the group's start in them) are packed once for every
+    /// call and kept with the constant: repacking them was a tenth of resnet50's time.
+    fn pack(&self, wg: &[f32], constant: Option<(ConstOperand, u64)>) -> Option<Packed> {
+        let krows = self.cg * self.kprod;
+        let a = Mat { d: wg, rs: krows, cs: 1, packed: None };
+        if self.direct() || !a.fits(self.mg, krows) {
+            return None;
+        }
+        Some(match constant {
+            Some((c, at)) => {
+                Packed::Kept(c.get_or_make("conv weights packed", at, [self.mg as u64, krows as u64], || {
+                    PackedA::new(a, self.mg, krows, Vec::new())
+                }))
+            }
+            None => Packed::Fresh(PackedA::new(a, self.mg, krows, WEIGHTS.take())),
+        })
+    }
+
+    fn unpack(p: Option<Packed>) {
+        if let Some(Packed::Fresh(p)) = p {
+            WEIGHTS.set(p.data);
+        }
+    }
+
+    /// Adds output columns `q0..q1` of output channels `r0..r1` of a convolution item to `y`
+    /// (`r1 - r0` row segments holding those columns). `xg` holds the group's input
+    /// channels, `wg` its weights ([Mg, Cg * kernel]), `wp` them packed
+    /// ([`ConvItem::pack`]). A part of the channels (`r0` a multiple of the GEMM kernel's
+    /// rows) only where the item is a GEMM, not for the direct loops.
+    #[allow(clippy::too_many_arguments)]
+    fn conv_cols(
+        &self,
+        xg: &[f32],
+        wg: &[f32],
+        wp: Option<&PackedA>,
+        (r0, r1): (usize, usize),
+        q0: usize,
+        q1: usize,
+        y: &mut [&mut [f32]],
+    ) -> Result<(), String> {
+        let (g, cg, mg, kprod) = (self.g, self.cg, self.mg, self.kprod);
+        let krows = cg * kprod;
+        let a = Mat { d: &wg[r0 * krows..], rs: krows, cs: 1, packed: wp.map(|p| PackedRows { p, r0 }) };
+        let rows = r1 - r0;
+        debug_assert!((r0, r1) == (0, mg) || !self.direct());
+        if self.pointwise() {
+            return gemm_rows(
+                rows,
+                q1 - q0,
+                cg,
+                1.0,
+                a,
+                Mat { d: &xg[q0..], rs: self.in_plane, cs: 1, packed: None },
+                y,
+                false,
+            );
+        }
+        let nd = g.k.len();
+        if self.direct() && nd <= 2 {
+            if !(q0 == 0 && q1 == self.out_plane && self.direct_flat(xg, wg, y)) {
+                self.direct_2d(xg, wg, q0, q1, y);
+            }
+            return Ok(());
+        }
+        if self.direct() {
+            // Accumulate shifted input rows, weighted, into each output row.
+            let sl = g.s[nd - 1];
+            for (m, row) in y.iter_mut().enumerate().take(mg) {
+                for c in 0..cg {
+                    let xp = &xg[c * self.in_plane..][..self.in_plane];
+                    for (ki, kk) in self.taps.chunks_exact(nd).enumerate() {
+                        let wv = wg[m * krows + c * kprod + ki];
+                        walk_tap(&g.out_sp, &g.in_sp, kk, g, q0, q1, |col, _, head, hits, t0| {
+                            let dst = &mut row[col + head..col + head + hits];
+                            if sl == 1 {
+                                dst.iter_mut().zip(&xp[t0..t0 + hits]).for_each(|(o, &v)| *o += wv * v);
+                            } else {
+                                for (j, o) in dst.iter_mut().enumerate() {
+                                    *o += wv * xp[t0 + j * sl];
+                                }
+                            }
+                        });
+                    }
+                }
+            }
+            return Ok(());
+        }
+        // im2col in column chunks, each followed by its GEMM (im2col writes every element of
+        // the reused buffer).
+        let chunk = cols_chunk(krows, q1 - q0);
+        let mut cols = COLS.take();
+        if cols.len() < krows * chunk {
+            cols.resize(krows * chunk, 0.0);
+        }
+        let mut run = || {
+            for c0 in (q0..q1).step_by(chunk) {
+                let c1 = (c0 + chunk).min(q1);
+                let wd = c1 - c0;
+                let cols = &mut cols[..krows * wd];
+                im2col(xg, g, &self.taps, c0, c1, cols);
+                let mut sub: Vec<&mut [f32]> = y.iter_mut().map(|r| &mut r[c0 - q0..c1 - q0]).collect();
+                gemm_rows(rows, wd, krows, 1.0, a, Mat { d: cols, rs: wd, cs: 1, packed: None }, &mut sub, false)?;
+            }
+            Ok(())
+        };
+        let res = run();
+        COLS.set(cols);
+        res
+    }
+
+    /// The direct convolution of whole planes (1-D and 2-D kernels) as long vector loops.
+    /// Each input channel is copied once into a zero-padded plane `pw` wide (a multiple of
+    /// the column stride), split into `sx` phases (phase `p` holds the padded columns `p`,
+    /// `p + sx`, ...). Output position (oy, ox) then sits at the flat index
+    /// `j = oy * pwo + ox` (`pwo = sy * pw / sx`, the positions `ox >= ow` are scratch) and
+    /// kernel tap `t` reads the flat element `sx * j + off_t` of the padded plane, that is
+    /// element `j + off_t / sx` of phase `off_t % sx`: a contiguous run for every tap, over
+    /// all rows at once. The accumulators start from `y` (the bias) and add the taps in
+    /// order, channel by channel. False (nothing done) when the padded planes would be much
+    /// larger than the tensors (huge pads or dilations).
+    fn direct_flat(&self, xg: &[f32], wg: &[f32], y: &mut [&mut [f32]]) -> bool {
+        let g = self.g;
+        let two = g.k.len() == 2;
+        let at = |v: &[usize], one: usize| if two { (v[0], v[1]) } else { (one, v[0]) };
+        let ((ih, iw), (oh, ow), (kh, kw)) = (at(&g.in_sp, 1), at(&g.out_sp, 1), at(&g.k, 1));
+        let ((sy, sx), (dy, dx)) = (at(&g.s, 1), at(&g.d, 1));
+        let (pt, pl) = if two { (g.pb[0], g.pb[1]) } else { (0, g.pb[0]) };
+        let (mg, cg, kprod) = (self.mg, self.cg, self.kprod);
+        if ow == 0 || oh == 0 || y.len() < mg || y[..mg].iter().any(|r| r.len() < oh * ow) {
+            return ow == 0 || oh == 0;
+        }
+        // Sizes in u128 first: anything far beyond the tensors falls back to `direct_2d`.
+        let limit = 16 * (self.in_plane + self.out_plane) as u128 + (1 << 16);
+        let (pt, pl) = (u128::try_from(pt).unwrap_or(u128::MAX), u128::try_from(pl).unwrap_or(u128::MAX));
+        let w_need = ((ow - 1) as u128 * sx as u128 + (kw - 1) as u128 * dx as u128 + 1).max(pl + iw as u128);
+        let pw128 = w_need.div_ceil(sx as u128) * sx as u128;
+        let rows_need = (pt + ih as u128).max((oh - 1) as u128 * sy as u128 + (kh - 1) as u128 * dy as u128 + 1);
+        let pwo128 = sy as u128 * pw128 / sx as u128;
+        if pt > limit || pl > limit || pw128 > limit || rows_need * pw128 > limit || oh as u128 * pwo128 > limit {
+            return false;
+        }
+        let (pt, pl, pw, pwo) = (pt as usize, pl as usize, pw128 as usize, pwo128 as usize);
+        // Flat tap offsets into the padded plane, row-major over the kernel.
+        let offs: Vec<usize> = (0..kh * kw).map(|t| (t / kw) * dy * pw + (t % kw) * dx).collect();
+        let max_off = offs.iter().max().copied().unwrap_or(0) / sx;
+        let len = (oh * pwo).div_ceil(FLAT) * FLAT;
+        // Every phase holds the padded input rows and the reads of the last lanes.
+        let plen = (len + max_off).max(rows_need as usize * pw / sx) + FLAT;
+        let mut buf = SCRATCH.take();
+        {
+            buf.clear();
+            buf.resize(mg * len + sx * plen, 0.0);
+            let (acc, phases) = buf.split_at_mut(mg * len);
+            for (a, yr) in acc.chunks_exact_mut(len).zip(y.iter()) {
+                for oy in 0..oh {
+                    a[oy * pwo..][..ow].copy_from_slice(&yr[oy * ow..][..ow]);
+                }
+            }
+            let mut taps: Vec<(usize, f32)> = Vec::with_capacity(kprod);
+            for c in 0..cg {
+                if c > 0 {
+                    phases.fill(0.0);
+                }
+                let xp = &xg[c * self.in_plane..][..self.in_plane];
+                for (iy, xr) in xp.chunks_exact(iw.max(1)).take(ih).enumerate() {
+                    let base = (pt + iy) * pw / sx;
+                    if sx == 1 {
+                        phases[base + pl..][..iw].copy_from_slice(xr);
+                    } else {
+                        // Phase p takes the input columns ix with (pl + ix) % sx == p.
+                        for p in 0..sx {
+                            let ix0 = (p + sx - pl % sx) % sx;
+                            if ix0 >= iw {
+                                continue;
+                            }
+                            let dst = &mut phases[p * plen + base + (pl + ix0) / sx..];
+                            dst.iter_mut().zip(xr[ix0..].iter().step_by(sx)).for_each(|(o, &v)| *o = v);
+                        }
+                    }
+                }
+                for (m, a) in acc.chunks_exact_mut(len).enumerate() {
+                    let wc = &wg[m * cg * kprod + c * kprod..][..kprod];
+                    taps.clear();
+                    taps.extend(offs.iter().zip(wc).map(|(&o, &w)| ((o % sx) * plen + o / sx, w)));
+                    flat_taps(a, phases, &taps);
+                }
+            }
+            for (a, yr) in acc.chunks_exact(len).zip(y.iter_mut()) {
+                for oy in 0..oh {
+                    yr[oy * ow..][..ow].copy_from_slice(&a[oy * pwo..][..ow]);
+                }
+            }
+        }
+        SCRATCH.set(buf);
+        true
+    }
+
+    /// The direct loops for 1-D and 2-D kernels (as 2-D with a unit height): for every output
+    /// channel, input channel and kernel tap, in that order, adds the weighted input row
+    /// segment the tap reads to the output row segment, over output positions `q0..q1`. The
+    /// range of rows (columns) a tap row (column) hits is worked out once, so the inner loop
+    /// is a plain multiply-add over contiguous (or strided) elements.
+    fn direct_2d(&self, xg: &[f32], wg: &[f32], q0: usize, q1: usize, y: &mut [&mut [f32]]) {
+        let g = self.g;
+        let two = g.k.len() == 2;
+        let at = |v: &[usize], one: usize| if two { (v[0], v[1]) } else { (one, v[0]) };
+        let ((ih, iw), (oh, ow), (kh, kw)) = (at(&g.in_sp, 1), at(&g.out_sp, 1), at(&g.k, 1));
+        let ((sy, sx), (dy, dx)) = (at(&g.s, 1), at(&g.d, 1));
+        let (pt, pl) = if two { (g.pb[0], g.pb[1]) } else { (0, g.pb[0]) };
+        if ow == 0 || oh == 0 || q0 >= q1 {
+            return;
+        }
+        // Per tap row (column): its offset into the input and the output rows (columns) whose
+        // read lands inside the input.
+        let rows: Vec<(i128, usize, usize)> = (0..kh).map(|ky| hit_range(oh, ih, sy, ky, dy, pt)).collect();
+        let cols: Vec<(i128, usize, usize)> = (0..kw).map(|kx| hit_range(ow, iw, sx, kx, dx, pl)).collect();
+        let (cg, kprod, krows, in_plane) = (self.cg, self.kprod, self.cg * self.kprod, self.in_plane);
+        let (oy0, oy1) = (q0 / ow, (q1 - 1) / ow);
+        for (m, orow_all) in y.iter_mut().enumerate().take(self.mg) {
+            for c in 0..cg {
+                let xp = &xg[c * in_plane..][..in_plane];
+                let wc = &wg[m * krows + c * kprod..][..kprod];
+                for oy in oy0..=oy1 {
+                    // Output columns xa..xb of this row are in q0..q1.
+                    let xa = if oy == oy0 { q0 - oy * ow } else { 0 };
+                    let xb = if oy == oy1 { q1 - oy * ow } else { ow };
+                    let orow = &mut orow_all[oy * ow + xa - q0..oy * ow + xb - q0];
+                    for (ky, &(offy, ya, yb)) in rows.iter().enumerate() {
+                        if oy < ya || oy >= yb {
+                            continue;
+                        }
+                        let iy = (oy as i128 * sy as i128 + offy) as usize;
+                        let xr = &xp[iy * iw..][..iw];
+                        for (kx, &(offx, ca, cb)) in cols.iter().enumerate() {
+                            let (lo, hi) = (ca.max(xa), cb.min(xb));
+                            if lo >= hi {
+                                continue;
+                            }
+                            let wv = wc[ky * kw + kx];
+                            let dst = &mut orow[lo - xa..hi - xa];
+                            let i0 = (lo as i128 * sx as i128 + offx) as usize;
+                            if sx == 1 {
+                                dst.iter_mut().zip(&xr[i0..i0 + (hi - lo)]).for_each(|(o, &v)| *o += wv * v);
+                            } else {
+                                let src = xr[i0..].iter().step_by(sx);
+                                dst.iter_mut().zip(src).for_each(|(o, &v)| *o += wv * v);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Adds a transposed convolution item's output channels `m0..m1` to `y` (their planes).
+    /// `xg` holds the group's input channels, `wg` its weights ([Cg, Mg * kernel]).
+    fn conv_transpose_channels(
+        &self,
+        xg: &[f32],
+        wg: &[f32],
+        m0: usize,
+        m1: usize,
+        y: &mut [f32],
+    ) -> Result<(), String> {
+        let (g, cg, kprod, in_plane) = (self.g, self.cg, self.kprod, self.in_plane);
+        let (krows, rows) = (self.mg * kprod, (m1 - m0) * kprod);
+        // The product needs W's transpose: rows (m, tap), columns c.
+        let wt = Mat { d: &wg[m0 * kprod..], rs: 1, cs: krows, packed: None };
+        let chunk = cols_chunk(rows, in_plane);
+        let mut cols = vec![0f32; rows * chunk];
+        for q0 in (0..in_plane).step_by(chunk) {
+            let q1 = (q0 + chunk).min(in_plane);
+            let wd = q1 - q0;
+            let cols = &mut cols[..rows * wd];
+            cols.fill(0.0);
+            gemm(rows, wd, cg, 1.0, wt, Mat { d: &xg[q0..], rs: in_plane, cs: 1, packed: None }, cols, wd, false)?;
+            col2im(cols, g, m1 - m0, &self.taps, q0, q1, y);
+        }
+        Ok(())
+    }
+}
+
+/// A convolution; `w` its weights, and when they are a constant, where to keep them packed.
+pub(super) fn conv_f32(
+    x: &[f32],
+    (w, w_const): (&[f32], Option<ConstOperand>),
+    b: Option<&[f32]>,
+    cd: &ConvDims,
+    y: &mut [f32],
+) -> Result<(), String> {
+    let it = ConvItem::new(cd);
+    let (cg, mg, in_plane, out_plane) = (it.cg, it.mg, it.in_plane, it.out_plane);
+    let krows = cg * it.kprod;
+    let sizes_ok = x.len() == cd.n * cd.c * in_plane && w.len() == cd.m * krows && y.len() == cd.n * cd.m * out_plane;
+    if !sizes_ok || b.is_some_and(|b| b.len() != cd.m) {
+        return Err("the tensors do not match their shapes".into());
+    }
+    // Every output element starts at its bias (or 0).
+    match b {
+        Some(b) if out_plane > 0 => y.chunks_mut(out_plane).zip(b.iter().cycle()).for_each(|(p, &bv)| p.fill(bv)),
+        _ => y.fill(0.0),
+    }
+    let item_work = mg as f64 * out_plane as f64 * krows as f64;
+    let (group, it) = (cd.group, &it);
+    par_items(y, mg * out_plane, item_work * cd.n as f64 * cd.group as f64, |item, yi, par| {
+        let (ni, gi) = (item / group, item % group);
+        let xg = &x[(ni * cd.c + gi * cg) * in_plane..][..cg * in_plane];
+        let wg = &w[gi * mg * krows..][..mg * krows];
+        let mut rows: Vec<&mut [f32]> = yi.chunks_mut(out_plane).collect();
+        let parts = if par && item_work >= PAR_WORK { ranges(out_plane, threads(), 64) } else { vec![] };
+        let packed = it.pack(wg, w_const.map(|c| (c, (gi * mg * krows * 4) as u64)));
+        let wp = packed.as_ref().map(|p| p.get());
+        // Too few columns to split (7x7 planes): threads take output channels instead.
+        let row_parts = match wp {
+            Some(p) if parts.len() < 2 && par && item_work >= PAR_WORK => ranges(mg.div_ceil(p.mr), threads(), 2)
+                .into_iter()
+                .map(|(a, b)| (a * p.mr, (b * p.mr).min(mg)))
+                .collect(),
+            _ => vec![],
+        };
+        let res = if row_parts.len() > 1 {
+            let mut lists = Vec::with_capacity(row_parts.len());
+            let mut rest = &mut rows[..];
+            for &(r0, r1) in &row_parts {
+                let (part, tail) = std::mem::take(&mut rest).split_at_mut(r1 - r0);
+                lists.push((part, (r0, r1)));
+                rest = tail;
+            }
+            run_parts(lists, |(list, range)| it.conv_cols(xg, wg, wp, range, 0, out_plane, list))
+        } else if parts.len() < 2 {
+            it.conv_cols(xg, wg, wp, (0, mg), 0, out_plane, &mut rows)
+        } else {
+            // One large item: threads take ranges of output columns (im2col included).
+            let lists = split_columns(&mut rows, &parts);
+            run_parts(lists.into_iter().zip(parts.iter().copied()), |(mut list, (q0, q1))| {
+                it.conv_cols(xg, wg, wp, (0, mg), q0, q1, &mut list)
+            })
+        };
+        ConvItem::unpack(packed);
+        res
+    })
+}
+
+pub(super) fn conv_transpose_f32(
+    x: &[f32],
+    w: &[f32],
+    b: Option<&[f32]>,
+    cd: &ConvDims,
+    y: &mut [f32],
+) -> Result<(), String> {
+    let it = ConvItem::new(cd);
+    let (cg, mg, in_plane, out_plane) = (it.cg, it.mg, it.in_plane, it.out_plane);
+    let krows = mg * it.kprod;
+    let sizes_ok = x.len() == cd.n * cd.c * in_plane && w.len() == cd.c * krows && y.len() == cd.n * cd.m * out_plane;
+    if !sizes_ok || b.is_some_and(|b| b.len() != cd.m) {
+        return Err("the tensors do not match their shapes".into());
+    }
+    let item_work = cg as f64 * in_plane as f64 * krows as f64;
+    let (group, it) = (cd.group, &it);
+    par_items(y, mg * out_plane, item_work * cd.n as f64 * cd.group as f64, |item, yi, par| {
+        let (ni, gi) = (item / group, item % group);
+        let xg = &x[(ni * cd.c + gi * cg) * in_plane..][..cg * in_plane];
+        let wg = &w[gi * cg * krows..][..cg * krows];
+        let parts = if par && item_work >= PAR_WORK { ranges(mg, threads(), 1) } else { vec![] };
+        if parts.len() < 2 {
+            return it.conv_transpose_channels(xg, wg, 0, mg, yi);
+        }
+        // One large item: threads take ranges of output channels (disjoint output planes).
+        let mut rest = yi;
+        let mut jobs = Vec::with_capacity(parts.len());
+        for &(m0, m1) in &parts {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut((m1 - m0) * out_plane);
+            rest = tail;
+            jobs.push((m0, m1, head));
+        }
+        run_parts(jobs, |(m0, m1, head)| it.conv_transpose_channels(xg, wg, m0, m1, head))
+    })?;
+    add_bias(y, b, out_plane);
+    Ok(())
+}
+
+/// Accumulator lanes per step of [`flat_taps`].
+const FLAT: usize = 16;
+
+thread_local! {
+    /// Per-thread scratch buffers, reused between calls: the direct convolution's planes
+    /// and the im2col columns.
+    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static COLS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// A convolution group's packed weights ([`ConvItem::pack`]).
+    static WEIGHTS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `acc[j] += w * src[j + off]` for every `(off, w)` of `taps` in order, `FLAT` lanes of
+/// `acc` (a multiple of `FLAT` long) at a time, kept in registers over the taps. `src` must
+/// reach `acc.len() + off` for every tap.
+fn flat_taps(acc: &mut [f32], src: &[f32], taps: &[(usize, f32)]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        unsafe { flat_taps_avx2(acc, src, taps) };
+        return;
+    }
+    flat_taps_body(acc, src, taps);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn flat_taps_avx2(acc: &mut [f32], src: &[f32], taps: &[(usize, f32)]) {
+    flat_taps_body(acc, src, taps);
+}
+
+#[inline(always)]
+// The `expect` converts a slice of exactly FLAT lanes (the range says so) to an array, which
+// lets the compiler vectorise the loop without bounds checks.
+#[allow(clippy::expect_used)]
+fn flat_taps_body(acc: &mut [f32], src: &[f32], taps: &[(usize, f32)]) {
+    for (ci, a) in acc.chunks_exact_mut(FLAT).enumerate() {
+        let j = ci * FLAT;
+        let mut r = [0f32; FLAT];
+        r.copy_from_slice(a);
+        for &(off, w) in taps {
+            let s: &[f32; FLAT] = src[j + off..j + off + FLAT].try_into().expect("FLAT lanes");
+            for i in 0..FLAT {
+                r[i] += w * s[i];
+            }
+        }
+        a.copy_from_slice(&r);
+    }
+}
+
+/// For kernel tap `kk` on one axis (stride `s`, dilation `d`, begin padding `pb`): the
+/// offset `kk * d - pb` and the output positions `lo..hi` (within `0..out`) whose input
+/// position `o * s + offset` lies in `0..len`.
+pub(super) fn hit_range(out: usize, len: usize, s: usize, kk: usize, d: usize, pb: i64) -> (i128, usize, usize) {
+    let (s, off) = (s as i128, kk as i128 * d as i128 - pb as i128);
+    let lo = ceil_div(-off, s).clamp(0, out as i128);
+    let hi = ((len as i128 - 1 - off).div_euclid(s) + 1).clamp(lo, out as i128);
+    (off, lo as usize, hi as usize)
+}
+
+pub(super) fn ceil_div(a: i128, b: i128) -> i128 {
+    -(-a).div_euclid(b)
+}
+
+/// Walks, for one kernel tap `kk`, the flat positions `q0..q1` of `grid`, which map to
+/// positions `q * s + kk * d - pb` of `target` (per spatial axis), in runs along the last
+/// axis: `f(col, len, head, hits, t0)` says that of the `len` positions from `col` (counted
+/// from `q0`), the first `head` miss the target, the next `hits` land on the flat target
+/// positions `t0`, `t0 + s_last`, ... and the rest miss.
+fn walk_tap(
+    grid: &[usize],
+    target: &[usize],
+    kk: &[usize],
+    g: &Geo,
+    q0: usize,
+    q1: usize,
+    mut f: impl FnMut(usize, usize, usize, usize, usize),
+) {
+    let nd = grid.len();
+    if nd == 0 || q0 >= q1 {
+        return;
+    }
+    let last = nd - 1;
+    // On the stack: im2col walks a tap for every row of its columns.
+    let off: SmallVec<[i128; 4]> = (0..nd).map(|i| kk[i] as i128 * g.d[i] as i128 - g.pb[i] as i128).collect();
+    let mut idx: SmallVec<[usize; 4]> = smallvec::smallvec![0; nd];
+    let mut rest = q0;
+    for i in (0..nd).rev() {
+        idx[i] = rest % grid[i];
+        rest /= grid[i];
+    }
+    let (sl, tl, ol) = (g.s[last] as i128, target[last] as i128, off[last]);
+    // The run of last-axis positions that hit the target is the same on every row.
+    let lo_all = ceil_div(-ol, sl).max(0);
+    let hi_all = ((tl - 1 - ol).div_euclid(sl) + 1).max(lo_all);
+    let mut q = q0;
+    while q < q1 {
+        let mut base = Some(0usize);
+        for i in 0..last {
+            let t = idx[i] as i128 * g.s[i] as i128 + off[i];
+            if t < 0 || t >= target[i] as i128 {
+                base = None;
+                break;
+            }
+            base = base.map(|b| b * target[i] + t as usize);
+        }
+        let qa = idx[last];
+        let len = (grid[last] - qa).min(q1 - q);
+        let qb = qa + len;
+        match base {
+            Some(base) => {
+                let lo = lo_all.clamp(qa as i128, qb as i128);
+                let hi = hi_all.clamp(lo, qb as i128);
+                let t0 = if hi > lo { base * target[last] + (lo * sl + ol) as usize } else { 0 };
+                f(q - q0, len, lo as usize - qa, (hi - lo) as usize, t0);
+            }
+            None => f(q - q0, len, len, 0, 0),
+        }
+        q += len;
+        idx[last] = qb;
+        if qb == grid[last] {
+            idx[last] = 0;
+            for i in (0..last).rev() {
+                idx[i] += 1;
+                if idx[i] < grid[i] {
+                    break;
+                }
+                idx[i] = 0;
+            }
+        }
+    }
+}
+
+/// Fills the im2col rows (row `c * kernel + tap`) for output positions `q0..q1`.
+fn im2col(x: &[f32], g: &Geo, taps: &[usize], q0: usize, q1: usize, cols: &mut [f32]) {
+    let (nd, in_plane, width) = (g.k.len(), prod(&g.in_sp), q1 - q0);
+    let (sl, kprod) = (g.s[nd - 1], taps.len() / nd);
+    for (r, row) in cols.chunks_exact_mut(width.max(1)).enumerate() {
+        let (c, tap) = (r / kprod, r % kprod);
+        let xp = &x[c * in_plane..][..in_plane];
+        walk_tap(&g.out_sp, &g.in_sp, &taps[tap * nd..][..nd], g, q0, q1, |col, len, head, hits, t0| {
+            let seg = &mut row[col..col + len];
+            seg[..head].fill(0.0);
+            let dst = &mut seg[head..head + hits];
+            if sl == 1 {
+                dst.copy_from_slice(&xp[t0..t0 + hits]);
+            } else {
+                for (j, v) in dst.iter_mut().enumerate() {
+                    *v = xp[t0 + j * sl];
+                }
+            }
+            seg[head + hits..].fill(0.0);
+        });
+    }
+}
+
+/// Scatter-adds `cols` ([Mg * kernel, q1 - q0], for input positions `q0..q1`) into the
+/// output planes `y` ([Mg, out...]).
+fn col2im(cols: &[f32], g: &Geo, mg: usize, taps: &[usize], q0: usize, q1: usize, y: &mut [f32]) {
+    let (nd, out_plane, width) = (g.k.len(), prod(&g.out_sp), q1 - q0);
+    let sl = g.s[nd - 1];
+    let mut rows = cols.chunks_exact(width.max(1));
+    for m in 0..mg {
+        let yp = &mut y[m * out_plane..][..out_plane];
+        for kk in taps.chunks_exact(nd) {
+            let Some(row) = rows.next() else { return };
+            walk_tap(&g.in_sp, &g.out_sp, kk, g, q0, q1, |col, _, head, hits, t0| {
+                let src = &row[col + head..col + head + hits];
+                if sl == 1 {
+                    yp[t0..t0 + hits].iter_mut().zip(src).for_each(|(o, v)| *o += v);
+                } else {
+                    for (j, v) in src.iter().enumerate() {
+                        yp[t0 + j * sl] += v;
+                    }
+                }
+            });
+        }
+    }
+}

@@ -1,0 +1,496 @@
+//! The packed, cache-blocked f32 GEMM the convolutions and matrix products run on.
+
+use super::workers::{ranges, run_parts, threads, PAR_WORK};
+use std::cell::RefCell;
+
+thread_local! {
+    /// The GEMM's packed blocks of A and B, per thread, reused between calls.
+    static PACK: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+// ---------------------------------------------------------------------------------------
+// GEMM: C[m, n] += alpha * A[m, k] B[k, n] on strided f32 views.
+
+/// A strided matrix view: element (i, j) is `d[i * rs + j * cs]`; as the left operand of a
+/// product, maybe packed already.
+#[derive(Clone, Copy)]
+pub(super) struct Mat<'a> {
+    pub(super) d: &'a [f32],
+    pub(super) rs: usize,
+    pub(super) cs: usize,
+    pub(super) packed: Option<PackedRows<'a>>,
+}
+
+/// Rows `r0..` of a [`PackedA`] (`r0` a multiple of its kernel's rows): the left operand
+/// of a product over some of its rows, which threads split between them.
+#[derive(Clone, Copy)]
+pub(super) struct PackedRows<'a> {
+    pub(super) p: &'a PackedA,
+    pub(super) r0: usize,
+}
+
+impl<'a> PackedRows<'a> {
+    /// The strips of rows `i0..i0 + mc` (`i0` a multiple of MR) in the KC block at `p0`,
+    /// when this is the packing of an `m` x `k` operand for an `MR`-row kernel.
+    fn block<const MR: usize>(
+        self,
+        m: usize,
+        k: usize,
+        i0: usize,
+        p0: usize,
+        mc: usize,
+        kc: usize,
+    ) -> Option<&'a [f32]> {
+        let (p, i0) = (self.p, self.r0 + i0);
+        if p.mr != MR || self.r0 + m > p.m || p.k != k || !i0.is_multiple_of(MR) {
+            return None;
+        }
+        let start = p0 * p.m.div_ceil(MR) * MR + i0 * kc;
+        p.data.get(start..start + mc.div_ceil(MR) * MR * kc)
+    }
+}
+
+/// Weights packed for one call, or kept with their constant.
+pub(super) enum Packed {
+    Fresh(PackedA),
+    Kept(std::sync::Arc<PackedA>),
+}
+
+impl Packed {
+    pub(super) fn get(&self) -> &PackedA {
+        match self {
+            Packed::Fresh(p) => p,
+            Packed::Kept(p) => p,
+        }
+    }
+}
+
+/// A left operand packed once for every column block of a product (a convolution's
+/// weights, shared by all its column chunks and threads) as [`pack_a`] packs one block:
+/// for each KC block of k, the MR-tall strips of all rows.
+pub(super) struct PackedA {
+    pub(super) mr: usize,
+    pub(super) m: usize,
+    pub(super) k: usize,
+    pub(super) data: Vec<f32>,
+}
+
+impl PackedA {
+    /// Packs `a` (m x k) for the GEMM kernel this CPU runs, into `buf`'s memory.
+    pub(super) fn new(a: Mat, m: usize, k: usize, mut buf: Vec<f32>) -> PackedA {
+        let kernel = Kernel::detect();
+        let mr = kernel.rows();
+        let rows = m.div_ceil(mr) * mr;
+        // (Every element is written: the strips, padding included.)
+        buf.resize(rows * k, 0.0);
+        let pack = |(p0, block): (usize, &mut [f32])| {
+            let kc = KC.min(k - p0);
+            match kernel {
+                Kernel::Avx512 => pack_a_into::<MR512>(&a, 0, p0, m, kc, block),
+                Kernel::Avx2 => pack_a_into::<MR_AVX2>(&a, 0, p0, m, kc, block),
+                Kernel::Portable => pack_a_into::<MR_PORTABLE>(&a, 0, p0, m, kc, block),
+            }
+            Ok(())
+        };
+        let blocks: Vec<(usize, &mut [f32])> = (0..k).step_by(KC).zip(buf.chunks_mut(rows * KC)).collect();
+        let t = threads().min(blocks.len());
+        // Packing streams the weights from memory once per call: both cores share it.
+        let res = if t > 1 && (rows * k) as f64 >= PAR_WORK {
+            let per = blocks.len().div_ceil(t);
+            let mut jobs: Vec<Vec<(usize, &mut [f32])>> = Vec::with_capacity(t);
+            for (i, b) in blocks.into_iter().enumerate() {
+                if i % per == 0 {
+                    jobs.push(Vec::with_capacity(per));
+                }
+                if let Some(job) = jobs.last_mut() {
+                    job.push(b);
+                }
+            }
+            run_parts(jobs, |job| job.into_iter().try_for_each(pack))
+        } else {
+            blocks.into_iter().try_for_each(pack)
+        };
+        debug_assert!(res.is_ok(), "packing cannot fail");
+        PackedA { mr, m, k, data: buf }
+    }
+}
+
+/// The GEMM micro-kernel this CPU runs: [`gemm_serial`] calls it and [`PackedA`] packs
+/// for it.
+#[derive(Clone, Copy)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+enum Kernel {
+    Avx512,
+    Avx2,
+    Portable,
+}
+
+impl Kernel {
+    fn detect() -> Kernel {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx512f") {
+                return Kernel::Avx512;
+            }
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                return Kernel::Avx2;
+            }
+        }
+        Kernel::Portable
+    }
+
+    /// Its rows (MR).
+    fn rows(self) -> usize {
+        match self {
+            Kernel::Avx512 => MR512,
+            Kernel::Avx2 => MR_AVX2,
+            Kernel::Portable => MR_PORTABLE,
+        }
+    }
+}
+
+impl Mat<'_> {
+    /// Whether a `rows` x `cols` matrix fits in the data.
+    pub(super) fn fits(&self, rows: usize, cols: usize) -> bool {
+        if rows == 0 || cols == 0 {
+            return true;
+        }
+        let last = (rows - 1)
+            .checked_mul(self.rs)
+            .and_then(|r| (cols - 1).checked_mul(self.cs).and_then(|c| r.checked_add(c)));
+        last.is_some_and(|l| l < self.d.len())
+    }
+}
+
+/// `C += alpha * A B` with C row-major (`ldc` apart); splits over threads when `par` and the
+/// work is large.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: Mat,
+    b: Mat,
+    c: &mut [f32],
+    ldc: usize,
+    par: bool,
+) -> Result<(), String> {
+    if m == 0 || n == 0 || k == 0 {
+        return Ok(());
+    }
+    if n > ldc || !matches!((m - 1).checked_mul(ldc).and_then(|r| r.checked_add(n)), Some(l) if l <= c.len()) {
+        return Err("internal error: matrix product output out of range".into());
+    }
+    let mut rows: Vec<&mut [f32]> = c.chunks_mut(ldc).take(m).map(|r| &mut r[..n]).collect();
+    gemm_rows(m, n, k, alpha, a, b, &mut rows, par)
+}
+
+/// Hands out the column ranges `parts` (consecutive, from 0) of every row: one list of row
+/// segments per range.
+pub(super) fn split_columns<'a>(rows: &'a mut [&mut [f32]], parts: &[(usize, usize)]) -> Vec<Vec<&'a mut [f32]>> {
+    let mut out: Vec<Vec<&'a mut [f32]>> = parts.iter().map(|_| Vec::with_capacity(rows.len())).collect();
+    for row in rows.iter_mut() {
+        let mut rest: &'a mut [f32] = &mut row[..];
+        for (list, &(j0, j1)) in out.iter_mut().zip(parts) {
+            let take = (j1 - j0).min(rest.len());
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(take);
+            list.push(head);
+            rest = tail;
+        }
+    }
+    out
+}
+
+/// `C += alpha * A B` with C given as rows (at least `n` long each); splits the rows or
+/// the columns over threads when `par` and the work is large.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gemm_rows(
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: Mat,
+    b: Mat,
+    c: &mut [&mut [f32]],
+    par: bool,
+) -> Result<(), String> {
+    if m == 0 || n == 0 || k == 0 {
+        return Ok(());
+    }
+    if c.len() < m || c[..m].iter().any(|r| r.len() < n) || !a.fits(m, k) || !b.fits(k, n) {
+        return Err("internal error: matrix product operands out of range".into());
+    }
+    let c = &mut c[..m];
+    let t = if par && (m as f64) * (n as f64) * (k as f64) >= PAR_WORK { threads() } else { 1 };
+    if t > 1 && m >= 16 * t {
+        let per = m.div_ceil(t);
+        return run_parts(c.chunks_mut(per).enumerate(), |(ti, part)| {
+            let a_rows = Mat { d: &a.d[ti * per * a.rs..], packed: None, ..a };
+            gemm_serial(part.len(), n, k, alpha, a_rows, b, part);
+            Ok(())
+        });
+    }
+    if t > 1 && n >= 16 * t {
+        let parts = ranges(n, t, 16);
+        let lists = split_columns(c, &parts);
+        return run_parts(lists.into_iter().zip(parts.iter().copied()), |(mut rows, (j0, j1))| {
+            let b_cols = Mat { d: &b.d[j0 * b.cs..], ..b };
+            gemm_serial(m, j1 - j0, k, alpha, a, b_cols, &mut rows);
+            Ok(())
+        });
+    }
+    gemm_serial(m, n, k, alpha, a, b, c);
+    Ok(())
+}
+
+/// Single-threaded `C += alpha * A B` (operands already checked to fit).
+fn gemm_serial(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut [&mut [f32]]) {
+    if m < 4 && b.cs == 1 {
+        // Few rows: row-times-matrix as contiguous AXPYs over B's rows.
+        for (i, row) in c.iter_mut().enumerate().take(m) {
+            let row = &mut row[..n];
+            for p in 0..k {
+                let av = alpha * a.d[i * a.rs + p * a.cs];
+                let br = &b.d[p * b.rs..][..n];
+                row.iter_mut().zip(br).for_each(|(o, &v)| *o += av * v);
+            }
+        }
+        return;
+    }
+    if m < 4 && a.cs == 1 && b.rs == 1 {
+        // Few rows times a transposed B (e.g. a fully connected layer with transB): dot
+        // products of contiguous rows, each row of B read once.
+        for j in 0..n {
+            let bj = &b.d[j * b.cs..][..k];
+            for (i, row) in c.iter_mut().enumerate().take(m) {
+                row[j] += alpha * dot(&a.d[i * a.rs..][..k], bj);
+            }
+        }
+        return;
+    }
+    if n == 1 && a.cs == 1 && b.rs == 1 {
+        // Matrix-vector: dot products of contiguous rows.
+        let bv = &b.d[..k];
+        for (i, row) in c.iter_mut().enumerate().take(m) {
+            row[0] += alpha * dot(&a.d[i * a.rs..][..k], bv);
+        }
+        return;
+    }
+    match Kernel::detect() {
+        // SAFETY: the CPU supports AVX-512F (and FMA), as `detect` found.
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx512 => unsafe { gemm_packed_avx512(m, n, k, alpha, a, b, c) },
+        // SAFETY: the CPU supports AVX2 and FMA, as `detect` found.
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx2 => unsafe { gemm_packed_avx2(m, n, k, alpha, a, b, c) },
+        _ => gemm_packed::<MR_PORTABLE, 8, false>(m, n, k, alpha, a, b, c),
+    }
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { dot_avx2(a, b) };
+    }
+    dot_body(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+    dot_body(a, b)
+}
+
+/// Dot product with 32 independent partial sums (four AVX registers in flight).
+#[inline(always)]
+fn dot_body(a: &[f32], b: &[f32]) -> f32 {
+    const L: usize = 32;
+    let mut acc = [0f32; L];
+    let (ca, cb) = (a.chunks_exact(L), b.chunks_exact(L));
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for j in 0..L {
+            acc[j] += x[j] * y[j];
+        }
+    }
+    // Pairwise: lanes j and j + 8 (and so on) fold together, then the last 8.
+    let mut w = L;
+    while w > 8 {
+        w /= 2;
+        for j in 0..w {
+            acc[j] += acc[j + w];
+        }
+    }
+    acc[..8].iter().sum::<f32>() + tail
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gemm_packed_avx2(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut [&mut [f32]]) {
+    gemm_packed::<MR_AVX2, 16, true>(m, n, k, alpha, a, b, c);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn gemm_packed_avx512(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut [&mut [f32]]) {
+    gemm_packed::<MR512, NR512, true>(m, n, k, alpha, a, b, c);
+}
+
+const MR512: usize = 12;
+const MR_AVX2: usize = 6;
+const MR_PORTABLE: usize = 4;
+const NR512: usize = 32;
+
+/// Block sizes: A blocks are MC x KC, B panels KC x NC (MC and NC multiples of every MR / NR).
+const KC: usize = 256;
+const MC: usize = 96;
+const NC: usize = 2048;
+
+/// The packed, register-blocked GEMM: B panels packed in NR-wide strips, A blocks in
+/// MR-tall strips, an MR x NR micro-kernel over each pair.
+#[inline(always)]
+pub(super) fn gemm_packed<const MR: usize, const NR: usize, const FMA: bool>(
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: Mat,
+    b: Mat,
+    c: &mut [&mut [f32]],
+) {
+    // (Taken out of the thread-local, not borrowed in a closure: a closure would not
+    // inherit the caller's target features.)
+    let (mut ap, mut bp) = PACK.take();
+    gemm_blocks::<MR, NR, FMA>(m, n, k, alpha, a, b, c, &mut ap, &mut bp);
+    PACK.set((ap, bp));
+}
+
+/// [`gemm_packed`] with the packing buffers given.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn gemm_blocks<const MR: usize, const NR: usize, const FMA: bool>(
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: Mat,
+    b: Mat,
+    c: &mut [&mut [f32]],
+    ap: &mut Vec<f32>,
+    bp: &mut Vec<f32>,
+) {
+    for j0 in (0..n).step_by(NC) {
+        let nc = NC.min(n - j0);
+        for p0 in (0..k).step_by(KC) {
+            let kc = KC.min(k - p0);
+            pack_b::<NR>(&b, p0, j0, kc, nc, bp);
+            for i0 in (0..m).step_by(MC) {
+                let mc = MC.min(m - i0);
+                let strips = match a.packed.and_then(|p| p.block::<MR>(m, k, i0, p0, mc, kc)) {
+                    Some(strips) => strips,
+                    None => {
+                        pack_a::<MR>(&a, i0, p0, mc, kc, ap);
+                        &ap[..]
+                    }
+                };
+                for (js, bs) in bp.chunks_exact(NR * kc).enumerate() {
+                    let jj = j0 + js * NR;
+                    let nr = NR.min(n - jj);
+                    for (is, asl) in strips.chunks_exact(MR * kc).enumerate() {
+                        let ii = i0 + is * MR;
+                        let mr = MR.min(m - ii);
+                        let acc = micro::<MR, NR, FMA>(asl, bs);
+                        for (i, accr) in acc.iter().enumerate().take(mr) {
+                            let row = &mut c[ii + i][jj..jj + nr];
+                            row.iter_mut().zip(accr).for_each(|(o, &v)| *o += alpha * v);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn micro<const MR: usize, const NR: usize, const FMA: bool>(ap: &[f32], bp: &[f32]) -> [[f32; NR]; MR] {
+    let mut acc = [[0f32; NR]; MR];
+    for (av, bv) in ap.chunks_exact(MR).zip(bp.chunks_exact(NR)) {
+        for i in 0..MR {
+            let x = av[i];
+            for j in 0..NR {
+                acc[i][j] = if FMA { x.mul_add(bv[j], acc[i][j]) } else { acc[i][j] + x * bv[j] };
+            }
+        }
+    }
+    acc
+}
+
+/// Packs A[i0.., p0..] (mc x kc) as MR-tall strips, each k-major; short strips are zero-padded.
+/// (`out` is reused between calls: every element is written.)
+#[inline(always)]
+fn pack_a<const MR: usize>(a: &Mat, i0: usize, p0: usize, mc: usize, kc: usize, out: &mut Vec<f32>) {
+    out.resize(mc.div_ceil(MR) * MR * kc, 0.0);
+    pack_a_into::<MR>(a, i0, p0, mc, kc, out);
+}
+
+/// [`pack_a`] into `out`, which holds exactly the strips.
+#[inline(always)]
+fn pack_a_into<const MR: usize>(a: &Mat, i0: usize, p0: usize, mc: usize, kc: usize, out: &mut [f32]) {
+    for (s, dst) in out.chunks_exact_mut(MR * kc).enumerate() {
+        let rows = MR.min(mc - s * MR);
+        if rows < MR {
+            for p in 0..kc {
+                dst[p * MR + rows..p * MR + MR].fill(0.0);
+            }
+        }
+        if rows == MR && a.cs == 1 {
+            // A full strip of contiguous rows: read the MR rows side by side and write
+            // each column of the strip at once (the loop below scatters one row at a time).
+            let src: [&[f32]; MR] = std::array::from_fn(|ii| {
+                let base = (i0 + s * MR + ii) * a.rs + p0;
+                &a.d[base..base + kc]
+            });
+            for (p, col) in dst.chunks_exact_mut(MR).enumerate() {
+                for (c, r) in col.iter_mut().zip(&src) {
+                    *c = r[p];
+                }
+            }
+            continue;
+        }
+        for ii in 0..rows {
+            let base = (i0 + s * MR + ii) * a.rs + p0 * a.cs;
+            if a.cs == 1 {
+                for (p, &v) in a.d[base..base + kc].iter().enumerate() {
+                    dst[p * MR + ii] = v;
+                }
+            } else {
+                for p in 0..kc {
+                    dst[p * MR + ii] = a.d[base + p * a.cs];
+                }
+            }
+        }
+    }
+}
+
+/// Packs B[p0.., j0..] (kc x nc) as NR-wide strips, each k-major; short strips are zero-padded.
+#[inline(always)]
+fn pack_b<const NR: usize>(b: &Mat, p0: usize, j0: usize, kc: usize, nc: usize, out: &mut Vec<f32>) {
+    out.resize(nc.div_ceil(NR) * NR * kc, 0.0);
+    for (s, dst) in out.chunks_exact_mut(NR * kc).enumerate() {
+        let jj = j0 + s * NR;
+        let w = NR.min(j0 + nc - jj);
+        for (p, row) in dst.chunks_exact_mut(NR).enumerate() {
+            row[w..].fill(0.0);
+            let base = (p0 + p) * b.rs + jj * b.cs;
+            if b.cs == 1 {
+                row[..w].copy_from_slice(&b.d[base..base + w]);
+            } else {
+                for (j, v) in row[..w].iter_mut().enumerate() {
+                    *v = b.d[base + j * b.cs];
+                }
+            }
+        }
+    }
+}
