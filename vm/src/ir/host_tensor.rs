@@ -191,12 +191,14 @@ pub struct Derived {
     items: Mutex<Vec<(DerivedKey, Arc<dyn Any + Send + Sync>)>>,
 }
 
-/// What a [`Derived`] item is: its kind, where in the storage its source starts (bytes),
-/// and the dims the kernel derived it for.
+/// What a [`Derived`] item is: its kind, where in the storage the operand it comes from
+/// starts (bytes), which part of the operand (a kernel-defined index, such as a
+/// convolution's group) and the dims the kernel derived it for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DerivedKey {
     pub kind: &'static str,
     pub at: u64,
+    pub part: u64,
     pub dims: [u64; 2],
 }
 
@@ -245,15 +247,16 @@ pub struct ConstOperand<'a> {
 }
 
 impl ConstOperand<'_> {
-    /// [`Derived::get_or_make`] for the part of the operand that starts `at` bytes into it.
+    /// [`Derived::get_or_make`] for part `part` of the operand (the kernel says what its
+    /// parts are).
     pub fn get_or_make<T: Any + Send + Sync>(
         &self,
         kind: &'static str,
-        at: u64,
+        part: u64,
         dims: [u64; 2],
         make: impl FnOnce() -> T,
     ) -> Arc<T> {
-        self.derived.get_or_make(DerivedKey { kind, at: self.offset + at, dims }, make)
+        self.derived.get_or_make(DerivedKey { kind, at: self.offset, part, dims }, make)
     }
 }
 

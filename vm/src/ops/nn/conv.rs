@@ -3,6 +3,7 @@
 
 use super::gemm::{gemm, gemm_rows, split_columns, Mat, Packed, PackedA, PackedRows};
 use super::operands::prod;
+use super::winograd::{self, Wino};
 use super::workers::{par_items, ranges, run_parts, threads, PAR_WORK};
 use crate::ir::host_tensor::ConstOperand;
 use crate::ir::operators::nn::{ConvDims, Geo};
@@ -83,7 +84,7 @@ impl ConvItem<'_> {
 
     /// The group's weights packed once for all the GEMMs of its column chunks (none for the
     /// direct loops); give the buffer back with [`ConvItem::unpack`]. Constant weights
-    /// (`constant`: theirs, and where the group's start in them) are packed once for every
+    /// (`constant`: theirs, and the index of the group) are packed once for every
     /// call and kept with the constant: repacking them was a tenth of resnet50's time.
     fn pack(&self, wg: &[f32], constant: Option<(ConstOperand, u64)>) -> Option<Packed> {
         let krows = self.cg * self.kprod;
@@ -92,8 +93,8 @@ impl ConvItem<'_> {
             return None;
         }
         Some(match constant {
-            Some((c, at)) => {
-                Packed::Kept(c.get_or_make("conv weights packed", at, [self.mg as u64, krows as u64], || {
+            Some((c, group)) => {
+                Packed::Kept(c.get_or_make("conv weights packed", group, [self.mg as u64, krows as u64], || {
                     PackedA::new(a, self.mg, krows, Vec::new())
                 }))
             }
@@ -380,6 +381,9 @@ pub(super) fn conv_f32(
     if !sizes_ok || b.is_some_and(|b| b.len() != cd.m) {
         return Err("the tensors do not match their shapes".into());
     }
+    if let Some(wi) = Wino::new(cd) {
+        return winograd::conv(x, (w, w_const), b, &wi, y);
+    }
     // Every output element starts at its bias (or 0).
     match b {
         Some(b) if out_plane > 0 => y.chunks_mut(out_plane).zip(b.iter().cycle()).for_each(|(p, &bv)| p.fill(bv)),
@@ -393,7 +397,7 @@ pub(super) fn conv_f32(
         let wg = &w[gi * mg * krows..][..mg * krows];
         let mut rows: Vec<&mut [f32]> = yi.chunks_mut(out_plane).collect();
         let parts = if par && item_work >= PAR_WORK { ranges(out_plane, threads(), 64) } else { vec![] };
-        let packed = it.pack(wg, w_const.map(|c| (c, (gi * mg * krows * 4) as u64)));
+        let packed = it.pack(wg, w_const.map(|c| (c, gi as u64)));
         let wp = packed.as_ref().map(|p| p.get());
         // Too few columns to split (7x7 planes): threads take output channels instead.
         let row_parts = match wp {
@@ -476,41 +480,26 @@ thread_local! {
     static WEIGHTS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// `acc[j] += w * src[j + off]` for every `(off, w)` of `taps` in order, `FLAT` lanes of
-/// `acc` (a multiple of `FLAT` long) at a time, kept in registers over the taps. `src` must
-/// reach `acc.len() + off` for every tap.
-fn flat_taps(acc: &mut [f32], src: &[f32], taps: &[(usize, f32)]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
-        unsafe { flat_taps_avx2(acc, src, taps) };
-        return;
-    }
-    flat_taps_body(acc, src, taps);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn flat_taps_avx2(acc: &mut [f32], src: &[f32], taps: &[(usize, f32)]) {
-    flat_taps_body(acc, src, taps);
-}
-
-#[inline(always)]
-// The `expect` converts a slice of exactly FLAT lanes (the range says so) to an array, which
-// lets the compiler vectorise the loop without bounds checks.
-#[allow(clippy::expect_used)]
-fn flat_taps_body(acc: &mut [f32], src: &[f32], taps: &[(usize, f32)]) {
-    for (ci, a) in acc.chunks_exact_mut(FLAT).enumerate() {
-        let j = ci * FLAT;
-        let mut r = [0f32; FLAT];
-        r.copy_from_slice(a);
-        for &(off, w) in taps {
-            let s: &[f32; FLAT] = src[j + off..j + off + FLAT].try_into().expect("FLAT lanes");
-            for i in 0..FLAT {
-                r[i] += w * s[i];
+widest! {
+    /// `acc[j] += w * src[j + off]` for every `(off, w)` of `taps` in order, `FLAT` lanes of
+    /// `acc` (a multiple of `FLAT` long) at a time, kept in registers over the taps. `src`
+    /// must reach `acc.len() + off` for every tap.
+    // The `expect` converts a slice of exactly FLAT lanes (the range says so) to an array,
+    // which lets the compiler vectorise the loop without bounds checks.
+    #[allow(clippy::expect_used)]
+    fn flat_taps(acc: &mut [f32], src: &[f32], taps: &[(usize, f32)]) {
+        for (ci, a) in acc.chunks_exact_mut(FLAT).enumerate() {
+            let j = ci * FLAT;
+            let mut r = [0f32; FLAT];
+            r.copy_from_slice(a);
+            for &(off, w) in taps {
+                let s: &[f32; FLAT] = src[j + off..j + off + FLAT].try_into().expect("FLAT lanes");
+                for i in 0..FLAT {
+                    r[i] += w * s[i];
+                }
             }
+            a.copy_from_slice(&r);
         }
-        a.copy_from_slice(&r);
     }
 }
 

@@ -149,7 +149,18 @@ impl Kernel {
     }
 }
 
-impl Mat<'_> {
+impl<'a> Mat<'a> {
+    /// A left operand that is only its packing: its rows `r0..` of `p`.
+    pub(super) fn packed(p: &'a PackedA, r0: usize) -> Mat<'a> {
+        Mat { d: &[], rs: 0, cs: 0, packed: Some(PackedRows { p, r0 }) }
+    }
+
+    /// Whether a `rows` x `cols` left operand is all there: in the data, or packed.
+    fn covers(&self, rows: usize, cols: usize) -> bool {
+        self.fits(rows, cols)
+            || self.packed.is_some_and(|p| p.r0.is_multiple_of(p.p.mr) && p.r0 + rows <= p.p.m && p.p.k == cols)
+    }
+
     /// Whether a `rows` x `cols` matrix fits in the data.
     pub(super) fn fits(&self, rows: usize, cols: usize) -> bool {
         if rows == 0 || cols == 0 {
@@ -218,15 +229,24 @@ pub(super) fn gemm_rows(
     if m == 0 || n == 0 || k == 0 {
         return Ok(());
     }
-    if c.len() < m || c[..m].iter().any(|r| r.len() < n) || !a.fits(m, k) || !b.fits(k, n) {
+    if c.len() < m || c[..m].iter().any(|r| r.len() < n) || !a.covers(m, k) || !b.fits(k, n) {
         return Err("internal error: matrix product operands out of range".into());
     }
     let c = &mut c[..m];
     let t = if par && (m as f64) * (n as f64) * (k as f64) >= PAR_WORK { threads() } else { 1 };
     if t > 1 && m >= 16 * t {
-        let per = m.div_ceil(t);
+        // A packed operand is split between whole strips of its kernel's rows.
+        let per = match a.packed {
+            Some(p) => m.div_ceil(t).next_multiple_of(p.p.mr),
+            None => m.div_ceil(t),
+        };
         return run_parts(c.chunks_mut(per).enumerate(), |(ti, part)| {
-            let a_rows = Mat { d: &a.d[ti * per * a.rs..], packed: None, ..a };
+            let r0 = ti * per;
+            let a_rows = Mat {
+                d: a.d.get(r0 * a.rs..).unwrap_or(&[]),
+                packed: a.packed.map(|p| PackedRows { r0: p.r0 + r0, ..p }),
+                ..a
+            };
             gemm_serial(part.len(), n, k, alpha, a_rows, b, part);
             Ok(())
         });
@@ -246,7 +266,9 @@ pub(super) fn gemm_rows(
 
 /// Single-threaded `C += alpha * A B` (operands already checked to fit).
 fn gemm_serial(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut [&mut [f32]]) {
-    if m < 4 && b.cs == 1 {
+    // The shortcuts read A's data; a packed-only A goes to the packed kernel.
+    let dense = a.fits(m, k);
+    if dense && m < 4 && b.cs == 1 {
         // Few rows: row-times-matrix as contiguous AXPYs over B's rows.
         for (i, row) in c.iter_mut().enumerate().take(m) {
             let row = &mut row[..n];
@@ -258,7 +280,7 @@ fn gemm_serial(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut
         }
         return;
     }
-    if m < 4 && a.cs == 1 && b.rs == 1 {
+    if dense && m < 4 && a.cs == 1 && b.rs == 1 {
         // Few rows times a transposed B (e.g. a fully connected layer with transB): dot
         // products of contiguous rows, each row of B read once.
         for j in 0..n {
@@ -269,7 +291,7 @@ fn gemm_serial(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut
         }
         return;
     }
-    if n == 1 && a.cs == 1 && b.rs == 1 {
+    if dense && n == 1 && a.cs == 1 && b.rs == 1 {
         // Matrix-vector: dot products of contiguous rows.
         let bv = &b.d[..k];
         for (i, row) in c.iter_mut().enumerate().take(m) {
@@ -288,42 +310,28 @@ fn gemm_serial(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut
     }
 }
 
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { dot_avx2(a, b) };
-    }
-    dot_body(a, b)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
-    dot_body(a, b)
-}
-
-/// Dot product with 32 independent partial sums (four AVX registers in flight).
-#[inline(always)]
-fn dot_body(a: &[f32], b: &[f32]) -> f32 {
-    const L: usize = 32;
-    let mut acc = [0f32; L];
-    let (ca, cb) = (a.chunks_exact(L), b.chunks_exact(L));
-    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in ca.zip(cb) {
-        for j in 0..L {
-            acc[j] += x[j] * y[j];
+widest! {
+    /// Dot product with 32 independent partial sums (four AVX registers in flight).
+    fn dot(a: &[f32], b: &[f32]) -> f32 {
+        const L: usize = 32;
+        let mut acc = [0f32; L];
+        let (ca, cb) = (a.chunks_exact(L), b.chunks_exact(L));
+        let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+        for (x, y) in ca.zip(cb) {
+            for j in 0..L {
+                acc[j] += x[j] * y[j];
+            }
         }
-    }
-    // Pairwise: lanes j and j + 8 (and so on) fold together, then the last 8.
-    let mut w = L;
-    while w > 8 {
-        w /= 2;
-        for j in 0..w {
-            acc[j] += acc[j + w];
+        // Pairwise: lanes j and j + 8 (and so on) fold together, then the last 8.
+        let mut w = L;
+        while w > 8 {
+            w /= 2;
+            for j in 0..w {
+                acc[j] += acc[j + w];
+            }
         }
+        acc[..8].iter().sum::<f32>() + tail
     }
-    acc[..8].iter().sum::<f32>() + tail
 }
 
 #[cfg(target_arch = "x86_64")]

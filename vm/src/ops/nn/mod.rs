@@ -6,10 +6,13 @@
 //! im2col (skipped for pointwise kernels) plus a packed, cache-blocked GEMM; the GEMM and
 //! the per-(batch, group) work split over the available cores once the work is large.
 
+#[macro_use]
+mod simd;
 mod conv;
 mod gemm;
 mod operands;
 mod pool;
+mod winograd;
 mod workers;
 
 use conv::{conv_f32, conv_transpose_f32};

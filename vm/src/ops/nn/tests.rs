@@ -1,4 +1,5 @@
 use super::gemm::{gemm_packed, Mat};
+use super::winograd::Wino;
 use super::*;
 use crate::ir::host_tensor::ConstOperand;
 use crate::ir::host_tensor::HostTensor;
@@ -92,15 +93,79 @@ fn constant_conv_weights_are_packed_once_and_kept() {
     assert!(fresh.iter().any(|&b| b != 0));
 }
 
+/// The f64 result of a convolution of f32 tensors: the definition, in plain loops.
+fn conv_f64_of(x: &HostTensor, w: &HostTensor, b: Option<&HostTensor>, attrs: &Attrs) -> Vec<f64> {
+    let wide = |t: &HostTensor| {
+        let data = t.to_f64().iter().flat_map(|v| v.to_le_bytes()).collect();
+        HostTensor::new(DType::F64, t.shape.clone(), data).unwrap()
+    };
+    let (x64, w64, b64) = (wide(x), wide(w), b.map(wide));
+    let cd = conv_dims(&x.shape, &w.shape, b.map(|b| &b.shape[..]), attrs).unwrap();
+    let mut want = HostTensor::zeros(DType::F64, &cd.out_shape).unwrap();
+    let ins = [Some((&x64).into()), Some((&w64).into()), b64.as_ref().map(|b| b.into())];
+    conv(&ins, attrs, &mut [want.view_mut()]).unwrap();
+    want.to_f64()
+}
+
+/// Winograd F(2x2, 3x3) takes 3x3 convolutions with unit strides and agrees with the f64
+/// definition: odd and even planes, pads 0-2 on either side, groups and batches, a single
+/// block with its phases split between threads, many blocks split by tile rows; weights
+/// transformed per call and kept with their constant give the same bits.
+#[test]
+fn winograd_convolutions_match_naive_loops() {
+    use crate::ir::host_tensor::Derived;
+    // X shape, W shape, group, pads [top, left, bottom, right].
+    type Case<'a> = (&'a [i64], &'a [i64], i64, [i64; 4]);
+    let cases: &[Case] = &[
+        (&[1, 32, 9, 11], &[16, 32, 3, 3], 1, [1, 1, 1, 1]),
+        (&[2, 32, 10, 10], &[20, 32, 3, 3], 1, [0, 0, 0, 0]),
+        (&[1, 64, 13, 7], &[32, 32, 3, 3], 2, [2, 0, 1, 2]),
+        (&[1, 48, 14, 14], &[64, 48, 3, 3], 1, [0, 2, 2, 1]),
+        (&[1, 32, 57, 45], &[16, 32, 3, 3], 1, [1, 1, 1, 1]),
+    ];
+    for (case, &(xs, ws, group, pads)) in cases.iter().enumerate() {
+        let seed = 10 * case as u64;
+        let x = HostTensor::random(DType::F32, xs, seed).unwrap();
+        let w = HostTensor::random(DType::F32, ws, seed + 1).unwrap();
+        let b = HostTensor::random(DType::F32, &ws[..1], seed + 2).unwrap();
+        let attrs = Attrs(vec![
+            ("group".to_string(), AttrValue::Int(group)),
+            ("pads".to_string(), AttrValue::Ints(pads.to_vec())),
+        ]);
+        let cd = conv_dims(xs, ws, Some(&ws[..1]), &attrs).unwrap();
+        let wi = Wino::new(&cd).unwrap_or_else(|| panic!("case {case}: Winograd should take it"));
+        let want = conv_f64_of(&x, &w, Some(&b), &attrs);
+        let derived = Derived::default();
+        let run = |constant: Option<ConstOperand>| {
+            let mut y = HostTensor::zeros(DType::F32, &cd.out_shape).unwrap();
+            // Whatever the output held before is overwritten.
+            y.data.fill(0x7f);
+            let ins =
+                [Some(TensorRef::from(&x)), Some(TensorRef { constant, ..TensorRef::from(&w) }), Some((&b).into())];
+            conv(&ins, &attrs, &mut [y.view_mut()]).unwrap();
+            y
+        };
+        let fresh = run(None);
+        assert_close(&format!("case {case} ({wi:?})"), &fresh.to_f64(), &want);
+        let kept = Some(ConstOperand { derived: &derived, offset: 0 });
+        assert_eq!(run(kept).data, fresh.data, "case {case}: kept weights");
+        assert_eq!(derived.len(), group as usize, "case {case}: one transform per group");
+        assert_eq!(run(kept).data, fresh.data, "case {case}: kept weights, again");
+        assert_eq!(derived.len(), group as usize, "case {case}: reused");
+        assert!(want.iter().filter(|v| v.abs() > 1.0).count() > want.len() / 4, "case {case}: outputs of size O(1)");
+    }
+}
+
 /// A layer with few output positions (7x7, too few to split by columns) and much work
+/// (5x5: 3x3 kernels go to Winograd)
 /// is split between threads by output channels, each using its rows of the kept
 /// packing; it agrees with the f64 convolution.
 #[test]
 fn a_conv_with_few_columns_splits_its_channels_between_threads() {
     use crate::ir::host_tensor::Derived;
     let x = HostTensor::random(DType::F32, &[1, 64, 7, 7], 3).unwrap();
-    let w = HostTensor::random(DType::F32, &[100, 64, 3, 3], 4).unwrap();
-    let attrs = Attrs(vec![("pads".to_string(), AttrValue::Ints(vec![1, 1, 1, 1]))]);
+    let w = HostTensor::random(DType::F32, &[100, 64, 5, 5], 4).unwrap();
+    let attrs = Attrs(vec![("pads".to_string(), AttrValue::Ints(vec![2, 2, 2, 2]))]);
     let wide = |t: &HostTensor| {
         let data = t.to_f64().iter().flat_map(|v| v.to_le_bytes()).collect();
         HostTensor::new(DType::F64, t.shape.clone(), data).unwrap()
