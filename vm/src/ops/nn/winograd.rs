@@ -22,9 +22,14 @@ use std::sync::Arc;
 
 /// Positions of a transformed tile.
 const POS: usize = 16;
-/// Tiles per block, about (whole tile rows): a block's transformed input and products
-/// stay in the caches between the transforms and the products.
+/// Tiles per block, about (whole tile rows). Every block reads all the transformed
+/// weights, so blocks must be large for the products to outweigh that reading; the
+/// block's products stay in the core's cache because they are made for a chunk of
+/// output channels at a time.
 const BLOCK_TILES: usize = 256;
+/// Bytes of products per chunk of output channels: they stay in the core's cache from
+/// the products to the output transform.
+const M_BYTES: usize = 1 << 19;
 
 thread_local! {
     /// A block's transformed input `V` and products `M`, per thread.
@@ -153,11 +158,16 @@ pub(super) fn conv(
 /// several; a single block splits each phase instead.
 fn item_conv(xg: &[f32], u: &Weights, b: Option<&[f32]>, wi: &Wino, y: &mut [f32]) -> Result<(), String> {
     let (tw, th, ow, oh) = (wi.tw, wi.th, wi.ow, wi.oh);
-    let rows_per_block = (BLOCK_TILES / tw).clamp(1, th);
-    let blocks: Vec<(usize, usize)> =
-        (0..th).step_by(rows_per_block).map(|t0| (t0, (t0 + rows_per_block).min(th))).collect();
     let work = (POS * wi.mg * wi.cg * th * tw) as f64;
     let par = threads() > 1 && work >= PAR_WORK;
+    let mut count = th.div_ceil((BLOCK_TILES / tw).clamp(1, th));
+    if par && count > 1 {
+        // As many blocks for every thread, so that none waits for another.
+        count = count.next_multiple_of(threads()).min(th);
+    }
+    let rows_per_block = th.div_ceil(count);
+    let blocks: Vec<(usize, usize)> =
+        (0..th).step_by(rows_per_block).map(|t0| (t0, (t0 + rows_per_block).min(th))).collect();
     if blocks.len() == 1 && par {
         return BLOCK.with_borrow_mut(|(v, m)| one_block_split(xg, u, b, wi, v, m, y));
     }
@@ -173,17 +183,23 @@ fn item_conv(xg: &[f32], u: &Weights, b: Option<&[f32]>, wi: &Wino, y: &mut [f32
             rest = tail;
         }
     }
+    let mr = u.packed[0].mr;
     let job = |(&(t0, t1), mut rows): (&(usize, usize), Vec<&mut [f32]>)| {
         BLOCK.with_borrow_mut(|(v, m)| {
             let t = (t1 - t0) * tw;
             v.resize(wi.cg * POS * t, 0.0);
-            m.clear();
-            m.resize(wi.mg * POS * t, 0.0);
             input_transform(xg, wi, t0, t1, 0, v);
-            for (p, mut rows) in by_position(m, t).into_iter().enumerate() {
-                product(u, p, t, wi, v, &mut rows)?;
+            // Output channels in chunks (whole strips of the GEMM kernel's rows).
+            let chunk = (M_BYTES / (4 * POS * t) / mr * mr).max(mr);
+            for (k0, rows) in (0..wi.mg).step_by(chunk).zip(rows.chunks_mut(chunk)) {
+                let k1 = k0 + rows.len();
+                m.clear();
+                m.resize((k1 - k0) * POS * t, 0.0);
+                for (p, mut mrows) in by_position(m, t).into_iter().enumerate() {
+                    product(u, p, k0, t, wi, v, &mut mrows)?;
+                }
+                output_transform(m, b, wi, t0, t1, k0, rows);
             }
-            output_transform(m, b, wi, t0, t1, 0, &mut rows);
             Ok(())
         })
     };
@@ -229,7 +245,7 @@ fn one_block_split(
     let jobs: Vec<_> =
         ranges(POS, nt, 1).into_iter().map(|(p0, p1)| (p0, rows.by_ref().take(p1 - p0).collect::<Vec<_>>())).collect();
     run_parts(jobs, |(p0, mut rows)| {
-        rows.iter_mut().enumerate().try_for_each(|(i, prow)| product(u, p0 + i, t, wi, v, prow))
+        rows.iter_mut().enumerate().try_for_each(|(i, prow)| product(u, p0 + i, 0, t, wi, v, prow))
     })?;
     let m = &m[..];
     let kparts = ranges(wi.mg, nt, 1);
@@ -255,11 +271,20 @@ fn by_position(m: &mut [f32], t: usize) -> Vec<Vec<&mut [f32]>> {
     rows
 }
 
-/// `M[p] += U[p] V[p]` for position `p` (`rows`: M[p]'s rows, one per output channel).
-fn product(u: &Weights, p: usize, t: usize, wi: &Wino, v: &[f32], rows: &mut [&mut [f32]]) -> Result<(), String> {
-    let a = Mat::packed(&u.packed[p], 0);
+/// `M[p] += U[p] V[p]` for position `p` over output channels `k0..` (`rows`: M[p]'s
+/// rows, one per output channel from `k0`, which is a multiple of the kernel's rows).
+fn product(
+    u: &Weights,
+    p: usize,
+    k0: usize,
+    t: usize,
+    wi: &Wino,
+    v: &[f32],
+    rows: &mut [&mut [f32]],
+) -> Result<(), String> {
+    let a = Mat::packed(&u.packed[p], k0);
     let vb = Mat { d: &v[p * t..], rs: POS * t, cs: 1, packed: None };
-    gemm_rows(wi.mg, t, wi.cg, 1.0, a, vb, rows, false)
+    gemm_rows(rows.len(), t, wi.cg, 1.0, a, vb, rows, false)
 }
 
 widest! {
