@@ -2,6 +2,7 @@
 //! kernels, and the transposed convolution's GEMM + col2im.
 
 use super::gemm::{gemm, gemm_rows, split_columns, Mat, Packed, PackedA, PackedRows};
+use super::flat::{flat_taps, FlatPlane};
 use super::operands::prod;
 use super::winograd::{self, Wino};
 use super::workers::{par_items, ranges, run_parts, threads, PAR_WORK};
@@ -194,87 +195,41 @@ impl ConvItem<'_> {
         res
     }
 
-    /// The direct convolution of whole planes (1-D and 2-D kernels) as long vector loops.
-    /// Each input channel is copied once into a zero-padded plane `pw` wide (a multiple of
-    /// the column stride), split into `sx` phases (phase `p` holds the padded columns `p`,
-    /// `p + sx`, ...). Output position (oy, ox) then sits at the flat index
-    /// `j = oy * pwo + ox` (`pwo = sy * pw / sx`, the positions `ox >= ow` are scratch) and
-    /// kernel tap `t` reads the flat element `sx * j + off_t` of the padded plane, that is
-    /// element `j + off_t / sx` of phase `off_t % sx`: a contiguous run for every tap, over
-    /// all rows at once. The accumulators start from `y` (the bias) and add the taps in
-    /// order, channel by channel. False (nothing done) when the padded planes would be much
+    /// The direct convolution of whole planes (1-D and 2-D kernels) as long vector loops
+    /// over flat padded planes ([`FlatPlane`]): each input channel is copied once into its
+    /// zero-padded phases, and every kernel tap is a contiguous run over all the output
+    /// rows at once. The accumulators start from `y` (the bias) and add the taps in order,
+    /// channel by channel. False (nothing done) when the padded planes would be much
     /// larger than the tensors (huge pads or dilations).
     fn direct_flat(&self, xg: &[f32], wg: &[f32], y: &mut [&mut [f32]]) -> bool {
-        let g = self.g;
-        let two = g.k.len() == 2;
-        let at = |v: &[usize], one: usize| if two { (v[0], v[1]) } else { (one, v[0]) };
-        let ((ih, iw), (oh, ow), (kh, kw)) = (at(&g.in_sp, 1), at(&g.out_sp, 1), at(&g.k, 1));
-        let ((sy, sx), (dy, dx)) = (at(&g.s, 1), at(&g.d, 1));
-        let (pt, pl) = if two { (g.pb[0], g.pb[1]) } else { (0, g.pb[0]) };
         let (mg, cg, kprod) = (self.mg, self.cg, self.kprod);
-        if ow == 0 || oh == 0 || y.len() < mg || y[..mg].iter().any(|r| r.len() < oh * ow) {
-            return ow == 0 || oh == 0;
+        if self.out_plane == 0 {
+            return true;
         }
-        // Sizes in u128 first: anything far beyond the tensors falls back to `direct_2d`.
-        let limit = 16 * (self.in_plane + self.out_plane) as u128 + (1 << 16);
-        let (pt, pl) = (u128::try_from(pt).unwrap_or(u128::MAX), u128::try_from(pl).unwrap_or(u128::MAX));
-        let w_need = ((ow - 1) as u128 * sx as u128 + (kw - 1) as u128 * dx as u128 + 1).max(pl + iw as u128);
-        let pw128 = w_need.div_ceil(sx as u128) * sx as u128;
-        let rows_need = (pt + ih as u128).max((oh - 1) as u128 * sy as u128 + (kh - 1) as u128 * dy as u128 + 1);
-        let pwo128 = sy as u128 * pw128 / sx as u128;
-        if pt > limit || pl > limit || pw128 > limit || rows_need * pw128 > limit || oh as u128 * pwo128 > limit {
+        let Some(fp) = FlatPlane::new(self.g) else { return false };
+        if y.len() < mg || y[..mg].iter().any(|r| r.len() < self.out_plane) {
             return false;
         }
-        let (pt, pl, pw, pwo) = (pt as usize, pl as usize, pw128 as usize, pwo128 as usize);
-        // Flat tap offsets into the padded plane, row-major over the kernel.
-        let offs: Vec<usize> = (0..kh * kw).map(|t| (t / kw) * dy * pw + (t % kw) * dx).collect();
-        let max_off = offs.iter().max().copied().unwrap_or(0) / sx;
-        let len = (oh * pwo).div_ceil(FLAT) * FLAT;
-        // Every phase holds the padded input rows and the reads of the last lanes.
-        let plen = (len + max_off).max(rows_need as usize * pw / sx) + FLAT;
         let mut buf = SCRATCH.take();
         {
             buf.clear();
-            buf.resize(mg * len + sx * plen, 0.0);
-            let (acc, phases) = buf.split_at_mut(mg * len);
-            for (a, yr) in acc.chunks_exact_mut(len).zip(y.iter()) {
-                for oy in 0..oh {
-                    a[oy * pwo..][..ow].copy_from_slice(&yr[oy * ow..][..ow]);
-                }
+            buf.resize(mg * fp.len + fp.phases_len(), 0.0);
+            let (acc, phases) = buf.split_at_mut(mg * fp.len);
+            for (a, yr) in acc.chunks_exact_mut(fp.len).zip(y.iter()) {
+                fp.scatter(yr, a);
             }
             let mut taps: Vec<(usize, f32)> = Vec::with_capacity(kprod);
             for c in 0..cg {
-                if c > 0 {
-                    phases.fill(0.0);
-                }
-                let xp = &xg[c * self.in_plane..][..self.in_plane];
-                for (iy, xr) in xp.chunks_exact(iw.max(1)).take(ih).enumerate() {
-                    let base = (pt + iy) * pw / sx;
-                    if sx == 1 {
-                        phases[base + pl..][..iw].copy_from_slice(xr);
-                    } else {
-                        // Phase p takes the input columns ix with (pl + ix) % sx == p.
-                        for p in 0..sx {
-                            let ix0 = (p + sx - pl % sx) % sx;
-                            if ix0 >= iw {
-                                continue;
-                            }
-                            let dst = &mut phases[p * plen + base + (pl + ix0) / sx..];
-                            dst.iter_mut().zip(xr[ix0..].iter().step_by(sx)).for_each(|(o, &v)| *o = v);
-                        }
-                    }
-                }
-                for (m, a) in acc.chunks_exact_mut(len).enumerate() {
+                fp.load(&xg[c * self.in_plane..][..self.in_plane], phases, 0.0);
+                for (m, a) in acc.chunks_exact_mut(fp.len).enumerate() {
                     let wc = &wg[m * cg * kprod + c * kprod..][..kprod];
                     taps.clear();
-                    taps.extend(offs.iter().zip(wc).map(|(&o, &w)| ((o % sx) * plen + o / sx, w)));
+                    taps.extend(fp.taps.iter().zip(wc).map(|(&o, &w)| (o, w)));
                     flat_taps(a, phases, &taps);
                 }
             }
-            for (a, yr) in acc.chunks_exact(len).zip(y.iter_mut()) {
-                for oy in 0..oh {
-                    yr[oy * ow..][..ow].copy_from_slice(&a[oy * pwo..][..ow]);
-                }
+            for (a, yr) in acc.chunks_exact(fp.len).zip(y.iter_mut()) {
+                fp.gather(a, yr);
             }
         }
         SCRATCH.set(buf);
@@ -468,9 +423,6 @@ pub(super) fn conv_transpose_f32(
     Ok(())
 }
 
-/// Accumulator lanes per step of [`flat_taps`].
-const FLAT: usize = 16;
-
 thread_local! {
     /// Per-thread scratch buffers, reused between calls: the direct convolution's planes
     /// and the im2col columns.
@@ -478,29 +430,6 @@ thread_local! {
     static COLS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     /// A convolution group's packed weights ([`ConvItem::pack`]).
     static WEIGHTS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-}
-
-widest! {
-    /// `acc[j] += w * src[j + off]` for every `(off, w)` of `taps` in order, `FLAT` lanes of
-    /// `acc` (a multiple of `FLAT` long) at a time, kept in registers over the taps. `src`
-    /// must reach `acc.len() + off` for every tap.
-    // The `expect` converts a slice of exactly FLAT lanes (the range says so) to an array,
-    // which lets the compiler vectorise the loop without bounds checks.
-    #[allow(clippy::expect_used)]
-    fn flat_taps(acc: &mut [f32], src: &[f32], taps: &[(usize, f32)]) {
-        for (ci, a) in acc.chunks_exact_mut(FLAT).enumerate() {
-            let j = ci * FLAT;
-            let mut r = [0f32; FLAT];
-            r.copy_from_slice(a);
-            for &(off, w) in taps {
-                let s: &[f32; FLAT] = src[j + off..j + off + FLAT].try_into().expect("FLAT lanes");
-                for i in 0..FLAT {
-                    r[i] += w * s[i];
-                }
-            }
-            a.copy_from_slice(&r);
-        }
-    }
 }
 
 /// For kernel tap `kk` on one axis (stride `s`, dilation `d`, begin padding `pb`): the

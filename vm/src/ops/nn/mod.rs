@@ -9,6 +9,7 @@
 #[macro_use]
 mod simd;
 mod conv;
+mod flat;
 mod gemm;
 mod operands;
 mod pool;

@@ -1,6 +1,7 @@
 //! Pooling: MaxPool (with indices), AveragePool and the global pools.
 
 use super::conv::{ceil_div, hit_range};
+use super::flat::{flat_max, flat_sum, FlatPlane};
 use super::operands::{check_len, check_out, fill_f32, host_input, prod, put_wide, unflatten, values, write_f32};
 use super::workers::par_items;
 use crate::ir::host_tensor::{load_f64, numel, TensorMut, TensorRef};
@@ -8,6 +9,8 @@ use crate::ir::operators::nn::{
     flag, global_shape, pool_dims, validate_average_pool, validate_max_pool, Geo, PoolDims, MAX_POOL_DTYPES,
 };
 use crate::ir::types::DType;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use crate::ops::Attrs;
 
 /// For one output coordinate on one axis: the first input position the window covers
@@ -269,6 +272,72 @@ fn pool_2d<P: PoolOut>(x: &[f32], pd: &PoolDims, kind: PoolKind, y: &mut [P]) ->
     })
 }
 
+thread_local! {
+    /// [`pool_flat`]'s accumulator and padded phases, per thread.
+    static FLAT_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// [`pool_2d`] for 1-D and 2-D windows over whole planes as long vector loops
+/// ([`FlatPlane`]): the plane is copied once into padded phases (`-inf` around it for
+/// MaxPool, 0 for AveragePool) and every window tap is a contiguous run over all the
+/// output rows, so short rows cost no more than long ones. The results are
+/// [`pool_2d`]'s, bit for bit: MaxPool starts from the window's first tap and keeps
+/// strictly greater values (a padding tap, `-inf`, is never greater than a tap inside
+/// the input that is not a NaN; a plane holding a NaN is left to [`pool_2d`], where a
+/// window's first inside tap decides), and AveragePool adds the taps in order from 0
+/// (padding adds 0, which changes no sum) and divides by the same count. False when the
+/// flat layout does not fit or a plane holds a NaN: `y` is then for [`pool_2d`] to write.
+fn pool_flat(x: &[f32], pd: &PoolDims, kind: PoolKind, y: &mut [f32]) -> Result<bool, String> {
+    let g = &pd.geo;
+    let Some(fp) = FlatPlane::new(g) else { return Ok(false) };
+    let (in_plane, out_plane) = (prod(&g.in_sp), prod(&g.out_sp));
+    if x.len() != pd.n * pd.c * in_plane || y.len() != pd.n * pd.c * out_plane {
+        return Err("the tensors do not match their shapes".into());
+    }
+    // AveragePool's divisor per output row and column (separable), as pool_2d's.
+    let taps = pool_taps(g);
+    let counts = |i: usize, include_pad: bool| -> Vec<usize> {
+        taps.get(i).map_or(vec![1], |t| t.iter().map(|t| if include_pad { t.padded } else { t.hits }).collect())
+    };
+    let two = g.k.len() == 2;
+    let (cy, cx) = match kind {
+        PoolKind::Average { include_pad } if two => (counts(0, include_pad), counts(1, include_pad)),
+        PoolKind::Average { include_pad } => (vec![1], counts(0, include_pad)),
+        PoolKind::Max => (vec![], vec![]),
+    };
+    // Per output position, the divisor.
+    let divisors: Vec<f32> = cy.iter().flat_map(|&a| cx.iter().map(move |&b| a.saturating_mul(b) as f32)).collect();
+    let window = fp.taps.len().min(in_plane.max(1));
+    let nan = AtomicBool::new(false);
+    par_items(y, out_plane, y.len() as f64 * window as f64, |plane, yp, _| {
+        let xp = &x[plane * in_plane..][..in_plane];
+        FLAT_BUF.with_borrow_mut(|buf| {
+            buf.resize(fp.len + fp.phases_len(), 0.0);
+            let (acc, phases) = buf.split_at_mut(fp.len);
+            match kind {
+                PoolKind::Max => {
+                    // (A fold, not `any`: it vectorises.)
+                    if xp.iter().fold(false, |a, v| a | v.is_nan()) {
+                        nan.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                    fp.load(xp, phases, f32::NEG_INFINITY);
+                    flat_max(acc, phases, &fp.taps);
+                    fp.gather(acc, yp);
+                }
+                PoolKind::Average { .. } => {
+                    fp.load(xp, phases, 0.0);
+                    flat_sum(acc, phases, &fp.taps);
+                    fp.gather(acc, yp);
+                    yp.iter_mut().zip(&divisors).for_each(|(v, &d)| *v /= d);
+                }
+            }
+        });
+        Ok(())
+    })
+    .map(|()| !nan.load(Ordering::Relaxed))
+}
+
 pub(super) fn max_pool(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
     validate_max_pool(attrs)?;
     let x = host_input(ins, 0, "X")?;
@@ -283,7 +352,12 @@ pub(super) fn max_pool(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [Ten
             return max_pool_wide(x, &pd, attrs, outs);
         }
         if rows_pool(&pd.geo) {
-            return write_f32(&mut outs[0], |y| pool_2d(&xv, &pd, PoolKind::Max, y));
+            return write_f32(&mut outs[0], |y| {
+                if pool_flat(&xv, &pd, PoolKind::Max, y)? {
+                    return Ok(());
+                }
+                pool_2d(&xv, &pd, PoolKind::Max, y)
+            });
         }
         return fill_f32(&mut outs[0], |y| pool_f32(&xv, &pd, PoolKind::Max, y));
     }
@@ -354,7 +428,13 @@ pub(super) fn average_pool(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut 
     let include_pad = flag(attrs, "count_include_pad")?;
     let xv = values(x, "X")?;
     if rows_pool(&pd.geo) {
-        return write_f32(&mut outs[0], |y| pool_2d(&xv, &pd, PoolKind::Average { include_pad }, y));
+        let kind = PoolKind::Average { include_pad };
+        return write_f32(&mut outs[0], |y| {
+            if pool_flat(&xv, &pd, kind, y)? {
+                return Ok(());
+            }
+            pool_2d(&xv, &pd, kind, y)
+        });
     }
     fill_f32(&mut outs[0], |y| pool_f32(&xv, &pd, PoolKind::Average { include_pad }, y))
 }
@@ -399,4 +479,81 @@ pub(super) fn global_average_pool(ins: &[Option<TensorRef>], _: &Attrs, outs: &m
 
 pub(super) fn global_max_pool(ins: &[Option<TensorRef>], _: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
     global_pool(ins, outs, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::attrs::AttrValue;
+
+    /// Pseudo-random values with signed zeros and infinities among them: where MaxPool's
+    /// tie rules and AveragePool's sums would show a different order of taps.
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                match s % 16 {
+                    0 => 0.0,
+                    1 => -0.0,
+                    2 => f32::NEG_INFINITY,
+                    3 => f32::INFINITY,
+                    r => ((s >> 20) % 2001) as f32 / 1000.0 - 1.0 + r as f32 * 1e-3,
+                }
+            })
+            .collect()
+    }
+
+    /// The flat-plane pooling gives the row pooling's bits over 1-D and 2-D windows of
+    /// every shape: kernels 1-4, strides 1-3, dilations 1-2, pads 0-2 on either side,
+    /// ceil_mode, count_include_pad; a plane with a NaN is left to the row pooling.
+    #[test]
+    fn flat_pools_give_the_row_pools_bits() {
+        let mut cases = 0;
+        for two in [false, true] {
+            for (k, s, d) in [(1, 1, 1), (2, 2, 1), (3, 1, 1), (3, 2, 1), (3, 3, 1), (2, 1, 2), (4, 2, 1), (3, 2, 2)] {
+                for (pb, pe) in [(0, 0), (1, 1), (0, 1), (2, 1), (1, 2)] {
+                    if pb >= k || pe >= k {
+                        continue;
+                    }
+                    for ceil in [0, 1] {
+                        let spatial: Vec<i64> = if two { vec![9, 12] } else { vec![13] };
+                        let nd = spatial.len();
+                        let shape: Vec<i64> = [2, 3].into_iter().chain(spatial).collect();
+                        let rep = |v: i64| AttrValue::Ints(vec![v; nd]);
+                        let pads: Vec<i64> = std::iter::repeat_n(pb, nd).chain(std::iter::repeat_n(pe, nd)).collect();
+                        let attrs = Attrs(vec![
+                            ("kernel_shape".into(), rep(k)),
+                            ("strides".into(), rep(s)),
+                            ("dilations".into(), rep(d)),
+                            ("pads".into(), AttrValue::Ints(pads)),
+                            ("ceil_mode".into(), AttrValue::Int(ceil)),
+                        ]);
+                        let Ok(pd) = pool_dims(&shape, &attrs) else { continue };
+                        let x = values(shape.iter().product::<i64>() as usize, cases);
+                        let n = pd.out_shape.iter().product::<i64>() as usize;
+                        let kinds = [
+                            PoolKind::Max,
+                            PoolKind::Average { include_pad: false },
+                            PoolKind::Average { include_pad: true },
+                        ];
+                        for kind in kinds {
+                            let (mut flat, mut rows) = (vec![7.0f32; n], vec![7.0f32; n]);
+                            assert!(pool_flat(&x, &pd, kind, &mut flat).unwrap(), "{attrs}");
+                            pool_2d(&x, &pd, kind, &mut rows).unwrap();
+                            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                            assert_eq!(bits(&flat), bits(&rows), "{attrs}");
+                        }
+                        let mut with_nan = x.clone();
+                        with_nan[5] = f32::NAN;
+                        assert!(!pool_flat(&with_nan, &pd, PoolKind::Max, &mut vec![0.0; n]).unwrap());
+                        cases += 1;
+                    }
+                }
+            }
+        }
+        assert!(cases > 100, "{cases} geometries");
+    }
 }
