@@ -1,8 +1,9 @@
 //! Convolutions on f32: im2col + GEMM, direct loops for depthwise and few-channel
 //! kernels, and the transposed convolution's GEMM + col2im.
 
-use super::gemm::{gemm, gemm_rows, split_columns, Mat, Packed, PackedA, PackedRows};
+use super::epilogue::{Epilogue, Post};
 use super::flat::{flat_taps, FlatPlane};
+use super::gemm::{gemm, gemm_rows, split_columns, Mat, Packed, PackedA, PackedRows};
 use super::operands::prod;
 use super::winograd::{self, Wino};
 use super::workers::{par_items, ranges, run_parts, threads, PAR_WORK};
@@ -109,11 +110,12 @@ impl ConvItem<'_> {
         }
     }
 
-    /// Adds output columns `q0..q1` of output channels `r0..r1` of a convolution item to `y`
-    /// (`r1 - r0` row segments holding those columns). `xg` holds the group's input
-    /// channels, `wg` its weights ([Mg, Cg * kernel]), `wp` them packed
-    /// ([`ConvItem::pack`]). A part of the channels (`r0` a multiple of the GEMM kernel's
-    /// rows) only where the item is a GEMM, not for the direct loops.
+    /// Computes output columns `q0..q1` of output channels `r0..r1` of a convolution item
+    /// into `y` (`r1 - r0` row segments holding those columns): written with `epi` (whose
+    /// rows and columns are the item's) where the item is a GEMM, added to what `y` holds
+    /// (the bias) by the direct loops. `xg` holds the group's input channels, `wg` its
+    /// weights ([Mg, Cg * kernel]), `wp` them packed ([`ConvItem::pack`]). A part of the
+    /// channels (`r0` a multiple of the GEMM kernel's rows) only where the item is a GEMM.
     #[allow(clippy::too_many_arguments)]
     fn conv_cols(
         &self,
@@ -124,23 +126,17 @@ impl ConvItem<'_> {
         q0: usize,
         q1: usize,
         y: &mut [&mut [f32]],
+        epi: Epilogue,
     ) -> Result<(), String> {
         let (g, cg, mg, kprod) = (self.g, self.cg, self.mg, self.kprod);
         let krows = cg * kprod;
         let a = Mat { d: &wg[r0 * krows..], rs: krows, cs: 1, packed: wp.map(|p| PackedRows { p, r0 }) };
         let rows = r1 - r0;
+        let epi = epi.at(r0, q0);
         debug_assert!((r0, r1) == (0, mg) || !self.direct());
         if self.pointwise() {
-            return gemm_rows(
-                rows,
-                q1 - q0,
-                cg,
-                1.0,
-                a,
-                Mat { d: &xg[q0..], rs: self.in_plane, cs: 1, packed: None },
-                y,
-                false,
-            );
+            let b = Mat { d: &xg[q0..], rs: self.in_plane, cs: 1, packed: None };
+            return gemm_rows(rows, q1 - q0, cg, 1.0, a, b, y, false, epi);
         }
         let nd = g.k.len();
         if self.direct() && nd <= 2 {
@@ -186,7 +182,8 @@ impl ConvItem<'_> {
                 let cols = &mut cols[..krows * wd];
                 im2col(xg, g, &self.taps, c0, c1, cols);
                 let mut sub: Vec<&mut [f32]> = y.iter_mut().map(|r| &mut r[c0 - q0..c1 - q0]).collect();
-                gemm_rows(rows, wd, krows, 1.0, a, Mat { d: cols, rs: wd, cs: 1, packed: None }, &mut sub, false)?;
+                let b = Mat { d: cols, rs: wd, cs: 1, packed: None };
+                gemm_rows(rows, wd, krows, 1.0, a, b, &mut sub, false, epi.at(0, c0 - q0))?;
             }
             Ok(())
         };
@@ -327,6 +324,7 @@ pub(super) fn conv_f32(
     (w, w_const): (&[f32], Option<ConstOperand>),
     b: Option<&[f32]>,
     cd: &ConvDims,
+    post: Post,
     y: &mut [f32],
 ) -> Result<(), String> {
     let it = ConvItem::new(cd);
@@ -337,12 +335,19 @@ pub(super) fn conv_f32(
         return Err("the tensors do not match their shapes".into());
     }
     if let Some(wi) = Wino::new(cd) {
-        return winograd::conv(x, (w, w_const), b, &wi, y);
+        return winograd::conv(x, (w, w_const), b, post, &wi, y);
     }
-    // Every output element starts at its bias (or 0).
-    match b {
-        Some(b) if out_plane > 0 => y.chunks_mut(out_plane).zip(b.iter().cycle()).for_each(|(p, &bv)| p.fill(bv)),
-        _ => y.fill(0.0),
+    if post.z.is_some_and(|z| z.len() != y.len()) {
+        return Err("Z does not match the output".into());
+    }
+    // The GEMMs write their output with the bias and the epilogue; the direct loops add to
+    // the bias, and the epilogue follows them.
+    let direct = it.direct();
+    if direct {
+        match b {
+            Some(b) if out_plane > 0 => y.chunks_mut(out_plane).zip(b.iter().cycle()).for_each(|(p, &bv)| p.fill(bv)),
+            _ => y.fill(0.0),
+        }
     }
     let item_work = mg as f64 * out_plane as f64 * krows as f64;
     let (group, it) = (cd.group, &it);
@@ -351,6 +356,10 @@ pub(super) fn conv_f32(
         let xg = &x[(ni * cd.c + gi * cg) * in_plane..][..cg * in_plane];
         let wg = &w[gi * mg * krows..][..mg * krows];
         let mut rows: Vec<&mut [f32]> = yi.chunks_mut(out_plane).collect();
+        let z_rows: Option<Vec<&[f32]>> =
+            post.z.map(|z| z[item * mg * out_plane..][..mg * out_plane].chunks(out_plane.max(1)).collect());
+        let bg = b.map(|b| &b[gi * mg..][..mg]);
+        let epi = Epilogue::write(bg, post.act, z_rows.as_deref());
         let parts = if par && item_work >= PAR_WORK { ranges(out_plane, threads(), 64) } else { vec![] };
         let packed = it.pack(wg, w_const.map(|c| (c, gi as u64)));
         let wp = packed.as_ref().map(|p| p.get());
@@ -370,19 +379,23 @@ pub(super) fn conv_f32(
                 lists.push((part, (r0, r1)));
                 rest = tail;
             }
-            run_parts(lists, |(list, range)| it.conv_cols(xg, wg, wp, range, 0, out_plane, list))
+            run_parts(lists, |(list, range)| it.conv_cols(xg, wg, wp, range, 0, out_plane, list, epi))
         } else if parts.len() < 2 {
-            it.conv_cols(xg, wg, wp, (0, mg), 0, out_plane, &mut rows)
+            it.conv_cols(xg, wg, wp, (0, mg), 0, out_plane, &mut rows, epi)
         } else {
             // One large item: threads take ranges of output columns (im2col included).
             let lists = split_columns(&mut rows, &parts);
             run_parts(lists.into_iter().zip(parts.iter().copied()), |(mut list, (q0, q1))| {
-                it.conv_cols(xg, wg, wp, (0, mg), q0, q1, &mut list)
+                it.conv_cols(xg, wg, wp, (0, mg), q0, q1, &mut list, epi)
             })
         };
         ConvItem::unpack(packed);
         res
-    })
+    })?;
+    if direct && post.any() {
+        post.apply(0, y);
+    }
+    Ok(())
 }
 
 pub(super) fn conv_transpose_f32(

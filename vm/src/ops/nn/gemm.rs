@@ -1,5 +1,6 @@
 //! The packed, cache-blocked f32 GEMM the convolutions and matrix products run on.
 
+use super::epilogue::Epilogue;
 use super::workers::{ranges, run_parts, threads, PAR_WORK};
 use std::cell::RefCell;
 
@@ -194,7 +195,7 @@ pub(super) fn gemm(
         return Err("internal error: matrix product output out of range".into());
     }
     let mut rows: Vec<&mut [f32]> = c.chunks_mut(ldc).take(m).map(|r| &mut r[..n]).collect();
-    gemm_rows(m, n, k, alpha, a, b, &mut rows, par)
+    gemm_rows(m, n, k, alpha, a, b, &mut rows, par, Epilogue::ADD)
 }
 
 /// Hands out the column ranges `parts` (consecutive, from 0) of every row: one list of row
@@ -225,6 +226,7 @@ pub(super) fn gemm_rows(
     b: Mat,
     c: &mut [&mut [f32]],
     par: bool,
+    epi: Epilogue,
 ) -> Result<(), String> {
     if m == 0 || n == 0 || k == 0 {
         return Ok(());
@@ -247,7 +249,7 @@ pub(super) fn gemm_rows(
                 packed: a.packed.map(|p| PackedRows { r0: p.r0 + r0, ..p }),
                 ..a
             };
-            gemm_serial(part.len(), n, k, alpha, a_rows, b, part);
+            gemm_serial(part.len(), n, k, alpha, a_rows, b, part, epi.at(r0, 0));
             Ok(())
         });
     }
@@ -256,57 +258,100 @@ pub(super) fn gemm_rows(
         let lists = split_columns(c, &parts);
         return run_parts(lists.into_iter().zip(parts.iter().copied()), |(mut rows, (j0, j1))| {
             let b_cols = Mat { d: &b.d[j0 * b.cs..], ..b };
-            gemm_serial(m, j1 - j0, k, alpha, a, b_cols, &mut rows);
+            gemm_serial(m, j1 - j0, k, alpha, a, b_cols, &mut rows, epi.at(0, j0));
             Ok(())
         });
     }
-    gemm_serial(m, n, k, alpha, a, b, c);
+    gemm_serial(m, n, k, alpha, a, b, c, epi);
     Ok(())
 }
 
-/// Single-threaded `C += alpha * A B` (operands already checked to fit).
-fn gemm_serial(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut [&mut [f32]]) {
+/// Single-threaded `C += alpha * A B`, or what `epi` says (operands already checked to
+/// fit).
+#[allow(clippy::too_many_arguments)]
+fn gemm_serial(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut [&mut [f32]], epi: Epilogue) {
     // The shortcuts read A's data; a packed-only A goes to the packed kernel.
-    let dense = a.fits(m, k);
-    if dense && m < 4 && b.cs == 1 {
-        // Few rows: row-times-matrix as contiguous AXPYs over B's rows.
-        for (i, row) in c.iter_mut().enumerate().take(m) {
-            let row = &mut row[..n];
-            for p in 0..k {
-                let av = alpha * a.d[i * a.rs + p * a.cs];
-                let br = &b.d[p * b.rs..][..n];
-                row.iter_mut().zip(br).for_each(|(o, &v)| *o += av * v);
-            }
-        }
-        return;
-    }
-    if dense && m < 4 && a.cs == 1 && b.rs == 1 {
-        // Few rows times a transposed B (e.g. a fully connected layer with transB): dot
-        // products of contiguous rows, each row of B read once.
-        for j in 0..n {
-            let bj = &b.d[j * b.cs..][..k];
+    if let Some(shortcut) = Shortcut::of(m, n, &a, &b).filter(|_| a.fits(m, k)) {
+        // They add to C: start it as the epilogue says, and finish it after.
+        if epi.overwrite {
             for (i, row) in c.iter_mut().enumerate().take(m) {
-                row[j] += alpha * dot(&a.d[i * a.rs..][..k], bj);
+                row[..n].fill(epi.start(i));
             }
         }
-        return;
-    }
-    if dense && n == 1 && a.cs == 1 && b.rs == 1 {
-        // Matrix-vector: dot products of contiguous rows.
-        let bv = &b.d[..k];
-        for (i, row) in c.iter_mut().enumerate().take(m) {
-            row[0] += alpha * dot(&a.d[i * a.rs..][..k], bv);
+        shortcut.run(m, n, k, alpha, a, b, c);
+        if epi.post() {
+            for (i, row) in c.iter_mut().enumerate().take(m) {
+                epi.finish(i, 0, &mut row[..n]);
+            }
         }
         return;
     }
     match Kernel::detect() {
         // SAFETY: the CPU supports AVX-512F (and FMA), as `detect` found.
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx512 => unsafe { gemm_packed_avx512(m, n, k, alpha, a, b, c) },
+        Kernel::Avx512 => unsafe { gemm_packed_avx512(m, n, k, alpha, a, b, c, epi) },
         // SAFETY: the CPU supports AVX2 and FMA, as `detect` found.
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx2 => unsafe { gemm_packed_avx2(m, n, k, alpha, a, b, c) },
-        _ => gemm_packed::<MR_PORTABLE, 8, false>(m, n, k, alpha, a, b, c),
+        Kernel::Avx2 => unsafe { gemm_packed_avx2(m, n, k, alpha, a, b, c, epi) },
+        _ => gemm_packed::<MR_PORTABLE, 8, false>(m, n, k, alpha, a, b, c, epi),
+    }
+}
+
+/// The products [`gemm_serial`] runs without packing: few rows or a single column, as row
+/// AXPYs or dot products over dense operands.
+#[derive(Clone, Copy)]
+enum Shortcut {
+    /// Few rows: row-times-matrix as contiguous AXPYs over B's rows.
+    RowAxpys,
+    /// Few rows times a transposed B (e.g. a fully connected layer with transB): dot
+    /// products of contiguous rows, each row of B read once.
+    RowDots,
+    /// Matrix-vector: dot products of contiguous rows.
+    MatVec,
+}
+
+impl Shortcut {
+    fn of(m: usize, n: usize, a: &Mat, b: &Mat) -> Option<Shortcut> {
+        if m < 4 && b.cs == 1 {
+            Some(Shortcut::RowAxpys)
+        } else if m < 4 && a.cs == 1 && b.rs == 1 {
+            Some(Shortcut::RowDots)
+        } else if n == 1 && a.cs == 1 && b.rs == 1 {
+            Some(Shortcut::MatVec)
+        } else {
+            None
+        }
+    }
+
+    /// `C += alpha * A B`.
+    #[allow(clippy::too_many_arguments)]
+    fn run(self, m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut [&mut [f32]]) {
+        match self {
+            Shortcut::RowAxpys => {
+                for (i, row) in c.iter_mut().enumerate().take(m) {
+                    let row = &mut row[..n];
+                    for p in 0..k {
+                        let av = alpha * a.d[i * a.rs + p * a.cs];
+                        let br = &b.d[p * b.rs..][..n];
+                        row.iter_mut().zip(br).for_each(|(o, &v)| *o += av * v);
+                    }
+                }
+            }
+            Shortcut::RowDots => {
+                for j in 0..n {
+                    let bj = &b.d[j * b.cs..][..k];
+                    for (i, row) in c.iter_mut().enumerate().take(m) {
+                        row[j] += alpha * dot(&a.d[i * a.rs..][..k], bj);
+                    }
+                }
+            }
+            Shortcut::MatVec => {
+                let bv = &b.d[..k];
+                for (i, row) in c.iter_mut().enumerate().take(m) {
+                    row[0] += alpha * dot(&a.d[i * a.rs..][..k], bv);
+                }
+            }
+        }
     }
 }
 
@@ -336,14 +381,34 @@ widest! {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn gemm_packed_avx2(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut [&mut [f32]]) {
-    gemm_packed::<MR_AVX2, 16, true>(m, n, k, alpha, a, b, c);
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_packed_avx2(
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: Mat,
+    b: Mat,
+    c: &mut [&mut [f32]],
+    epi: Epilogue,
+) {
+    gemm_packed::<MR_AVX2, 16, true>(m, n, k, alpha, a, b, c, epi);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
-unsafe fn gemm_packed_avx512(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut [&mut [f32]]) {
-    gemm_packed::<MR512, NR512, true>(m, n, k, alpha, a, b, c);
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_packed_avx512(
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: Mat,
+    b: Mat,
+    c: &mut [&mut [f32]],
+    epi: Epilogue,
+) {
+    gemm_packed::<MR512, NR512, true>(m, n, k, alpha, a, b, c, epi);
 }
 
 const MR512: usize = 12;
@@ -358,6 +423,7 @@ const NC: usize = 2048;
 
 /// The packed, register-blocked GEMM: B panels packed in NR-wide strips, A blocks in
 /// MR-tall strips, an MR x NR micro-kernel over each pair.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(super) fn gemm_packed<const MR: usize, const NR: usize, const FMA: bool>(
     m: usize,
@@ -367,11 +433,12 @@ pub(super) fn gemm_packed<const MR: usize, const NR: usize, const FMA: bool>(
     a: Mat,
     b: Mat,
     c: &mut [&mut [f32]],
+    epi: Epilogue,
 ) {
     // (Taken out of the thread-local, not borrowed in a closure: a closure would not
     // inherit the caller's target features.)
     let (mut ap, mut bp) = PACK.take();
-    gemm_blocks::<MR, NR, FMA>(m, n, k, alpha, a, b, c, &mut ap, &mut bp);
+    gemm_blocks::<MR, NR, FMA>(m, n, k, alpha, a, b, c, epi, &mut ap, &mut bp);
     PACK.set((ap, bp));
 }
 
@@ -386,6 +453,7 @@ fn gemm_blocks<const MR: usize, const NR: usize, const FMA: bool>(
     a: Mat,
     b: Mat,
     c: &mut [&mut [f32]],
+    epi: Epilogue,
     ap: &mut Vec<f32>,
     bp: &mut Vec<f32>,
 ) {
@@ -393,6 +461,7 @@ fn gemm_blocks<const MR: usize, const NR: usize, const FMA: bool>(
         let nc = NC.min(n - j0);
         for p0 in (0..k).step_by(KC) {
             let kc = KC.min(k - p0);
+            let (first, last) = (p0 == 0 && epi.overwrite, p0 + kc == k && epi.post());
             pack_b::<NR>(&b, p0, j0, kc, nc, bp);
             for i0 in (0..m).step_by(MC) {
                 let mc = MC.min(m - i0);
@@ -412,7 +481,15 @@ fn gemm_blocks<const MR: usize, const NR: usize, const FMA: bool>(
                         let acc = micro::<MR, NR, FMA>(asl, bs);
                         for (i, accr) in acc.iter().enumerate().take(mr) {
                             let row = &mut c[ii + i][jj..jj + nr];
-                            row.iter_mut().zip(accr).for_each(|(o, &v)| *o += alpha * v);
+                            if first {
+                                let start = epi.start(ii + i);
+                                row.iter_mut().zip(accr).for_each(|(o, &v)| *o = start + alpha * v);
+                            } else {
+                                row.iter_mut().zip(accr).for_each(|(o, &v)| *o += alpha * v);
+                            }
+                            if last {
+                                epi.finish(ii + i, jj, row);
+                            }
                         }
                     }
                 }

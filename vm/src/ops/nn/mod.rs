@@ -9,6 +9,7 @@
 #[macro_use]
 mod simd;
 mod conv;
+mod epilogue;
 mod flat;
 mod gemm;
 mod operands;
@@ -17,10 +18,11 @@ mod winograd;
 mod workers;
 
 use conv::{conv_f32, conv_transpose_f32};
+use epilogue::{Activation, Post};
 use gemm::{gemm, Mat};
 use operands::{
-    check_out, f32_view, f32_view_mut, fill_f32, host_input, operands_dtype, prod, put_wide, unflatten, values, wide,
-    wide64, write_f32,
+    check_out, f32_view, fill_f32, host_input, operands_dtype, prod, put_wide, unflatten, values, wide, wide64,
+    write_f32,
 };
 use pool::{average_pool, global_average_pool, global_max_pool, max_pool};
 use workers::par_items;
@@ -60,14 +62,22 @@ pub(crate) static HOST: &[(Operator, HostFn)] = &[
 ];
 
 fn conv(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
+    conv_then(ins, attrs, outs, Post::NONE)
+}
+
+/// The convolution, with `post` applied to its f32 output (only f32 convolutions take one).
+fn conv_then(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut], post: Post) -> Result<(), String> {
     let (x, w, b) = (host_input(ins, 0, "X")?, host_input(ins, 1, "W")?, ins.get(2).copied().flatten());
     let cd = conv_dims(x.shape, w.shape, b.map(|b| b.shape), attrs)?;
     let d = operands_dtype(&[Some(x), Some(w), b])?;
     check_out(outs, 0, d, &cd.out_shape)?;
+    if d != DType::F32 && post.any() {
+        return Err(format!("internal error: a {d} convolution given an f32 epilogue"));
+    }
     match d {
         DType::F32 => {
             let (xv, wv, bv) = (values(x, "X")?, values(w, "W")?, b.map(|b| values(b, "B")).transpose()?);
-            write_f32(&mut outs[0], |y| conv_f32(&xv, (&wv, w.constant), bv.as_deref(), &cd, y))
+            write_f32(&mut outs[0], |y| conv_f32(&xv, (&wv, w.constant), bv.as_deref(), &cd, post, y))
         }
         DType::F64 => {
             let (xv, wv, bv) = (wide64(x, "X")?, wide64(w, "W")?, b.map(|b| wide64(b, "B")).transpose()?);
@@ -78,31 +88,33 @@ fn conv(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Res
         _ => {
             let (xv, wv, bv) = (wide(x, "X")?, wide(w, "W")?, b.map(|b| wide(b, "B")).transpose()?);
             let mut y = vec![0f32; numel(&cd.out_shape).unwrap_or(0) as usize];
-            conv_f32(&xv, (&wv, w.constant), bv.as_deref(), &cd, &mut y)?;
+            conv_f32(&xv, (&wv, w.constant), bv.as_deref(), &cd, Post::NONE, &mut y)?;
             put_wide(&mut outs[0], y.iter().map(|&v| v as f64))
         }
     }
 }
 
 /// FusedConv: the convolution, then `+ Z` and the activation over its output, each step
-/// rounded to the output dtype as the unfused operators round it.
+/// rounded to the output dtype as the unfused operators round it. On f32 the convolution
+/// applies them itself, to each block of its output as it finishes it.
 fn fused_conv(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {
     let (act, params) = fused_activation(attrs)?;
     let act = Activation::new(act, &params);
-    conv(ins.get(..3).unwrap_or(ins), attrs, outs)?;
-    let y = outs.first_mut().ok_or("the output Y is required")?;
+    let conv_ins = ins.get(..3).unwrap_or(ins);
     let z = ins.get(3).copied().flatten();
+    let y = outs.first().ok_or("the output Y is required")?;
     if let Some(z) = z {
         if z.dtype != y.dtype || z.shape != y.shape || z.data.len() != y.data.len() {
             return Err(format!("Z is {}{:?} but Y is {}{:?}: they must match", z.dtype, z.shape, y.dtype, y.shape));
         }
     }
     if y.dtype == DType::F32 {
-        if let (Some(yv), Some(zv)) = (f32_view_mut(y.data), z.map_or(Some(&[][..]), |z| f32_view(z.data))) {
-            act.epilogue(yv, z.map(|_| zv));
-            return Ok(());
+        if let Some(zv) = z.map_or(Some(None), |z| f32_view(z.data).map(Some)) {
+            return conv_then(conv_ins, attrs, outs, Post { act, z: zv });
         }
     }
+    conv(conv_ins, attrs, outs)?;
+    let y = outs.first_mut().ok_or("the output Y is required")?;
     let (d, size) = (y.dtype, y.dtype.size());
     for (i, c) in y.data.chunks_exact_mut(size).enumerate() {
         let mut v = load_f64(d, c);
@@ -113,86 +125,6 @@ fn fused_conv(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) 
         store_f64(d, act.apply(v as f32) as f64, c);
     }
     Ok(())
-}
-
-/// A FusedConv activation (`p` its `activation_params`), with the formulas of the unfused
-/// operators' f32 kernels, so the results are the same.
-#[derive(Clone, Copy)]
-enum Activation {
-    Identity,
-    Relu,
-    LeakyRelu(f32),
-    Clip(f32, f32),
-    Sigmoid,
-    Tanh,
-    HardSigmoid(f32, f32),
-}
-
-impl Activation {
-    fn new(name: &str, p: &[f64]) -> Activation {
-        let p = |i: usize| p.get(i).copied().unwrap_or(0.0) as f32;
-        match name {
-            "Relu" => Activation::Relu,
-            "LeakyRelu" => Activation::LeakyRelu(p(0)),
-            "Clip" => Activation::Clip(p(0), p(1)),
-            "Sigmoid" => Activation::Sigmoid,
-            "Tanh" => Activation::Tanh,
-            "HardSigmoid" => Activation::HardSigmoid(p(0), p(1)),
-            _ => Activation::Identity,
-        }
-    }
-
-    #[inline(always)]
-    fn apply(self, v: f32) -> f32 {
-        match self {
-            Activation::Identity => v,
-            Activation::Relu => v.max(0.0),
-            Activation::LeakyRelu(a) => {
-                if v > 0.0 {
-                    v
-                } else {
-                    v * a
-                }
-            }
-            // NaN stays NaN; a > b gives b, as Clip.
-            Activation::Clip(a, b) => {
-                let v = if v < a { a } else { v };
-                if v > b {
-                    b
-                } else {
-                    v
-                }
-            }
-            Activation::Sigmoid => {
-                if v >= 0.0 {
-                    1.0 / (1.0 + (-v).exp())
-                } else {
-                    let e = v.exp();
-                    e / (1.0 + e)
-                }
-            }
-            Activation::Tanh => v.tanh(),
-            Activation::HardSigmoid(a, b) => (a * v + b).clamp(0.0, 1.0),
-        }
-    }
-
-    /// `y = act(y + z)` (`act(y)` without `z`) over f32s, the loop compiled for each
-    /// activation so that it vectorises: one pass that the residual networks make after
-    /// every convolution.
-    fn epilogue(self, y: &mut [f32], z: Option<&[f32]>) {
-        fn run(y: &mut [f32], z: Option<&[f32]>, f: impl Fn(f32) -> f32) {
-            match z {
-                Some(z) => y.iter_mut().zip(z).for_each(|(o, &v)| *o = f(*o + v)),
-                None => y.iter_mut().for_each(|o| *o = f(*o)),
-            }
-        }
-        match self {
-            Activation::Identity if z.is_none() => {}
-            Activation::Identity => run(y, z, |v| v),
-            Activation::Relu => run(y, z, |v| v.max(0.0)),
-            act => run(y, z, move |v| act.apply(v)),
-        }
-    }
 }
 
 fn conv_transpose(ins: &[Option<TensorRef>], attrs: &Attrs, outs: &mut [TensorMut]) -> Result<(), String> {

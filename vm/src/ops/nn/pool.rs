@@ -9,9 +9,9 @@ use crate::ir::operators::nn::{
     flag, global_shape, pool_dims, validate_average_pool, validate_max_pool, Geo, PoolDims, MAX_POOL_DTYPES,
 };
 use crate::ir::types::DType;
+use crate::ops::Attrs;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
-use crate::ops::Attrs;
 
 /// For one output coordinate on one axis: the first input position the window covers
 /// inside the input, how many taps land inside the input, and how many land inside the

@@ -1,3 +1,4 @@
+use super::epilogue::Activation;
 use super::gemm::{gemm_packed, Mat};
 use super::winograd::Wino;
 use super::*;
@@ -153,6 +154,57 @@ fn winograd_convolutions_match_naive_loops() {
         assert_eq!(run(kept).data, fresh.data, "case {case}: kept weights, again");
         assert_eq!(derived.len(), group as usize, "case {case}: reused");
         assert!(want.iter().filter(|v| v.abs() > 1.0).count() > want.len() / 4, "case {case}: outputs of size O(1)");
+    }
+}
+
+/// FusedConv applies `+ Z` and its activation inside the convolution, to each block of
+/// the output as it is finished; the bits are those of the convolution followed by the
+/// epilogue over the whole output, on every path: Winograd (many blocks, and one block
+/// split in phases), pointwise GEMMs split by rows and by columns, im2col, and the
+/// direct loops of a depthwise convolution.
+#[test]
+fn fused_conv_epilogues_inside_the_kernels_give_the_separate_pass_bits() {
+    // X shape, W shape, group, kernel pads.
+    type Case<'a> = (&'a [i64], &'a [i64], i64, i64);
+    let cases: &[Case] = &[
+        (&[1, 32, 40, 36], &[24, 32, 3, 3], 1, 1),
+        (&[1, 64, 14, 14], &[48, 64, 3, 3], 1, 1),
+        (&[1, 64, 7, 7], &[256, 64, 1, 1], 1, 0),
+        (&[1, 48, 30, 30], &[40, 48, 1, 1], 1, 0),
+        (&[2, 8, 11, 9], &[12, 8, 5, 5], 1, 2),
+        (&[1, 16, 12, 12], &[16, 1, 3, 3], 16, 1),
+    ];
+    let acts: &[(&str, &[f64])] = &[("Relu", &[]), ("LeakyRelu", &[0.1]), ("Clip", &[-0.5, 0.75]), ("Identity", &[])];
+    for (case, &(xs, ws, group, pad)) in cases.iter().enumerate() {
+        let x = HostTensor::random(DType::F32, xs, 3 * case as u64).unwrap();
+        let w = HostTensor::random(DType::F32, ws, 3 * case as u64 + 1).unwrap();
+        let b = HostTensor::random(DType::F32, &ws[..1], 3 * case as u64 + 2).unwrap();
+        let conv_attrs =
+            vec![("group".to_string(), AttrValue::Int(group)), ("pads".to_string(), AttrValue::Ints(vec![pad; 4]))];
+        let cd = conv_dims(xs, ws, Some(&ws[..1]), &Attrs(conv_attrs.clone())).unwrap();
+        let z = HostTensor::random(DType::F32, &cd.out_shape, 99).unwrap();
+        let mut plain = HostTensor::zeros(DType::F32, &cd.out_shape).unwrap();
+        let ins = [Some(TensorRef::from(&x)), Some(TensorRef::from(&w)), Some((&b).into())];
+        conv(&ins, &Attrs(conv_attrs.clone()), &mut [plain.view_mut()]).unwrap();
+        for &(name, params) in acts {
+            for with_z in [false, true] {
+                let mut attrs = conv_attrs.clone();
+                attrs.push(("activation".to_string(), AttrValue::Str(name.to_string())));
+                if !params.is_empty() {
+                    attrs.push(("activation_params".to_string(), AttrValue::Floats(params.to_vec())));
+                }
+                let mut want: Vec<f32> = plain.to_f64().iter().map(|&v| v as f32).collect();
+                let zv: Vec<f32> = z.to_f64().iter().map(|&v| v as f32).collect();
+                Activation::new(name, params).epilogue(&mut want, with_z.then_some(&zv[..]));
+                let mut y = HostTensor::zeros(DType::F32, &cd.out_shape).unwrap();
+                let ins = [ins[0], ins[1], ins[2], with_z.then(|| TensorRef::from(&z))];
+                fused_conv(&ins, &Attrs(attrs), &mut [y.view_mut()]).unwrap();
+                let got: Vec<u32> = y.to_f64().iter().map(|&v| (v as f32).to_bits()).collect();
+                let want: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(got, want, "case {case}, {name}, z: {with_z}");
+            }
+        }
+        assert!(plain.to_f64().iter().filter(|v| v.abs() > 1.0).count() > 10, "case {case}: outputs of size O(1)");
     }
 }
 
@@ -1718,6 +1770,7 @@ fn portable_gemm_kernel_matches_naive_loops() {
         Mat { d: &av, rs: k, cs: 1, packed: None },
         Mat { d: &bv, rs: n, cs: 1, packed: None },
         &mut rows,
+        super::epilogue::Epilogue::ADD,
     );
     let want: Vec<f64> = naive_matmul(&a.to_f64(), &b.to_f64(), m, k, n).iter().map(|v| 1.0 + 2.0 * v).collect();
     let got: Vec<f64> = c.iter().map(|&v| v as f64).collect();

@@ -13,6 +13,7 @@
 //! Layouts: `V` is `[C][16][T]` and `M` is `[K][16][T]`, so that a range of channels is
 //! one contiguous run (what threads split), and position `p`'s matrix is every 16th row.
 
+use super::epilogue::{Activation, Epilogue, Post};
 use super::gemm::{gemm_rows, Mat, PackedA};
 use super::workers::{ranges, run_parts, threads, PAR_WORK};
 use crate::ir::host_tensor::ConstOperand;
@@ -30,6 +31,11 @@ const BLOCK_TILES: usize = 256;
 /// Bytes of products per chunk of output channels: they stay in the core's cache from
 /// the products to the output transform.
 const M_BYTES: usize = 1 << 19;
+
+/// Layers with fewer tiles than this take Winograd only when their transformed weights
+/// are at most [`SMALL_WEIGHTS`] bytes (see [`Wino::new`]).
+const FEW_TILES: usize = 32;
+const SMALL_WEIGHTS: usize = 1 << 20;
 
 thread_local! {
     /// A block's transformed input `V` and products `M`, per thread.
@@ -59,7 +65,10 @@ pub(super) struct Wino {
 impl Wino {
     /// The convolution's geometry when Winograd takes it: a 2-D 3x3 kernel with unit
     /// strides and dilations, pads up to 2, and enough channels and tiles that the
-    /// transforms cost less than the multiplies they save.
+    /// transforms cost less than the multiplies they save. Its weights are 16/9 of the
+    /// im2col path's, and every call reads them all: a layer with few tiles and large
+    /// weights (resnet50's 7x7 layers, 16 MiB of transformed weights for 16 tiles) is
+    /// bound by reading them from memory, which Winograd makes slower.
     pub(super) fn new(cd: &ConvDims) -> Option<Wino> {
         let g = &cd.geo;
         let unit = |v: &[usize]| v.iter().all(|&s| s == 1);
@@ -70,7 +79,8 @@ impl Wino {
         let (cg, mg) = (cd.c / cd.group, cd.m / cd.group);
         let (oh, ow) = (g.out_sp[0], g.out_sp[1]);
         let (th, tw) = (oh.div_ceil(2), ow.div_ceil(2));
-        if cg < 32 || mg < 16 || th * tw < 16 {
+        let weight_bytes = POS * cg * mg * 4;
+        if cg < 32 || mg < 16 || th * tw < 16 || (th * tw < FEW_TILES && weight_bytes > SMALL_WEIGHTS) {
             return None;
         }
         Some(Wino {
@@ -132,31 +142,37 @@ pub(super) fn conv(
     x: &[f32],
     (w, w_const): (&[f32], Option<ConstOperand>),
     b: Option<&[f32]>,
+    post: Post,
     wi: &Wino,
     y: &mut [f32],
 ) -> Result<(), String> {
     let (in_plane, out_plane) = (wi.ih * wi.iw, wi.oh * wi.ow);
+    if post.z.is_some_and(|z| z.len() != y.len()) {
+        return Err("Z does not match the output".into());
+    }
     let (cg, mg) = (wi.cg, wi.mg);
     for item in 0..wi.n * wi.group {
         let (ni, gi) = (item / wi.group, item % wi.group);
         let xg = &x[(ni * wi.c + gi * cg) * in_plane..][..cg * in_plane];
         let wg = &w[gi * mg * cg * 9..][..mg * cg * 9];
         let bg = b.map(|b| &b[gi * mg..][..mg]);
-        let yg = &mut y[(ni * wi.m + gi * mg) * out_plane..][..mg * out_plane];
+        let at = (ni * wi.m + gi * mg) * out_plane;
+        let yg = &mut y[at..][..mg * out_plane];
+        let post = Post { z: post.z.map(|z| &z[at..][..mg * out_plane]), ..post };
         let weights = match w_const {
             Some(c) => {
                 c.get_or_make("winograd weights", gi as u64, [mg as u64, cg as u64], || Weights::new(wg, mg, cg))
             }
             None => Arc::new(Weights::new(wg, mg, cg)),
         };
-        item_conv(xg, &weights, bg, wi, yg)?;
+        item_conv(xg, &weights, bg, post, wi, yg)?;
     }
     Ok(())
 }
 
 /// One (batch, group) item: blocks of tile rows, split between threads when there are
 /// several; a single block splits each phase instead.
-fn item_conv(xg: &[f32], u: &Weights, b: Option<&[f32]>, wi: &Wino, y: &mut [f32]) -> Result<(), String> {
+fn item_conv(xg: &[f32], u: &Weights, b: Option<&[f32]>, post: Post, wi: &Wino, y: &mut [f32]) -> Result<(), String> {
     let (tw, th, ow, oh) = (wi.tw, wi.th, wi.ow, wi.oh);
     let work = (POS * wi.mg * wi.cg * th * tw) as f64;
     let par = threads() > 1 && work >= PAR_WORK;
@@ -169,7 +185,7 @@ fn item_conv(xg: &[f32], u: &Weights, b: Option<&[f32]>, wi: &Wino, y: &mut [f32
     let blocks: Vec<(usize, usize)> =
         (0..th).step_by(rows_per_block).map(|t0| (t0, (t0 + rows_per_block).min(th))).collect();
     if blocks.len() == 1 && par {
-        return BLOCK.with_borrow_mut(|(v, m)| one_block_split(xg, u, b, wi, v, m, y));
+        return BLOCK.with_borrow_mut(|(v, m)| one_block_split(xg, u, b, post, wi, v, m, y));
     }
     // Each block's output rows, in every output plane.
     let out_rows = |(t0, t1): (usize, usize)| (2 * t0 * ow, (2 * t1).min(oh) * ow);
@@ -192,13 +208,17 @@ fn item_conv(xg: &[f32], u: &Weights, b: Option<&[f32]>, wi: &Wino, y: &mut [f32
             // Output channels in chunks (whole strips of the GEMM kernel's rows).
             let chunk = (M_BYTES / (4 * POS * t) / mr * mr).max(mr);
             for (k0, rows) in (0..wi.mg).step_by(chunk).zip(rows.chunks_mut(chunk)) {
-                let k1 = k0 + rows.len();
-                m.clear();
-                m.resize((k1 - k0) * POS * t, 0.0);
+                // (The products write every element: no need to clear it.)
+                m.resize(rows.len() * POS * t, 0.0);
                 for (p, mut mrows) in by_position(m, t).into_iter().enumerate() {
                     product(u, p, k0, t, wi, v, &mut mrows)?;
                 }
                 output_transform(m, b, wi, t0, t1, k0, rows);
+                if post.any() {
+                    for (ki, row) in rows.iter_mut().enumerate() {
+                        post.apply((k0 + ki) * oh * ow + 2 * t0 * ow, row);
+                    }
+                }
             }
             Ok(())
         })
@@ -212,10 +232,12 @@ fn item_conv(xg: &[f32], u: &Weights, b: Option<&[f32]>, wi: &Wino, y: &mut [f32
 
 /// A single block with its phases split between threads: the input transform by input
 /// channels, the products by positions, the output transform by output channels.
+#[allow(clippy::too_many_arguments)]
 fn one_block_split(
     xg: &[f32],
     u: &Weights,
     b: Option<&[f32]>,
+    post: Post,
     wi: &Wino,
     v: &mut Vec<f32>,
     m: &mut Vec<f32>,
@@ -225,7 +247,7 @@ fn one_block_split(
     let t = wi.th * wi.tw;
     let nt = threads();
     v.resize(wi.cg * POS * t, 0.0);
-    m.clear();
+    // (The products write every element: no need to clear it.)
     m.resize(wi.mg * POS * t, 0.0);
     let cparts = ranges(wi.cg, nt, 1);
     let mut vparts = Vec::with_capacity(cparts.len());
@@ -258,6 +280,11 @@ fn one_block_split(
     }
     run_parts(yparts, |(k0, mut planes)| {
         output_transform(&m[k0 * POS * t..], b, wi, t0, t1, k0, &mut planes);
+        if post.any() {
+            for (ki, plane) in planes.iter_mut().enumerate() {
+                post.apply((k0 + ki) * wi.oh * wi.ow, plane);
+            }
+        }
         Ok(())
     })
 }
@@ -284,7 +311,7 @@ fn product(
 ) -> Result<(), String> {
     let a = Mat::packed(&u.packed[p], k0);
     let vb = Mat { d: &v[p * t..], rs: POS * t, cs: 1, packed: None };
-    gemm_rows(rows.len(), t, wi.cg, 1.0, a, vb, rows, false)
+    gemm_rows(rows.len(), t, wi.cg, 1.0, a, vb, rows, false, Epilogue::write(None, Activation::Identity, None))
 }
 
 widest! {

@@ -1,0 +1,154 @@
+//! What a convolution does to its output after the products: the bias first, and
+//! after the last products FusedConv's residual `+ Z` and activation. The GEMM applies
+//! them to each block of its output while the block is in registers and cache, instead
+//! of passes over the whole output before and after.
+
+/// A FusedConv activation (`p` its `activation_params`), with the formulas of the unfused
+/// operators' f32 kernels, so the results are the same.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Activation {
+    Identity,
+    Relu,
+    LeakyRelu(f32),
+    Clip(f32, f32),
+    Sigmoid,
+    Tanh,
+    HardSigmoid(f32, f32),
+}
+
+impl Activation {
+    pub(super) fn new(name: &str, p: &[f64]) -> Activation {
+        let p = |i: usize| p.get(i).copied().unwrap_or(0.0) as f32;
+        match name {
+            "Relu" => Activation::Relu,
+            "LeakyRelu" => Activation::LeakyRelu(p(0)),
+            "Clip" => Activation::Clip(p(0), p(1)),
+            "Sigmoid" => Activation::Sigmoid,
+            "Tanh" => Activation::Tanh,
+            "HardSigmoid" => Activation::HardSigmoid(p(0), p(1)),
+            _ => Activation::Identity,
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn apply(self, v: f32) -> f32 {
+        match self {
+            Activation::Identity => v,
+            Activation::Relu => v.max(0.0),
+            Activation::LeakyRelu(a) => {
+                if v > 0.0 {
+                    v
+                } else {
+                    v * a
+                }
+            }
+            // NaN stays NaN; a > b gives b, as Clip.
+            Activation::Clip(a, b) => {
+                let v = if v < a { a } else { v };
+                if v > b {
+                    b
+                } else {
+                    v
+                }
+            }
+            Activation::Sigmoid => {
+                if v >= 0.0 {
+                    1.0 / (1.0 + (-v).exp())
+                } else {
+                    let e = v.exp();
+                    e / (1.0 + e)
+                }
+            }
+            Activation::Tanh => v.tanh(),
+            Activation::HardSigmoid(a, b) => (a * v + b).clamp(0.0, 1.0),
+        }
+    }
+
+    /// `y = act(y + z)` (`act(y)` without `z`) over f32s, the loop compiled for each
+    /// activation so that it vectorises: one pass that the residual networks make after
+    /// every convolution.
+    pub(super) fn epilogue(self, y: &mut [f32], z: Option<&[f32]>) {
+        fn run(y: &mut [f32], z: Option<&[f32]>, f: impl Fn(f32) -> f32) {
+            match z {
+                Some(z) => y.iter_mut().zip(z).for_each(|(o, &v)| *o = f(*o + v)),
+                None => y.iter_mut().for_each(|o| *o = f(*o)),
+            }
+        }
+        match self {
+            Activation::Identity if z.is_none() => {}
+            Activation::Identity => run(y, z, |v| v),
+            Activation::Relu => run(y, z, |v| v.max(0.0)),
+            act => run(y, z, move |v| act.apply(v)),
+        }
+    }
+}
+
+/// What a GEMM does with C beyond adding the product: with `overwrite`, the first block
+/// of k writes C (`bias + A B`, the bits of adding to C filled with the bias) instead of
+/// adding to what it held; after the last block, `c = act(c + z)` (FusedConv's
+/// epilogue). Rows and columns count from `(r0, c0)` of `bias` and `z`.
+#[derive(Clone, Copy)]
+pub(super) struct Epilogue<'a> {
+    pub(super) overwrite: bool,
+    pub(super) bias: Option<&'a [f32]>,
+    pub(super) act: Activation,
+    pub(super) z: Option<&'a [&'a [f32]]>,
+    pub(super) r0: usize,
+    pub(super) c0: usize,
+}
+
+impl<'a> Epilogue<'a> {
+    /// `C += A B`, nothing else.
+    pub(super) const ADD: Epilogue<'static> =
+        Epilogue { overwrite: false, bias: None, act: Activation::Identity, z: None, r0: 0, c0: 0 };
+
+    /// C written as `bias + A B`, then `act(c + z)`.
+    pub(super) fn write(bias: Option<&'a [f32]>, act: Activation, z: Option<&'a [&'a [f32]]>) -> Epilogue<'a> {
+        Epilogue { overwrite: true, bias, act, z, r0: 0, c0: 0 }
+    }
+
+    /// This epilogue for the part of C from row `r` and column `c`.
+    pub(super) fn at(self, r: usize, c: usize) -> Epilogue<'a> {
+        Epilogue { r0: self.r0 + r, c0: self.c0 + c, ..self }
+    }
+
+    /// Whether anything follows the last block.
+    pub(super) fn post(&self) -> bool {
+        self.z.is_some() || self.act != Activation::Identity
+    }
+
+    /// What row `i` of C starts from when it is written.
+    #[inline(always)]
+    pub(super) fn start(&self, i: usize) -> f32 {
+        self.bias.map_or(0.0, |b| b[self.r0 + i])
+    }
+
+    /// `row = act(row + z)` for row `i` of C, its columns from `j`.
+    #[inline(always)]
+    pub(super) fn finish(&self, i: usize, j: usize, row: &mut [f32]) {
+        let z = self.z.map(|z| &z[self.r0 + i][self.c0 + j..][..row.len()]);
+        self.act.epilogue(row, z);
+    }
+}
+
+/// FusedConv's epilogue over a whole f32 output: `y = act(y + z)` (`act(y)` without `z`).
+#[derive(Clone, Copy)]
+pub(super) struct Post<'a> {
+    pub(super) act: Activation,
+    pub(super) z: Option<&'a [f32]>,
+}
+
+impl<'a> Post<'a> {
+    /// Nothing after the convolution.
+    pub(super) const NONE: Post<'static> = Post { act: Activation::Identity, z: None };
+
+    /// Whether there is anything to do.
+    pub(super) fn any(&self) -> bool {
+        self.z.is_some() || self.act != Activation::Identity
+    }
+
+    /// Applies it to `y`, the output from element `at` on.
+    pub(super) fn apply(&self, at: usize, y: &mut [f32]) {
+        self.act.epilogue(y, self.z.map(|z| &z[at..][..y.len()]));
+    }
+}
