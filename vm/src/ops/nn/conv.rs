@@ -17,10 +17,13 @@ const COLS_CHUNK: usize = 1 << 17;
 
 /// Columns per im2col / col2im chunk for `rows` rows and `n` columns: cache-sized, but at
 /// least 256 wide (so that repacking the weights per chunk stays cheap) as long as that
-/// stays under 4 MiB, and never under 16.
+/// stays under 4 MiB, and never under 16; a multiple of 32 (the widest GEMM kernel's
+/// columns) from 64 on, so that only the last chunk ends in a partial strip.
 fn cols_chunk(rows: usize, n: usize) -> usize {
     let rows = rows.max(1);
-    (COLS_CHUNK / rows).max(((1 << 20) / rows).min(256)).max(16).min(n).max(1)
+    let chunk = (COLS_CHUNK / rows).max(((1 << 20) / rows).min(256)).max(16);
+    let chunk = if chunk >= 64 { chunk / 32 * 32 } else { chunk };
+    chunk.min(n).max(1)
 }
 
 /// The flattened multi-indices of every kernel tap, row-major.
@@ -538,16 +541,23 @@ fn im2col(x: &[f32], g: &Geo, taps: &[usize], q0: usize, q1: usize, cols: &mut [
         walk_tap(&g.out_sp, &g.in_sp, &taps[tap * nd..][..nd], g, q0, q1, |col, len, head, hits, t0| {
             let seg = &mut row[col..col + len];
             seg[..head].fill(0.0);
-            let dst = &mut seg[head..head + hits];
-            if sl == 1 {
-                dst.copy_from_slice(&xp[t0..t0 + hits]);
-            } else {
-                for (j, v) in dst.iter_mut().enumerate() {
-                    *v = xp[t0 + j * sl];
-                }
-            }
+            strided_copy(&mut seg[head..head + hits], &xp[t0..], sl);
             seg[head + hits..].fill(0.0);
         });
+    }
+}
+
+/// `dst[j] = src[j * s]`. A stride of 2 (the strided convolutions') is a loop over pairs,
+/// which the compiler vectorises; other strides read one element at a time.
+fn strided_copy(dst: &mut [f32], src: &[f32], s: usize) {
+    let Some(last) = dst.len().checked_sub(1) else { return };
+    match s {
+        1 => dst.copy_from_slice(&src[..dst.len()]),
+        2 => {
+            dst[..last].iter_mut().zip(src[..2 * last].chunks_exact(2)).for_each(|(d, pair)| *d = pair[0]);
+            dst[last] = src[2 * last];
+        }
+        _ => dst.iter_mut().zip(src.iter().step_by(s)).for_each(|(d, &v)| *d = v),
     }
 }
 
