@@ -293,7 +293,7 @@ fn gemm_serial(m: usize, n: usize, k: usize, alpha: f32, a: Mat, b: Mat, c: &mut
         // SAFETY: the CPU supports AVX2 and FMA, as `detect` found.
         #[cfg(target_arch = "x86_64")]
         Kernel::Avx2 => unsafe { gemm_packed_avx2(m, n, k, alpha, a, b, c, epi) },
-        _ => gemm_packed::<MR_PORTABLE, 8, false>(m, n, k, alpha, a, b, c, epi),
+        _ => gemm_packed::<MR_PORTABLE, NR_PORTABLE, false>(m, n, k, alpha, a, b, c, epi),
     }
 }
 
@@ -392,7 +392,7 @@ unsafe fn gemm_packed_avx2(
     c: &mut [&mut [f32]],
     epi: Epilogue,
 ) {
-    gemm_packed::<MR_AVX2, 16, true>(m, n, k, alpha, a, b, c, epi);
+    gemm_packed::<MR_AVX2, NR_AVX2, true>(m, n, k, alpha, a, b, c, epi);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -415,6 +415,8 @@ const MR512: usize = 12;
 const MR_AVX2: usize = 6;
 const MR_PORTABLE: usize = 4;
 const NR512: usize = 32;
+const NR_AVX2: usize = 16;
+const NR_PORTABLE: usize = 8;
 
 /// Block sizes: A blocks are MC x KC, B panels KC x NC (MC and NC multiples of every MR / NR).
 const KC: usize = 256;
@@ -425,7 +427,7 @@ const NC: usize = 2048;
 /// MR-tall strips, an MR x NR micro-kernel over each pair.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(super) fn gemm_packed<const MR: usize, const NR: usize, const FMA: bool>(
+fn gemm_packed<const MR: usize, const NR: usize, const FMA: bool>(
     m: usize,
     n: usize,
     k: usize,
@@ -457,6 +459,7 @@ fn gemm_blocks<const MR: usize, const NR: usize, const FMA: bool>(
     ap: &mut Vec<f32>,
     bp: &mut Vec<f32>,
 ) {
+    let mut acc = [[0f32; NR]; MR];
     for j0 in (0..n).step_by(NC) {
         let nc = NC.min(n - j0);
         for p0 in (0..k).step_by(KC) {
@@ -478,7 +481,7 @@ fn gemm_blocks<const MR: usize, const NR: usize, const FMA: bool>(
                     for (is, asl) in strips.chunks_exact(MR * kc).enumerate() {
                         let ii = i0 + is * MR;
                         let mr = MR.min(m - ii);
-                        let acc = micro::<MR, NR, FMA>(asl, bs);
+                        micro::<MR, NR, FMA>(asl, bs, &mut acc);
                         for (i, accr) in acc.iter().enumerate().take(mr) {
                             let row = &mut c[ii + i][jj..jj + nr];
                             if first {
@@ -498,9 +501,32 @@ fn gemm_blocks<const MR: usize, const NR: usize, const FMA: bool>(
     }
 }
 
+/// `acc = A B` for one MR-tall strip of A and one NR-wide strip of B (`ap`, `bp`: their
+/// KC-block, k-major). The AVX-512 and AVX2 kernels are intrinsics: their sums live in
+/// registers from the first step (written in plain Rust, the zeroed sums went through a
+/// memset of the stack and reloads that stalled on it); they compute what the plain loop
+/// computes, `fma(a, b, sum)` from zero, in the same order.
 #[inline(always)]
-fn micro<const MR: usize, const NR: usize, const FMA: bool>(ap: &[f32], bp: &[f32]) -> [[f32; NR]; MR] {
-    let mut acc = [[0f32; NR]; MR];
+fn micro<const MR: usize, const NR: usize, const FMA: bool>(ap: &[f32], bp: &[f32], acc: &mut [[f32; NR]; MR]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if FMA && MR == MR512 && NR == NR512 {
+            let acc = (acc as *mut [[f32; NR]; MR]).cast::<[[f32; NR512]; MR512]>();
+            // SAFETY: the shapes are equal (checked just above), so the cast is the identity;
+            // and the 12 x 32 FMA kernel only runs inside `gemm_packed_avx512`, on a CPU that
+            // has AVX-512F.
+            unsafe { micro_avx512(ap, bp, &mut *acc) };
+            return;
+        }
+        if FMA && MR == MR_AVX2 && NR == NR_AVX2 {
+            let acc = (acc as *mut [[f32; NR]; MR]).cast::<[[f32; NR_AVX2]; MR_AVX2]>();
+            // SAFETY: as above; the 6 x 16 FMA kernel only runs inside `gemm_packed_avx2`,
+            // on a CPU that has AVX2 and FMA.
+            unsafe { micro_avx2(ap, bp, &mut *acc) };
+            return;
+        }
+    }
+    *acc = [[0f32; NR]; MR];
     for (av, bv) in ap.chunks_exact(MR).zip(bp.chunks_exact(NR)) {
         for i in 0..MR {
             let x = av[i];
@@ -509,7 +535,63 @@ fn micro<const MR: usize, const NR: usize, const FMA: bool>(ap: &[f32], bp: &[f3
             }
         }
     }
-    acc
+}
+
+/// [`micro`]'s 12 x 32 kernel: 24 zmm sums, two loads of B and 12 broadcasts of A per step.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn micro_avx512(ap: &[f32], bp: &[f32], acc: &mut [[f32; NR512]; MR512]) {
+    use std::arch::x86_64::*;
+    let steps = (ap.len() / MR512).min(bp.len() / NR512);
+    let (a, b) = (ap.as_ptr(), bp.as_ptr());
+    let mut c = [[_mm512_setzero_ps(); 2]; MR512];
+    for p in 0..steps {
+        // SAFETY: step p reads A[p * 12..][..12] and B[p * 32..][..32], inside the slices
+        // (`steps` counts whole steps of both).
+        unsafe {
+            let (b0, b1) = (_mm512_loadu_ps(b.add(p * NR512)), _mm512_loadu_ps(b.add(p * NR512 + 16)));
+            for (i, ci) in c.iter_mut().enumerate() {
+                let x = _mm512_set1_ps(*a.add(p * MR512 + i));
+                ci[0] = _mm512_fmadd_ps(x, b0, ci[0]);
+                ci[1] = _mm512_fmadd_ps(x, b1, ci[1]);
+            }
+        }
+    }
+    for (row, ci) in acc.iter_mut().zip(&c) {
+        // SAFETY: a row holds 32 floats: two stores of 16.
+        unsafe {
+            _mm512_storeu_ps(row.as_mut_ptr(), ci[0]);
+            _mm512_storeu_ps(row.as_mut_ptr().add(16), ci[1]);
+        }
+    }
+}
+
+/// [`micro`]'s 6 x 16 kernel: 12 ymm sums, two loads of B and 6 broadcasts of A per step.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn micro_avx2(ap: &[f32], bp: &[f32], acc: &mut [[f32; NR_AVX2]; MR_AVX2]) {
+    use std::arch::x86_64::*;
+    let steps = (ap.len() / MR_AVX2).min(bp.len() / NR_AVX2);
+    let (a, b) = (ap.as_ptr(), bp.as_ptr());
+    let mut c = [[_mm256_setzero_ps(); 2]; MR_AVX2];
+    for p in 0..steps {
+        // SAFETY: step p reads A[p * 6..][..6] and B[p * 16..][..16], inside the slices.
+        unsafe {
+            let (b0, b1) = (_mm256_loadu_ps(b.add(p * NR_AVX2)), _mm256_loadu_ps(b.add(p * NR_AVX2 + 8)));
+            for (i, ci) in c.iter_mut().enumerate() {
+                let x = _mm256_set1_ps(*a.add(p * MR_AVX2 + i));
+                ci[0] = _mm256_fmadd_ps(x, b0, ci[0]);
+                ci[1] = _mm256_fmadd_ps(x, b1, ci[1]);
+            }
+        }
+    }
+    for (row, ci) in acc.iter_mut().zip(&c) {
+        // SAFETY: a row holds 16 floats: two stores of 8.
+        unsafe {
+            _mm256_storeu_ps(row.as_mut_ptr(), ci[0]);
+            _mm256_storeu_ps(row.as_mut_ptr().add(8), ci[1]);
+        }
+    }
 }
 
 /// Packs A[i0.., p0..] (mc x kc) as MR-tall strips, each k-major; short strips are zero-padded.
@@ -574,6 +656,56 @@ fn pack_b<const NR: usize>(b: &Mat, p0: usize, j0: usize, kc: usize, nc: usize, 
             } else {
                 for (j, v) in row[..w].iter_mut().enumerate() {
                     *v = b.d[base + j * b.cs];
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::epilogue::Activation;
+    use super::*;
+
+    /// Every GEMM kernel this CPU has (AVX-512's 12 x 32, AVX2's 6 x 16 and the portable
+    /// 4 x 8) on sizes that are no multiple of their strips, over several blocks of k: adding
+    /// to C, and writing C from a bias with an activation after. Sums in f64 for reference.
+    #[test]
+    fn every_gemm_kernel_matches_naive_loops() {
+        let (m, k, n) = (29usize, 600usize, 70usize);
+        let val = |i: usize, s: usize| ((i * 37 + s * 11) % 23) as f32 * 0.125 - 1.375;
+        let a: Vec<f32> = (0..m * k).map(|i| val(i, 1)).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| val(i, 2)).collect();
+        let bias: Vec<f32> = (0..m).map(|i| val(i, 3)).collect();
+        let dot = |i: usize, j: usize| (0..k).map(|p| a[i * k + p] as f64 * b[p * n + j] as f64).sum::<f64>();
+        type Kernel = unsafe fn(usize, usize, usize, f32, Mat, Mat, &mut [&mut [f32]], Epilogue);
+        let mut kernels: Vec<(&str, Kernel)> = vec![("portable", |m, n, k, al, a, b, c, e| {
+            gemm_packed::<MR_PORTABLE, NR_PORTABLE, false>(m, n, k, al, a, b, c, e)
+        })];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                kernels.push(("avx2", gemm_packed_avx2));
+            }
+            if std::is_x86_feature_detected!("avx512f") {
+                kernels.push(("avx512", gemm_packed_avx512));
+            }
+        }
+        for (name, kernel) in kernels {
+            for write in [false, true] {
+                let mut c = vec![1f32; m * n];
+                let mut rows: Vec<&mut [f32]> = c.chunks_mut(n).collect();
+                let epi = if write { Epilogue::write(Some(&bias), Activation::Relu, None) } else { Epilogue::ADD };
+                let (am, bm) = (Mat { d: &a, rs: k, cs: 1, packed: None }, Mat { d: &b, rs: n, cs: 1, packed: None });
+                // SAFETY: the CPU has the kernel's features (detected above).
+                unsafe { kernel(m, n, k, 2.0, am, bm, &mut rows, epi) };
+                for (idx, &got) in c.iter().enumerate() {
+                    let (i, j) = (idx / n, idx % n);
+                    let want = if write { (bias[i] as f64 + 2.0 * dot(i, j)).max(0.0) } else { 1.0 + 2.0 * dot(i, j) };
+                    assert!(
+                        (got as f64 - want).abs() <= 1e-4 * want.abs().max(1.0),
+                        "{name}, write {write}: C[{i}][{j}] = {got}, expected {want}"
+                    );
                 }
             }
         }

@@ -1,5 +1,4 @@
 use super::epilogue::Activation;
-use super::gemm::{gemm_packed, Mat};
 use super::winograd::Wino;
 use super::*;
 use crate::ir::host_tensor::ConstOperand;
@@ -1752,29 +1751,6 @@ fn large_matrix_products_match_naive_loops() {
         *v = 0.5 * *v - 2.0 * cv[j % n];
     }
     assert_close("gemm", &got[0].to_f64(), &want);
-}
-
-#[test]
-fn portable_gemm_kernel_matches_naive_loops() {
-    // The SSE-width kernel that machines without AVX2/FMA use, on odd sizes.
-    let (m, k, n) = (13usize, 300usize, 21usize);
-    let (a, b) = (rnd(&[m as i64, k as i64], 70), rnd(&[k as i64, n as i64], 71));
-    let (av, bv) = (values((&a).into(), "A").unwrap(), values((&b).into(), "B").unwrap());
-    let mut c = vec![1f32; m * n];
-    let mut rows: Vec<&mut [f32]> = c.chunks_mut(n).collect();
-    gemm_packed::<4, 8, false>(
-        m,
-        n,
-        k,
-        2.0,
-        Mat { d: &av, rs: k, cs: 1, packed: None },
-        Mat { d: &bv, rs: n, cs: 1, packed: None },
-        &mut rows,
-        super::epilogue::Epilogue::ADD,
-    );
-    let want: Vec<f64> = naive_matmul(&a.to_f64(), &b.to_f64(), m, k, n).iter().map(|v| 1.0 + 2.0 * v).collect();
-    let got: Vec<f64> = c.iter().map(|&v| v as f64).collect();
-    assert_close("portable gemm", &got, &want);
 }
 
 #[test]
