@@ -65,8 +65,9 @@ impl Activation {
     }
 
     /// `y = act(y + z)` (`act(y)` without `z`) over f32s, the loop compiled for each
-    /// activation so that it vectorises: one pass that the residual networks make after
-    /// every convolution.
+    /// activation so that it vectorises. (Inlined: the GEMM calls it on each row of a
+    /// micro-tile.)
+    #[inline]
     pub(super) fn epilogue(self, y: &mut [f32], z: Option<&[f32]>) {
         fn run(y: &mut [f32], z: Option<&[f32]>, f: impl Fn(f32) -> f32) {
             match z {

@@ -649,8 +649,15 @@ fn pack_b<const NR: usize>(b: &Mat, p0: usize, j0: usize, kc: usize, nc: usize, 
         let jj = j0 + s * NR;
         let w = NR.min(j0 + nc - jj);
         for (p, row) in dst.chunks_exact_mut(NR).enumerate() {
-            row[w..].fill(0.0);
             let base = (p0 + p) * b.rs + jj * b.cs;
+            if b.cs == 1 && w == NR {
+                // A whole strip row: a copy of known size, inlined (a call to memmove per
+                // row was a twentieth of resnet50's samples).
+                let (src, dst): (&[f32; NR], &mut [f32; NR]) = (arr(&b.d[base..base + NR]), arr_mut(row));
+                *dst = *src;
+                continue;
+            }
+            row[w..].fill(0.0);
             if b.cs == 1 {
                 row[..w].copy_from_slice(&b.d[base..base + w]);
             } else {
@@ -660,6 +667,19 @@ fn pack_b<const NR: usize>(b: &Mat, p0: usize, j0: usize, kc: usize, nc: usize, 
             }
         }
     }
+}
+
+/// A slice of exactly `N` elements as an array (the callers slice exactly `N`).
+#[inline(always)]
+#[allow(clippy::expect_used)]
+fn arr<const N: usize>(s: &[f32]) -> &[f32; N] {
+    s.try_into().expect("a slice of N elements")
+}
+
+#[inline(always)]
+#[allow(clippy::expect_used)]
+fn arr_mut<const N: usize>(s: &mut [f32]) -> &mut [f32; N] {
+    s.try_into().expect("a slice of N elements")
 }
 
 #[cfg(test)]
