@@ -49,8 +49,8 @@ impl Vm {
         // SAFETY: see `module_ptr`; `m` does not outlive this call.
         let m = unsafe { &*self.module_ptr() };
         let r = self.run_plain(m, id);
-        self.end_invocation();
-        r
+        let done = self.end_invocation();
+        r.and(done)
     }
 
     /// [`Vm::invoke`] with arguments to convert or bind.
@@ -68,8 +68,8 @@ impl Vm {
     #[inline(never)]
     pub(crate) fn results_after_invoke(&mut self, out: Result<Vec<Value>, VmError>) -> Result<Vec<HostValue>, VmError> {
         let host = out.and_then(|out| self.results_to_host(out));
-        self.end_invocation();
-        host
+        let done = self.end_invocation();
+        host.and_then(|h| done.map(|()| h))
     }
 
     /// What every invocation does first: hands the devices the live-bytes limit, marks
@@ -81,10 +81,13 @@ impl Vm {
         self.io.fallbacks.clear();
     }
 
-    /// What every invocation does last: records the copies it made ([`Vm::last_io`]).
+    /// What every invocation does last: records the copies it made ([`Vm::last_io`]) and
+    /// waits for the devices to run what they were given, so that its results and its
+    /// time are whole.
     #[inline(always)]
-    pub(crate) fn end_invocation(&mut self) {
+    pub(crate) fn end_invocation(&mut self) -> Result<(), VmError> {
         self.io.copies = self.rt.counters.copies_since_mark.get();
+        self.rt.finish().map_err(|e| VmError::api(format!("a device failed: {e}")))
     }
 
     /// The VM values of `invoke`'s host arguments (see [`Vm::invoke`]).
@@ -307,8 +310,8 @@ impl Vm {
         } else {
             self.bind_and_run(m, id, args)
         };
-        self.end_invocation();
-        r
+        let done = self.end_invocation();
+        r.and_then(|v| done.map(|()| v))
     }
 
     /// Nothing to check or bind: a function without parameters called without arguments.

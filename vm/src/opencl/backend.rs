@@ -23,6 +23,10 @@ impl Device for ClDevice {
         Ok((Box::new(b), s))
     }
 
+    fn finish(&self) -> Result<(), String> {
+        ClDevice::finish(self).map_err(|e| e.to_string())
+    }
+
     fn release(&self, block: Box<dyn DeviceBlock>) {
         // Blocks of this device are `ClBlock`s (made by `alloc` above); another kind is
         // dropped, which frees its memory all the same.

@@ -560,7 +560,16 @@ impl ClDevice {
         self.tuned.borrow_mut().insert(key, variant);
     }
 
-    /// Sets raw kernel arguments and runs `global` work-items, waiting for completion.
+    /// Waits until every command given to the queue has run.
+    pub fn finish(&self) -> Result<(), ClError> {
+        cl("clFinish", opencl3::command_queue::finish(self.queue.get()))
+    }
+
+    /// Sets raw kernel arguments and launches `global` work-items. The launch returns
+    /// before the kernel runs: the queue is in order, so later kernels and the blocking
+    /// transfers see its results, and an invocation ends with [`ClDevice::finish`]. (One
+    /// `clFinish` per launch kept the runtime's threads waking and sleeping kernel by
+    /// kernel.) Under Oclgrind each launch is waited for, to read the checker's log.
     pub fn launch(&self, kernel: KernelHandle, args: &[KernelArg], global: usize) -> Result<(), String> {
         self.launch_nd(kernel, args, &[global])
     }
@@ -582,7 +591,10 @@ impl ClDevice {
         let log_before = self.oclgrind_log.as_ref().map(|p| std::fs::metadata(p).map_or(0, |m| m.len()));
         self.enqueue(kernel, args, global, local).map_err(|e| e.to_string())?;
         match (&self.oclgrind_log, log_before) {
-            (Some(p), Some(before)) => oclgrind_errors(p, before),
+            (Some(p), Some(before)) => {
+                self.finish().map_err(|e| e.to_string())?;
+                oclgrind_errors(p, before)
+            }
             _ => Ok(()),
         }
     }
@@ -627,9 +639,9 @@ impl ClDevice {
             )
         };
         let ev = cl("clEnqueueNDRangeKernel", r)?;
-        // SAFETY: the event is released once; finish waits for the kernel.
+        // SAFETY: the event is released once; the queue keeps the command until it has run.
         let _ = unsafe { opencl3::event::release_event(ev) };
-        cl("clFinish", opencl3::command_queue::finish(self.queue.get()))
+        Ok(())
     }
 }
 
@@ -660,6 +672,7 @@ fn oclgrind_errors(log: &std::path::Path, before: u64) -> Result<(), String> {
 pub struct KernelHandle(opencl3::types::cl_kernel);
 
 /// A kernel argument value.
+#[derive(Clone, Copy)]
 pub enum KernelArg {
     Mem(cl_mem),
     U64(u64),

@@ -91,6 +91,13 @@ pub trait Device: Any {
     fn read(&self, view: &ViewHandle, image: Option<&ImageLayout>, out: &mut [u8]) -> Result<(), String>;
     /// Copies `data` into the view.
     fn write(&self, view: &ViewHandle, image: Option<&ImageLayout>, data: &[u8]) -> Result<(), String>;
+    /// Waits until everything the device was given has run. A device may run kernels
+    /// after the calls that launch them return (in order, so its own transfers see their
+    /// results); an invocation ends with this, so that its results and its time are
+    /// whole.
+    fn finish(&self) -> Result<(), String> {
+        Ok(())
+    }
     /// Bytes of free blocks the device keeps for reuse.
     fn pool_free_bytes(&self) -> u64 {
         0

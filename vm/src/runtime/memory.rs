@@ -115,6 +115,8 @@ pub struct Runtime {
     slices: RefCell<SliceGeoms>,
     /// The live-bytes limit the devices hold ([`Runtime::set_live_limit`]).
     live_limit: Cell<u64>,
+    /// Whether a device may run work after the call that gives it (any but the host).
+    asynchronous: bool,
 }
 
 /// The buffer-view geometries of [`crate::Value::Slice`]s: what a VM's `alloc_tensor`s of
@@ -210,6 +212,7 @@ impl Runtime {
                 caps,
             });
         }
+        let asynchronous = devices.iter().any(|d| d.device().is_some());
         Rc::new(Runtime {
             devices,
             ledger: RefCell::default(),
@@ -218,7 +221,22 @@ impl Runtime {
             types: RefCell::default(),
             slices: RefCell::default(),
             live_limit: Cell::new(u64::MAX),
+            asynchronous,
         })
+    }
+
+    /// Waits until every device has run everything it was given ([`Device::finish`]).
+    #[inline(always)]
+    pub fn finish(&self) -> Result<(), String> {
+        if self.asynchronous {
+            self.finish_devices()?;
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn finish_devices(&self) -> Result<(), String> {
+        self.devices.iter().filter_map(DeviceState::device).try_for_each(|d| d.finish())
     }
 
     /// Gives every device the live-bytes limit `limit` (`u64::MAX`: none). Each VM gives

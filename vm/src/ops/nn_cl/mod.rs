@@ -448,8 +448,11 @@ fn conv_any(
         // Built before the clock starts: the time is the launch's alone.
         let src = src(mb);
         ctx.dev.kernel(&src)?;
+        // Launches return before the kernel runs: wait for what is queued, then for it.
+        ctx.dev.finish().map_err(|e| e.to_string())?;
         let start = std::time::Instant::now();
         launch(&src, mb)?;
+        ctx.dev.finish().map_err(|e| e.to_string())?;
         let secs = start.elapsed().as_secs_f64();
         if secs < best.0 {
             best = (secs, mb);
