@@ -8,6 +8,8 @@
 //! every shape. Spatial operators take 1 to 3 spatial dims, padded in front to 3 with
 //! size-1 axes. Index arithmetic is `int` unless an operand has 2^31 elements or more.
 
+mod winograd;
+
 use super::cl::{float_arg as f, long_arg as l, ClCtx, ClFn, ClTensor};
 use super::{Attrs, Operator, TensorInfo};
 use crate::ir::operators::shape::broadcast_strides;
@@ -345,6 +347,28 @@ fn fused_epilogue(e: &Elems, attrs: &Attrs, with_z: bool, at: &str) -> Result<St
     Ok(format!("{z}  {f}\n"))
 }
 
+/// The geometry of an f32 2-D 3x3 convolution with unit strides and dilations, one group
+/// and pads up to 2, which Winograd may take.
+fn winograd_plane(e: &Elems, group: i64, x: &ClTensor, y: &ClTensor, geo: &Geo) -> Option<winograd::Plane> {
+    let pads_ok = geo.pb[1..].iter().chain(&geo.pe[1..]).all(|p| (0..=2).contains(p));
+    if e.d != DType::F32 || group != 1 || x.shape.len() != 4 || geo.k != [1, 3, 3] || geo.s != [1; 3] || geo.d != [1; 3]
+    {
+        return None;
+    }
+    let u = |v: i64| usize::try_from(v).ok();
+    pads_ok.then_some(winograd::Plane {
+        n: u(x.shape[0])?,
+        c: u(x.shape[1])?,
+        k: u(y.shape[1])?,
+        ih: u(x.shape[2])?,
+        iw: u(x.shape[3])?,
+        oh: u(y.shape[2])?,
+        ow: u(y.shape[3])?,
+        pt: u(geo.pb[1])?,
+        pl: u(geo.pb[2])?,
+    })
+}
+
 /// The output-channel blocks (output channels per work-item) a direct convolution with
 /// `mg` output channels per group may run with: those of 32, 16 and 8 that divide `mg`,
 /// else the largest of 4, 2 and 1 that does (1 for depthwise). Larger blocks reuse each
@@ -417,6 +441,9 @@ fn conv_any(
     args.extend(geo.args());
     if transpose {
         return ctx.run(&source(transposed_conv_body(&e, &bias, &epilogue)), &args, global(total)?);
+    }
+    if let Some(plane) = winograd_plane(&e, group, x, y, &geo).filter(winograd::Plane::takes) {
+        return winograd::conv(ctx, &plane, x, w, b, y, z, &epilogue, [p(0), p(1)]);
     }
     let src = |mb: i64| source(direct_conv_body(&e, &geo, mb, &bias, &epilogue));
     let launch = |src: &str, mb: i64| ctx.run_nd(src, &args, &[global(osp)?, global(m / mb)?, global(n)?]);
