@@ -370,17 +370,37 @@ fn winograd_plane(e: &Elems, group: i64, x: &ClTensor, y: &ClTensor, geo: &Geo) 
 }
 
 /// The output-channel blocks (output channels per work-item) a direct convolution with
-/// `mg` output channels per group may run with: those of 32, 16 and 8 that divide `mg`,
-/// else the largest of 4, 2 and 1 that does (1 for depthwise). Larger blocks reuse each
-/// input load more but keep more sums in registers and leave fewer work-items; which is
-/// fastest depends on the layer and the device, so [`conv_any`] times them.
+/// `mg` output channels per group may run with: those of 32, 16 and 8 that divide `mg`;
+/// if none does, the largest that covers `mg` with at most a quarter more (shufflenet's
+/// 68 in blocks of 16: a last block of a group that does not fill computes past the
+/// group's end, reading its last channel's weights, and stores only what is there); else
+/// the largest of 4, 2 and 1 that divides `mg` (1 for depthwise). Larger blocks reuse
+/// each input load more but keep more sums in registers and leave fewer work-items;
+/// which is fastest depends on the layer and the device, so [`conv_any`] times them
+/// (each candidate a kernel to build: the first inference pays for them).
 fn channel_blocks(mg: i64) -> Vec<i64> {
-    let big: Vec<i64> = [32, 16, 8].into_iter().filter(|b| mg % b == 0).collect();
-    if big.is_empty() {
-        vec![[4, 2].into_iter().find(|b| mg % b == 0).unwrap_or(1)]
-    } else {
-        big
+    let dividing: Vec<i64> = [32, 16, 8].into_iter().filter(|b| mg % b == 0).collect();
+    if !dividing.is_empty() {
+        return dividing;
     }
+    match [32, 16, 8].into_iter().find(|b| (mg + b - 1) / b * b * 4 <= mg * 5) {
+        Some(ragged) => vec![ragged],
+        None => vec![[4, 2].into_iter().find(|b| mg % b == 0).unwrap_or(1)],
+    }
+}
+
+/// The work-items of a convolution's work-group, at most: [`osp_group`] along the output
+/// positions, the rest over channel blocks (or rows).
+const GROUP_ITEMS: usize = 256;
+
+/// Work-items per group along a convolution's output positions: a multiple of 16 (a
+/// vector of floats on AVX-512; on a GPU, whole quarter-waves), so that a group is whole
+/// vectors whatever the plane's size. Left to pick, a runtime must take a divisor of the
+/// range, and 13x13, 27x27 and 55x55 have no factor 16: Intel's compiler then ran part of
+/// every group as scalar code. The range is padded to whole groups and the work-items
+/// past the end return.
+fn osp_group(osp: i64) -> usize {
+    (osp.clamp(1, 64) as usize).div_ceil(16) * 16
 }
 
 /// Conv, FusedConv (`fused`) and ConvTranspose.
@@ -445,8 +465,23 @@ fn conv_any(
     if let Some(plane) = winograd_plane(&e, group, x, y, &geo).filter(winograd::Plane::takes) {
         return winograd::conv(ctx, &plane, x, w, b, y, z, &epilogue, [p(0), p(1)]);
     }
-    let src = |mb: i64| source(direct_conv_body(&e, &geo, mb, &bias, &epilogue));
-    let launch = |src: &str, mb: i64| ctx.run_nd(src, &args, &[global(osp)?, global(m / mb)?, global(n)?]);
+    if mg == 1 && c == group && geo.out[0] == 1 && geo.k[0] == 1 {
+        // Depthwise (one input and one output channel per group), 1-D or 2-D.
+        let lanes = osp_group(geo.out[2]);
+        let (rows, planes) = (global(geo.out[1])?, global(n * m)?);
+        let group_rows = (GROUP_ITEMS / lanes).min(rows);
+        let range = [global(geo.out[2])?.div_ceil(lanes) * lanes, rows.div_ceil(group_rows) * group_rows, planes];
+        let body = depthwise_conv_body(&e, [geo.k[1], geo.k[2]], [geo.s[2], geo.d[2]], &bias, &epilogue);
+        return ctx.run_groups(&source(body), &args, &range, &[lanes, group_rows, 1]);
+    }
+    let src = |mb: i64| source(direct_conv_body(&e, &geo, mb, mg, &bias, &epilogue));
+    let lanes = osp_group(osp);
+    let launch = |src: &str, mb: i64| {
+        let g0 = global(osp)?.div_ceil(lanes) * lanes;
+        let blocks = global(group * ((mg + mb - 1) / mb))?;
+        let rows = (GROUP_ITEMS / lanes).min(blocks).max(1);
+        ctx.run_groups(src, &args, &[g0, blocks.div_ceil(rows) * rows, global(n)?], &[lanes, rows, 1])
+    };
     let run = |mb: i64| launch(&src(mb), mb);
     let blocks = channel_blocks(mg);
     let key =
@@ -494,14 +529,30 @@ fn conv_any(
 
 /// The body of the direct convolution kernel with `mb` output channels per work-item
 /// (see [`conv_any`]). W is [M, C/group, k...]: output o reads input o * s + kk * d - pb.
-fn direct_conv_body(e: &Elems, geo: &Geo, mb: i64, bias: &str, epilogue: &str) -> String {
-    let (t, acc_t) = (e.t(), e.acc());
-    let sums =
-        (0..mb).map(|j| format!("    sum{j} += xv * {};\n", e.ld("wp", &format!("{j} * wm + t")))).collect::<String>();
+fn direct_conv_body(e: &Elems, geo: &Geo, mb: i64, mg: i64, bias: &str, epilogue: &str) -> String {
+    let (t, acc_t, ragged) = (e.t(), e.acc(), mg % mb != 0);
+    // Work-item (p, block, n) computes output channels m0.. of group g. A ragged last
+    // block of a group reads the group's last channel's weights past its end (`last`).
+    let head = if ragged {
+        let per_group = (mg + mb - 1) / mb;
+        format!(
+            "  ix p = (ix)get_global_id(0), n = (ix)get_global_id(2), block = (ix)get_global_id(1);\n\
+             ix g = block / {per_group}, m0 = g * mg + (block - g * {per_group}) * {mb}, last = (g + 1) * mg - 1 - m0;\n"
+        )
+    } else {
+        format!(
+            "  ix p = (ix)get_global_id(0), n = (ix)get_global_id(2), m0 = (ix)get_global_id(1) * {mb}, g = m0 / mg;\n"
+        )
+    };
+    let row = |j: i64| if ragged { format!("min((ix){j}, last)") } else { j.to_string() };
+    let sums = (0..mb)
+        .map(|j| format!("    sum{j} += xv * {};\n", e.ld("wp", &format!("{} * wm + t", row(j)))))
+        .collect::<String>();
     let stores = (0..mb)
         .map(|j| {
             format!(
-                "  {{\n  ix m = m0 + {j}, oi = (n * M + m) * osp + p;\n  {acc_t} acc = sum{j};\n{bias}{epilogue}  {}\n  }}\n",
+                "  {}{{\n  ix m = m0 + {j}, oi = (n * M + m) * osp + p;\n  {acc_t} acc = sum{j};\n{bias}{epilogue}  {}\n  }}\n",
+                if ragged { format!("if ({j} <= last) ") } else { String::new() },
                 e.st("y", "yo + oi", "acc")
             )
         })
@@ -511,8 +562,8 @@ fn direct_conv_body(e: &Elems, geo: &Geo, mb: i64, bias: &str, epilogue: &str) -
         // A matrix product per image: W [M, C] times X [C, positions]. Neighbouring
         // work-items read neighbouring inputs (one vector load on a CPU).
         return format!(
-            "  ix p = (ix)get_global_id(0), m0 = (ix)get_global_id(1) * {mb}, n = (ix)get_global_id(2);\n\
-             ix osp = out0 * out1 * out2, g = m0 / mg, wm = cg;\n\
+            "{head}  ix osp = out0 * out1 * out2, wm = cg;\n\
+             if (p >= osp || m0 >= M) return;\n\
              {acc_t} {decl};\n\
              __global const {t}* xp = x + xo + (n * C + g * cg) * osp + p;\n\
              __global const {t}* wp = w + wo + m0 * wm;\n\
@@ -526,9 +577,9 @@ fn direct_conv_body(e: &Elems, geo: &Geo, mb: i64, bias: &str, epilogue: &str) -
     // for all channels. Taps outside the input are masked rather than skipped: no branches
     // around the loads, so the work-items of a vector (or a GPU wave) stay in step.
     format!(
-        "  ix p = (ix)get_global_id(0), m0 = (ix)get_global_id(1) * {mb}, n = (ix)get_global_id(2);\n\
-         ix r = p, osp = out0 * out1 * out2;\n{SPLIT_OUT}{WINDOW_START}\
-         ix g = m0 / mg, kv = k0 * k1 * k2, wm = cg * kv, isp = in0 * in1 * in2;\n\
+        "{head}  ix r = p, osp = out0 * out1 * out2;\n\
+         if (p >= osp || m0 >= M) return;\n{SPLIT_OUT}{WINDOW_START}\
+         ix kv = k0 * k1 * k2, wm = cg * kv, isp = in0 * in1 * in2;\n\
          {acc_t} {decl};\n\
          __global const {t}* xg = x + xo + (n * C + g * cg) * isp;\n\
          for (ix a0 = 0; a0 < k0; a0++) for (ix a1 = 0; a1 < k1; a1++) for (ix a2 = 0; a2 < k2; a2++) {{\n\
@@ -548,6 +599,43 @@ fn direct_conv_body(e: &Elems, geo: &Geo, mb: i64, bias: &str, epilogue: &str) -
             "(i0 * in1 + i1) * in2 + i2"
         },
         xv = e.ld("xg", "c * isp + xi"),
+    )
+}
+
+/// The body of the depthwise convolution kernel (1-D or 2-D: `out0` and `k0` are 1), one
+/// work-item per output over a 3-D range: output columns (dim 0, the vector lanes),
+/// output rows and (image, channel) planes. The direct kernel's flat positions cost six
+/// integer divisions per work-item, which a CPU runtime cannot vectorise, against a
+/// depthwise window's nine multiply-adds. The taps are summed in the direct kernel's
+/// order; a window row outside the input (the same for a group's lanes) is skipped and a
+/// column outside it masked to zero.
+///
+/// The window's size and its column stride and dilation are literals in the source: with
+/// them known, neighbouring work-items' loads are provably neighbouring addresses (one
+/// vector load rather than a gather) and the taps unroll.
+fn depthwise_conv_body(e: &Elems, [k1, k2]: [i64; 2], [s2, d2]: [i64; 2], bias: &str, epilogue: &str) -> String {
+    let (t, acc_t) = (e.t(), e.acc());
+    format!(
+        "  ix o2 = (ix)get_global_id(0), o1 = (ix)get_global_id(1), nm = (ix)get_global_id(2);\n\
+         if (o2 >= out2 || o1 >= out1) return;\n\
+         ix m = nm % M, st1 = o1 * s1 - pb1, st2 = o2 * {s2} - pb2;\n\
+         __global const {t}* xg = x + xo + nm * in1 * in2;\n\
+         __global const {t}* wp = w + wo + m * {k1} * {k2};\n\
+         {acc_t} sum0 = 0.0f;\n\
+         for (ix a1 = 0; a1 < {k1}; a1++) {{\n\
+           ix i1 = st1 + a1 * d1;\n\
+           if (i1 < 0 || i1 >= in1) continue;\n\
+           for (ix a2 = 0; a2 < {k2}; a2++) {{\n\
+             ix i2 = st2 + a2 * {d2};\n\
+             {acc_t} xv = i2 >= 0 && i2 < in2 ? {xv} : 0.0f;\n\
+             sum0 += xv * {wv};\n\
+           }}\n\
+         }}\n\
+         ix oi = (nm * out1 + o1) * out2 + o2;\n\
+         {acc_t} acc = sum0;\n{bias}{epilogue}  {store}\n",
+        xv = e.ld("xg", "i1 * in2 + i2"),
+        wv = e.ld("wp", &format!("a1 * {k2} + a2")),
+        store = e.st("y", "yo + oi", "acc"),
     )
 }
 
@@ -1061,6 +1149,37 @@ mod tests {
             check_tol(&dev, "MatMul", &[v(&[2, 1, 3, 4], 12), v(&[3, 4, 5], 13)], &Attrs::default(), 0.0);
             check_tol(&dev, "MatMul", &[v(&[4], 14), v(&[4, 3], 15)], &Attrs::default(), 0.0);
         }
+    }
+
+    /// Depthwise convolutions (their own kernel, the window's columns literal) and channel
+    /// blocks that do not divide a group's output channels (the last block of each group
+    /// computing past its end, storing what is there) give the host's results exactly.
+    #[test]
+    fn depthwise_and_ragged_channel_blocks_match_the_host() {
+        let Some(dev) = device() else { return };
+        let v = |shape: &[i64], seed| ints(DType::F32, shape, seed);
+        let l = |v: &[i64]| AttrValue::Ints(v.to_vec());
+        let group = |g| ("group", AttrValue::Int(g));
+        // Depthwise: unit strides; strides 2 with dilations 2 and uneven pads; 1-D; fused
+        // with a residual and an activation; a batch of 2 over planes past one group's size.
+        let dw = attrs(&[group(6), ("pads", l(&[1, 1, 1, 1]))]);
+        check_tol(&dev, "Conv", &[v(&[2, 6, 9, 7], 1), v(&[6, 1, 3, 3], 2), v(&[6], 3)], &dw, 0.0);
+        let dw2 = attrs(&[group(5), ("pads", l(&[0, 2, 1, 1])), ("strides", l(&[2, 2])), ("dilations", l(&[2, 2]))]);
+        check_tol(&dev, "Conv", &[v(&[1, 5, 11, 13], 4), v(&[5, 1, 3, 3], 5)], &dw2, 0.0);
+        check_tol(&dev, "Conv", &[v(&[3, 4, 10], 6), v(&[4, 1, 3], 7)], &attrs(&[group(4)]), 0.0);
+        let fused = attrs(&[
+            group(6),
+            ("pads", l(&[1, 1, 1, 1])),
+            ("activation", AttrValue::Str("LeakyRelu".into())),
+            ("activation_params", AttrValue::Floats(vec![0.25])),
+        ]);
+        let (x, w, b, z) = (v(&[2, 6, 9, 7], 8), v(&[6, 1, 3, 3], 9), v(&[6], 10), v(&[2, 6, 9, 7], 11));
+        check_tol(&dev, "FusedConv", &[x, w, b, z], &fused, 0.0);
+        // 68 output channels per group: blocks of 16, the last ragged; pointwise and 3x3.
+        let g2 = attrs(&[group(2)]);
+        check_tol(&dev, "Conv", &[v(&[1, 6, 5, 7], 12), v(&[136, 3, 1, 1], 13), v(&[136], 14)], &g2, 0.0);
+        let g2p = attrs(&[group(2), ("pads", l(&[1, 0, 1, 1]))]);
+        check_tol(&dev, "Conv", &[v(&[2, 4, 6, 5], 15), v(&[136, 2, 3, 3], 16), v(&[136], 17)], &g2p, 0.0);
     }
 
     /// Buffer views at aligned offsets are sub-buffers: their origin is the block and the
