@@ -13,7 +13,7 @@
 //! range is checked on the host against the operands' sizes first, and the kernels check
 //! again, so a bad plan is an error, never an out-of-bounds access.
 
-use super::cl::{cl_type, pragmas, storage_type, ClCtx, ClFn, ClTensor, Res};
+use super::cl::{cl_type, pragmas, storage_type, vector_group, ClCtx, ClFn, ClTensor, Res};
 use super::{AttrValue, Attrs, Operator, TensorInfo};
 use crate::ir::host_tensor::{load_i64, store_f64, store_i64, HostTensor};
 use crate::ir::types::DType;
@@ -288,24 +288,6 @@ impl Strided {
         let fits = |v: i128| v.abs() < i32::MAX as i128;
         let narrow = [n as i128, x.numel() as i128, y.numel() as i128, slo, shi, dlo, dhi].into_iter().all(fits);
         let ix = if narrow { "int" } else { "long" };
-        let mut body = String::new();
-        for k in (0..r).rev() {
-            let (nk, sk, tk) = (self.dims[k], self.src_st[k], self.dst_st[k]);
-            // (The outermost dim too: what is left is below it, but Intel's CPU compiler
-            // 2021.2 miscompiles the dense copy written as `j = r`.)
-            let split = format!("j = r % {nk}; r /= {nk}; ");
-            let j = match &self.modulo {
-                Some(m) => format!("(j % {})", m[k]),
-                None => "j".to_string(),
-            };
-            body.push_str(&format!("  {split}si += {j} * {sk}; di += j * {tk};\n"));
-        }
-        let src = format!(
-            "__kernel void k(__global const {t}* x, ulong xo, ulong xn, __global {t}* y, ulong yo, ulong yn, ulong n, \
-             long so, long dof) {{\n  ulong i = get_global_id(0);\n  if (i >= n) return;\n  {ix} r = ({ix})i, j;\n  \
-             {ix} si = ({ix})so, di = ({ix})dof;\n{body}  if (si < 0 || (ulong)si >= xn || di < 0 || (ulong)di >= yn) return;\n  \
-             y[yo + di] = x[xo + si];\n}}\n"
-        );
         let [xm, xo] = x.args();
         let [ym, yo] = y.args();
         let args = [
@@ -319,6 +301,49 @@ impl Strided {
             KernelArg::U64(self.src_off as u64),
             KernelArg::U64(self.dst_off as u64),
         ];
+        let check =
+            "  if (si < 0 || (ulong)si >= xn || di < 0 || (ulong)di >= yn) return;\n  y[yo + di] = x[xo + si];\n";
+        let params = format!(
+            "__global const {t}* x, ulong xo, ulong xn, __global {t}* y, ulong yo, ulong yn, ulong n, long so, long dof"
+        );
+        let inner = self.dims[r - 1];
+        if r >= 2 && self.modulo.is_none() && self.src_st[r - 1] == 1 && self.dst_st[r - 1] == 1 && inner >= 16 {
+            // Rows contiguous on both sides (Concat's, Split's and Slice's rows, a channel
+            // shuffle's planes): a 2-D range, the row's elements along dim 0 and the rows
+            // along dim 1, so neighbouring work-items copy neighbouring elements (vector
+            // loads and stores) and the divisions are per row, not per element. (Every
+            // parameter is used: Intel's CPU compiler 2021.2 drops an unused one and then
+            // refuses the launch with CL_INVALID_KERNEL_ARGS.)
+            let mut body = String::new();
+            for k in (0..r - 1).rev() {
+                let (nk, sk, tk) = (self.dims[k], self.src_st[k], self.dst_st[k]);
+                body.push_str(&format!("  q = r % {nk}; r /= {nk}; si += q * {sk}; di += q * {tk};\n"));
+            }
+            let src = format!(
+                "__kernel void k({params}) {{\n  {ix} j = ({ix})get_global_id(0);\n  if (j >= {inner} || get_global_id(1) * {inner} + j >= n) return;\n  \
+                 {ix} r = ({ix})get_global_id(1), q;\n  {ix} si = ({ix})so + j, di = ({ix})dof + j;\n{body}{check}}}\n"
+            );
+            let lanes = vector_group(inner);
+            let rows = usize::try_from(n / inner as u64).map_err(|_| "tensor too large")?;
+            let range = [(inner as usize).div_ceil(lanes) * lanes, rows];
+            return ctx.run_groups(&src, &args, &range, &[lanes, 1]);
+        }
+        let mut body = String::new();
+        for k in (0..r).rev() {
+            let (nk, sk, tk) = (self.dims[k], self.src_st[k], self.dst_st[k]);
+            // (The outermost dim too: what is left is below it, but Intel's CPU compiler
+            // 2021.2 miscompiles the dense copy written as `j = r`.)
+            let split = format!("j = r % {nk}; r /= {nk}; ");
+            let j = match &self.modulo {
+                Some(m) => format!("(j % {})", m[k]),
+                None => "j".to_string(),
+            };
+            body.push_str(&format!("  {split}si += {j} * {sk}; di += j * {tk};\n"));
+        }
+        let src = format!(
+            "__kernel void k({params}) {{\n  ulong i = get_global_id(0);\n  if (i >= n) return;\n  \
+             {ix} r = ({ix})i, j;\n  {ix} si = ({ix})so, di = ({ix})dof;\n{body}{check}}}\n"
+        );
         ctx.run(&src, &args, usize_n)
     }
 }
@@ -843,6 +868,15 @@ mod tests {
             check(&dev, "Tile", &[iota(d, &[2, 1, 3], 0), ints(&[1, 4, 2])], &[], true);
         }
         check(&dev, "Transpose", &[iota(I32, &[2, 1, 3, 2, 2, 3], 0)], &[("perm", l(&[2, 0, 5, 4, 1, 3]))], true);
+        // Rows of 16 or more elements contiguous on both sides: the 2-D kernel, rows of 20
+        // (a channel shuffle), 17 (Concat along channels; rows past a multiple of 16) and
+        // 18 (Slice's rows from an offset).
+        for d in [F32, U8, F16] {
+            check(&dev, "Transpose", &[iota(d, &[1, 3, 4, 4, 5], 0)], &[("perm", l(&[0, 2, 1, 3, 4]))], true);
+            check(&dev, "Concat", &[iota(d, &[2, 3, 17], 0), iota(d, &[2, 2, 17], 90)], &[("axis", i(1))], true);
+        }
+        let rows = [("starts", l(&[1, 2])), ("ends", l(&[3, 20]))];
+        check(&dev, "Slice", &[iota(F32, &[4, 21], 0)], &rows, true);
         check(&dev, "Reshape", &[iota(F32, &[2, 3, 4], 0), ints(&[4, 0, -1])], &[], true);
         check(&dev, "Flatten", &[iota(I16, &[2, 3, 4], 0)], &[("axis", i(-1))], true);
         check(&dev, "Squeeze", &[iota(F32, &[1, 3, 1], 0)], &[], true);

@@ -10,7 +10,7 @@
 
 mod winograd;
 
-use super::cl::{float_arg as f, long_arg as l, ClCtx, ClFn, ClTensor};
+use super::cl::{float_arg as f, long_arg as l, vector_group, ClCtx, ClFn, ClTensor};
 use super::{Attrs, Operator, TensorInfo};
 use crate::ir::operators::shape::broadcast_strides;
 use crate::ir::types::DType;
@@ -389,19 +389,9 @@ fn channel_blocks(mg: i64) -> Vec<i64> {
     }
 }
 
-/// The work-items of a convolution's work-group, at most: [`osp_group`] along the output
+/// The work-items of a convolution's work-group, at most: [`vector_group`] along the output
 /// positions, the rest over channel blocks (or rows).
 const GROUP_ITEMS: usize = 256;
-
-/// Work-items per group along a convolution's output positions: a multiple of 16 (a
-/// vector of floats on AVX-512; on a GPU, whole quarter-waves), so that a group is whole
-/// vectors whatever the plane's size. Left to pick, a runtime must take a divisor of the
-/// range, and 13x13, 27x27 and 55x55 have no factor 16: Intel's compiler then ran part of
-/// every group as scalar code. The range is padded to whole groups and the work-items
-/// past the end return.
-fn osp_group(osp: i64) -> usize {
-    (osp.clamp(1, 64) as usize).div_ceil(16) * 16
-}
 
 /// Conv, FusedConv (`fused`) and ConvTranspose.
 ///
@@ -467,7 +457,7 @@ fn conv_any(
     }
     if mg == 1 && c == group && geo.out[0] == 1 && geo.k[0] == 1 {
         // Depthwise (one input and one output channel per group), 1-D or 2-D.
-        let lanes = osp_group(geo.out[2]);
+        let lanes = vector_group(geo.out[2]);
         let (rows, planes) = (global(geo.out[1])?, global(n * m)?);
         let group_rows = (GROUP_ITEMS / lanes).min(rows);
         let range = [global(geo.out[2])?.div_ceil(lanes) * lanes, rows.div_ceil(group_rows) * group_rows, planes];
@@ -475,7 +465,7 @@ fn conv_any(
         return ctx.run_groups(&source(body), &args, &range, &[lanes, group_rows, 1]);
     }
     let src = |mb: i64| source(direct_conv_body(&e, &geo, mb, mg, &bias, &epilogue));
-    let lanes = osp_group(osp);
+    let lanes = vector_group(osp);
     let launch = |src: &str, mb: i64| {
         let g0 = global(osp)?.div_ceil(lanes) * lanes;
         let blocks = global(group * ((mg + mb - 1) / mb))?;
