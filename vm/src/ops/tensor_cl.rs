@@ -306,8 +306,9 @@ impl Strided {
         let params = format!(
             "__global const {t}* x, ulong xo, ulong xn, __global {t}* y, ulong yo, ulong yn, ulong n, long so, long dof"
         );
-        let inner = self.dims[r - 1];
-        if r >= 2 && self.modulo.is_none() && self.src_st[r - 1] == 1 && self.dst_st[r - 1] == 1 && inner >= 16 {
+        // (Merging can leave no dims at all: a copy of one element.)
+        let inner = if r >= 2 { self.dims[r - 1] } else { 0 };
+        if inner >= 16 && self.modulo.is_none() && self.src_st[r - 1] == 1 && self.dst_st[r - 1] == 1 {
             // Rows contiguous on both sides (Concat's, Split's and Slice's rows, a channel
             // shuffle's planes): a 2-D range, the row's elements along dim 0 and the rows
             // along dim 1, so neighbouring work-items copy neighbouring elements (vector
@@ -875,6 +876,9 @@ mod tests {
             check(&dev, "Transpose", &[iota(d, &[1, 3, 4, 4, 5], 0)], &[("perm", l(&[0, 2, 1, 3, 4]))], true);
             check(&dev, "Concat", &[iota(d, &[2, 3, 17], 0), iota(d, &[2, 2, 17], 90)], &[("axis", i(1))], true);
         }
+        // One element: merging the dims leaves none.
+        check(&dev, "Transpose", &[iota(F32, &[1, 1, 1], 0)], &[], true);
+        check(&dev, "Slice", &[iota(I64, &[3, 1], 0), ints(&[1]), ints(&[2])], &[], true);
         let rows = [("starts", l(&[1, 2])), ("ends", l(&[3, 20]))];
         check(&dev, "Slice", &[iota(F32, &[4, 21], 0)], &rows, true);
         check(&dev, "Reshape", &[iota(F32, &[2, 3, 4], 0), ints(&[4, 0, -1])], &[], true);
