@@ -533,6 +533,9 @@ fn walk_tap(
 
 /// Fills the im2col rows (row `c * kernel + tap`) for output positions `q0..q1`.
 fn im2col(x: &[f32], g: &Geo, taps: &[usize], q0: usize, q1: usize, cols: &mut [f32]) {
+    if g.k.len() == 2 {
+        return im2col_2d(x, g, q0, q1, cols);
+    }
     let (nd, in_plane, width) = (g.k.len(), prod(&g.in_sp), q1 - q0);
     let (sl, kprod) = (g.s[nd - 1], taps.len() / nd);
     for (r, row) in cols.chunks_exact_mut(width.max(1)).enumerate() {
@@ -544,6 +547,44 @@ fn im2col(x: &[f32], g: &Geo, taps: &[usize], q0: usize, q1: usize, cols: &mut [
             strided_copy(&mut seg[head..head + hits], &xp[t0..], sl);
             seg[head + hits..].fill(0.0);
         });
+    }
+}
+
+/// [`im2col`] for 2-D kernels: the rows and columns each kernel tap reads are worked out
+/// once per tap ([`hit_range`]), so each output row of each tap is a fill, a copy and a
+/// fill. (The N-D walk recomputed a tap's geometry for every row of the columns, which
+/// on 7x7 planes cost as much as the product.)
+fn im2col_2d(x: &[f32], g: &Geo, q0: usize, q1: usize, cols: &mut [f32]) {
+    let ((ih, iw), (oh, ow), (kh, kw)) = ((g.in_sp[0], g.in_sp[1]), (g.out_sp[0], g.out_sp[1]), (g.k[0], g.k[1]));
+    let ((sy, sx), (dy, dx)) = ((g.s[0], g.s[1]), (g.d[0], g.d[1]));
+    let width = q1 - q0;
+    if width == 0 || ow == 0 {
+        return;
+    }
+    let rows: Vec<(i128, usize, usize)> = (0..kh).map(|ky| hit_range(oh, ih, sy, ky, dy, g.pb[0])).collect();
+    let cols_hit: Vec<(i128, usize, usize)> = (0..kw).map(|kx| hit_range(ow, iw, sx, kx, dx, g.pb[1])).collect();
+    let (in_plane, kprod) = (ih * iw, kh * kw);
+    let (oy0, oy1) = (q0 / ow, (q1 - 1) / ow);
+    for (r, row) in cols.chunks_exact_mut(width).enumerate() {
+        let (c, ky, kx) = (r / kprod, r % kprod / kw, r % kw);
+        let xp = &x[c * in_plane..][..in_plane];
+        let ((offy, ya, yb), (offx, ca, cb)) = (rows[ky], cols_hit[kx]);
+        for oy in oy0..=oy1 {
+            // Output columns xa..xb of this row are in q0..q1.
+            let xa = if oy == oy0 { q0 - oy * ow } else { 0 };
+            let xb = if oy == oy1 { q1 - oy * ow } else { ow };
+            let seg = &mut row[oy * ow + xa - q0..oy * ow + xb - q0];
+            let (lo, hi) = (ca.clamp(xa, xb), cb.clamp(xa, xb));
+            if oy < ya || oy >= yb || lo >= hi {
+                seg.fill(0.0);
+                continue;
+            }
+            let iy = (oy as i128 * sy as i128 + offy) as usize;
+            let i0 = (lo as i128 * sx as i128 + offx) as usize;
+            seg[..lo - xa].fill(0.0);
+            strided_copy(&mut seg[lo - xa..hi - xa], &xp[iy * iw + i0..], sx);
+            seg[hi - xa..].fill(0.0);
+        }
     }
 }
 

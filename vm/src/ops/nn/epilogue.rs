@@ -130,6 +130,63 @@ impl<'a> Epilogue<'a> {
         let z = self.z.map(|z| &z[self.r0 + i][self.c0 + j..][..row.len()]);
         self.act.epilogue(row, z);
     }
+
+    /// Adds a micro-tile row of products `acc` to row `i` of C, columns from `j`: `row =
+    /// start + alpha * acc` when `first` (the row's [`Epilogue::start`]), `row + alpha *
+    /// acc` otherwise, and when `last` then [`Epilogue::finish`], in one pass. (Storing
+    /// the row and reading it back for the finish stalled: half of a wide store does not
+    /// forward to a narrower load on every core.) The same operations in the same order
+    /// as the separate passes: the same bits.
+    #[inline(always)]
+    pub(super) fn store<const NR: usize>(
+        &self,
+        (i, j): (usize, usize),
+        row: &mut [f32],
+        acc: &[f32; NR],
+        alpha: f32,
+        (first, last): (bool, bool),
+    ) {
+        let z = if last { self.z.map(|z| &z[self.r0 + i][self.c0 + j..][..row.len()]) } else { None };
+        let act = if last { self.act } else { Activation::Identity };
+        let start = self.start(i);
+        #[inline(always)]
+        fn run<const NR: usize>(
+            row: &mut [f32],
+            acc: &[f32; NR],
+            z: Option<&[f32]>,
+            base: Option<f32>,
+            alpha: f32,
+            f: impl Fn(f32) -> f32,
+        ) {
+            // A whole row of the micro-tile: a loop of known length, all of it in full vectors.
+            let full: Result<&mut [f32; NR], _> = row.try_into();
+            match full {
+                Ok(row) => each(row, acc, z, base, alpha, f),
+                Err(_) => each(row, acc, z, base, alpha, f),
+            }
+        }
+        #[inline(always)]
+        fn each(
+            row: &mut [f32],
+            acc: &[f32],
+            z: Option<&[f32]>,
+            base: Option<f32>,
+            alpha: f32,
+            f: impl Fn(f32) -> f32,
+        ) {
+            let sum = |o: f32, v: f32| base.unwrap_or(o) + alpha * v;
+            match z {
+                Some(z) => row.iter_mut().zip(acc).zip(z).for_each(|((o, &v), &zv)| *o = f(sum(*o, v) + zv)),
+                None => row.iter_mut().zip(acc).for_each(|(o, &v)| *o = f(sum(*o, v))),
+            }
+        }
+        let base = first.then_some(start);
+        match act {
+            Activation::Identity => run(row, acc, z, base, alpha, |v| v),
+            Activation::Relu => run(row, acc, z, base, alpha, |v| v.max(0.0)),
+            act => run(row, acc, z, base, alpha, move |v| act.apply(v)),
+        }
+    }
 }
 
 /// FusedConv's epilogue over a whole f32 output: `y = act(y + z)` (`act(y)` without `z`).

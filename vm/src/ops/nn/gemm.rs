@@ -483,16 +483,7 @@ fn gemm_blocks<const MR: usize, const NR: usize, const FMA: bool>(
                         let mr = MR.min(m - ii);
                         micro::<MR, NR, FMA>(asl, bs, &mut acc);
                         for (i, accr) in acc.iter().enumerate().take(mr) {
-                            let row = &mut c[ii + i][jj..jj + nr];
-                            if first {
-                                let start = epi.start(ii + i);
-                                row.iter_mut().zip(accr).for_each(|(o, &v)| *o = start + alpha * v);
-                            } else {
-                                row.iter_mut().zip(accr).for_each(|(o, &v)| *o += alpha * v);
-                            }
-                            if last {
-                                epi.finish(ii + i, jj, row);
-                            }
+                            epi.store((ii + i, jj), &mut c[ii + i][jj..jj + nr], accr, alpha, (first, last));
                         }
                     }
                 }

@@ -122,7 +122,12 @@ fn winograd_convolutions_match_naive_loops() {
         (&[1, 64, 13, 7], &[32, 32, 3, 3], 2, [2, 0, 1, 2]),
         (&[1, 48, 14, 14], &[64, 48, 3, 3], 1, [0, 2, 2, 1]),
         (&[1, 32, 57, 45], &[16, 32, 3, 3], 1, [1, 1, 1, 1]),
+        // The fewest input channels it takes (squeezenet's first expand layers).
+        (&[1, 16, 21, 19], &[64, 16, 3, 3], 1, [1, 1, 1, 1]),
     ];
+    // Eight input channels are too few: im2col + GEMM is faster.
+    let few = conv_dims(&[1, 8, 56, 56], &[32, 8, 3, 3], None, &Attrs(vec![])).unwrap();
+    assert!(Wino::new(&few).is_none());
     for (case, &(xs, ws, group, pads)) in cases.iter().enumerate() {
         let seed = 10 * case as u64;
         let x = HostTensor::random(DType::F32, xs, seed).unwrap();
@@ -211,6 +216,52 @@ fn fused_conv_epilogues_inside_the_kernels_give_the_separate_pass_bits() {
 /// (5x5: 3x3 kernels go to Winograd)
 /// is split between threads by output channels, each using its rows of the kept
 /// packing; it agrees with the f64 convolution.
+/// im2col + GEMM (at least 4 output channels, not Winograd's geometry) agrees with the
+/// f64 definition over 2-D geometries: strides 1-3, dilations 1-2, pads 0-3 on each side
+/// (taps that miss whole rows and columns), kernels up to the padded input's size,
+/// column chunks and thread splits that start and end mid-row.
+#[test]
+fn im2col_convolutions_match_the_f64_definition() {
+    let mut seed = 0x2545_f491u64;
+    let mut next = |n: u64| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    for case in 0..40 {
+        let (mut s, mut d) = ([1 + next(3) as i64, 1 + next(3) as i64], [1 + next(2) as i64, 1 + next(2) as i64]);
+        let pads: Vec<i64> = (0..4).map(|_| next(4) as i64).collect();
+        let (mut c, m) = (1 + next(3) as i64, 4 + next(6) as i64);
+        let (mut h, mut w) = (3 + next(12) as i64, 3 + next(12) as i64);
+        // Taps that fit in the padded input: up to (len + pads - 1) / dilation + 1.
+        let room = |len: i64, dil: i64, pb: i64, pe: i64| ((len + pb + pe - 1) / dil + 1).clamp(1, 7) as u64;
+        let mut kh = 1 + next(room(h, d[0], pads[0], pads[2])) as i64;
+        let mut kw = 1 + next(room(w, d[1], pads[1], pads[3])) as i64;
+        if case % 4 == 0 {
+            // Large: the columns come in chunks (a 5x5-7x7 kernel over 4-6 channels) and
+            // are split between threads, both mid-row on odd widths.
+            (s, d, c) = ([1, 1], [1, 1], 4 + next(3) as i64);
+            (h, w, kh, kw) = (40 + next(23) as i64, 41 + 2 * next(11) as i64, 5 + next(3) as i64, 5 + next(3) as i64);
+        }
+        let (xs, ws) = ([1, c, h, w], [m, c, kh, kw]);
+        let x = HostTensor::random(DType::F32, &xs, 100 + case).unwrap();
+        let wt = HostTensor::random(DType::F32, &ws, 200 + case).unwrap();
+        let b = HostTensor::random(DType::F32, &[m], 300 + case).unwrap();
+        let attrs = Attrs(vec![
+            ("strides".to_string(), AttrValue::Ints(s.to_vec())),
+            ("dilations".to_string(), AttrValue::Ints(d.to_vec())),
+            ("pads".to_string(), AttrValue::Ints(pads.clone())),
+        ]);
+        let cd = conv_dims(&xs, &ws, Some(&[m]), &attrs).unwrap();
+        assert!(Wino::new(&cd).is_none());
+        let want = conv_f64_of(&x, &wt, Some(&b), &attrs);
+        let mut y = HostTensor::zeros(DType::F32, &cd.out_shape).unwrap();
+        y.data.fill(0x7f);
+        conv(&[Some((&x).into()), Some((&wt).into()), Some((&b).into())], &attrs, &mut [y.view_mut()]).unwrap();
+        let what = format!("case {case}: x {xs:?} w {ws:?} strides {s:?} dilations {d:?} pads {pads:?}");
+        assert_close(&what, &y.to_f64(), &want);
+    }
+}
+
 #[test]
 fn a_conv_with_few_columns_splits_its_channels_between_threads() {
     use crate::ir::host_tensor::Derived;

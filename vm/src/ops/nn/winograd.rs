@@ -35,6 +35,10 @@ const M_BYTES: usize = 1 << 19;
 /// Layers with fewer tiles than this take Winograd only when their transformed weights
 /// are at most [`SMALL_WEIGHTS`] bytes (see [`Wino::new`]).
 const FEW_TILES: usize = 32;
+/// Input channels per group, at least: each of the 16 products is a GEMM summing over
+/// this many, and with fewer their short sums and the transforms cost more than the
+/// multiplies saved (docs/performance.md, "What made the host path faster").
+const MIN_CHANNELS: usize = 16;
 const SMALL_WEIGHTS: usize = 1 << 20;
 
 thread_local! {
@@ -80,7 +84,7 @@ impl Wino {
         let (oh, ow) = (g.out_sp[0], g.out_sp[1]);
         let (th, tw) = (oh.div_ceil(2), ow.div_ceil(2));
         let weight_bytes = POS * cg * mg * 4;
-        if cg < 32 || mg < 16 || th * tw < 16 || (th * tw < FEW_TILES && weight_bytes > SMALL_WEIGHTS) {
+        if cg < MIN_CHANNELS || mg < 16 || th * tw < 16 || (th * tw < FEW_TILES && weight_bytes > SMALL_WEIGHTS) {
             return None;
         }
         Some(Wino {
