@@ -256,15 +256,11 @@ impl ConvItem<'_> {
         let rows: Vec<(i128, usize, usize)> = (0..kh).map(|ky| hit_range(oh, ih, sy, ky, dy, pt)).collect();
         let cols: Vec<(i128, usize, usize)> = (0..kw).map(|kx| hit_range(ow, iw, sx, kx, dx, pl)).collect();
         let (cg, kprod, krows, in_plane) = (self.cg, self.kprod, self.cg * self.kprod, self.in_plane);
-        let (oy0, oy1) = (q0 / ow, (q1 - 1) / ow);
         for (m, orow_all) in y.iter_mut().enumerate().take(self.mg) {
             for c in 0..cg {
                 let xp = &xg[c * in_plane..][..in_plane];
                 let wc = &wg[m * krows + c * kprod..][..kprod];
-                for oy in oy0..=oy1 {
-                    // Output columns xa..xb of this row are in q0..q1.
-                    let xa = if oy == oy0 { q0 - oy * ow } else { 0 };
-                    let xb = if oy == oy1 { q1 - oy * ow } else { ow };
+                for (oy, xa, xb) in row_spans(q0, q1, ow) {
                     let orow = &mut orow_all[oy * ow + xa - q0..oy * ow + xb - q0];
                     for (ky, &(offy, ya, yb)) in rows.iter().enumerate() {
                         if oy < ya || oy >= yb {
@@ -564,15 +560,11 @@ fn im2col_2d(x: &[f32], g: &Geo, q0: usize, q1: usize, cols: &mut [f32]) {
     let rows: Vec<(i128, usize, usize)> = (0..kh).map(|ky| hit_range(oh, ih, sy, ky, dy, g.pb[0])).collect();
     let cols_hit: Vec<(i128, usize, usize)> = (0..kw).map(|kx| hit_range(ow, iw, sx, kx, dx, g.pb[1])).collect();
     let (in_plane, kprod) = (ih * iw, kh * kw);
-    let (oy0, oy1) = (q0 / ow, (q1 - 1) / ow);
     for (r, row) in cols.chunks_exact_mut(width).enumerate() {
         let (c, ky, kx) = (r / kprod, r % kprod / kw, r % kw);
         let xp = &x[c * in_plane..][..in_plane];
         let ((offy, ya, yb), (offx, ca, cb)) = (rows[ky], cols_hit[kx]);
-        for oy in oy0..=oy1 {
-            // Output columns xa..xb of this row are in q0..q1.
-            let xa = if oy == oy0 { q0 - oy * ow } else { 0 };
-            let xb = if oy == oy1 { q1 - oy * ow } else { ow };
+        for (oy, xa, xb) in row_spans(q0, q1, ow) {
             let seg = &mut row[oy * ow + xa - q0..oy * ow + xb - q0];
             let (lo, hi) = (ca.clamp(xa, xb), cb.clamp(xa, xb));
             if oy < ya || oy >= yb || lo >= hi {
@@ -586,6 +578,17 @@ fn im2col_2d(x: &[f32], g: &Geo, q0: usize, q1: usize, cols: &mut [f32]) {
             seg[hi - xa..].fill(0.0);
         }
     }
+}
+
+/// The output rows that flat positions `q0..q1` (`q0 < q1`) of rows `ow` wide touch, each
+/// as `(row, xa, xb)`: its columns `xa..xb` are the ones in `q0..q1`.
+fn row_spans(q0: usize, q1: usize, ow: usize) -> impl Iterator<Item = (usize, usize, usize)> {
+    let (oy0, oy1) = (q0 / ow, (q1 - 1) / ow);
+    (oy0..=oy1).map(move |oy| {
+        let xa = if oy == oy0 { q0 - oy * ow } else { 0 };
+        let xb = if oy == oy1 { q1 - oy * ow } else { ow };
+        (oy, xa, xb)
+    })
 }
 
 /// `dst[j] = src[j * s]`. A stride of 2 (the strided convolutions') is a loop over pairs,

@@ -148,7 +148,6 @@ impl<'a> Epilogue<'a> {
     ) {
         let z = if last { self.z.map(|z| &z[self.r0 + i][self.c0 + j..][..row.len()]) } else { None };
         let act = if last { self.act } else { Activation::Identity };
-        let start = self.start(i);
         #[inline(always)]
         fn run<const NR: usize>(
             row: &mut [f32],
@@ -180,7 +179,7 @@ impl<'a> Epilogue<'a> {
                 None => row.iter_mut().zip(acc).for_each(|(o, &v)| *o = f(sum(*o, v))),
             }
         }
-        let base = first.then_some(start);
+        let base = first.then(|| self.start(i));
         match act {
             Activation::Identity => run(row, acc, z, base, alpha, |v| v),
             Activation::Relu => run(row, acc, z, base, alpha, |v| v.max(0.0)),

@@ -212,10 +212,6 @@ fn fused_conv_epilogues_inside_the_kernels_give_the_separate_pass_bits() {
     }
 }
 
-/// A layer with few output positions (7x7, too few to split by columns) and much work
-/// (5x5: 3x3 kernels go to Winograd)
-/// is split between threads by output channels, each using its rows of the kept
-/// packing; it agrees with the f64 convolution.
 /// im2col + GEMM (at least 4 output channels, not Winograd's geometry) agrees with the
 /// f64 definition over 2-D geometries: strides 1-3, dilations 1-2, pads 0-3 on each side
 /// (taps that miss whole rows and columns), kernels up to the padded input's size,
@@ -262,6 +258,10 @@ fn im2col_convolutions_match_the_f64_definition() {
     }
 }
 
+/// A layer with few output positions (7x7, too few to split by columns) and much work
+/// (5x5: 3x3 kernels go to Winograd)
+/// is split between threads by output channels, each using its rows of the kept
+/// packing; it agrees with the f64 convolution.
 #[test]
 fn a_conv_with_few_columns_splits_its_channels_between_threads() {
     use crate::ir::host_tensor::Derived;
