@@ -157,10 +157,35 @@ impl<'a> Epilogue<'a> {
             alpha: f32,
             f: impl Fn(f32) -> f32,
         ) {
-            // A whole row of the micro-tile: a loop of known length, all of it in full vectors.
+            // A whole row of the micro-tile: computed in a local array and stored at once.
+            // (In place over `row`, each store might alias the next read of `acc` for all
+            // the compiler knows, and the loop stayed scalar: a quarter of a GEMM with a
+            // short k, such as Winograd's products over 16 channels.)
             let full: Result<&mut [f32; NR], _> = row.try_into();
             match full {
-                Ok(row) => each(row, acc, z, base, alpha, f),
+                Ok(row) => {
+                    // In vectors of 8 lanes: a fixed-width block the compiler keeps in one
+                    // register (whole rows of 16 or 32 came out as odd mixes of widths).
+                    let z = z.map(|z| &z[..NR]);
+                    for (i, (r8, a8)) in row.chunks_exact_mut(8).zip(acc.chunks_exact(8)).enumerate() {
+                        let (r8, a8): (&mut [f32; 8], &[f32; 8]) = (arr_mut(r8), arr(a8));
+                        let mut out = [0f32; 8];
+                        match base {
+                            Some(b) => out.iter_mut().zip(a8).for_each(|(o, &v)| *o = b + alpha * v),
+                            None => out.iter_mut().zip(a8).zip(r8.iter()).for_each(|((o, &v), &c)| *o = c + alpha * v),
+                        }
+                        match z {
+                            Some(z) => {
+                                let z8: &[f32; 8] = arr(&z[i * 8..i * 8 + 8]);
+                                out.iter_mut().zip(z8).for_each(|(o, &zv)| *o = f(*o + zv));
+                            }
+                            None => out.iter_mut().for_each(|o| *o = f(*o)),
+                        }
+                        *r8 = out;
+                    }
+                    let tail = NR / 8 * 8;
+                    each(&mut row[tail..], &acc[tail..], z.map(|z| &z[tail..]), base, alpha, f);
+                }
                 Err(_) => each(row, acc, z, base, alpha, f),
             }
         }
@@ -208,4 +233,17 @@ impl<'a> Post<'a> {
     pub(super) fn apply(&self, at: usize, y: &mut [f32]) {
         self.act.epilogue(y, self.z.map(|z| &z[at..][..y.len()]));
     }
+}
+
+/// A slice of exactly `N` elements as an array (the callers slice exactly `N`).
+#[inline(always)]
+#[allow(clippy::expect_used)]
+fn arr<const N: usize>(s: &[f32]) -> &[f32; N] {
+    s.try_into().expect("a slice of N elements")
+}
+
+#[inline(always)]
+#[allow(clippy::expect_used)]
+fn arr_mut<const N: usize>(s: &mut [f32]) -> &mut [f32; N] {
+    s.try_into().expect("a slice of N elements")
 }

@@ -481,6 +481,16 @@ fn gemm_blocks<const MR: usize, const NR: usize, const FMA: bool>(
                     for (is, asl) in strips.chunks_exact(MR * kc).enumerate() {
                         let ii = i0 + is * MR;
                         let mr = MR.min(m - ii);
+                        #[cfg(target_arch = "x86_64")]
+                        if FMA && MR == MR_AVX2 && NR == NR_AVX2 && mr == MR && nr == NR {
+                            if let Some(tile) = TileOut::new(&epi, c, (ii, jj), alpha, (first, last)) {
+                                // SAFETY: this 6 x 16 FMA kernel only runs inside
+                                // `gemm_packed_avx2`, on a CPU with AVX2 and FMA; `tile`
+                                // points to 6 distinct rows of 16 floats of C (and of Z).
+                                unsafe { micro_tile_avx2(asl, bs, &tile) };
+                                continue;
+                            }
+                        }
                         micro::<MR, NR, FMA>(asl, bs, &mut acc);
                         for (i, accr) in acc.iter().enumerate().take(mr) {
                             epi.store((ii + i, jj), &mut c[ii + i][jj..jj + nr], accr, alpha, (first, last));
@@ -562,6 +572,23 @@ unsafe fn micro_avx512(ap: &[f32], bp: &[f32], acc: &mut [[f32; NR512]; MR512]) 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn micro_avx2(ap: &[f32], bp: &[f32], acc: &mut [[f32; NR_AVX2]; MR_AVX2]) {
     use std::arch::x86_64::*;
+    // SAFETY: the caller's CPU has AVX2 and FMA.
+    let c = unsafe { sums_avx2(ap, bp) };
+    for (row, ci) in acc.iter_mut().zip(&c) {
+        // SAFETY: a row holds 16 floats: two stores of 8.
+        unsafe {
+            _mm256_storeu_ps(row.as_mut_ptr(), ci[0]);
+            _mm256_storeu_ps(row.as_mut_ptr().add(8), ci[1]);
+        }
+    }
+}
+
+/// [`micro_avx2`]'s sums, in registers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn sums_avx2(ap: &[f32], bp: &[f32]) -> [[std::arch::x86_64::__m256; 2]; MR_AVX2] {
+    use std::arch::x86_64::*;
     let steps = (ap.len() / MR_AVX2).min(bp.len() / NR_AVX2);
     let (a, b) = (ap.as_ptr(), bp.as_ptr());
     let mut c = [[_mm256_setzero_ps(); 2]; MR_AVX2];
@@ -576,11 +603,92 @@ unsafe fn micro_avx2(ap: &[f32], bp: &[f32], acc: &mut [[f32; NR_AVX2]; MR_AVX2]
             }
         }
     }
-    for (row, ci) in acc.iter_mut().zip(&c) {
-        // SAFETY: a row holds 16 floats: two stores of 8.
-        unsafe {
-            _mm256_storeu_ps(row.as_mut_ptr(), ci[0]);
-            _mm256_storeu_ps(row.as_mut_ptr().add(8), ci[1]);
+    c
+}
+
+/// Where a whole 6 x 16 tile of C goes, and what [`Epilogue::store`] does on the way,
+/// for [`micro_tile_avx2`] to do it from registers (storing the sums to the stack and
+/// reading them back for the epilogue cost as much as the products when k is short:
+/// Winograd's products over 16 to 64 channels, 1x1 layers over few channels).
+#[cfg(target_arch = "x86_64")]
+struct TileOut {
+    rows: [*mut f32; MR_AVX2],
+    /// Each row's start (the bias or 0) when the tile writes C; None: it adds to C.
+    start: Option<[f32; MR_AVX2]>,
+    z: Option<[*const f32; MR_AVX2]>,
+    relu: bool,
+    alpha: f32,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl TileOut {
+    /// The tile at `(ii, jj)` of C (whole: 6 rows of 16 columns), when its epilogue is one
+    /// the registers take (an activation other than ReLU goes through `store`).
+    fn new(
+        epi: &Epilogue,
+        c: &mut [&mut [f32]],
+        (ii, jj): (usize, usize),
+        alpha: f32,
+        (first, last): (bool, bool),
+    ) -> Option<TileOut> {
+        use super::epilogue::Activation;
+        let relu = match epi.act {
+            _ if !last => false,
+            Activation::Identity => false,
+            Activation::Relu => true,
+            _ => return None,
+        };
+        let rows = c.get_mut(ii..ii + MR_AVX2)?;
+        let mut ptrs = [std::ptr::null_mut(); MR_AVX2];
+        for (p, row) in ptrs.iter_mut().zip(rows.iter_mut()) {
+            *p = row.get_mut(jj..jj + NR_AVX2)?.as_mut_ptr();
+        }
+        let z = match epi.z {
+            Some(z) if last => {
+                let mut zp = [std::ptr::null(); MR_AVX2];
+                for (i, p) in zp.iter_mut().enumerate() {
+                    *p = z.get(epi.r0 + ii + i)?.get(epi.c0 + jj..epi.c0 + jj + NR_AVX2)?.as_ptr();
+                }
+                Some(zp)
+            }
+            _ => None,
+        };
+        let start = first.then(|| std::array::from_fn(|i| epi.start(ii + i)));
+        Some(TileOut { rows: ptrs, start, z, relu, alpha })
+    }
+}
+
+/// [`micro_avx2`] and [`Epilogue::store`] of its rows, with the sums kept in registers: the
+/// same operations in the same order (`start + alpha * sum` or `c + alpha * sum`, then `+ z`,
+/// then ReLU), so the same bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn micro_tile_avx2(ap: &[f32], bp: &[f32], t: &TileOut) {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller's CPU has AVX2 and FMA; `t`'s rows (and Z's) are 16 floats each,
+    // distinct, and C's rows are not read through anything else meanwhile.
+    unsafe {
+        let c = sums_avx2(ap, bp);
+        let alpha = _mm256_set1_ps(t.alpha);
+        for (i, ci) in c.iter().enumerate() {
+            let p = t.rows[i];
+            let (s0, s1) = (_mm256_mul_ps(alpha, ci[0]), _mm256_mul_ps(alpha, ci[1]));
+            let (b0, b1) = match t.start {
+                Some(start) => (_mm256_set1_ps(start[i]), _mm256_set1_ps(start[i])),
+                None => (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))),
+            };
+            let (mut v0, mut v1) = (_mm256_add_ps(b0, s0), _mm256_add_ps(b1, s1));
+            if let Some(z) = t.z {
+                v0 = _mm256_add_ps(v0, _mm256_loadu_ps(z[i]));
+                v1 = _mm256_add_ps(v1, _mm256_loadu_ps(z[i].add(8)));
+            }
+            if t.relu {
+                // max(v, 0) is 0 for a NaN, as `f32::max`.
+                v0 = _mm256_max_ps(v0, _mm256_setzero_ps());
+                v1 = _mm256_max_ps(v1, _mm256_setzero_ps());
+            }
+            _mm256_storeu_ps(p, v0);
+            _mm256_storeu_ps(p.add(8), v1);
         }
     }
 }
@@ -680,7 +788,9 @@ mod tests {
 
     /// Every GEMM kernel this CPU has (AVX-512's 12 x 32, AVX2's 6 x 16 and the portable
     /// 4 x 8) on sizes that are no multiple of their strips, over several blocks of k: adding
-    /// to C, and writing C from a bias with an activation after. Sums in f64 for reference.
+    /// to C, and writing C from a bias with an epilogue after (ReLU, a residual Z, and an
+    /// activation the AVX2 kernel's registers leave to the row stores). Sums in f64 for
+    /// reference.
     #[test]
     fn every_gemm_kernel_matches_naive_loops() {
         let (m, k, n) = (29usize, 600usize, 70usize);
@@ -688,6 +798,8 @@ mod tests {
         let a: Vec<f32> = (0..m * k).map(|i| val(i, 1)).collect();
         let b: Vec<f32> = (0..k * n).map(|i| val(i, 2)).collect();
         let bias: Vec<f32> = (0..m).map(|i| val(i, 3)).collect();
+        let z: Vec<f32> = (0..m * n).map(|i| val(i, 4) * 40.0).collect();
+        let z_rows: Vec<&[f32]> = z.chunks(n).collect();
         let dot = |i: usize, j: usize| (0..k).map(|p| a[i * k + p] as f64 * b[p * n + j] as f64).sum::<f64>();
         type Kernel = unsafe fn(usize, usize, usize, f32, Mat, Mat, &mut [&mut [f32]], Epilogue);
         let mut kernels: Vec<(&str, Kernel)> = vec![("portable", |m, n, k, al, a, b, c, e| {
@@ -702,20 +814,31 @@ mod tests {
                 kernels.push(("avx512", gemm_packed_avx512));
             }
         }
+        let leaky = |v: f64| if v > 0.0 { v } else { 0.25 * v };
+        type Want<'a> = &'a dyn Fn(usize, usize, f64) -> f64;
+        let epilogues: [(&str, Epilogue, Want); 4] = [
+            ("add", Epilogue::ADD, &|_, _, p| 1.0 + p),
+            ("bias+relu", Epilogue::write(Some(&bias), Activation::Relu, None), &|i, _, p| {
+                (bias[i] as f64 + p).max(0.0)
+            }),
+            ("z", Epilogue::write(None, Activation::Identity, Some(&z_rows)), &|i, j, p| p + z[i * n + j] as f64),
+            ("bias+z+leaky", Epilogue::write(Some(&bias), Activation::LeakyRelu(0.25), Some(&z_rows)), &|i, j, p| {
+                leaky(bias[i] as f64 + p + z[i * n + j] as f64)
+            }),
+        ];
         for (name, kernel) in kernels {
-            for write in [false, true] {
+            for (what, epi, want) in &epilogues {
                 let mut c = vec![1f32; m * n];
                 let mut rows: Vec<&mut [f32]> = c.chunks_mut(n).collect();
-                let epi = if write { Epilogue::write(Some(&bias), Activation::Relu, None) } else { Epilogue::ADD };
                 let (am, bm) = (Mat { d: &a, rs: k, cs: 1, packed: None }, Mat { d: &b, rs: n, cs: 1, packed: None });
                 // SAFETY: the CPU has the kernel's features (detected above).
-                unsafe { kernel(m, n, k, 2.0, am, bm, &mut rows, epi) };
+                unsafe { kernel(m, n, k, 2.0, am, bm, &mut rows, *epi) };
                 for (idx, &got) in c.iter().enumerate() {
                     let (i, j) = (idx / n, idx % n);
-                    let want = if write { (bias[i] as f64 + 2.0 * dot(i, j)).max(0.0) } else { 1.0 + 2.0 * dot(i, j) };
+                    let want = want(i, j, 2.0 * dot(i, j));
                     assert!(
                         (got as f64 - want).abs() <= 1e-4 * want.abs().max(1.0),
-                        "{name}, write {write}: C[{i}][{j}] = {got}, expected {want}"
+                        "{name}, {what}: C[{i}][{j}] = {got}, expected {want}"
                     );
                 }
             }
