@@ -1111,6 +1111,24 @@ fn max_pool_matches_reference() {
     );
 }
 
+/// An AveragePool whose one window is each whole plane (resnet50's 7x7 over 7x7) takes
+/// the global pool's single pass; its outputs are the planes' means, in 1-D and 2-D, and
+/// with strides (which change nothing for one window).
+#[test]
+fn average_pools_over_whole_planes_are_the_planes_means() {
+    for (shape, kernel, strides) in [(&[2i64, 5, 7, 7][..], vec![7, 7], vec![1, 1]), (&[1, 3, 10], vec![10], vec![3])] {
+        let x = HostTensor::random(DType::F32, shape, 7).unwrap();
+        let a = attrs(&[("kernel_shape", AttrValue::Ints(kernel)), ("strides", AttrValue::Ints(strides))]);
+        let outs = run("AveragePool", &[Some(&x)], &a).unwrap();
+        let plane = shape[2..].iter().product::<i64>() as usize;
+        let want: Vec<f64> = x.to_f64().chunks(plane).map(|p| p.iter().sum::<f64>() / plane as f64).collect();
+        let out_shape: Vec<i64> = shape[..2].iter().copied().chain(std::iter::repeat_n(1, shape.len() - 2)).collect();
+        assert_eq!(outs[0].shape, out_shape);
+        assert_close(&format!("{shape:?}"), &outs[0].to_f64(), &want);
+        assert!(want.iter().any(|v| v.abs() > 0.05), "{shape:?}: means away from 0");
+    }
+}
+
 #[test]
 fn average_pool_matches_reference() {
     // 2-D kernel 3
