@@ -3,6 +3,8 @@
 //! them to each block of its output while the block is in registers and cache, instead
 //! of passes over the whole output before and after.
 
+use super::simd::{arr, arr_mut};
+
 /// A FusedConv activation (`p` its `activation_params`), with the formulas of the unfused
 /// operators' f32 kernels, so the results are the same.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -233,17 +235,4 @@ impl<'a> Post<'a> {
     pub(super) fn apply(&self, at: usize, y: &mut [f32]) {
         self.act.epilogue(y, self.z.map(|z| &z[at..][..y.len()]));
     }
-}
-
-/// A slice of exactly `N` elements as an array (the callers slice exactly `N`).
-#[inline(always)]
-#[allow(clippy::expect_used)]
-fn arr<const N: usize>(s: &[f32]) -> &[f32; N] {
-    s.try_into().expect("a slice of N elements")
-}
-
-#[inline(always)]
-#[allow(clippy::expect_used)]
-fn arr_mut<const N: usize>(s: &mut [f32]) -> &mut [f32; N] {
-    s.try_into().expect("a slice of N elements")
 }

@@ -1,6 +1,7 @@
 //! The packed, cache-blocked f32 GEMM the convolutions and matrix products run on.
 
 use super::epilogue::Epilogue;
+use super::simd::{arr, arr_mut};
 use super::workers::{ranges, run_parts, threads, PAR_WORK};
 use std::cell::RefCell;
 
@@ -804,19 +805,6 @@ fn pack_b<const NR: usize>(b: &Mat, p0: usize, j0: usize, kc: usize, nc: usize, 
             }
         }
     }
-}
-
-/// A slice of exactly `N` elements as an array (the callers slice exactly `N`).
-#[inline(always)]
-#[allow(clippy::expect_used)]
-fn arr<const N: usize>(s: &[f32]) -> &[f32; N] {
-    s.try_into().expect("a slice of N elements")
-}
-
-#[inline(always)]
-#[allow(clippy::expect_used)]
-fn arr_mut<const N: usize>(s: &mut [f32]) -> &mut [f32; N] {
-    s.try_into().expect("a slice of N elements")
 }
 
 #[cfg(test)]

@@ -39,3 +39,18 @@ macro_rules! widest {
         }
     };
 }
+
+/// A slice of exactly `N` elements as an array (the callers slice exactly `N`): loops over
+/// it have a known length, which the compiler unrolls into whole vectors.
+#[inline(always)]
+#[allow(clippy::expect_used)]
+pub(super) fn arr<const N: usize>(s: &[f32]) -> &[f32; N] {
+    s.try_into().expect("a slice of N elements")
+}
+
+/// [`arr`] for a mutable slice.
+#[inline(always)]
+#[allow(clippy::expect_used)]
+pub(super) fn arr_mut<const N: usize>(s: &mut [f32]) -> &mut [f32; N] {
+    s.try_into().expect("a slice of N elements")
+}
