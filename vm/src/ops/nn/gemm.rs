@@ -360,6 +360,8 @@ impl Shortcut {
 /// pairwise (lanes j and j + 16, then j and j + 8), then the last 8 in order, then the
 /// tail's products.
 fn dot(a: &[f32], b: &[f32]) -> f32 {
+    // (The plain loops pair the leftovers of unequal slices differently.)
+    debug_assert_eq!(a.len(), b.len(), "dot of unequal lengths");
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2, checked just above.
@@ -650,26 +652,28 @@ unsafe fn sums_avx2(ap: &[f32], bp: &[f32]) -> [[std::arch::x86_64::__m256; 2]; 
 /// reading them back for the epilogue cost as much as the products when k is short:
 /// Winograd's products over 16 to 64 channels, 1x1 layers over few channels).
 #[cfg(target_arch = "x86_64")]
-struct TileOut {
+struct TileOut<'c> {
     rows: [*mut f32; MR_AVX2],
     /// Each row's start (the bias or 0) when the tile writes C; None: it adds to C.
     start: Option<[f32; MR_AVX2]>,
     z: Option<[*const f32; MR_AVX2]>,
     relu: bool,
     alpha: f32,
+    /// The rows (and Z's) are borrowed from the product's operands for this long.
+    _borrow: std::marker::PhantomData<&'c mut [f32]>,
 }
 
 #[cfg(target_arch = "x86_64")]
-impl TileOut {
+impl<'c> TileOut<'c> {
     /// The tile at `(ii, jj)` of C (whole: 6 rows of 16 columns), when its epilogue is one
     /// the registers take (an activation other than ReLU goes through `store`).
-    fn new(
-        epi: &Epilogue,
-        c: &mut [&mut [f32]],
+    fn new<'e: 'c>(
+        epi: &Epilogue<'e>,
+        c: &'c mut [&mut [f32]],
         (ii, jj): (usize, usize),
         alpha: f32,
         (first, last): (bool, bool),
-    ) -> Option<TileOut> {
+    ) -> Option<TileOut<'c>> {
         use super::epilogue::Activation;
         let relu = match epi.act {
             _ if !last => false,
@@ -693,7 +697,7 @@ impl TileOut {
             _ => None,
         };
         let start = first.then(|| std::array::from_fn(|i| epi.start(ii + i)));
-        Some(TileOut { rows: ptrs, start, z, relu, alpha })
+        Some(TileOut { rows: ptrs, start, z, relu, alpha, _borrow: std::marker::PhantomData })
     }
 }
 
@@ -702,7 +706,7 @@ impl TileOut {
 /// then ReLU), so the same bits.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn micro_tile_avx2(ap: &[f32], bp: &[f32], t: &TileOut) {
+unsafe fn micro_tile_avx2(ap: &[f32], bp: &[f32], t: &TileOut<'_>) {
     use std::arch::x86_64::*;
     // SAFETY: the caller's CPU has AVX2 and FMA; `t`'s rows (and Z's) are 16 floats each,
     // distinct, and C's rows are not read through anything else meanwhile.
@@ -811,6 +815,69 @@ fn pack_b<const NR: usize>(b: &Mat, p0: usize, j0: usize, kc: usize, nc: usize, 
 mod tests {
     use super::super::epilogue::Activation;
     use super::*;
+
+    /// The AVX2 kernel's whole tiles stored from registers give the bits of its sums
+    /// stored and then written row by row by `Epilogue::store`: written from the bias or
+    /// added to C, then (on the last block of k) with and without Z and ReLU, at offsets
+    /// into the epilogue's rows and columns, with alpha 1.5, and with NaNs, infinities and
+    /// signed zeros among the operands; the columns either side of the tile keep theirs.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_tiles_stored_from_registers_give_the_row_stores_bits() {
+        if !(std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")) {
+            return;
+        }
+        let special = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0, 0.0];
+        let val = |i: usize, s: usize| {
+            let h = (i * 37 + s * 11) % 29;
+            // (The products stay finite: the specials are in the bias, Z and C.)
+            if h < 5 && s > 2 {
+                special[h]
+            } else {
+                h as f32 * 0.25 - 3.0
+            }
+        };
+        let kc = 37;
+        let ap: Vec<f32> = (0..MR_AVX2 * kc).map(|i| val(i, 1)).collect();
+        let bp: Vec<f32> = (0..NR_AVX2 * kc).map(|i| val(i, 2)).collect();
+        let (r0, c0) = (3, 5);
+        let bias: Vec<f32> = (0..r0 + MR_AVX2).map(|i| val(i, 3)).collect();
+        let z: Vec<Vec<f32>> =
+            (0..r0 + MR_AVX2).map(|r| (0..c0 + NR_AVX2).map(|j| val(r * 100 + j, 4)).collect()).collect();
+        let z_rows: Vec<&[f32]> = z.iter().map(|r| &r[..]).collect();
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for act in [Activation::Identity, Activation::Relu] {
+            for with_z in [false, true] {
+                for (first, last) in [(true, true), (true, false), (false, true), (false, false)] {
+                    let epi = Epilogue::write(Some(&bias), act, with_z.then_some(&z_rows[..])).at(r0, c0);
+                    let c: Vec<Vec<f32>> =
+                        (0..MR_AVX2).map(|r| (0..NR_AVX2 + 2).map(|j| val(r * 50 + j, 5)).collect()).collect();
+                    let (mut want, mut got) = (c.clone(), c);
+                    let mut acc = [[0f32; NR_AVX2]; MR_AVX2];
+                    // SAFETY: the CPU has AVX2 and FMA (checked above).
+                    unsafe { micro_avx2(&ap, &bp, &mut acc) };
+                    for (i, row) in want.iter_mut().enumerate() {
+                        epi.store((i, 0), &mut row[1..1 + NR_AVX2], &acc[i], 1.5, (first, last));
+                    }
+                    let mut rows: Vec<&mut [f32]> = got.iter_mut().map(|r| &mut r[1..]).collect();
+                    let tile = TileOut::new(&epi, &mut rows, (0, 0), 1.5, (first, last)).expect("a whole tile");
+                    // SAFETY: as above; the tile's rows are `got`'s.
+                    unsafe { micro_tile_avx2(&ap, &bp, &tile) };
+                    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+                        for (j, (&w, &g)) in w.iter().zip(g).enumerate() {
+                            assert!(
+                                same(w, g),
+                                "{act:?}, z {with_z}, first {first}, last {last}: [{i}][{j}] {g} vs {w}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        let sums_finite =
+            (0..NR_AVX2).all(|j| (0..kc).map(|p| ap[p * MR_AVX2] * bp[p * NR_AVX2 + j]).sum::<f32>().is_finite());
+        assert!(sums_finite && special.iter().all(|&v| bias.iter().chain(z.concat().iter()).any(|&x| same(x, v))));
+    }
 
     /// The dot product of the few-row and matrix-vector products: the AVX2 intrinsics
     /// give the plain loops' bits, at every length around the 32 lanes, and both agree

@@ -260,13 +260,14 @@ fn im2col_convolutions_match_the_f64_definition() {
 
 /// Layers whose threads take output channels, each using its rows of the kept packing:
 /// few output positions (7x7, too few to split by columns) and much work (5x5: 3x3
-/// kernels go to Winograd), and a 1x1 layer with many channels (160 on 14x14). They agree
+/// kernels go to Winograd), and a 1x1 layer with many channels (512 on 14x14: at least 64 per
+/// thread on up to 8 threads). They agree
 /// with the f64 convolution.
 #[test]
 fn layers_split_by_channels_between_threads_match_the_f64_convolution() {
     use crate::ir::host_tensor::Derived;
     type Case<'a> = (&'a [i64], &'a [i64], i64);
-    let cases: &[Case] = &[(&[1, 64, 7, 7], &[100, 64, 5, 5], 2), (&[1, 32, 14, 14], &[160, 32, 1, 1], 0)];
+    let cases: &[Case] = &[(&[1, 64, 7, 7], &[100, 64, 5, 5], 2), (&[1, 32, 14, 14], &[512, 32, 1, 1], 0)];
     for (case, &(xs, ws, pad)) in cases.iter().enumerate() {
         let x = HostTensor::random(DType::F32, xs, 3 + 2 * case as u64).unwrap();
         let w = HostTensor::random(DType::F32, ws, 4 + 2 * case as u64).unwrap();
@@ -1112,20 +1113,44 @@ fn max_pool_matches_reference() {
 }
 
 /// An AveragePool whose one window is each whole plane (resnet50's 7x7 over 7x7) takes
-/// the global pool's single pass; its outputs are the planes' means, in 1-D and 2-D, and
-/// with strides (which change nothing for one window).
+/// the global pool's single pass; its outputs are the planes' means, in 1-D and 2-D, with
+/// strides and ceil_mode (which change nothing for one window). Windows that only look
+/// whole keep the windowed path and their own divisors: pads counted by
+/// `count_include_pad`, or not, and a dilated kernel that skips columns.
 #[test]
 fn average_pools_over_whole_planes_are_the_planes_means() {
-    for (shape, kernel, strides) in [(&[2i64, 5, 7, 7][..], vec![7, 7], vec![1, 1]), (&[1, 3, 10], vec![10], vec![3])] {
+    type Want = fn(&[f64]) -> f64;
+    type Case<'a> = (&'a [i64], Vec<(&'a str, AttrValue)>, Want);
+    let mean: Want = |p| p.iter().sum::<f64>() / p.len() as f64;
+    let ints = |v: &[i64]| AttrValue::Ints(v.to_vec());
+    let cases: Vec<Case> = vec![
+        (&[2, 5, 7, 7], vec![("kernel_shape", ints(&[7, 7]))], mean),
+        (&[1, 3, 10], vec![("kernel_shape", ints(&[10])), ("strides", ints(&[3]))], mean),
+        (
+            &[1, 3, 6, 5],
+            vec![("kernel_shape", ints(&[6, 5])), ("strides", ints(&[2, 2])), ("ceil_mode", AttrValue::Int(1))],
+            mean,
+        ),
+        (
+            &[1, 3, 10],
+            vec![("kernel_shape", ints(&[12])), ("pads", ints(&[1, 1])), ("count_include_pad", AttrValue::Int(1))],
+            |p| p.iter().sum::<f64>() / 12.0,
+        ),
+        (&[1, 3, 10], vec![("kernel_shape", ints(&[12])), ("pads", ints(&[1, 1]))], mean),
+        (&[1, 3, 9], vec![("kernel_shape", ints(&[5])), ("dilations", ints(&[2]))], |p| {
+            p.iter().step_by(2).sum::<f64>() / 5.0
+        }),
+    ];
+    for (shape, at, want) in cases {
         let x = HostTensor::random(DType::F32, shape, 7).unwrap();
-        let a = attrs(&[("kernel_shape", AttrValue::Ints(kernel)), ("strides", AttrValue::Ints(strides))]);
+        let a = attrs(&at);
         let outs = run("AveragePool", &[Some(&x)], &a).unwrap();
         let plane = shape[2..].iter().product::<i64>() as usize;
-        let want: Vec<f64> = x.to_f64().chunks(plane).map(|p| p.iter().sum::<f64>() / plane as f64).collect();
+        let want: Vec<f64> = x.to_f64().chunks(plane).map(want).collect();
         let out_shape: Vec<i64> = shape[..2].iter().copied().chain(std::iter::repeat_n(1, shape.len() - 2)).collect();
-        assert_eq!(outs[0].shape, out_shape);
-        assert_close(&format!("{shape:?}"), &outs[0].to_f64(), &want);
-        assert!(want.iter().any(|v| v.abs() > 0.05), "{shape:?}: means away from 0");
+        assert_eq!(outs[0].shape, out_shape, "{a}");
+        assert_close(&format!("{shape:?} {a}"), &outs[0].to_f64(), &want);
+        assert!(want.iter().any(|v| v.abs() > 0.05), "{a}: means away from 0");
     }
 }
 
