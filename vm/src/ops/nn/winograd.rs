@@ -10,11 +10,12 @@
 //! transformed a block of tile rows at a time into `V`, the products run on the packed
 //! GEMM, and the output transform writes the output rows with the bias.
 //!
-//! Layouts: `V` is `[C][16][T]` and `M` is `[K][16][T]`, so that a range of channels is
+//! Layouts: `V` is `[C][16][T]` (rows padded, [`v_row`]) and `M` is `[K][16][T]`, so that a range of channels is
 //! one contiguous run (what threads split), and position `p`'s matrix is every 16th row.
 
 use super::epilogue::{Activation, Epilogue, Post};
 use super::gemm::{gemm_rows, Mat, PackedA};
+use super::simd::{arr, arr_mut};
 use super::workers::{ranges, run_parts, threads, PAR_WORK};
 use crate::ir::host_tensor::ConstOperand;
 use crate::ir::operators::nn::ConvDims;
@@ -40,6 +41,16 @@ const FEW_TILES: usize = 32;
 /// multiplies saved (docs/performance.md, "What made the host path faster").
 const MIN_CHANNELS: usize = 16;
 const SMALL_WEIGHTS: usize = 1 << 20;
+/// The transforms work in runs of this many columns (a whole vector or two, whatever the
+/// CPU): loops of a fixed length compile to vector operations, where loops over a tile
+/// row's 4 to 28 tiles ran mostly in their scalar remainders.
+const LANES: usize = 16;
+
+/// The row length of `V` for `t` tiles: a run of [`LANES`] from the last tile may write
+/// past `t`, into this padding.
+fn v_row(t: usize) -> usize {
+    t + LANES
+}
 
 thread_local! {
     /// A block's transformed input `V` and products `M`, per thread.
@@ -207,13 +218,13 @@ fn item_conv(xg: &[f32], u: &Weights, b: Option<&[f32]>, post: Post, wi: &Wino, 
     let job = |(&(t0, t1), mut rows): (&(usize, usize), Vec<&mut [f32]>)| {
         BLOCK.with_borrow_mut(|(v, m)| {
             let t = (t1 - t0) * tw;
-            v.resize(wi.cg * POS * t, 0.0);
+            v.resize(wi.cg * POS * v_row(t), 0.0);
             input_transform(xg, wi, t0, t1, 0, v);
             // Output channels in chunks (whole strips of the GEMM kernel's rows).
             let chunk = (M_BYTES / (4 * POS * t) / mr * mr).max(mr);
             for (k0, rows) in (0..wi.mg).step_by(chunk).zip(rows.chunks_mut(chunk)) {
                 // (The products write every element: no need to clear it.)
-                m.resize(rows.len() * POS * t, 0.0);
+                m.resize(rows.len() * POS * v_row(t), 0.0);
                 for (p, mut mrows) in by_position(m, t).into_iter().enumerate() {
                     product(u, p, k0, t, wi, v, &mut mrows)?;
                 }
@@ -250,14 +261,14 @@ fn one_block_split(
     let (t0, t1) = (0, wi.th);
     let t = wi.th * wi.tw;
     let nt = threads();
-    v.resize(wi.cg * POS * t, 0.0);
+    v.resize(wi.cg * POS * v_row(t), 0.0);
     // (The products write every element: no need to clear it.)
-    m.resize(wi.mg * POS * t, 0.0);
+    m.resize(wi.mg * POS * v_row(t), 0.0);
     let cparts = ranges(wi.cg, nt, 1);
     let mut vparts = Vec::with_capacity(cparts.len());
     let mut rest = &mut v[..];
     for &(c0, c1) in &cparts {
-        let (head, tail) = std::mem::take(&mut rest).split_at_mut((c1 - c0) * POS * t);
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut((c1 - c0) * POS * v_row(t));
         vparts.push((c0, head));
         rest = tail;
     }
@@ -283,7 +294,7 @@ fn one_block_split(
         rest = tail;
     }
     run_parts(yparts, |(k0, mut planes)| {
-        output_transform(&m[k0 * POS * t..], b, wi, t0, t1, k0, &mut planes);
+        output_transform(&m[k0 * POS * v_row(t)..], b, wi, t0, t1, k0, &mut planes);
         if post.any() {
             for (ki, plane) in planes.iter_mut().enumerate() {
                 post.apply((k0 + ki) * wi.oh * wi.ow, plane);
@@ -293,11 +304,13 @@ fn one_block_split(
     })
 }
 
-/// The rows of `m` ([K][16][T]) by position: `M[p]`'s rows, one per output channel.
+/// The rows of `m` ([K][16][T], rows [`v_row`] long) by position: `M[p]`'s rows (their
+/// first `t`), one per output channel.
 fn by_position(m: &mut [f32], t: usize) -> Vec<Vec<&mut [f32]>> {
-    let mut rows: Vec<Vec<&mut [f32]>> = (0..POS).map(|_| Vec::with_capacity(m.len() / (POS * t).max(1))).collect();
-    for (r, row) in m.chunks_exact_mut(t).enumerate() {
-        rows[r % POS].push(row);
+    let tv = v_row(t);
+    let mut rows: Vec<Vec<&mut [f32]>> = (0..POS).map(|_| Vec::with_capacity(m.len() / (POS * tv))).collect();
+    for (r, row) in m.chunks_exact_mut(tv).enumerate() {
+        rows[r % POS].push(&mut row[..t]);
     }
     rows
 }
@@ -314,70 +327,90 @@ fn product(
     rows: &mut [&mut [f32]],
 ) -> Result<(), String> {
     let a = Mat::packed(&u.packed[p], k0);
-    let vb = Mat { d: &v[p * t..], rs: POS * t, cs: 1, packed: None };
+    let vb = Mat { d: &v[p * v_row(t)..], rs: POS * v_row(t), cs: 1, packed: None };
     gemm_rows(rows.len(), t, wi.cg, 1.0, a, vb, rows, false, Epilogue::write(None, Activation::Identity, None))
 }
 
 widest! {
     /// Transforms the input tiles of tile rows `t0..t1` of input channels `c0..` (as
-    /// many as `v` holds) into `v` ([C][16][T]): `Bᵀ d B` per tile, with
+    /// many as `v` holds) into `v` ([C][16][T], rows [`v_row`] long): `Bᵀ d B` per tile, with
     /// `Bᵀ = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]`, zero outside the input.
     /// Each input row is split into its even and odd columns, so that the rows' and then
     /// the columns' combinations are contiguous vector operations over whole tile rows.
     fn input_transform(xg: &[f32], wi: &Wino, t0: usize, t1: usize, c0: usize, v: &mut [f32]) {
         let (ih, iw, tw) = (wi.ih, wi.iw, wi.tw);
         let t = (t1 - t0) * tw;
+        let tv = v_row(t);
         let w1 = tw + 1;
         // Even and odd columns of the tile row's 4 input rows, then their row
-        // combinations: [e0..e3, o0..o3] each w1 long.
-        let mut eo = vec![0f32; 8 * w1];
-        let mut te = vec![0f32; 8 * w1];
-        for (ci, vc) in v.chunks_exact_mut(POS * t).enumerate() {
+        // combinations: [e0, o0, e1, o1, ...], each `wp` long. The rows' combinations run
+        // over whole runs covering `w1` columns; the columns' read one column further.
+        let wr = w1.next_multiple_of(LANES);
+        let wp = wr + LANES;
+        let mut eo = vec![0f32; 8 * wp];
+        let mut te = vec![0f32; 8 * wp];
+        for (ci, vc) in v.chunks_exact_mut(POS * tv).enumerate() {
             let xp = &xg[(c0 + ci) * ih * iw..][..ih * iw];
             for ty in t0..t1 {
                 for r in 0..4 {
-                    let (e, o) = eo[r * 2 * w1..][..2 * w1].split_at_mut(w1);
+                    let (e, o) = eo[r * 2 * wp..][..2 * wp].split_at_mut(wp);
                     let iy = (2 * ty + r).wrapping_sub(wi.pt);
                     if iy >= ih {
-                        e.fill(0.0);
-                        o.fill(0.0);
+                        e[..w1].fill(0.0);
+                        o[..w1].fill(0.0);
                         continue;
                     }
-                    deinterleave(&xp[iy * iw..][..iw], wi.pl, e, o);
+                    deinterleave(&xp[iy * iw..][..iw], wi.pl, &mut e[..w1], &mut o[..w1]);
                 }
                 {
-                    let (e, rest) = eo.split_at(2 * w1);
-                    let (r1, rest) = rest.split_at(2 * w1);
-                    let (r2, r3) = rest.split_at(2 * w1);
+                    let (d0, rest) = eo.split_at(2 * wp);
+                    let (d1, rest) = rest.split_at(2 * wp);
+                    let (d2, d3) = rest.split_at(2 * wp);
                     // Rows: t0 = d0 - d2, t1 = d1 + d2, t2 = d2 - d1, t3 = d1 - d3 (even
                     // and odd columns alike).
-                    let (a0, rest) = te.split_at_mut(2 * w1);
-                    let (a1, rest) = rest.split_at_mut(2 * w1);
-                    let (a2, a3) = rest.split_at_mut(2 * w1);
-                    for j in 0..2 * w1 {
-                        let (d0, d1, d2, d3) = (e[j], r1[j], r2[j], r3[j]);
-                        a0[j] = d0 - d2;
-                        a1[j] = d1 + d2;
-                        a2[j] = d2 - d1;
-                        a3[j] = d1 - d3;
+                    let (a0, rest) = te.split_at_mut(2 * wp);
+                    let (a1, rest) = rest.split_at_mut(2 * wp);
+                    let (a2, a3) = rest.split_at_mut(2 * wp);
+                    for j0 in (0..wr).step_by(LANES).chain((wp..wp + wr).step_by(LANES)) {
+                        let run = j0..j0 + LANES;
+                        // (Copied out first: the compiler cannot tell that the stores below
+                        // miss them, and would keep the loop scalar to preserve the order.)
+                        let (d0, d1, d2, d3): ([f32; LANES], [f32; LANES], [f32; LANES], [f32; LANES]) =
+                            (*arr(&d0[run.clone()]), *arr(&d1[run.clone()]), *arr(&d2[run.clone()]), *arr(&d3[run.clone()]));
+                        let a0: &mut [f32; LANES] = arr_mut(&mut a0[run.clone()]);
+                        let a1: &mut [f32; LANES] = arr_mut(&mut a1[run.clone()]);
+                        let a2: &mut [f32; LANES] = arr_mut(&mut a2[run.clone()]);
+                        let a3: &mut [f32; LANES] = arr_mut(&mut a3[run]);
+                        *a0 = std::array::from_fn(|j| d0[j] - d2[j]);
+                        *a1 = std::array::from_fn(|j| d1[j] + d2[j]);
+                        *a2 = std::array::from_fn(|j| d2[j] - d1[j]);
+                        *a3 = std::array::from_fn(|j| d1[j] - d3[j]);
                     }
                 }
                 let base = (ty - t0) * tw;
                 for i in 0..4 {
-                    let (e, o) = te[i * 2 * w1..][..2 * w1].split_at(w1);
-                    let (e0, e1, o0, o1) = (&e[..tw], &e[1..=tw], &o[..tw], &o[1..=tw]);
-                    let dst = &mut vc[i * 4 * t..][..4 * t];
-                    let (v0, rest) = dst.split_at_mut(t);
-                    let (v1, rest) = rest.split_at_mut(t);
-                    let (v2, v3) = rest.split_at_mut(t);
-                    let (v0, v1) = (&mut v0[base..][..tw], &mut v1[base..][..tw]);
-                    let (v2, v3) = (&mut v2[base..][..tw], &mut v3[base..][..tw]);
-                    // Columns: c0 = e[x], c1 = o[x], c2 = e[x + 1], c3 = o[x + 1].
-                    for x in 0..tw {
-                        v0[x] = e0[x] - e1[x];
-                        v1[x] = o0[x] + e1[x];
-                        v2[x] = e1[x] - o0[x];
-                        v3[x] = o0[x] - o1[x];
+                    let (e, o) = te[i * 2 * wp..][..2 * wp].split_at(wp);
+                    let dst = &mut vc[i * 4 * tv..][..4 * tv];
+                    let (v0, rest) = dst.split_at_mut(tv);
+                    let (v1, rest) = rest.split_at_mut(tv);
+                    let (v2, v3) = rest.split_at_mut(tv);
+                    // Columns: c0 = e[x], c1 = o[x], c2 = e[x + 1], c3 = o[x + 1]. A run
+                    // past the tile row writes the next one's start (written after) or
+                    // the row's padding.
+                    for x0 in (0..tw).step_by(LANES) {
+                        let (here, next) = (x0..x0 + LANES, x0 + 1..x0 + 1 + LANES);
+                        // (Copied out first, as above.)
+                        let (e0, e1): ([f32; LANES], [f32; LANES]) = (*arr(&e[here.clone()]), *arr(&e[next.clone()]));
+                        let (o0, o1): ([f32; LANES], [f32; LANES]) = (*arr(&o[here]), *arr(&o[next]));
+                        let out = base + x0..base + x0 + LANES;
+                        let v0: &mut [f32; LANES] = arr_mut(&mut v0[out.clone()]);
+                        let v1: &mut [f32; LANES] = arr_mut(&mut v1[out.clone()]);
+                        let v2: &mut [f32; LANES] = arr_mut(&mut v2[out.clone()]);
+                        let v3: &mut [f32; LANES] = arr_mut(&mut v3[out]);
+                        *v0 = std::array::from_fn(|x| e0[x] - e1[x]);
+                        *v1 = std::array::from_fn(|x| o0[x] + e1[x]);
+                        *v2 = std::array::from_fn(|x| e1[x] - o0[x]);
+                        *v3 = std::array::from_fn(|x| o0[x] - o1[x]);
                     }
                 }
             }
@@ -422,36 +455,40 @@ widest! {
     ) {
         let (tw, ow, oh) = (wi.tw, wi.ow, wi.oh);
         let t = (t1 - t0) * tw;
-        let mut s = vec![0f32; 4 * tw];
+        let tv = v_row(t);
+        // In runs of LANES tiles, as the input transform; a run past the tile row reads
+        // the next one's products (or the row's padding) and writes past `tw` in `s`.
+        let sw = tw.next_multiple_of(LANES);
+        let mut s = vec![0f32; 4 * sw];
         for (ki, plane) in planes.iter_mut().enumerate() {
-            let mk = &m[ki * POS * t..][..POS * t];
+            let mk = &m[ki * POS * tv..][..POS * tv];
             let bias = b.map_or(0.0, |b| b[k0 + ki]);
             for ty in t0..t1 {
                 let base = (ty - t0) * tw;
-                let at = |p: usize| &mk[p * t + base..][..tw];
-                let (y00, rest) = s.split_at_mut(tw);
-                let (y01, rest) = rest.split_at_mut(tw);
-                let (y10, y11) = rest.split_at_mut(tw);
-                {
+                let (y00, rest) = s.split_at_mut(sw);
+                let (y01, rest) = rest.split_at_mut(sw);
+                let (y10, y11) = rest.split_at_mut(sw);
+                for x0 in (0..tw).step_by(LANES) {
+                    // (Copied out: see the input transform.)
+                    let at = |p: usize| -> [f32; LANES] { *arr(&mk[p * tv + base + x0..][..LANES]) };
                     let (m00, m01, m02, m03) = (at(0), at(1), at(2), at(3));
                     let (m10, m11, m12, m13) = (at(4), at(5), at(6), at(7));
                     let (m20, m21, m22, m23) = (at(8), at(9), at(10), at(11));
                     let (m30, m31, m32, m33) = (at(12), at(13), at(14), at(15));
-                    for x in 0..tw {
-                        // Rows first: s0 = m0 + m1 + m2, s1 = m1 - m2 - m3; then columns.
-                        let s00 = m00[x] + m10[x] + m20[x];
-                        let s01 = m01[x] + m11[x] + m21[x];
-                        let s02 = m02[x] + m12[x] + m22[x];
-                        let s03 = m03[x] + m13[x] + m23[x];
-                        let s10 = m10[x] - m20[x] - m30[x];
-                        let s11 = m11[x] - m21[x] - m31[x];
-                        let s12 = m12[x] - m22[x] - m32[x];
-                        let s13 = m13[x] - m23[x] - m33[x];
-                        y00[x] = s00 + s01 + s02 + bias;
-                        y01[x] = s01 - s02 - s03 + bias;
-                        y10[x] = s10 + s11 + s12 + bias;
-                        y11[x] = s11 - s12 - s13 + bias;
-                    }
+                    // Rows first: s0 = m0 + m1 + m2, s1 = m1 - m2 - m3; then columns.
+                    let s00: [f32; LANES] = std::array::from_fn(|x| m00[x] + m10[x] + m20[x]);
+                    let s01: [f32; LANES] = std::array::from_fn(|x| m01[x] + m11[x] + m21[x]);
+                    let s02: [f32; LANES] = std::array::from_fn(|x| m02[x] + m12[x] + m22[x]);
+                    let s03: [f32; LANES] = std::array::from_fn(|x| m03[x] + m13[x] + m23[x]);
+                    let s10: [f32; LANES] = std::array::from_fn(|x| m10[x] - m20[x] - m30[x]);
+                    let s11: [f32; LANES] = std::array::from_fn(|x| m11[x] - m21[x] - m31[x]);
+                    let s12: [f32; LANES] = std::array::from_fn(|x| m12[x] - m22[x] - m32[x]);
+                    let s13: [f32; LANES] = std::array::from_fn(|x| m13[x] - m23[x] - m33[x]);
+                    let run = x0..x0 + LANES;
+                    *arr_mut::<LANES>(&mut y00[run.clone()]) = std::array::from_fn(|x| s00[x] + s01[x] + s02[x] + bias);
+                    *arr_mut::<LANES>(&mut y01[run.clone()]) = std::array::from_fn(|x| s01[x] - s02[x] - s03[x] + bias);
+                    *arr_mut::<LANES>(&mut y10[run.clone()]) = std::array::from_fn(|x| s10[x] + s11[x] + s12[x] + bias);
+                    *arr_mut::<LANES>(&mut y11[run]) = std::array::from_fn(|x| s11[x] - s12[x] - s13[x] + bias);
                 }
                 let oy = 2 * (ty - t0);
                 let pairs = ow / 2;
