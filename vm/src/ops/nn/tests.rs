@@ -107,28 +107,35 @@ fn conv_f64_of(x: &HostTensor, w: &HostTensor, b: Option<&HostTensor>, attrs: &A
     want.to_f64()
 }
 
-/// Winograd F(2x2, 3x3) takes 3x3 convolutions with unit strides and agrees with the f64
-/// definition: odd and even planes, pads 0-2 on either side, groups and batches, a single
-/// block with its phases split between threads, many blocks split by tile rows; weights
-/// transformed per call and kept with their constant give the same bits.
+/// Winograd F(2x2, 3x3) and F(4x4, 3x3) take 3x3 convolutions with unit strides and agree
+/// with the f64 definition: odd and even planes, pads 0-2 on either side, groups and
+/// batches, a single block with its phases split between threads, many blocks split by
+/// tile rows; 4x4 tiles on planes of 36 such tiles or more; weights transformed per call
+/// and kept with their constant give the same bits.
 #[test]
 fn winograd_convolutions_match_naive_loops() {
     use crate::ir::host_tensor::Derived;
-    // X shape, W shape, group, pads [top, left, bottom, right].
-    type Case<'a> = (&'a [i64], &'a [i64], i64, [i64; 4]);
+    // X shape, W shape, group, pads [top, left, bottom, right], output tiles' side.
+    type Case<'a> = (&'a [i64], &'a [i64], i64, [i64; 4], usize);
     let cases: &[Case] = &[
-        (&[1, 32, 9, 11], &[16, 32, 3, 3], 1, [1, 1, 1, 1]),
-        (&[2, 32, 10, 10], &[20, 32, 3, 3], 1, [0, 0, 0, 0]),
-        (&[1, 64, 13, 7], &[32, 32, 3, 3], 2, [2, 0, 1, 2]),
-        (&[1, 48, 14, 14], &[64, 48, 3, 3], 1, [0, 2, 2, 1]),
-        (&[1, 32, 57, 45], &[16, 32, 3, 3], 1, [1, 1, 1, 1]),
+        (&[1, 32, 9, 11], &[16, 32, 3, 3], 1, [1, 1, 1, 1], 2),
+        (&[2, 32, 10, 10], &[20, 32, 3, 3], 1, [0, 0, 0, 0], 2),
+        (&[1, 64, 13, 7], &[32, 32, 3, 3], 2, [2, 0, 1, 2], 2),
+        (&[1, 48, 14, 14], &[64, 48, 3, 3], 1, [0, 2, 2, 1], 2),
+        (&[1, 32, 57, 45], &[16, 32, 3, 3], 1, [1, 1, 1, 1], 4),
         // The fewest input channels it takes (squeezenet's first expand layers).
-        (&[1, 16, 21, 19], &[64, 16, 3, 3], 1, [1, 1, 1, 1]),
+        (&[1, 16, 21, 19], &[64, 16, 3, 3], 1, [1, 1, 1, 1], 2),
+        // 4x4 tiles: odd planes and uneven pads, the fewest tiles (one block), groups and
+        // batches, many blocks.
+        (&[1, 32, 30, 27], &[24, 32, 3, 3], 1, [0, 2, 1, 0], 4),
+        (&[1, 32, 24, 24], &[32, 32, 3, 3], 1, [1, 1, 1, 1], 4),
+        (&[2, 64, 26, 25], &[32, 32, 3, 3], 2, [2, 1, 0, 2], 4),
+        (&[1, 16, 122, 66], &[16, 16, 3, 3], 1, [1, 2, 2, 1], 4),
     ];
     // Eight input channels are too few: im2col + GEMM is faster.
     let few = conv_dims(&[1, 8, 56, 56], &[32, 8, 3, 3], None, &Attrs(vec![])).unwrap();
     assert!(Wino::new(&few).is_none());
-    for (case, &(xs, ws, group, pads)) in cases.iter().enumerate() {
+    for (case, &(xs, ws, group, pads, side)) in cases.iter().enumerate() {
         let seed = 10 * case as u64;
         let x = HostTensor::random(DType::F32, xs, seed).unwrap();
         let w = HostTensor::random(DType::F32, ws, seed + 1).unwrap();
@@ -139,6 +146,7 @@ fn winograd_convolutions_match_naive_loops() {
         ]);
         let cd = conv_dims(xs, ws, Some(&ws[..1]), &attrs).unwrap();
         let wi = Wino::new(&cd).unwrap_or_else(|| panic!("case {case}: Winograd should take it"));
+        assert_eq!(wi.side(), side, "case {case}: output tiles");
         let want = conv_f64_of(&x, &w, Some(&b), &attrs);
         let derived = Derived::default();
         let run = |constant: Option<ConstOperand>| {
