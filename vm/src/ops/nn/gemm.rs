@@ -532,6 +532,30 @@ fn gemm_blocks<const MR: usize, const NR: usize, const FMA: bool>(
                                 continue;
                             }
                         }
+                        #[cfg(target_arch = "x86_64")]
+                        if FMA && MR == MR512 && NR == NR512 && mr == MR && nr == NR {
+                            if let Some(tile) = TileOut::new(&epi, c, (ii, jj), alpha, (first, last)) {
+                                // SAFETY: this 12 x 32 kernel only runs inside
+                                // `gemm_packed_avx512`, on a CPU with AVX-512F; `tile`
+                                // points to 12 distinct rows of 32 floats of C (and of Z).
+                                unsafe { micro_tile_avx512(asl, bs, &tile) };
+                                continue;
+                            }
+                        }
+                        #[cfg(target_arch = "x86_64")]
+                        if FMA && MR == MR512 && NR == NR512 && nr <= NR512 / 2 {
+                            // A strip of at most 16 columns (the last of a product whose
+                            // columns are not a multiple of 32): half the kernel's products.
+                            let acc512 = (&mut acc as *mut [[f32; NR]; MR]).cast::<[[f32; NR512]; MR512]>();
+                            // SAFETY: the shapes are equal (checked just above), so the cast
+                            // is the identity; the kernel only runs inside
+                            // `gemm_packed_avx512`, on a CPU that has AVX-512F.
+                            unsafe { micro_half_avx512(asl, bs, &mut *acc512) };
+                            for (i, accr) in acc.iter().enumerate().take(mr) {
+                                epi.store((ii + i, jj), &mut c[ii + i][jj..jj + nr], accr, alpha, (first, last));
+                            }
+                            continue;
+                        }
                         micro::<MR, NR, FMA>(asl, bs, &mut acc);
                         for (i, accr) in acc.iter().enumerate().take(mr) {
                             epi.store((ii + i, jj), &mut c[ii + i][jj..jj + nr], accr, alpha, (first, last));
@@ -584,6 +608,23 @@ fn micro<const MR: usize, const NR: usize, const FMA: bool>(ap: &[f32], bp: &[f3
 #[target_feature(enable = "avx512f")]
 unsafe fn micro_avx512(ap: &[f32], bp: &[f32], acc: &mut [[f32; NR512]; MR512]) {
     use std::arch::x86_64::*;
+    // SAFETY: the caller's CPU has AVX-512F.
+    let c = unsafe { sums_avx512(ap, bp) };
+    for (row, ci) in acc.iter_mut().zip(&c) {
+        // SAFETY: a row holds 32 floats: two stores of 16.
+        unsafe {
+            _mm512_storeu_ps(row.as_mut_ptr(), ci[0]);
+            _mm512_storeu_ps(row.as_mut_ptr().add(16), ci[1]);
+        }
+    }
+}
+
+/// [`micro_avx512`]'s sums, in registers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn sums_avx512(ap: &[f32], bp: &[f32]) -> [[std::arch::x86_64::__m512; 2]; MR512] {
+    use std::arch::x86_64::*;
     let steps = (ap.len() / MR512).min(bp.len() / NR512);
     let (a, b) = (ap.as_ptr(), bp.as_ptr());
     let mut c = [[_mm512_setzero_ps(); 2]; MR512];
@@ -599,12 +640,30 @@ unsafe fn micro_avx512(ap: &[f32], bp: &[f32], acc: &mut [[f32; NR512]; MR512]) 
             }
         }
     }
-    for (row, ci) in acc.iter_mut().zip(&c) {
-        // SAFETY: a row holds 32 floats: two stores of 16.
+    c
+}
+
+/// [`micro_avx512`] for a strip whose columns past 16 are padding: only the first 16
+/// columns of `acc`'s rows are written, the sums of the same products in the same order.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn micro_half_avx512(ap: &[f32], bp: &[f32], acc: &mut [[f32; NR512]; MR512]) {
+    use std::arch::x86_64::*;
+    let steps = (ap.len() / MR512).min(bp.len() / NR512);
+    let (a, b) = (ap.as_ptr(), bp.as_ptr());
+    let mut c = [_mm512_setzero_ps(); MR512];
+    for p in 0..steps {
+        // SAFETY: step p reads A[p * 12..][..12] and B[p * 32..][..16], inside the slices.
         unsafe {
-            _mm512_storeu_ps(row.as_mut_ptr(), ci[0]);
-            _mm512_storeu_ps(row.as_mut_ptr().add(16), ci[1]);
+            let b0 = _mm512_loadu_ps(b.add(p * NR512));
+            for (i, ci) in c.iter_mut().enumerate() {
+                *ci = _mm512_fmadd_ps(_mm512_set1_ps(*a.add(p * MR512 + i)), b0, *ci);
+            }
         }
+    }
+    for (row, ci) in acc.iter_mut().zip(&c) {
+        // SAFETY: a row holds 32 floats; this writes the first 16.
+        unsafe { _mm512_storeu_ps(row.as_mut_ptr(), *ci) };
     }
 }
 
@@ -652,11 +711,11 @@ unsafe fn sums_avx2(ap: &[f32], bp: &[f32]) -> [[std::arch::x86_64::__m256; 2]; 
 /// reading them back for the epilogue cost as much as the products when k is short:
 /// Winograd's products over 16 to 64 channels, 1x1 layers over few channels).
 #[cfg(target_arch = "x86_64")]
-struct TileOut<'c> {
-    rows: [*mut f32; MR_AVX2],
+struct TileOut<'c, const MR: usize, const NR: usize> {
+    rows: [*mut f32; MR],
     /// Each row's start (the bias or 0) when the tile writes C; None: it adds to C.
-    start: Option<[f32; MR_AVX2]>,
-    z: Option<[*const f32; MR_AVX2]>,
+    start: Option<[f32; MR]>,
+    z: Option<[*const f32; MR]>,
     relu: bool,
     alpha: f32,
     /// The rows (and Z's) are borrowed from the product's operands for this long.
@@ -664,8 +723,8 @@ struct TileOut<'c> {
 }
 
 #[cfg(target_arch = "x86_64")]
-impl<'c> TileOut<'c> {
-    /// The tile at `(ii, jj)` of C (whole: 6 rows of 16 columns), when its epilogue is one
+impl<'c, const MR: usize, const NR: usize> TileOut<'c, MR, NR> {
+    /// The tile at `(ii, jj)` of C (whole: MR rows of NR columns), when its epilogue is one
     /// the registers take (an activation other than ReLU goes through `store`).
     fn new<'e: 'c>(
         epi: &Epilogue<'e>,
@@ -673,7 +732,7 @@ impl<'c> TileOut<'c> {
         (ii, jj): (usize, usize),
         alpha: f32,
         (first, last): (bool, bool),
-    ) -> Option<TileOut<'c>> {
+    ) -> Option<TileOut<'c, MR, NR>> {
         use super::epilogue::Activation;
         let relu = match epi.act {
             _ if !last => false,
@@ -681,16 +740,16 @@ impl<'c> TileOut<'c> {
             Activation::Relu => true,
             _ => return None,
         };
-        let rows = c.get_mut(ii..ii + MR_AVX2)?;
-        let mut ptrs = [std::ptr::null_mut(); MR_AVX2];
+        let rows = c.get_mut(ii..ii + MR)?;
+        let mut ptrs = [std::ptr::null_mut(); MR];
         for (p, row) in ptrs.iter_mut().zip(rows.iter_mut()) {
-            *p = row.get_mut(jj..jj + NR_AVX2)?.as_mut_ptr();
+            *p = row.get_mut(jj..jj + NR)?.as_mut_ptr();
         }
         let z = match epi.z {
             Some(z) if last => {
-                let mut zp = [std::ptr::null(); MR_AVX2];
+                let mut zp = [std::ptr::null(); MR];
                 for (i, p) in zp.iter_mut().enumerate() {
-                    *p = z.get(epi.r0 + ii + i)?.get(epi.c0 + jj..epi.c0 + jj + NR_AVX2)?.as_ptr();
+                    *p = z.get(epi.r0 + ii + i)?.get(epi.c0 + jj..epi.c0 + jj + NR)?.as_ptr();
                 }
                 Some(zp)
             }
@@ -706,7 +765,7 @@ impl<'c> TileOut<'c> {
 /// then ReLU), so the same bits.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn micro_tile_avx2(ap: &[f32], bp: &[f32], t: &TileOut<'_>) {
+unsafe fn micro_tile_avx2(ap: &[f32], bp: &[f32], t: &TileOut<'_, MR_AVX2, NR_AVX2>) {
     use std::arch::x86_64::*;
     // SAFETY: the caller's CPU has AVX2 and FMA; `t`'s rows (and Z's) are 16 floats each,
     // distinct, and C's rows are not read through anything else meanwhile.
@@ -732,6 +791,40 @@ unsafe fn micro_tile_avx2(ap: &[f32], bp: &[f32], t: &TileOut<'_>) {
             }
             _mm256_storeu_ps(p, v0);
             _mm256_storeu_ps(p.add(8), v1);
+        }
+    }
+}
+
+/// [`micro_tile_avx2`] for the 12 x 32 AVX-512 kernel: its sums and the epilogue of its
+/// rows from registers, the same operations in the same order as [`Epilogue::store`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn micro_tile_avx512(ap: &[f32], bp: &[f32], t: &TileOut<'_, MR512, NR512>) {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller's CPU has AVX-512F; `t`'s rows (and Z's) are 32 floats each,
+    // distinct, and C's rows are not read through anything else meanwhile.
+    unsafe {
+        let c = sums_avx512(ap, bp);
+        let alpha = _mm512_set1_ps(t.alpha);
+        for (i, ci) in c.iter().enumerate() {
+            let p = t.rows[i];
+            let (s0, s1) = (_mm512_mul_ps(alpha, ci[0]), _mm512_mul_ps(alpha, ci[1]));
+            let (b0, b1) = match t.start {
+                Some(start) => (_mm512_set1_ps(start[i]), _mm512_set1_ps(start[i])),
+                None => (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16))),
+            };
+            let (mut v0, mut v1) = (_mm512_add_ps(b0, s0), _mm512_add_ps(b1, s1));
+            if let Some(z) = t.z {
+                v0 = _mm512_add_ps(v0, _mm512_loadu_ps(z[i]));
+                v1 = _mm512_add_ps(v1, _mm512_loadu_ps(z[i].add(16)));
+            }
+            if t.relu {
+                // max(v, 0) is 0 for a NaN, as `f32::max`.
+                v0 = _mm512_max_ps(v0, _mm512_setzero_ps());
+                v1 = _mm512_max_ps(v1, _mm512_setzero_ps());
+            }
+            _mm512_storeu_ps(p, v0);
+            _mm512_storeu_ps(p.add(16), v1);
         }
     }
 }
@@ -816,17 +909,46 @@ mod tests {
     use super::super::epilogue::Activation;
     use super::*;
 
-    /// The AVX2 kernel's whole tiles stored from registers give the bits of its sums
-    /// stored and then written row by row by `Epilogue::store`: written from the bias or
-    /// added to C, then (on the last block of k) with and without Z and ReLU, at offsets
-    /// into the epilogue's rows and columns, with alpha 1.5, and with NaNs, infinities and
-    /// signed zeros among the operands; the columns either side of the tile keep theirs.
+    /// The AVX2 and AVX-512 kernels' whole tiles stored from registers give the bits of
+    /// their sums stored and then written row by row by `Epilogue::store`: written from
+    /// the bias or added to C, then (on the last block of k) with and without Z and ReLU,
+    /// at offsets into the epilogue's rows and columns, with alpha 1.5, and with NaNs,
+    /// infinities and signed zeros among the operands; the columns either side of the
+    /// tile keep theirs. AVX-512's half-width strip gives its full kernel's first 16
+    /// columns.
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn avx2_tiles_stored_from_registers_give_the_row_stores_bits() {
-        if !(std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")) {
-            return;
+    fn tiles_stored_from_registers_give_the_row_stores_bits() {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            tiles_match::<MR_AVX2, NR_AVX2>(micro_avx2, micro_tile_avx2);
         }
+        if std::is_x86_feature_detected!("avx512f") {
+            tiles_match::<MR512, NR512>(micro_avx512, micro_tile_avx512);
+            let kc = 29;
+            let ap: Vec<f32> = (0..MR512 * kc).map(|i| (i % 13) as f32 * 0.37 - 2.0).collect();
+            let bp: Vec<f32> = (0..NR512 * kc).map(|i| (i % 11) as f32 * 0.41 - 2.0).collect();
+            let (mut full, mut half) = ([[0f32; NR512]; MR512], [[f32::NAN; NR512]; MR512]);
+            // SAFETY: the CPU has AVX-512F (checked above).
+            unsafe {
+                micro_avx512(&ap, &bp, &mut full);
+                micro_half_avx512(&ap, &bp, &mut half);
+            }
+            for (f, h) in full.iter().zip(&half) {
+                assert_eq!(
+                    f[..16].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    h[..16].iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+
+    /// [`tiles_stored_from_registers_give_the_row_stores_bits`] for one kernel (the caller
+    /// checked that the CPU has its features).
+    #[cfg(target_arch = "x86_64")]
+    fn tiles_match<const MR: usize, const NR: usize>(
+        micro: unsafe fn(&[f32], &[f32], &mut [[f32; NR]; MR]),
+        tile_kernel: unsafe fn(&[f32], &[f32], &TileOut<'_, MR, NR>),
+    ) {
         let special = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0, 0.0];
         let val = |i: usize, s: usize| {
             let h = (i * 37 + s * 11) % 29;
@@ -838,44 +960,41 @@ mod tests {
             }
         };
         let kc = 37;
-        let ap: Vec<f32> = (0..MR_AVX2 * kc).map(|i| val(i, 1)).collect();
-        let bp: Vec<f32> = (0..NR_AVX2 * kc).map(|i| val(i, 2)).collect();
+        let ap: Vec<f32> = (0..MR * kc).map(|i| val(i, 1)).collect();
+        let bp: Vec<f32> = (0..NR * kc).map(|i| val(i, 2)).collect();
         let (r0, c0) = (3, 5);
-        let bias: Vec<f32> = (0..r0 + MR_AVX2).map(|i| val(i, 3)).collect();
-        let z: Vec<Vec<f32>> =
-            (0..r0 + MR_AVX2).map(|r| (0..c0 + NR_AVX2).map(|j| val(r * 100 + j, 4)).collect()).collect();
+        let bias: Vec<f32> = (0..r0 + MR).map(|i| val(i, 3)).collect();
+        let z: Vec<Vec<f32>> = (0..r0 + MR).map(|r| (0..c0 + NR).map(|j| val(r * 100 + j, 4)).collect()).collect();
         let z_rows: Vec<&[f32]> = z.iter().map(|r| &r[..]).collect();
         let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
         for act in [Activation::Identity, Activation::Relu] {
             for with_z in [false, true] {
                 for (first, last) in [(true, true), (true, false), (false, true), (false, false)] {
                     let epi = Epilogue::write(Some(&bias), act, with_z.then_some(&z_rows[..])).at(r0, c0);
-                    let c: Vec<Vec<f32>> =
-                        (0..MR_AVX2).map(|r| (0..NR_AVX2 + 2).map(|j| val(r * 50 + j, 5)).collect()).collect();
+                    let c: Vec<Vec<f32>> = (0..MR).map(|r| (0..NR + 2).map(|j| val(r * 50 + j, 5)).collect()).collect();
                     let (mut want, mut got) = (c.clone(), c);
-                    let mut acc = [[0f32; NR_AVX2]; MR_AVX2];
-                    // SAFETY: the CPU has AVX2 and FMA (checked above).
-                    unsafe { micro_avx2(&ap, &bp, &mut acc) };
+                    let mut acc = [[0f32; NR]; MR];
+                    // SAFETY: the CPU has the kernel's features (the caller checked).
+                    unsafe { micro(&ap, &bp, &mut acc) };
                     for (i, row) in want.iter_mut().enumerate() {
-                        epi.store((i, 0), &mut row[1..1 + NR_AVX2], &acc[i], 1.5, (first, last));
+                        epi.store((i, 0), &mut row[1..1 + NR], &acc[i], 1.5, (first, last));
                     }
                     let mut rows: Vec<&mut [f32]> = got.iter_mut().map(|r| &mut r[1..]).collect();
                     let tile = TileOut::new(&epi, &mut rows, (0, 0), 1.5, (first, last)).expect("a whole tile");
                     // SAFETY: as above; the tile's rows are `got`'s.
-                    unsafe { micro_tile_avx2(&ap, &bp, &tile) };
+                    unsafe { tile_kernel(&ap, &bp, &tile) };
                     for (i, (w, g)) in want.iter().zip(&got).enumerate() {
                         for (j, (&w, &g)) in w.iter().zip(g).enumerate() {
                             assert!(
                                 same(w, g),
-                                "{act:?}, z {with_z}, first {first}, last {last}: [{i}][{j}] {g} vs {w}"
+                                "{MR}x{NR}, {act:?}, z {with_z}, first {first}, last {last}: [{i}][{j}] {g} vs {w}"
                             );
                         }
                     }
                 }
             }
         }
-        let sums_finite =
-            (0..NR_AVX2).all(|j| (0..kc).map(|p| ap[p * MR_AVX2] * bp[p * NR_AVX2 + j]).sum::<f32>().is_finite());
+        let sums_finite = (0..NR).all(|j| (0..kc).map(|p| ap[p * MR] * bp[p * NR + j]).sum::<f32>().is_finite());
         assert!(sums_finite && special.iter().all(|&v| bias.iter().chain(z.concat().iter()).any(|&x| same(x, v))));
     }
 
