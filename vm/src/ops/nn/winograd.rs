@@ -49,10 +49,13 @@ const FEW_TILES: usize = 32;
 /// multiplies saved (docs/performance.md, "What made the host path faster").
 const MIN_CHANNELS: usize = 16;
 const SMALL_WEIGHTS: usize = 1 << 20;
-/// The transforms work in runs of this many columns (a whole vector or two, whatever the
-/// CPU): loops of a fixed length compile to vector operations, where loops over a tile
-/// row's 4 to 28 tiles ran mostly in their scalar remainders.
-const LANES: usize = 16;
+/// The transforms work in runs of this many tiles (one AVX2 vector, half an AVX-512
+/// one): loops of a fixed length compile to vector operations, where loops over a tile
+/// row's 4 to 28 tiles ran mostly in their scalar remainders. Runs of 16 wasted more on
+/// rows of 7 to 11 tiles (2x2 tiles take planes up to about 22x22, 4x4 ones 28x28 from
+/// 7 tiles) than they saved on long rows (resnet50, one thread: 79.2 -> 78.1 ms of
+/// convolutions with 8).
+const LANES: usize = 8;
 
 /// A run of [`LANES`] values, `$e` for each lane `$x`: a loop into a local array, which
 /// stays inside the kernel it is written in and takes that kernel's vector instructions
