@@ -542,21 +542,7 @@ fn gemm_blocks<const MR: usize, const NR: usize, const FMA: bool>(
                                 continue;
                             }
                         }
-                        #[cfg(target_arch = "x86_64")]
-                        if FMA && MR == MR512 && NR == NR512 && nr <= NR512 / 2 {
-                            // A strip of at most 16 columns (the last of a product whose
-                            // columns are not a multiple of 32): half the kernel's products.
-                            let acc512 = (&mut acc as *mut [[f32; NR]; MR]).cast::<[[f32; NR512]; MR512]>();
-                            // SAFETY: the shapes are equal (checked just above), so the cast
-                            // is the identity; the kernel only runs inside
-                            // `gemm_packed_avx512`, on a CPU that has AVX-512F.
-                            unsafe { micro_half_avx512(asl, bs, &mut *acc512) };
-                            for (i, accr) in acc.iter().enumerate().take(mr) {
-                                epi.store((ii + i, jj), &mut c[ii + i][jj..jj + nr], accr, alpha, (first, last));
-                            }
-                            continue;
-                        }
-                        micro::<MR, NR, FMA>(asl, bs, &mut acc);
+                        micro::<MR, NR, FMA>(asl, bs, nr, &mut acc);
                         for (i, accr) in acc.iter().enumerate().take(mr) {
                             epi.store((ii + i, jj), &mut c[ii + i][jj..jj + nr], accr, alpha, (first, last));
                         }
@@ -568,12 +554,18 @@ fn gemm_blocks<const MR: usize, const NR: usize, const FMA: bool>(
 }
 
 /// `acc = A B` for one MR-tall strip of A and one NR-wide strip of B (`ap`, `bp`: their
-/// KC-block, k-major). The AVX-512 and AVX2 kernels are intrinsics: their sums live in
-/// registers from the first step (written in plain Rust, the zeroed sums went through a
-/// memset of the stack and reloads that stalled on it); they compute what the plain loop
-/// computes, `fma(a, b, sum)` from zero, in the same order.
+/// KC-block, k-major), of which the first `cols` columns are used. The AVX-512 and AVX2
+/// kernels are intrinsics: their sums live in registers from the first step (written in
+/// plain Rust, the zeroed sums went through a memset of the stack and reloads that
+/// stalled on it); they compute what the plain loop computes, `fma(a, b, sum)` from zero,
+/// in the same order.
 #[inline(always)]
-fn micro<const MR: usize, const NR: usize, const FMA: bool>(ap: &[f32], bp: &[f32], acc: &mut [[f32; NR]; MR]) {
+fn micro<const MR: usize, const NR: usize, const FMA: bool>(
+    ap: &[f32],
+    bp: &[f32],
+    cols: usize,
+    acc: &mut [[f32; NR]; MR],
+) {
     #[cfg(target_arch = "x86_64")]
     {
         if FMA && MR == MR512 && NR == NR512 {
@@ -581,7 +573,7 @@ fn micro<const MR: usize, const NR: usize, const FMA: bool>(ap: &[f32], bp: &[f3
             // SAFETY: the shapes are equal (checked just above), so the cast is the identity;
             // and the 12 x 32 FMA kernel only runs inside `gemm_packed_avx512`, on a CPU that
             // has AVX-512F.
-            unsafe { micro_avx512(ap, bp, &mut *acc) };
+            unsafe { micro_avx512(ap, bp, cols, &mut *acc) };
             return;
         }
         if FMA && MR == MR_AVX2 && NR == NR_AVX2 {
@@ -603,68 +595,67 @@ fn micro<const MR: usize, const NR: usize, const FMA: bool>(ap: &[f32], bp: &[f3
     }
 }
 
-/// [`micro`]'s 12 x 32 kernel: 24 zmm sums, two loads of B and 12 broadcasts of A per step.
+/// [`micro`]'s 12 x 32 kernel: 24 zmm sums, two loads of B and 12 broadcasts of A per step;
+/// for at most 16 `cols` (a product's last strip when its columns are no multiple of 32)
+/// 12 sums and one load, the same bits in those columns, the rest of `acc` left as it was.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn micro_avx512(ap: &[f32], bp: &[f32], acc: &mut [[f32; NR512]; MR512]) {
-    use std::arch::x86_64::*;
+unsafe fn micro_avx512(ap: &[f32], bp: &[f32], cols: usize, acc: &mut [[f32; NR512]; MR512]) {
     // SAFETY: the caller's CPU has AVX-512F.
-    let c = unsafe { sums_avx512(ap, bp) };
-    for (row, ci) in acc.iter_mut().zip(&c) {
-        // SAFETY: a row holds 32 floats: two stores of 16.
-        unsafe {
-            _mm512_storeu_ps(row.as_mut_ptr(), ci[0]);
-            _mm512_storeu_ps(row.as_mut_ptr().add(16), ci[1]);
+    unsafe {
+        if cols <= NR512 / 2 {
+            store_sums_avx512(&sums_avx512::<1>(ap, bp), acc);
+        } else {
+            store_sums_avx512(&sums_avx512::<2>(ap, bp), acc);
         }
     }
 }
 
-/// [`micro_avx512`]'s sums, in registers.
+/// Stores [`sums_avx512`]'s `W` vectors of each row at the start of `acc`'s rows.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn sums_avx512(ap: &[f32], bp: &[f32]) -> [[std::arch::x86_64::__m512; 2]; MR512] {
+unsafe fn store_sums_avx512<const W: usize>(
+    c: &[[std::arch::x86_64::__m512; W]; MR512],
+    acc: &mut [[f32; NR512]; MR512],
+) {
     use std::arch::x86_64::*;
+    for (row, ci) in acc.iter_mut().zip(c) {
+        for (w, v) in ci.iter().enumerate() {
+            // SAFETY: a row holds 32 floats, W (at most 2) stores of 16.
+            unsafe { _mm512_storeu_ps(row.as_mut_ptr().add(16 * w), *v) };
+        }
+    }
+}
+
+/// [`micro_avx512`]'s sums over B's first `W` vectors of 16 columns (1 or 2), in
+/// registers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn sums_avx512<const W: usize>(ap: &[f32], bp: &[f32]) -> [[std::arch::x86_64::__m512; W]; MR512] {
+    use std::arch::x86_64::*;
+    debug_assert!(W <= NR512 / 16);
     let steps = (ap.len() / MR512).min(bp.len() / NR512);
     let (a, b) = (ap.as_ptr(), bp.as_ptr());
-    let mut c = [[_mm512_setzero_ps(); 2]; MR512];
+    let mut c = [[_mm512_setzero_ps(); W]; MR512];
     for p in 0..steps {
-        // SAFETY: step p reads A[p * 12..][..12] and B[p * 32..][..32], inside the slices
+        // SAFETY: step p reads A[p * 12..][..12] and B[p * 32..][..16 W], inside the slices
         // (`steps` counts whole steps of both).
         unsafe {
-            let (b0, b1) = (_mm512_loadu_ps(b.add(p * NR512)), _mm512_loadu_ps(b.add(p * NR512 + 16)));
+            let mut bv = [_mm512_setzero_ps(); W];
+            for (w, v) in bv.iter_mut().enumerate() {
+                *v = _mm512_loadu_ps(b.add(p * NR512 + 16 * w));
+            }
             for (i, ci) in c.iter_mut().enumerate() {
                 let x = _mm512_set1_ps(*a.add(p * MR512 + i));
-                ci[0] = _mm512_fmadd_ps(x, b0, ci[0]);
-                ci[1] = _mm512_fmadd_ps(x, b1, ci[1]);
+                for (cw, bw) in ci.iter_mut().zip(&bv) {
+                    *cw = _mm512_fmadd_ps(x, *bw, *cw);
+                }
             }
         }
     }
     c
-}
-
-/// [`micro_avx512`] for a strip whose columns past 16 are padding: only the first 16
-/// columns of `acc`'s rows are written, the sums of the same products in the same order.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn micro_half_avx512(ap: &[f32], bp: &[f32], acc: &mut [[f32; NR512]; MR512]) {
-    use std::arch::x86_64::*;
-    let steps = (ap.len() / MR512).min(bp.len() / NR512);
-    let (a, b) = (ap.as_ptr(), bp.as_ptr());
-    let mut c = [_mm512_setzero_ps(); MR512];
-    for p in 0..steps {
-        // SAFETY: step p reads A[p * 12..][..12] and B[p * 32..][..16], inside the slices.
-        unsafe {
-            let b0 = _mm512_loadu_ps(b.add(p * NR512));
-            for (i, ci) in c.iter_mut().enumerate() {
-                *ci = _mm512_fmadd_ps(_mm512_set1_ps(*a.add(p * MR512 + i)), b0, *ci);
-            }
-        }
-    }
-    for (row, ci) in acc.iter_mut().zip(&c) {
-        // SAFETY: a row holds 32 floats; this writes the first 16.
-        unsafe { _mm512_storeu_ps(row.as_mut_ptr(), *ci) };
-    }
 }
 
 /// [`micro`]'s 6 x 16 kernel: 12 ymm sums, two loads of B and 6 broadcasts of A per step.
@@ -804,7 +795,7 @@ unsafe fn micro_tile_avx512(ap: &[f32], bp: &[f32], t: &TileOut<'_, MR512, NR512
     // SAFETY: the caller's CPU has AVX-512F; `t`'s rows (and Z's) are 32 floats each,
     // distinct, and C's rows are not read through anything else meanwhile.
     unsafe {
-        let c = sums_avx512(ap, bp);
+        let c = sums_avx512::<2>(ap, bp);
         let alpha = _mm512_set1_ps(t.alpha);
         for (i, ci) in c.iter().enumerate() {
             let p = t.rows[i];
@@ -923,15 +914,16 @@ mod tests {
             tiles_match::<MR_AVX2, NR_AVX2>(micro_avx2, micro_tile_avx2);
         }
         if std::is_x86_feature_detected!("avx512f") {
-            tiles_match::<MR512, NR512>(micro_avx512, micro_tile_avx512);
+            // SAFETY (in the closure): the CPU has AVX-512F, checked just above.
+            tiles_match::<MR512, NR512>(|a, b, acc| unsafe { micro_avx512(a, b, NR512, acc) }, micro_tile_avx512);
             let kc = 29;
             let ap: Vec<f32> = (0..MR512 * kc).map(|i| (i % 13) as f32 * 0.37 - 2.0).collect();
             let bp: Vec<f32> = (0..NR512 * kc).map(|i| (i % 11) as f32 * 0.41 - 2.0).collect();
             let (mut full, mut half) = ([[0f32; NR512]; MR512], [[f32::NAN; NR512]; MR512]);
             // SAFETY: the CPU has AVX-512F (checked above).
             unsafe {
-                micro_avx512(&ap, &bp, &mut full);
-                micro_half_avx512(&ap, &bp, &mut half);
+                micro_avx512(&ap, &bp, NR512, &mut full);
+                micro_avx512(&ap, &bp, NR512 / 2, &mut half);
             }
             for (f, h) in full.iter().zip(&half) {
                 assert_eq!(

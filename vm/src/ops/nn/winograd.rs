@@ -411,14 +411,9 @@ widest! {
             let xp = &xg[(c0 + ci) * ih * iw..][..ih * iw];
             for ty in t0..t1 {
                 for r in 0..4 {
-                    let (e, o) = eo[r * 2 * wp..][..2 * wp].split_at_mut(wp);
                     let iy = (2 * ty + r).wrapping_sub(wi.pt);
-                    if iy >= ih {
-                        e[..w1].fill(0.0);
-                        o[..w1].fill(0.0);
-                        continue;
-                    }
-                    deinterleave(&xp[iy * iw..][..iw], wi.pl, &mut e[..w1], &mut o[..w1]);
+                    let row = if iy < ih { &xp[iy * iw..][..iw] } else { &[][..] };
+                    phases::<2>(row, wi.pl, &mut eo[r * 2 * wp..][..2 * wp], wp, w1);
                 }
                 {
                     let (d0, rest) = eo.split_at(2 * wp);
@@ -473,27 +468,6 @@ widest! {
                 }
             }
         }
-    }
-}
-
-/// The even and odd columns of an input row padded by `pl` zeros on the left (and zeros
-/// past its end): `e[j] = row[2j - pl]`, `o[j] = row[2j + 1 - pl]`.
-#[inline(always)]
-fn deinterleave(row: &[f32], pl: usize, e: &mut [f32], o: &mut [f32]) {
-    let n = e.len();
-    // Padded column q holds row[q - pl]; columns 2j and 2j + 1 inside the row for
-    // j in lo..hi, both.
-    let lo = pl.div_ceil(2).min(n);
-    let hi = ((row.len() + pl) / 2).clamp(lo, n);
-    let at = |q: usize| q.checked_sub(pl).and_then(|i| row.get(i)).copied().unwrap_or(0.0);
-    for j in (0..lo).chain(hi..n) {
-        e[j] = at(2 * j);
-        o[j] = at(2 * j + 1);
-    }
-    let src = &row[2 * lo - pl..2 * hi - pl];
-    for ((e, o), pair) in e[lo..hi].iter_mut().zip(&mut o[lo..hi]).zip(src.chunks_exact(2)) {
-        *e = pair[0];
-        *o = pair[1];
     }
 }
 
@@ -657,7 +631,7 @@ widest! {
                     let rows = &mut ph[r * 4 * wp..][..4 * wp];
                     let iy = (4 * ty + r).wrapping_sub(wi.pt);
                     let row = if iy < ih { &xp[iy * iw..][..iw] } else { &[][..] };
-                    phases(row, wi.pl, rows, wp, w1);
+                    phases::<4>(row, wi.pl, rows, wp, w1);
                 }
                 for q in 0..4 {
                     for j0 in (0..wr).step_by(LANES) {
@@ -687,37 +661,26 @@ widest! {
     }
 }
 
-/// The 4 column phases of an input row padded by `pl` zeros on the left (and zeros past
-/// its end), each `wp` apart in `out`: `out[j * wp + x] = row[4x + j - pl]` for x < `w1`.
+/// The `R` column phases of an input row padded by `pl` zeros on the left (and zeros past
+/// its end), each `wp` apart in `out`: `out[j * wp + x] = row[R x + j - pl]` for x < `w1`
+/// (for 2x2 tiles its even and odd columns, for 4x4 tiles columns 4x to 4x + 3).
 #[inline(always)]
-fn phases(row: &[f32], pl: usize, out: &mut [f32], wp: usize, w1: usize) {
-    let (p0, rest) = out.split_at_mut(wp);
-    let (p1, rest) = rest.split_at_mut(wp);
-    let (p2, p3) = rest.split_at_mut(wp);
+fn phases<const R: usize>(row: &[f32], pl: usize, out: &mut [f32], wp: usize, w1: usize) {
     let at = |q: usize| q.checked_sub(pl).and_then(|i| row.get(i)).copied().unwrap_or(0.0);
-    // Tiles whose 4 columns all lie in the row read them as one chunk.
-    let lo = pl.div_ceil(4).min(w1);
-    let hi = ((row.len() + pl) / 4).clamp(lo, w1);
+    // Tiles whose R columns all lie in the row read them in one chunk.
+    let lo = pl.div_ceil(R).min(w1);
+    let hi = ((row.len() + pl) / R).clamp(lo, w1);
     for x in (0..lo).chain(hi..w1) {
-        (p0[x], p1[x], p2[x], p3[x]) = (at(4 * x), at(4 * x + 1), at(4 * x + 2), at(4 * x + 3));
+        for j in 0..R {
+            out[j * wp + x] = at(R * x + j);
+        }
     }
     if hi > lo {
-        let src = &row[4 * lo - pl..4 * hi - pl];
-        // Four tiles at a time (a 4x4 transpose, in vector shuffles), then the rest.
-        let mut chunks = src.chunks_exact(16);
-        let mut x = lo;
-        for q in chunks.by_ref() {
-            let q: [f32; 16] = *arr(q);
-            let run = x..x + 4;
-            *arr_mut::<4>(&mut p0[run.clone()]) = [q[0], q[4], q[8], q[12]];
-            *arr_mut::<4>(&mut p1[run.clone()]) = [q[1], q[5], q[9], q[13]];
-            *arr_mut::<4>(&mut p2[run.clone()]) = [q[2], q[6], q[10], q[14]];
-            *arr_mut::<4>(&mut p3[run]) = [q[3], q[7], q[11], q[15]];
-            x += 4;
-        }
-        for q in chunks.remainder().chunks_exact(4) {
-            (p0[x], p1[x], p2[x], p3[x]) = (q[0], q[1], q[2], q[3]);
-            x += 1;
+        let src = &row[R * lo - pl..R * hi - pl];
+        for (j, p) in out.chunks_exact_mut(wp).take(R).enumerate() {
+            for (o, q) in p[lo..hi].iter_mut().zip(src.chunks_exact(R)) {
+                *o = q[j];
+            }
         }
     }
 }
